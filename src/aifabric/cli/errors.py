@@ -1,0 +1,63 @@
+"""Turning exceptions into the exit-code contract."""
+
+from __future__ import annotations
+
+import traceback
+
+import click
+import typer
+from rich.console import Console
+
+from ..errors import InputError
+
+stderr = Console(stderr=True)
+
+
+class Interrupted(Exception):
+    """A run stopped by Ctrl-C after writing its partial results."""
+
+
+def print_input_error(exc: InputError) -> None:
+    n = len(exc.problems)
+    head = f"{exc.source}: " if exc.source and all(exc.source not in p.message for p in exc.problems) else ""
+    if n > 1:
+        stderr.print(f"[bold red]error:[/] {head}{n} problems", highlight=False)
+        for p in exc.problems:
+            stderr.print(f"  - {p}", highlight=False, markup=False)
+    else:
+        stderr.print(f"[bold red]error:[/] {head}", end="", highlight=False)
+        stderr.print(str(exc.problems[0]), highlight=False, markup=False)
+
+
+def run_app(app: typer.Typer, argv: list[str] | None) -> int:
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        result = app(args=args, standalone_mode=False, prog_name="aifabric")
+        return int(result or 0)
+    except InputError as exc:
+        print_input_error(exc)
+        return 2
+    except click.exceptions.Abort:
+        stderr.print("[red]aborted[/]")
+        return 130
+    except click.ClickException as exc:  # usage errors: bad flag, missing argument
+        exc.show()
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except Interrupted as exc:
+        stderr.print(f"[yellow]interrupted:[/] {exc}")
+        return 130
+    except KeyboardInterrupt:
+        stderr.print("[yellow]interrupted[/]")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract: exit 1, traceback only with --debug
+        if debug:
+            traceback.print_exc()
+        else:
+            stderr.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}", highlight=False, markup=False)
+            stderr.print("run again with --debug for the traceback", style="dim")
+        return 1

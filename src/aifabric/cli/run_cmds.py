@@ -1,0 +1,107 @@
+"""demo, validate, simulate: the main job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..report import build_summary, new_run_dir, print_summary, write_atomic, write_json
+from ..scenario import demo_scenario, demo_scenario_text, load_scenario
+from ..scenario.schema import Scenario
+from ..simulate import simulate
+from .app import app
+from .console import make_console
+from .errors import Interrupted
+
+console = make_console()
+
+OUT_HELP = "output directory (default: a new aifabric-run-<time> folder in the current directory)"
+PROGRESS_MIN_TASKS = 20_000
+
+
+def _out_dir(out: Path | None) -> Path:
+    if out is None:
+        return new_run_dir()
+    if out.exists() and not out.is_dir():
+        from ..errors import InputError
+
+        raise InputError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, scenario_text: str | None) -> int:
+    out_dir = _out_dir(out)
+    progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, transient=True)
+    task_id = None
+
+    def on_progress(done: int, total: int) -> None:
+        nonlocal task_id
+        if total < PROGRESS_MIN_TASKS:
+            return
+        if task_id is None:
+            progress.start()
+            task_id = progress.add_task("sim", total=total)
+        if done % 1000 == 0 or done == total:
+            progress.update(task_id, completed=done)
+
+    try:
+        run = simulate(scenario, engine, on_progress)
+    finally:
+        progress.stop()
+    summary = build_summary(run)
+    write_json(out_dir / "summary.json", summary)
+    if scenario_text is not None:
+        write_atomic(out_dir / "scenario.yaml", scenario_text)
+    print_summary(run, console)
+    console.print(f"\nwrote [bold]{out_dir / 'summary.json'}[/]")
+    if not run.results.complete:
+        raise Interrupted(f"partial results written to {out_dir}")
+    return 0
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: the scenario's)"),
+) -> int:
+    """Run the embedded default scenario end to end and write its report (no arguments, no network)."""
+    scenario = demo_scenario()
+    if engine:
+        scenario = scenario.model_copy(update={"engine": _engine(engine)})
+    return run_and_report(scenario, out, engine, demo_scenario_text())
+
+
+@app.command()
+def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int:
+    """Check a scenario: exit 0, or exit 2 with every problem listed by field path."""
+    s = load_scenario(file)
+    console.print(f"[green]ok[/] {file}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine")
+    return 0
+
+
+@app.command()
+def simulate_cmd(
+    file: Path = typer.Argument(..., help="scenario YAML file"),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: the scenario's)"),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+) -> int:
+    """Simulate a scenario and write its report."""
+    scenario = load_scenario(file)
+    return run_and_report(scenario, out, _engine(engine) if engine else None, file.read_text(encoding="utf-8"))
+
+
+simulate_cmd.__name__ = "simulate"
+app.registered_commands[-1].name = "simulate"
+
+
+def _engine(name: str) -> str:
+    from ..engines import ENGINES
+    from ..errors import InputError
+
+    if name not in ENGINES:
+        raise InputError(f"--engine: must be one of {', '.join(ENGINES)} (got {name!r})")
+    return name

@@ -1,0 +1,62 @@
+"""ECMP: which of several equal-cost next hops a flow takes, from its 5-tuple.
+
+The hash (documented, so users can reproduce and reason about polarization):
+
+    key  = src_ip (4 B) | dst_ip (4 B) | protocol (1 B) | src_port (2 B) | dst_port (2 B), big-endian
+    h    = CRC-32 (zlib / IEEE 802.3 polynomial) of key, with the switch's seed as the initial value
+    port = next_hops[h mod len(next_hops)]
+
+A switch's seed is the fabric's `ecmp_hash_seed`; with `per_switch_hash_seed` the switch's name is
+mixed in (seed XOR CRC-32(name)), which is how operators break polarization between tiers.
+
+RoCEv2 flows all go to UDP port 4791, so the entropy is the UDP source port, which the NIC derives
+from the queue pair numbers as the Linux RDMA stack does (`rdma_calc_flow_label` and
+`rdma_flow_label_to_udp_sport`): one QP = one 5-tuple = one path.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+ROCEV2_UDP_PORT = 4791
+IPPROTO_UDP = 17
+_FLOW_LABEL_MASK = 0xFFFFF
+_ROCE_SPORT_MIN = 0xC000
+
+
+@dataclass(frozen=True)
+class FiveTuple:
+    src_ip: int
+    dst_ip: int
+    src_port: int
+    dst_port: int = ROCEV2_UDP_PORT
+    protocol: int = IPPROTO_UDP
+
+    def key(self) -> bytes:
+        return struct.pack(">IIBHH", self.src_ip, self.dst_ip, self.protocol, self.src_port, self.dst_port)
+
+
+def ecmp_hash(flow: FiveTuple, seed: int) -> int:
+    return zlib.crc32(flow.key(), seed & 0xFFFFFFFF)
+
+
+def switch_seed(base_seed: int, switch_name: str, per_switch: bool) -> int:
+    if not per_switch:
+        return base_seed & 0xFFFFFFFF
+    return (base_seed ^ zlib.crc32(switch_name.encode())) & 0xFFFFFFFF
+
+
+def flow_label(local_qpn: int, remote_qpn: int) -> int:
+    v = (local_qpn * remote_qpn) & 0xFFFFFFFFFFFFFFFF
+    v ^= v >> 20
+    v ^= v >> 40
+    return v & _FLOW_LABEL_MASK
+
+
+def roce_udp_source_port(local_qpn: int, remote_qpn: int) -> int:
+    """UDP source port of a RoCEv2 QP (0xC000..0xFFFF), from its 20-bit flow label."""
+    fl = flow_label(local_qpn, remote_qpn)
+    low = (fl & 0x3FFF) ^ ((fl & 0xFC000) >> 14)
+    return low | _ROCE_SPORT_MIN

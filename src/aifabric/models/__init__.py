@@ -1,0 +1,3 @@
+from .feedforward import FeedForward
+
+__all__ = ["FeedForward"]

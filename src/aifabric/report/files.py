@@ -1,0 +1,40 @@
+"""Writing output files atomically: a reader never sees a half-written file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path: Path, data: Any) -> Path:
+    return write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def new_run_dir(base: Path | None = None, prefix: str = "aifabric-run") -> Path:
+    """A fresh folder under `base` (default: the current directory) named after the time."""
+    base = base or Path.cwd()
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate = base / f"{prefix}-{stamp}"
+    k = 1
+    while candidate.exists():
+        k += 1
+        candidate = base / f"{prefix}-{stamp}-{k}"
+    candidate.mkdir(parents=True)
+    return candidate

@@ -1,0 +1,74 @@
+"""summary.json: the machine-readable result of a run. Schema documented in docs/summary-schema.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from ..simulate import Run
+from ..units import BITS_PER_BYTE
+
+SUMMARY_SCHEMA_VERSION = 1
+
+
+def _gB(x: float) -> float:
+    return x / 1e9
+
+
+def build_summary(run: Run) -> dict[str, Any]:
+    r = run.results
+    s = run.scenario
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "aifabric_version": __version__,
+        "complete": r.complete,
+        "scenario": s.model_dump(mode="json"),
+        "engine": r.engine,
+        "world_size": run.fabric.world_size,
+        "workload": {
+            "description": run.workload.description,
+            "params": run.workload.params,
+            "flops_per_iteration": run.workload.flops_per_iteration,
+        },
+        "iterations": r.iterations,
+        "iteration_time_s": r.iteration_time_s,
+        "compute_time_s": r.compute_time_s,
+        "communication_time_s": r.communication_time_s,
+        "exposed_communication_s": r.exposed_communication_s,
+        "collectives": [
+            {
+                "key": c.key,
+                "op": c.op,
+                "label": c.label,
+                "group_size": c.group_size,
+                "bytes_per_rank": c.size_bytes,
+                "algorithm": c.algorithm,
+                "steps": c.steps,
+                "transfers": c.transfers,
+                "start_s": c.start_s,
+                "time_s": c.time_s,
+                "algbw_GBps": _gB(c.algbw_bytes_per_s),
+                "busbw_GBps": _gB(c.busbw_bytes_per_s),
+            }
+            for c in r.collectives
+        ],
+        "links": [
+            {
+                "id": link.id,
+                "src": link.src,
+                "dst": link.dst,
+                "tier": link.tier,
+                "capacity_gbps": link.capacity_bytes_per_s * BITS_PER_BYTE / 1e9,
+                "bytes": link.bytes,
+                "utilization": link.utilization,
+                "peak_gbps": link.peak_bytes_per_s * BITS_PER_BYTE / 1e9,
+            }
+            for link in r.links
+        ],
+        "flows": {
+            "count": r.flow_count,
+            "bytes": r.flow_bytes,
+            "scale_up_bytes": r.scale_up_bytes,
+            "scale_out_bytes": r.scale_out_bytes,
+        },
+    }

@@ -1,0 +1,65 @@
+"""The terminal summary: rich tables in the layouts people know (nccl-tests for collectives)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..simulate import Run
+from ..units import BITS_PER_BYTE
+
+
+def fmt_time(t_s: float) -> str:
+    if t_s >= 1:
+        return f"{t_s:.3f} s"
+    if t_s >= 1e-3:
+        return f"{t_s * 1e3:.3f} ms"
+    return f"{t_s * 1e6:.1f} µs"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
+    r = run.results
+    s = run.scenario
+    head = Table(title=f"aifabric · {s.name} · {r.engine} engine", show_header=False, title_justify="left")
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("cluster", f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu}"
+                 f" = {run.fabric.world_size} GPUs, {s.fabric.topology}, {s.fabric.spines} spines")
+    head.add_row("workload", run.workload.description)
+    head.add_row("iteration time", fmt_time(r.iteration_time_s))
+    head.add_row("compute", fmt_time(r.compute_time_s))
+    head.add_row("communication", fmt_time(r.communication_time_s))
+    exposed_pct = 100 * r.exposed_communication_s / r.iteration_time_s if r.iteration_time_s else 0
+    head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
+    head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
+                 f" network {fmt_bytes(r.scale_out_bytes)})")
+    if not r.complete:
+        head.add_row("[red]status", "[red]interrupted: partial results")
+    console.print(head)
+
+    coll = Table(title="collectives (nccl-tests: algbw = size / time, busbw = algbw × 2(n−1)/n for AllReduce)",
+                 title_justify="left")
+    for col in ("collective", "op", "ranks", "size", "algorithm", "steps", "time", "algbw GB/s", "busbw GB/s"):
+        coll.add_column(col, justify="right" if col not in ("collective", "op", "algorithm") else "left")
+    for c in r.collectives[:20]:
+        coll.add_row(c.key, c.op, str(c.group_size), fmt_bytes(c.size_bytes), c.algorithm, str(c.steps),
+                     fmt_time(c.time_s), f"{c.algbw_bytes_per_s / 1e9:.2f}", f"{c.busbw_bytes_per_s / 1e9:.2f}")
+    if len(r.collectives) > 20:
+        coll.caption = f"... and {len(r.collectives) - 20} more in summary.json"
+    console.print(coll)
+
+    links = Table(title=f"busiest links (top {top_links} by utilization)", title_justify="left")
+    for col in ("link", "tier", "capacity Gb/s", "bytes", "utilization", "peak Gb/s"):
+        links.add_column(col, justify="left" if col in ("link", "tier") else "right")
+    for link in sorted(r.links, key=lambda x: -x.utilization)[:top_links]:
+        links.add_row(link.id, link.tier, f"{link.capacity_bytes_per_s * BITS_PER_BYTE / 1e9:.0f}",
+                      fmt_bytes(link.bytes), f"{100 * link.utilization:.1f}%",
+                      f"{link.peak_bytes_per_s * BITS_PER_BYTE / 1e9:.1f}")
+    console.print(links)

@@ -1,0 +1,175 @@
+"""Results of a run: the timeline turned into the quantities engineers ask about.
+
+Definitions (also in docs/summary-schema.md):
+- iteration_time_s: simulated time of all iterations / iterations.
+- compute_time_s: GPU busy time per iteration of the busiest rank.
+- communication_time_s: per rank, the union of the intervals in which it takes part in a collective
+  (its first transfer's start to its last transfer's end), per iteration; the largest over ranks.
+- exposed_communication_s: the part of that communication time during which the rank does not
+  compute (what overlap would hide); the largest over ranks.
+- algbw = bytes per rank / collective time; busbw = algbw x 2(n-1)/n for AllReduce, x (n-1)/n for
+  AllGather and ReduceScatter (nccl-tests' definitions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engines.executor import Timeline
+from .engines.tasks import COMPUTE, TRANSFER, TaskGraph
+from .fabric.graph import SCALE_UP_TIERS, Fabric
+from .workload.ops import Workload
+
+BUSBW_FACTOR = {
+    "all-reduce": lambda n: 2 * (n - 1) / n,
+    "all-gather": lambda n: (n - 1) / n,
+    "reduce-scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def busbw_factor(op: str, n: int) -> float:
+    return BUSBW_FACTOR[op](n) if n > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    key: str
+    op: str
+    algorithm: str
+    group_size: int
+    size_bytes: int
+    label: str
+    start_s: float
+    end_s: float
+    transfers: int
+    steps: int
+
+    @property
+    def time_s(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def algbw_bytes_per_s(self) -> float:
+        return self.size_bytes / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def busbw_bytes_per_s(self) -> float:
+        return self.algbw_bytes_per_s * busbw_factor(self.op, self.group_size)
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    id: str
+    src: str
+    dst: str
+    tier: str
+    capacity_bytes_per_s: float
+    bytes: float
+    utilization: float
+    peak_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Results:
+    engine: str
+    iterations: int
+    makespan_s: float
+    iteration_time_s: float
+    compute_time_s: float
+    communication_time_s: float
+    exposed_communication_s: float
+    collectives: list[CollectiveResult]
+    links: list[LinkResult]
+    flow_count: int
+    flow_bytes: float
+    scale_up_bytes: float
+    scale_out_bytes: float
+    rank_compute_s: np.ndarray
+    rank_comm_s: np.ndarray
+    rank_exposed_s: np.ndarray
+    complete: bool = True
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total, cur_start, cur_end = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_end is None or a > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = a, b
+        else:
+            cur_end = max(cur_end, b)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def _minus(intervals: list[tuple[float, float]], holes: list[tuple[float, float]]) -> float:
+    """Length of union(intervals) not covered by union(holes)."""
+    both = _union_length(intervals + holes)
+    return both - _union_length(holes)
+
+
+def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric, tl: Timeline,
+              complete: bool = True) -> Results:
+    world = workload.world_size
+    its = workload.iterations
+    ran = ~np.isnan(tl.end_s)
+    compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(world)]
+    comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(world)]
+    for t in np.flatnonzero(ran):
+        if graph.kind[t] == COMPUTE:
+            compute_iv[graph.rank[t]].append((tl.start_s[t], tl.end_s[t]))
+    collectives = []
+    for inst in graph.collectives:
+        ts = [t for t in inst.tasks if ran[t]]
+        if not ts:
+            continue
+        per_rank: dict[int, list[float]] = {}
+        for t in ts:
+            for r in (graph.rank[t], graph.dst[t]):
+                lo_hi = per_rank.setdefault(r, [np.inf, -np.inf])
+                lo_hi[0] = min(lo_hi[0], tl.start_s[t])
+                lo_hi[1] = max(lo_hi[1], tl.end_s[t])
+        for r, (lo, hi) in per_rank.items():
+            comm_iv[r].append((lo, hi))
+        collectives.append(CollectiveResult(
+            inst.key, inst.op, inst.algorithm, len(inst.group), inst.size_bytes, inst.label,
+            float(min(tl.start_s[t] for t in ts)), float(max(tl.end_s[t] for t in ts)), len(ts), inst.n_steps))
+    rank_compute = np.array([_union_length(iv) for iv in compute_iv]) / its
+    rank_comm = np.array([_union_length(iv) for iv in comm_iv]) / its
+    rank_exposed = np.array([_minus(comm_iv[r], compute_iv[r]) for r in range(world)]) / its
+    span = tl.makespan_s
+    links = []
+    for link in fabric.links:
+        b = float(tl.link_bytes[link.index])
+        links.append(LinkResult(link.id, link.src, link.dst, link.tier, link.capacity_bytes_per_s, b,
+                                b / (link.capacity_bytes_per_s * span) if span > 0 else 0.0,
+                                float(tl.link_peak_bytes_per_s[link.index])))
+    transfers = [t for t in range(len(graph)) if graph.kind[t] == TRANSFER and ran[t]]
+    scale_up = sum(graph.size_bytes[t] for t in transfers
+                   if all(fabric.links[li].tier in SCALE_UP_TIERS for li in graph.route[t]))
+    total = float(sum(graph.size_bytes[t] for t in transfers))
+    return Results(
+        engine=engine,
+        iterations=its,
+        makespan_s=span,
+        iteration_time_s=span / its,
+        compute_time_s=float(rank_compute.max(initial=0.0)),
+        communication_time_s=float(rank_comm.max(initial=0.0)),
+        exposed_communication_s=float(rank_exposed.max(initial=0.0)),
+        collectives=collectives,
+        links=links,
+        flow_count=len(transfers),
+        flow_bytes=total,
+        scale_up_bytes=float(scale_up),
+        scale_out_bytes=total - float(scale_up),
+        rank_compute_s=rank_compute,
+        rank_comm_s=rank_comm,
+        rank_exposed_s=rank_exposed,
+        complete=complete,
+    )

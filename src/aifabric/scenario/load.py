@@ -1,0 +1,143 @@
+"""Scenario files in, validated `Scenario` out, or an `InputError` listing every problem by field path."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import InputError, Problem
+from .checks import check_scenario
+from .schema import Scenario
+
+DEMO_SCENARIO = "demo.yaml"
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """('workload', 'model', 'layer_widths', 2) -> 'workload.model.layer_widths[2]'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that owns the field at `loc` (to suggest field names)."""
+    model: type[BaseModel] = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(str(part))
+        if info is None:
+            return None
+        candidates = [info.annotation, *typing.get_args(info.annotation)]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _friendly(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    got = err.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        name = str(err["loc"][-1])
+        owner = _model_at(err["loc"])
+        if owner is None:
+            return "unknown field"
+        allowed = list(owner.model_fields)
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown field{hint} (allowed: {', '.join(allowed)})"
+    bounds = {
+        "greater_than_equal": (">=", "ge"),
+        "greater_than": (">", "gt"),
+        "less_than_equal": ("<=", "le"),
+        "less_than": ("<", "lt"),
+    }
+    if kind in bounds:
+        op, key = bounds[kind]
+        return f"must be {op} {ctx.get(key)} (got {got!r})"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"must be an integer (got {got!r})"
+    if kind in ("float_parsing", "float_type"):
+        return f"must be a number (got {got!r})"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"must be true or false (got {got!r})"
+    if kind == "string_type":
+        return f"must be a string (got {got!r})"
+    if kind == "list_type":
+        return f"must be a list (got {got!r})"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"must be a mapping of fields (got {got!r})"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')} (got {got!r})"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length')} items (got {ctx.get('actual_length')})"
+    if kind == "too_long":
+        return f"must have at most {ctx.get('max_length')} items (got {ctx.get('actual_length')})"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    return str(err["msg"])
+
+
+def problems_from_validation(exc: ValidationError) -> list[Problem]:
+    return [Problem(field_path(e["loc"]), _friendly(e)) for e in exc.errors()]
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate already-parsed data (a mapping) into a Scenario; raise InputError with every problem."""
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise InputError(f"{source}: a scenario must be a YAML mapping of fields, not {kind}", source)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc), source) from None
+    problems = check_scenario(scenario)
+    if problems:
+        raise InputError(problems, source)
+    return scenario
+
+
+def read_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"{source}: not valid YAML{where}: {reason}", source) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file", str(path))
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a scenario YAML file", str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}", str(path)) from None
+    return parse_scenario(read_yaml(text, str(path)), str(path))
+
+
+def demo_scenario_text() -> str:
+    return resources.files("aifabric.scenarios").joinpath(DEMO_SCENARIO).read_text(encoding="utf-8")
+
+
+def demo_scenario() -> Scenario:
+    return parse_scenario(read_yaml(demo_scenario_text(), "<embedded demo>"), "<embedded demo>")

@@ -1,0 +1,43 @@
+"""The main job: scenario -> fabric + workload -> task graph -> engine -> results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .engines import Interrupted, TaskGraph, lower, run
+from .fabric import Fabric, Router, build_rail_optimized
+from .results import Results, summarize
+from .scenario.schema import Scenario
+from .workload import Workload, build_data_parallel
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    fabric: Fabric
+    workload: Workload
+    graph: TaskGraph
+    results: Results
+
+
+def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
+    fabric = build_rail_optimized(s.cluster, s.fabric, name=s.name)
+    router = Router(fabric, hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,
+                    seed=s.seed)
+    return fabric, router
+
+
+def simulate(s: Scenario, engine: str | None = None,
+             progress: Callable[[int, int], None] | None = None) -> Run:
+    engine = engine or s.engine
+    fabric, router = build_fabric(s)
+    workload = build_data_parallel(s)
+    graph = lower(workload, fabric, router)
+    try:
+        timeline = run(graph, fabric, engine, progress)
+        complete = True
+    except Interrupted as exc:
+        timeline, complete = exc.timeline, False
+    results = summarize(engine, workload, graph, fabric, timeline, complete)
+    return Run(s, fabric, workload, graph, results)

@@ -1,0 +1,45 @@
+"""Data-parallel training: every rank holds the whole model, processes its share of the batch, and the
+gradients are summed with one AllReduce per iteration (seeds Ch. 3, 8, 14).
+
+Per iteration and rank: forward, backward, AllReduce of all gradients. Compute time is
+FLOPs / (peak FLOP/s of the precision x compute efficiency), with forward = 2 x params x samples and
+backward = 2 x forward.
+"""
+
+from __future__ import annotations
+
+from ..catalog import gpu
+from ..models import FeedForward
+from ..scenario.schema import Scenario
+from ..units import BYTES_PER_ELEMENT
+from .ops import Collective, Compute, Op, Workload
+
+
+def build_data_parallel(s: Scenario) -> Workload:
+    w = s.workload
+    model = FeedForward(tuple(w.model.layer_widths), w.model.bias)
+    world = s.cluster.total_gpus
+    samples = w.global_batch_size // world
+    flops_per_s = gpu(s.cluster.gpu).peak_flops(w.precision) * w.compute_efficiency
+    fwd = model.forward_flops(samples)
+    bwd = model.backward_flops(samples)
+    group = tuple(range(world))
+    ranks: list[list[Op]] = [[] for _ in range(world)]
+    for it in range(w.iterations):
+        for r in range(world):
+            ranks[r] += [
+                Compute(f"it{it}/forward", fwd, fwd / flops_per_s),
+                Compute(f"it{it}/backward", bwd, bwd / flops_per_s),
+            ]
+            if world > 1:
+                ranks[r].append(Collective(f"it{it}/grad-allreduce", "all-reduce", group, model.params,
+                                           BYTES_PER_ELEMENT[w.precision], "gradients"))
+    return Workload(
+        name=s.name,
+        ranks=ranks,
+        params=model.params,
+        iterations=w.iterations,
+        flops_per_iteration=(fwd + bwd) * world,
+        description=f"data-parallel feed-forward {list(model.layer_widths)}, {model.params:,} parameters, "
+        f"{samples} samples per GPU, {w.precision}",
+    )
