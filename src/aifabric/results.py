@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .engines.executor import Timeline
-from .engines.tasks import COMPUTE, TRANSFER, TaskGraph
+from .engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
 from .fabric.graph import SCALE_UP_TIERS, Fabric
 from .workload.ops import Workload
 

@@ -28,11 +28,16 @@ def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
     return fabric, router
 
 
+def build_workload(s: Scenario) -> Workload:
+    return build_data_parallel(s)
+
+
 def simulate(s: Scenario, engine: str | None = None,
-             progress: Callable[[int, int], None] | None = None) -> Run:
+             progress: Callable[[int, int], None] | None = None, workload: Workload | None = None) -> Run:
+    """Run a scenario; `workload` replaces the one the scenario describes (e.g. a replayed trace)."""
     engine = engine or s.engine
     fabric, router = build_fabric(s)
-    workload = build_data_parallel(s)
+    workload = workload or build_workload(s)
     graph = lower(workload, fabric, router)
     try:
         timeline = run(graph, fabric, engine, progress)

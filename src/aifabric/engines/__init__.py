@@ -1,5 +1,6 @@
 from .executor import Interrupted, Timeline, run
-from .tasks import TaskGraph, lower
+from .taskgraph import TaskGraph
+from .tasks import lower
 
 ENGINES = ("flow", "analytic")
 

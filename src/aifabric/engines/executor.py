@@ -17,7 +17,7 @@ import numpy as np
 
 from ..fabric.graph import Fabric
 from .maxmin import bottleneck_rates, max_min_rates
-from .tasks import COMPUTE, TaskGraph
+from .taskgraph import COMPUTE, TaskGraph
 
 SHARING = {"flow": max_min_rates, "analytic": bottleneck_rates}
 

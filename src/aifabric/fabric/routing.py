@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .ecmp import FiveTuple, ecmp_hash, roce_udp_source_port, switch_seed
-from .graph import GPU, NIC, NVSWITCH, SCALE_UP_TIERS, Fabric
+from .graph import NIC, NVSWITCH, SCALE_UP_TIERS, Fabric
 
 
 @dataclass(frozen=True)

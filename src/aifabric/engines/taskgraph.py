@@ -1,0 +1,54 @@
+"""The task graph every engine executes: compute tasks on GPUs, transfer tasks over routes, dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+COMPUTE, TRANSFER = 0, 1
+
+
+@dataclass
+class CollectiveInstance:
+    key: str
+    op: str
+    algorithm: str
+    group: tuple[int, ...]
+    size_bytes: int
+    label: str
+    tasks: list[int] = field(default_factory=list)
+    n_steps: int = 0
+
+
+@dataclass
+class TaskGraph:
+    kind: list[int] = field(default_factory=list)
+    rank: list[int] = field(default_factory=list)  # compute: the GPU; transfer: the sender
+    dst: list[int] = field(default_factory=list)  # transfer: the receiver; compute: -1
+    name: list[str] = field(default_factory=list)
+    duration_s: list[float] = field(default_factory=list)  # compute only
+    size_bytes: list[float] = field(default_factory=list)  # transfer only
+    route: list[tuple[int, ...]] = field(default_factory=list)
+    latency_s: list[float] = field(default_factory=list)
+    deps: list[list[int]] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)
+    collective: list[int] = field(default_factory=list)  # index into collectives, or -1
+    collectives: list[CollectiveInstance] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def add(self, kind: int, rank: int, dst: int, name: str, deps: list[int], *, duration_s: float = 0.0,
+            size_bytes: float = 0.0, route: tuple[int, ...] = (), latency_s: float = 0.0, step: int = -1,
+            collective: int = -1) -> int:
+        self.kind.append(kind)
+        self.rank.append(rank)
+        self.dst.append(dst)
+        self.name.append(name)
+        self.duration_s.append(duration_s)
+        self.size_bytes.append(size_bytes)
+        self.route.append(route)
+        self.latency_s.append(latency_s)
+        self.deps.append(deps)
+        self.step.append(step)
+        self.collective.append(collective)
+        return len(self.kind) - 1
