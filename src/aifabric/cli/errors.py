@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import traceback
 
-import click
 import typer
+
+try:  # typer >= 0.20 vendors its own click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import ClickException
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import InputError
 
@@ -21,12 +26,11 @@ def print_input_error(exc: InputError) -> None:
     n = len(exc.problems)
     head = f"{exc.source}: " if exc.source and all(exc.source not in p.message for p in exc.problems) else ""
     if n > 1:
-        stderr.print(f"[bold red]error:[/] {head}{n} problems", highlight=False)
+        stderr.print(f"[bold red]error:[/] {escape(head)}{n} problems", highlight=False, soft_wrap=True)
         for p in exc.problems:
-            stderr.print(f"  - {p}", highlight=False, markup=False)
+            stderr.print(f"  - {escape(str(p))}", highlight=False, soft_wrap=True)
     else:
-        stderr.print(f"[bold red]error:[/] {head}", end="", highlight=False)
-        stderr.print(str(exc.problems[0]), highlight=False, markup=False)
+        stderr.print(f"[bold red]error:[/] {escape(head + str(exc.problems[0]))}", highlight=False, soft_wrap=True)
 
 
 def run_app(app: typer.Typer, argv: list[str] | None) -> int:
@@ -40,13 +44,13 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
     except InputError as exc:
         print_input_error(exc)
         return 2
-    except click.exceptions.Abort:
+    except typer.Abort:
         stderr.print("[red]aborted[/]")
         return 130
-    except click.ClickException as exc:  # usage errors: bad flag, missing argument
+    except ClickException as exc:  # usage errors: bad flag, missing argument
         exc.show()
         return 2
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
     except Interrupted as exc:
         stderr.print(f"[yellow]interrupted:[/] {exc}")
@@ -58,6 +62,7 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
         if debug:
             traceback.print_exc()
         else:
-            stderr.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}", highlight=False, markup=False)
+            stderr.print(f"[bold red]internal error:[/] {escape(f'{type(exc).__name__}: {exc}')}", highlight=False,
+                         soft_wrap=True)
             stderr.print("run again with --debug for the traceback", style="dim")
         return 1

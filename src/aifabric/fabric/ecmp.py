@@ -3,8 +3,13 @@
 The hash (documented, so users can reproduce and reason about polarization):
 
     key  = src_ip (4 B) | dst_ip (4 B) | protocol (1 B) | src_port (2 B) | dst_port (2 B), big-endian
-    h    = CRC-32 (zlib / IEEE 802.3 polynomial) of key, with the switch's seed as the initial value
+    h    = fmix32(CRC-32(key) XOR seed)        CRC-32: zlib / IEEE 802.3; fmix32: MurmurHash3's finalizer
     port = next_hops[h mod len(next_hops)]
+
+Why the finalizer: CRC is affine over GF(2), so CRC(k1) XOR CRC(k2) does not depend on any seed mixed in
+linearly (as initial value, prefix or XOR). Two flows that share one of 2^k uplinks under one seed would
+share it under every seed. The non-linear finalizer makes the seed matter, as switch ASICs' seeded hash
+functions intend.
 
 A switch's seed is the fabric's `ecmp_hash_seed`; with `per_switch_hash_seed` the switch's name is
 mixed in (seed XOR CRC-32(name)), which is how operators break polarization between tiers.
@@ -38,8 +43,19 @@ class FiveTuple:
         return struct.pack(">IIBHH", self.src_ip, self.dst_ip, self.protocol, self.src_port, self.dst_port)
 
 
+def fmix32(h: int) -> int:
+    """MurmurHash3's 32-bit finalizer: every input bit affects every output bit."""
+    h &= 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h
+
+
 def ecmp_hash(flow: FiveTuple, seed: int) -> int:
-    return zlib.crc32(flow.key(), seed & 0xFFFFFFFF)
+    return fmix32(zlib.crc32(flow.key()) ^ (seed & 0xFFFFFFFF))
 
 
 def switch_seed(base_seed: int, switch_name: str, per_switch: bool) -> int:
