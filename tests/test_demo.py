@@ -1,0 +1,103 @@
+"""`aifabric demo` end to end: summary on the terminal, a valid summary.json, numbers that hold up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.scenario import demo_scenario
+from aifabric.simulate import simulate
+
+REQUIRED = {
+    "schema_version", "scenario", "iteration_time_s", "compute_time_s", "communication_time_s",
+    "exposed_communication_s", "collectives", "links", "flows",
+}
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("demo")
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = run_app(app, ["demo", "--out", str(out)])
+    assert code == 0
+    return out, buf.getvalue()
+
+
+def test_demo_prints_the_summary_and_writes_summary_json(demo_run):
+    out, text = demo_run
+    assert "iteration time" in text and "busbw" in text
+    assert "wrote" in text and "summary.json" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert REQUIRED <= summary.keys()
+    assert summary["schema_version"] == 1
+    assert summary["complete"] is True
+    assert summary["world_size"] == 8
+
+
+def test_summary_fields(demo_run):
+    summary = json.loads((demo_run[0] / "summary.json").read_text())
+    (coll,) = summary["collectives"]
+    assert coll["op"] == "all-reduce" and coll["algorithm"] == "ring" and coll["group_size"] == 8
+    assert coll["bytes_per_rank"] == summary["workload"]["params"] * 2  # bf16 gradients
+    assert coll["busbw_GBps"] == pytest.approx(coll["algbw_GBps"] * 2 * 7 / 8)
+    assert summary["iteration_time_s"] == pytest.approx(summary["compute_time_s"] + summary["exposed_communication_s"],
+                                                        rel=1e-6)
+    for link in summary["links"]:
+        assert {"id", "src", "dst", "tier", "bytes", "utilization", "peak_gbps"} <= link.keys()
+        assert 0 <= link["utilization"] <= 1 + 1e-9
+        assert link["peak_gbps"] <= link["capacity_gbps"] * (1 + 1e-9)
+    assert summary["flows"]["count"] == 8 * 2 * 7  # 8 ranks x 2(n-1) steps
+    assert summary["flows"]["bytes"] == pytest.approx(summary["flows"]["scale_up_bytes"]
+                                                      + summary["flows"]["scale_out_bytes"])
+
+
+def test_allreduce_time_within_10_percent_of_alpha_beta_bound(demo_run):
+    summary = json.loads((demo_run[0] / "summary.json").read_text())
+    (coll,) = summary["collectives"]
+    n = coll["group_size"]
+    nic_bytes_per_s = summary["scenario"]["cluster"]["nic_speed_gbps"] * 1e9 / 8  # the slowest hop of the ring
+    bound = 2 * (n - 1) / n * coll["bytes_per_rank"] / nic_bytes_per_s
+    assert coll["time_s"] >= bound * (1 - 1e-9)
+    assert coll["time_s"] == pytest.approx(bound, rel=0.10)
+
+
+def test_scenario_copy_validates(demo_run):
+    assert run_app(app, ["validate", str(demo_run[0] / "scenario.yaml")]) == 0
+
+
+def test_same_input_same_output():
+    a = simulate(demo_scenario()).results
+    b = simulate(demo_scenario()).results
+    assert a.iteration_time_s == b.iteration_time_s
+    assert [link.bytes for link in a.links] == [link.bytes for link in b.links]
+
+
+def test_flow_and_analytic_engines_agree_without_contention():
+    flow = simulate(demo_scenario(), "flow").results
+    analytic = simulate(demo_scenario(), "analytic").results
+    assert analytic.iteration_time_s == pytest.approx(flow.iteration_time_s, rel=0.02)
+
+
+def test_demo_without_out_makes_a_new_folder(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_app(app, ["demo"]) == 0
+    assert run_app(app, ["demo"]) == 0
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    assert len(folders) == 2 and all(f.startswith("aifabric-run-") for f in folders)
+    assert all((tmp_path / f / "summary.json").exists() for f in folders)
+
+
+def test_simulate_command_with_engine_flag(demo_run, tmp_path, capsys):
+    out = tmp_path / "sim"
+    assert run_app(app, ["simulate", str(demo_run[0] / "scenario.yaml"), "--engine", "analytic", "--out", str(out)]) == 0
+    assert json.loads((out / "summary.json").read_text())["engine"] == "analytic"
+    assert run_app(app, ["simulate", str(demo_run[0] / "scenario.yaml"), "--engine", "warp"]) == 2
+    assert "--engine: must be one of flow, analytic" in capsys.readouterr().err
