@@ -92,6 +92,7 @@ class Results:
     rank_comm_s: np.ndarray
     rank_exposed_s: np.ndarray
     complete: bool = True
+    mfu: float = 0.0  # model FLOP utilization: model FLOPs / (time x GPUs x dense peak)
 
 
 def _union_length(intervals: list[tuple[float, float]]) -> float:
@@ -115,7 +116,7 @@ def _minus(intervals: list[tuple[float, float]], holes: list[tuple[float, float]
 
 
 def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric, tl: Timeline,
-              complete: bool = True) -> Results:
+              complete: bool = True, peak_flops_per_gpu: float = 0.0) -> Results:
     world = workload.world_size
     its = workload.iterations
     ran = ~np.isnan(tl.end_s)
@@ -172,4 +173,6 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         rank_comm_s=rank_comm,
         rank_exposed_s=rank_exposed,
         complete=complete,
+        mfu=(workload.flops_per_iteration / (span / its * world * peak_flops_per_gpu)
+             if span > 0 and peak_flops_per_gpu > 0 else 0.0),
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..report import build_summary, new_run_dir, print_summary, write_atomic, write_json
+from ..report import build_html, build_summary, build_trace, new_run_dir, print_summary, write_atomic, write_json, write_tables
 from ..scenario import demo_scenario, demo_scenario_text, load_scenario
 from ..scenario.schema import Scenario
 from ..simulate import simulate
@@ -52,15 +52,23 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
         run = simulate(scenario, engine, on_progress)
     finally:
         progress.stop()
-    summary = build_summary(run)
-    write_json(out_dir / "summary.json", summary)
-    if scenario_text is not None:
-        write_atomic(out_dir / "scenario.yaml", scenario_text)
+    write_report(run, out_dir, scenario_text)
     print_summary(run, console)
-    console.print(f"\nwrote [bold]{out_dir / 'summary.json'}[/]")
+    console.print(f"\nwrote {out_dir}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
+    console.print(f"report: [bold]{out_dir / 'report.html'}[/]")
     if not run.results.complete:
         raise Interrupted(f"partial results written to {out_dir}")
     return 0
+
+
+def write_report(run, out_dir: Path, scenario_text: str | None) -> None:
+    """Every output file of a run; summary.json last, so its presence means the folder is complete."""
+    if scenario_text is not None:
+        write_atomic(out_dir / "scenario.yaml", scenario_text)
+    write_tables(run, out_dir)
+    write_json(out_dir / "trace.json", build_trace(run))
+    write_atomic(out_dir / "report.html", build_html(run))
+    write_json(out_dir / "summary.json", build_summary(run))
 
 
 @app.command()

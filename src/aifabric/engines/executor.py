@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fabric.graph import Fabric
+from .linkload import LinkLoad
 from .maxmin import bottleneck_rates, max_min_rates
 from .taskgraph import COMPUTE, TaskGraph
 
@@ -32,6 +33,7 @@ class Timeline:
     link_peak_bytes_per_s: np.ndarray
     makespan_s: float
     rate_recomputations: int
+    link_load: LinkLoad
 
 
 class Interrupted(Exception):
@@ -65,6 +67,7 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     now = 0.0
     completed = 0
     recomputations = 0
+    link_load = LinkLoad()
 
     def begin(t: int) -> None:
         nonlocal dirty
@@ -94,6 +97,7 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
                     for li in graph.route[t]:
                         load[li] += rate
                 np.maximum(link_peak, load, out=link_peak)
+                link_load.set(now, load)
                 dirty = False
             drain = np.array([remaining[t] for t in active]) / rates if active else np.zeros(0)
             t_drain = now + drain.min() if active else np.inf
@@ -125,14 +129,16 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
             if progress is not None:
                 progress(completed, n)
     except KeyboardInterrupt:
-        raise Interrupted(_timeline(start, end, link_bytes, link_peak, recomputations)) from None
+        link_load.close(now)
+        raise Interrupted(_timeline(start, end, link_bytes, link_peak, recomputations, link_load)) from None
     unfinished = int(np.isnan(end).sum())
     if unfinished:
         raise RuntimeError(f"{unfinished} tasks never ran: the task graph has a cycle")
-    return _timeline(start, end, link_bytes, link_peak, recomputations)
+    link_load.close(now)
+    return _timeline(start, end, link_bytes, link_peak, recomputations, link_load)
 
 
-def _timeline(start, end, link_bytes, link_peak, recomputations) -> Timeline:
+def _timeline(start, end, link_bytes, link_peak, recomputations, link_load) -> Timeline:
     finished = end[~np.isnan(end)]
     return Timeline(start, end, link_bytes, link_peak, float(finished.max()) if len(finished) else 0.0,
-                    recomputations)
+                    recomputations, link_load)

@@ -10,12 +10,23 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def write_atomic(path: Path, text: str) -> Path:
+    """Write to a temporary file beside `path`, then rename over it (atomic on POSIX)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

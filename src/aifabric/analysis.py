@@ -1,0 +1,96 @@
+"""Derived views of a run for reports: per-rank activity segments, traffic matrices, flow distributions.
+
+Pure functions of (task graph, fabric, timeline); computed on demand, nothing stored twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engines.executor import Timeline
+from .engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
+from .fabric.graph import SCALE_UP_TIERS, Fabric
+
+
+@dataclass(frozen=True)
+class Segment:
+    rank: int
+    kind: str  # "compute" or "communication"
+    name: str  # compute op name or collective key
+    start_s: float
+    end_s: float
+
+
+def rank_segments(graph: TaskGraph, tl: Timeline) -> list[Segment]:
+    """Compute tasks per rank, plus one segment per (rank, collective) from its first to its last transfer."""
+    out: list[Segment] = []
+    ran = ~np.isnan(tl.end_s)
+    for t in np.flatnonzero(ran):
+        if graph.kind[t] == COMPUTE:
+            out.append(Segment(graph.rank[t], "compute", graph.name[t], float(tl.start_s[t]), float(tl.end_s[t])))
+    for inst in graph.collectives:
+        span: dict[int, list[float]] = {}
+        for t in inst.tasks:
+            if not ran[t]:
+                continue
+            for r in (graph.rank[t], graph.dst[t]):
+                lo_hi = span.setdefault(r, [np.inf, -np.inf])
+                lo_hi[0] = min(lo_hi[0], tl.start_s[t])
+                lo_hi[1] = max(lo_hi[1], tl.end_s[t])
+        out += [Segment(r, "communication", inst.key, float(a), float(b)) for r, (a, b) in span.items()]
+    return out
+
+
+@dataclass(frozen=True)
+class Flows:
+    """Every transfer that ran: arrays aligned by flow."""
+
+    task: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    size_bytes: np.ndarray
+    start_s: np.ndarray
+    end_s: np.ndarray
+    scale_up: np.ndarray  # bool: NVLink only
+
+    @property
+    def completion_s(self) -> np.ndarray:
+        return self.end_s - self.start_s
+
+
+def flows(graph: TaskGraph, fabric: Fabric, tl: Timeline) -> Flows:
+    ids = np.array([t for t in range(len(graph)) if graph.kind[t] == TRANSFER and not np.isnan(tl.end_s[t])],
+                    dtype=np.int64)
+    scale_up = np.array([all(fabric.links[li].tier in SCALE_UP_TIERS for li in graph.route[t]) for t in ids],
+                        dtype=bool)
+    return Flows(
+        task=ids,
+        src=np.array([graph.rank[t] for t in ids], dtype=np.int64),
+        dst=np.array([graph.dst[t] for t in ids], dtype=np.int64),
+        size_bytes=np.array([graph.size_bytes[t] for t in ids], dtype=float),
+        start_s=tl.start_s[ids] if len(ids) else np.zeros(0),
+        end_s=tl.end_s[ids] if len(ids) else np.zeros(0),
+        scale_up=scale_up,
+    )
+
+
+def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "all") -> np.ndarray:
+    """Bytes from each source to each destination; ranks grouped by `group_size` (e.g. per server).
+    `network`: "all", "scale-up" (NVLink only) or "scale-out" (crossed a NIC)."""
+    mask = np.ones(len(f.src), dtype=bool)
+    if network == "scale-up":
+        mask = f.scale_up
+    elif network == "scale-out":
+        mask = ~f.scale_up
+    n = (world + group_size - 1) // group_size
+    m = np.zeros((n, n))
+    np.add.at(m, (f.src[mask] // group_size, f.dst[mask] // group_size), f.size_bytes[mask])
+    return m
+
+
+def cdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted values and their empirical cumulative fraction."""
+    v = np.sort(np.asarray(values, dtype=float))
+    return v, np.arange(1, len(v) + 1) / max(len(v), 1)

@@ -1,0 +1,105 @@
+"""The run's output folder: report.html (checked in headless Chromium), trace.json, CSV tables, partial results."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from aifabric.report import build_summary
+from aifabric.scenario import demo_scenario
+from aifabric.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    from aifabric.cli.run_cmds import write_report
+
+    out = tmp_path_factory.mktemp("report")
+    write_report(simulate(demo_scenario()), out, "name: x\n")
+    return out
+
+
+def test_output_files(run_dir):
+    for name in ("summary.json", "report.html", "trace.json", "links.csv", "collectives.csv", "ranks.csv",
+                 "flows.csv", "scenario.yaml"):
+        assert (run_dir / name).stat().st_size > 0, name
+    assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_trace_is_chrome_trace_event_format(run_dir):
+    trace = json.loads((run_dir / "trace.json").read_text())
+    events = trace["traceEvents"]
+    threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert len([t for t in threads if t[1] < 100_000]) == 8  # one track per rank
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    assert {e["cat"] for e in spans} == {"compute", "communication", "transfer"}
+    counters = [e for e in events if e["ph"] == "C"]
+    assert counters and all("Gb/s" in e["args"] for e in counters)
+    nic_to_rail = [e["args"]["Gb/s"] for e in counters if "/nic" in e["name"] and "->rail" in e["name"]]
+    assert max(nic_to_rail) == pytest.approx(400, rel=1e-6)  # a NIC's link at line rate
+
+
+def test_csv_tables_agree_with_summary(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with open(run_dir / "flows.csv") as fh:
+        flows = list(csv.DictReader(fh))
+    assert len(flows) == summary["flows"]["count"]
+    assert sum(float(f["bytes"]) for f in flows) == pytest.approx(summary["flows"]["bytes"])
+    with open(run_dir / "links.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == len(summary["links"])
+
+
+def test_html_is_self_contained(run_dir):
+    text = (run_dir / "report.html").read_text()
+    assert "<script src=" not in text  # nothing fetched: plotly.js is inline
+    assert text.count("Plotly.newPlot") >= 5
+    assert "<h2>Scenario</h2>" in text
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def test_report_renders_in_headless_chromium(run_dir, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install chromium (see .ci/run)")
+        pytest.skip("chromium is not installed")
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
+         (run_dir / "report.html").as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    dom = proc.stdout
+    assert "<body" in dom, proc.stderr[-2000:]
+    n_plots = int(dom.split("class=\"note\">")[-1].split(" plots")[0])
+    assert dom.count('class="main-svg"') >= n_plots  # every plot was drawn by plotly.js
+    errors = dom.split('id="js-errors">')[1].split("</div>")[0]
+    assert errors.strip() == "", errors
+
+
+def test_interrupted_run_leaves_valid_partial_results():
+    calls = {"n": 0}
+
+    def progress(done, total):
+        calls["n"] += 1
+        if done >= 40:
+            raise KeyboardInterrupt
+
+    run = simulate(demo_scenario(), progress=progress)
+    assert run.results.complete is False
+    summary = build_summary(run)
+    assert summary["complete"] is False
+    json.dumps(summary)  # serializable
+    full = simulate(demo_scenario()).results
+    assert run.results.flow_count < full.flow_count
