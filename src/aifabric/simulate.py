@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .engines import Interrupted, TaskGraph, lower, run
+from .engines import Interrupted, TaskGraph, Timeline, lower, run
+from .catalog import gpu
 from .fabric import Fabric, Router, build_rail_optimized
 from .results import Results, summarize
 from .scenario.schema import Scenario
@@ -18,6 +19,7 @@ class Run:
     fabric: Fabric
     workload: Workload
     graph: TaskGraph
+    timeline: Timeline
     results: Results
 
 
@@ -44,5 +46,6 @@ def simulate(s: Scenario, engine: str | None = None,
         complete = True
     except Interrupted as exc:
         timeline, complete = exc.timeline, False
-    results = summarize(engine, workload, graph, fabric, timeline, complete)
-    return Run(s, fabric, workload, graph, results)
+    peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
+    results = summarize(engine, workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
+    return Run(s, fabric, workload, graph, timeline, results)
