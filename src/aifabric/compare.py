@@ -1,0 +1,88 @@
+"""Comparing runs: the same questions asked of several scenarios, side by side.
+
+`variants` builds scenarios from files, or from one base scenario with one field varied
+(`fabric.spines=1,2,4`): every value gives a variant named `<field>=<value>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .errors import InputError, Problem
+from .scenario import load_scenario, parse_scenario
+from .scenario.schema import Scenario
+from .simulate import Run
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    scenario: Scenario
+
+
+def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
+    """'fabric.spines=1,2,4' -> (('fabric', 'spines'), [1, 2, 4]); values parsed as YAML scalars."""
+    if "=" not in spec:
+        raise InputError(Problem("--vary", f"expected FIELD=V1,V2,... (got {spec!r})"))
+    field, values = spec.split("=", 1)
+    path = tuple(p for p in field.strip().split(".") if p)
+    vals = [yaml.safe_load(v) for v in values.split(",") if v.strip()]
+    if not path or len(vals) < 1:
+        raise InputError(Problem("--vary", f"expected FIELD=V1,V2,... (got {spec!r})"))
+    return path, vals
+
+
+def varied(base: Scenario, path: tuple[str, ...], values: list, source: str) -> list[Variant]:
+    out = []
+    for v in values:
+        data = base.model_dump(mode="json")
+        node = data
+        for key in path[:-1]:
+            if not isinstance(node, dict) or key not in node:
+                raise InputError(Problem("--vary", f"{'.'.join(path)}: no such field in the scenario"))
+            node = node[key]
+        if not isinstance(node, dict) or path[-1] not in node:
+            raise InputError(Problem("--vary", f"{'.'.join(path)}: no such field in the scenario"))
+        node[path[-1]] = v
+        label = f"{'.'.join(path)}={v}"
+        out.append(Variant(label, parse_scenario(data, f"{source} with {label}")))
+    return out
+
+
+def variants(files: list[Path], vary: str | None) -> list[Variant]:
+    if vary:
+        if len(files) != 1:
+            raise InputError(Problem("--vary", "give exactly one base scenario with --vary"))
+        path, values = parse_vary(vary)
+        return varied(load_scenario(files[0]), path, values, str(files[0]))
+    if len(files) < 2:
+        raise InputError(Problem("FILES", "give two or more scenarios, or one with --vary FIELD=V1,V2"))
+    out = []
+    for f in files:
+        s = load_scenario(f)
+        out.append(Variant(f"{f.stem} ({s.name})" if s.name != f.stem else f.stem, s))
+    return out
+
+
+def metrics(run: Run) -> dict[str, float]:
+    r = run.results
+    tiers: dict[str, list[float]] = {}
+    for link in r.links:
+        tiers.setdefault(link.tier, []).append(link.utilization)
+    out = {
+        "iteration_time_s": r.iteration_time_s,
+        "compute_time_s": r.compute_time_s,
+        "communication_time_s": r.communication_time_s,
+        "exposed_communication_s": r.exposed_communication_s,
+        "mfu": r.mfu,
+        "network_bytes": r.scale_out_bytes,
+        "nvlink_bytes": r.scale_up_bytes,
+    }
+    if r.collectives:
+        out["min_busbw_GBps"] = min(c.busbw_bytes_per_s for c in r.collectives) / 1e9
+    for tier, utils in sorted(tiers.items()):
+        out[f"max_util_{tier}"] = max(utils)
+    return out

@@ -1,0 +1,41 @@
+"""`aifabric compare`: variants from files or from one varied field; differences that follow from physics."""
+
+from __future__ import annotations
+
+import json
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+
+
+def test_slower_nic_gives_a_slower_iteration(demo_data, write_scenario, tmp_path, capsys):
+    base = write_scenario(demo_data)
+    out = tmp_path / "cmp"
+    assert run_app(app, ["compare", str(base), "--vary", "cluster.nic_speed_gbps=200,400", "--out", str(out)]) == 0
+    rows = json.loads((out / "compare.json").read_text())["variants"]
+    assert [r["label"] for r in rows] == ["cluster.nic_speed_gbps=200", "cluster.nic_speed_gbps=400"]
+    slow, fast = rows
+    # communication is bound by the NIC: half the speed, about twice the exposed communication
+    assert 1.9 < slow["exposed_communication_s"] / fast["exposed_communication_s"] < 2.05
+    assert slow["compute_time_s"] == fast["compute_time_s"]
+    assert (out / "compare.html").stat().st_size > 100_000
+    assert "iteration_time_s" in capsys.readouterr().out
+
+
+def test_two_files(demo_data, write_scenario, tmp_path):
+    a = write_scenario(demo_data, "a.yaml")
+    demo_data["workload"]["precision"] = "fp32"
+    b = write_scenario(demo_data, "b.yaml")
+    out = tmp_path / "cmp"
+    assert run_app(app, ["compare", str(a), str(b), "--out", str(out)]) == 0
+    ra, rb = json.loads((out / "compare.json").read_text())["variants"]
+    assert rb["network_bytes"] == 2 * ra["network_bytes"]  # fp32 gradients are twice the bf16 bytes
+
+
+def test_bad_requests(demo_data, write_scenario, capsys):
+    a = write_scenario(demo_data)
+    assert run_app(app, ["compare", str(a)]) == 2
+    assert run_app(app, ["compare", str(a), "--vary", "fabric.nope=1"]) == 2
+    assert run_app(app, ["compare", str(a), "--vary", "cluster.servers=0"]) == 2
+    err = capsys.readouterr().err
+    assert "two or more scenarios" in err and "no such field" in err and "cluster.servers: must be >= 1" in err
