@@ -2,9 +2,12 @@
 
 Compute tasks occupy their GPU for their duration. A transfer is a fluid flow over its route: its
 bytes drain at the rate the sharing policy gives it (max-min fair for the flow engine, the
-bottleneck link's full capacity for the analytic engine), recomputed whenever a flow starts or
-ends; it completes one route latency after its last byte left (the alpha term). A task starts as
-soon as every task it depends on has completed.
+bottleneck link's full capacity for the analytic engine), recomputed whenever flows start or end;
+it completes one route latency after its last byte left (the alpha term). A task starts as soon
+as every task it depends on has completed.
+
+The active flows live in numpy arrays; the rates are recomputed once per distinct event time, from
+(flow, link) incidence pairs gathered out of the routes stored as one flat array (CSR).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import numpy as np
 
 from ..fabric.graph import Fabric
 from .linkload import LinkLoad
-from .maxmin import bottleneck_rates, max_min_rates
+from .maxmin import bottleneck_pairs, max_min_pairs
 from .taskgraph import COMPUTE, TaskGraph
 
-SHARING = {"flow": max_min_rates, "analytic": bottleneck_rates}
+SHARING = {"flow": max_min_pairs, "analytic": bottleneck_pairs}
+FINISH_RTOL = 1e-9
 
 
 @dataclass
@@ -44,98 +48,126 @@ class Interrupted(Exception):
         self.timeline = timeline
 
 
+def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """List of int sequences -> (pointer array of n+1, flat values)."""
+    lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=n)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    flat = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, flat
+
+
+def _gather(ptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated values of `rows`, and for each value the position of its row in `rows`."""
+    lengths = ptr[rows + 1] - ptr[rows]
+    total = int(lengths.sum())
+    row_of = np.repeat(np.arange(len(rows)), lengths)
+    offsets = np.repeat(ptr[rows] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return flat[offsets + np.arange(total)], row_of
+
+
 def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
         progress: Callable[[int, int], None] | None = None) -> Timeline:
     share = SHARING[engine]
     n = len(graph)
+    n_links = len(fabric.links)
     capacity = np.array([link.capacity_bytes_per_s for link in fabric.links], dtype=float)
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    link_bytes = np.zeros(len(fabric.links))
-    link_peak = np.zeros(len(fabric.links))
-    waiting = np.array([len(d) for d in graph.deps], dtype=np.int64)
+    kind = graph.kind
+    duration = graph.duration_s
+    size = np.asarray(graph.size_bytes, dtype=float)
+    latency = graph.latency_s
+    route_ptr, route_flat = _csr(graph.route, n)
+    # plain lists: the per-completion bookkeeping is scalar work, where lists beat numpy
+    waiting = [len(d) for d in graph.deps]
     dependents: list[list[int]] = [[] for _ in range(n)]
     for t, deps in enumerate(graph.deps):
         for d in deps:
             dependents[d].append(t)
 
-    events: list[tuple[float, int]] = []  # (time, task) completions
-    active: list[int] = []  # transfers draining
-    remaining: dict[int, float] = {}
-    rates = np.zeros(0)
-    dirty = False
-    now = 0.0
-    completed = 0
-    recomputations = 0
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    link_bytes = np.zeros(n_links)
+    link_peak = np.zeros(n_links)
     link_load = LinkLoad()
+    events: list[tuple[float, int]] = []  # (time, task) completions
+    act_task = np.zeros(0, dtype=np.int64)  # transfers draining
+    act_rem = np.zeros(0)
+    act_rate = np.zeros(0)
+    started: list[int] = []  # transfers started since the last rate computation
+    state = {"now": 0.0, "completed": 0, "recomputations": 0}
 
-    def begin(t: int) -> None:
-        nonlocal dirty
+    def begin(t: int, now: float) -> None:
         start[t] = now
-        if graph.kind[t] == COMPUTE:
-            heapq.heappush(events, (now + graph.duration_s[t], t))
-        elif graph.size_bytes[t] <= 0:
-            heapq.heappush(events, (now + graph.latency_s[t], t))
+        if kind[t] == COMPUTE:
+            heapq.heappush(events, (now + duration[t], t))
+        elif size[t] <= 0:
+            heapq.heappush(events, (now + latency[t], t))
         else:
-            active.append(t)
-            remaining[t] = graph.size_bytes[t]
-            for li in graph.route[t]:
-                link_bytes[li] += graph.size_bytes[t]
-            dirty = True
+            started.append(t)
 
     for t in range(n):
         if waiting[t] == 0:
-            begin(t)
+            begin(t, 0.0)
 
+    now = 0.0
+    dirty = bool(started)
     try:
-        while events or active:
+        while events or len(act_task) or started:
+            if started:
+                new = np.array(started, dtype=np.int64)
+                started.clear()
+                links, row = _gather(route_ptr, route_flat, new)
+                np.add.at(link_bytes, links, size[new][row])
+                act_task = np.concatenate((act_task, new))
+                act_rem = np.concatenate((act_rem, size[new]))
+                dirty = True
             if dirty:
-                rates = share([graph.route[t] for t in active], capacity)
-                recomputations += 1
-                load = np.zeros(len(capacity))
-                for t, rate in zip(active, rates):
-                    for li in graph.route[t]:
-                        load[li] += rate
+                links, row = _gather(route_ptr, route_flat, act_task)
+                act_rate = share(row, links, len(act_task), capacity)
+                load = np.bincount(links, weights=act_rate[row], minlength=n_links) if len(links) else np.zeros(n_links)
                 np.maximum(link_peak, load, out=link_peak)
                 link_load.set(now, load)
+                state["recomputations"] += 1
                 dirty = False
-            drain = np.array([remaining[t] for t in active]) / rates if active else np.zeros(0)
-            t_drain = now + drain.min() if active else np.inf
             t_event = events[0][0] if events else np.inf
+            if len(act_task):
+                drain = act_rem / act_rate
+                first = drain.min()
+                t_drain = now + first
+            else:
+                t_drain = np.inf
             t_next = min(t_drain, t_event)
-            dt = t_next - now
-            if active:
-                finished = drain <= drain.min() * (1 + 1e-9) if t_drain <= t_event else np.zeros(len(active), bool)
-                still = []
-                for i, t in enumerate(active):
-                    if finished[i]:
-                        remaining.pop(t)
-                        heapq.heappush(events, (t_next + graph.latency_s[t], t))
-                        dirty = True
-                    else:
-                        remaining[t] -= rates[i] * dt
-                        still.append(t)
-                if dirty:
-                    active = still
+            if len(act_task):
+                dt = t_next - now
+                if t_drain <= t_event:
+                    finished = drain <= first * (1 + FINISH_RTOL)
+                    for t in act_task[finished].tolist():
+                        heapq.heappush(events, (t_next + latency[t], t))
+                    keep = ~finished
+                    act_task, act_rem, act_rate = act_task[keep], act_rem[keep] - act_rate[keep] * dt, act_rate[keep]
+                    dirty = True
+                else:
+                    act_rem = act_rem - act_rate * dt
             now = t_next
+            state["now"] = now
             while events and events[0][0] <= now:
                 _, t = heapq.heappop(events)
                 end[t] = now
-                completed += 1
+                state["completed"] += 1
                 for d in dependents[t]:
                     waiting[d] -= 1
                     if waiting[d] == 0:
-                        begin(d)
+                        begin(d, now)
             if progress is not None:
-                progress(completed, n)
+                progress(state["completed"], n)
     except KeyboardInterrupt:
         link_load.close(now)
-        raise Interrupted(_timeline(start, end, link_bytes, link_peak, recomputations, link_load)) from None
+        raise Interrupted(_timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load)) from None
+    link_load.close(now)
     unfinished = int(np.isnan(end).sum())
     if unfinished:
         raise RuntimeError(f"{unfinished} tasks never ran: the task graph has a cycle")
-    link_load.close(now)
-    return _timeline(start, end, link_bytes, link_peak, recomputations, link_load)
+    return _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load)
 
 
 def _timeline(start, end, link_bytes, link_peak, recomputations, link_load) -> Timeline:

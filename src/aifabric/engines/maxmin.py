@@ -3,6 +3,9 @@
 Every flow's rate rises together until some link is full; the flows crossing that link are frozen
 at its fair share; the rest keep rising. The result is the unique max-min fair allocation: no flow
 can get more without taking from a flow that has no more than it.
+
+The core works on (flow, link) incidence pairs so an engine can hand over its active flows without
+building per-flow Python objects.
 """
 
 from __future__ import annotations
@@ -10,38 +13,59 @@ from __future__ import annotations
 import numpy as np
 
 
-def max_min_rates(routes: list[tuple[int, ...]], capacity: np.ndarray) -> np.ndarray:
-    """Rates (bytes/s) for flows whose routes are lists of link indices into `capacity` (bytes/s)."""
-    n = len(routes)
-    rates = np.zeros(n)
-    if n == 0:
+def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates for `n_flows` flows; pair k says flow `flow_of[k]` crosses link `link_of[k]`.
+
+    Flows that cross no link get an infinite rate (the network does not limit them).
+    """
+    rates = np.full(n_flows, np.inf)
+    if n_flows == 0 or len(flow_of) == 0:
         return rates
-    lengths = np.fromiter((len(r) for r in routes), dtype=np.int64, count=n)
-    flow_of = np.repeat(np.arange(n), lengths)
-    link_of = np.fromiter((li for r in routes for li in r), dtype=np.int64, count=int(lengths.sum()))
-    # compact the link ids to the links in use
-    used, link_of = np.unique(link_of, return_inverse=True)
-    residual = capacity[used].astype(float)
-    active = lengths > 0
-    rates[~active] = np.inf  # a flow that crosses no link is not limited by the network
-    while active.any():
-        pair_active = active[flow_of]
-        counts = np.bincount(link_of[pair_active], minlength=len(used))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(counts > 0, residual / np.maximum(counts, 1), np.inf)
+    n_links = len(capacity)
+    residual = capacity.astype(float).copy()
+    active = np.zeros(n_flows, dtype=bool)
+    active[flow_of] = True
+    pair_active = np.ones(len(flow_of), dtype=bool)
+    while pair_active.any():
+        links_now = link_of[pair_active]
+        counts = np.bincount(links_now, minlength=n_links)
+        used = counts > 0
+        share = np.full(n_links, np.inf)
+        share[used] = residual[used] / counts[used]
         level = share.min()
         saturated = share <= level * (1 + 1e-12)
         freeze_pairs = pair_active & saturated[link_of]
         frozen = np.unique(flow_of[freeze_pairs])
         rates[frozen] = level
         active[frozen] = False
-        frozen_mask = np.zeros(n, dtype=bool)
-        frozen_mask[frozen] = True
-        residual -= np.bincount(link_of[frozen_mask[flow_of]], minlength=len(used)) * level
+        newly = pair_active & ~active[flow_of]
+        residual -= np.bincount(link_of[newly], minlength=n_links) * level
         np.maximum(residual, 0.0, out=residual)
+        pair_active &= active[flow_of]
     return rates
 
 
-def bottleneck_rates(routes: list[tuple[int, ...]], capacity: np.ndarray) -> np.ndarray:
+def bottleneck_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray) -> np.ndarray:
     """No sharing: every flow gets its slowest link's full capacity (the analytic engine's model)."""
-    return np.array([capacity[list(r)].min() if r else np.inf for r in routes], dtype=float)
+    rates = np.full(n_flows, np.inf)
+    if len(flow_of):
+        np.minimum.at(rates, flow_of, capacity[link_of])
+    return rates
+
+
+def _pairs(routes: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter((len(r) for r in routes), dtype=np.int64, count=len(routes))
+    flow_of = np.repeat(np.arange(len(routes)), lengths)
+    link_of = np.fromiter((li for r in routes for li in r), dtype=np.int64, count=int(lengths.sum()))
+    return flow_of, link_of
+
+
+def max_min_rates(routes: list[tuple[int, ...]], capacity: np.ndarray) -> np.ndarray:
+    """Rates (bytes/s) for flows whose routes are lists of link indices into `capacity` (bytes/s)."""
+    flow_of, link_of = _pairs(routes)
+    return max_min_pairs(flow_of, link_of, len(routes), np.asarray(capacity, dtype=float))
+
+
+def bottleneck_rates(routes: list[tuple[int, ...]], capacity: np.ndarray) -> np.ndarray:
+    flow_of, link_of = _pairs(routes)
+    return bottleneck_pairs(flow_of, link_of, len(routes), np.asarray(capacity, dtype=float))
