@@ -1,3 +1,8 @@
+from .cnn import CNN, Conv, conv_output_side
 from .feedforward import FeedForward
+from .lstm import LSTM
+from .transformer import MoE, Transformer
+from .zoo import MODELS, Model, get_model, transformers
 
-__all__ = ["FeedForward"]
+__all__ = ["CNN", "LSTM", "MODELS", "Conv", "FeedForward", "Model", "MoE", "Transformer", "conv_output_side",
+           "get_model", "transformers"]

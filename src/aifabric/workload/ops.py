@@ -1,4 +1,20 @@
-"""What each rank does in an iteration, in order: compute with a duration, collectives with a group."""
+"""What each rank does in an iteration, in order: compute with a duration, collectives with a group,
+point-to-point sends and receives, and waits.
+
+Streams (as CUDA streams in PyTorch / NCCL): a rank's ops run in program order on its main stream. A
+`Collective` with `blocking=False` is launched at its place in program order on the named `stream` and
+the main stream goes on without it (PyTorch DDP's bucket AllReduce during backward, ZeRO-3 prefetch);
+collectives on one stream run one after another. `Wait(stream)` makes the main stream wait until
+everything launched on that stream so far has finished.
+
+A `Send` is posted when the sender reaches it (the data is ready) and does not hold the sender up; the
+matching `Recv` (same key) holds the receiver until the data has arrived (activations and gradients
+between pipeline stages).
+
+Sizes follow nccl-tests: `elements` is the whole buffer of the collective (AllReduce: the buffer each
+rank reduces; AllGather: the gathered output; ReduceScatter: the input before scattering; AllToAll:
+all a rank sends, to every destination together).
+"""
 
 from __future__ import annotations
 
@@ -17,18 +33,48 @@ class Collective:
     """One rank's part in a collective. Every member of `group` has an op with the same `key`."""
 
     key: str  # identifies the collective instance across ranks, e.g. "it0/grad-allreduce"
-    op: str  # "all-reduce", ...
+    op: str  # "all-reduce", "all-gather", "reduce-scatter", "all-to-all", ...
     group: tuple[int, ...]
     elements: int
     bytes_per_element: int
     label: str = ""  # what is communicated, e.g. "gradients"
+    blocking: bool = True  # False: launched on `stream`, the main stream does not wait (see Wait)
+    stream: str = "comm"
+    dim: str = ""  # the parallel dimension it serves: "dp", "tp", "pp", "ep", "cp", "zero"
 
     @property
     def size_bytes(self) -> int:
         return self.elements * self.bytes_per_element
 
 
-Op = Compute | Collective
+@dataclass(frozen=True)
+class Send:
+    key: str  # the matching Recv has the same key
+    src: int
+    dst: int
+    size_bytes: int
+    label: str = ""  # e.g. "activations"
+    dim: str = "pp"
+
+
+@dataclass(frozen=True)
+class Recv:
+    key: str
+    src: int
+    dst: int
+    size_bytes: int
+    label: str = ""
+    dim: str = "pp"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The main stream waits for every non-blocking collective launched so far on `stream`."""
+
+    stream: str = "comm"
+
+
+Op = Compute | Collective | Send | Recv | Wait
 
 
 @dataclass(frozen=True)

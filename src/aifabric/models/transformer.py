@@ -1,0 +1,162 @@
+"""Decoder-only transformers, dense and mixture-of-experts, as data: parameter and FLOP counts computed
+from the architecture (seeds Ch. 7; GPT-3: Brown et al. 2020; Llama: Touvron et al. 2023, Dubey et al.
+2024; Mixtral: Jiang et al. 2024; DeepSeekMoE: Dai et al. 2024).
+
+Per decoder block (h = hidden, a = heads, g = key/value heads, d = h/a the head size, f = FFN hidden):
+- attention: W_Q (h x h), W_K and W_V (h x g*d each), W_O (h x h), plus biases when the model has them;
+- MLP: two matrices h x f (GELU, GPT-3) or three (SwiGLU gate/up/down, Llama); in an MoE layer one MLP
+  per expert (expert FFN width f_e) plus a router h x E, plus shared experts (DeepSeekMoE) always active;
+- two norms: LayerNorm (scale + bias, 2h) or RMSNorm (scale only, h).
+Outside the blocks: token embedding V x h, learned positions (GPT-3) or none (rotary), a final norm, and an
+output projection V x h unless tied to the embedding.
+
+FLOPs are counted as 2 per multiply-accumulate (the seeds' convention, Ch. 1) for the matrix products,
+which carry all but a fraction of a percent of the work; attention scores Q·K^T and probabilities·V add
+2 x 2 x s x (a x d) per token per layer, counted over the full s x s square (Megatron's convention,
+Narayanan et al. 2021; a causal kernel skips about half of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MoE:
+    experts: int  # routed experts per MoE layer
+    top_k: int  # routed experts each token visits
+    expert_ffn_hidden: int
+    shared_experts: int = 0  # experts every token visits (DeepSeekMoE)
+    first_dense_layers: int = 0  # leading blocks with a dense MLP instead (DeepSeekMoE: 1)
+
+
+@dataclass(frozen=True)
+class Transformer:
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    ffn_hidden: int
+    vocab: int
+    kv_heads: int | None = None  # grouped-query attention; None = heads (multi-head attention)
+    max_seq_len: int = 2048
+    gated_mlp: bool = False  # SwiGLU: three matrices per MLP
+    bias: bool = True  # biases in the linear layers (GPT-3 yes, Llama no)
+    norm: str = "layernorm"  # or "rmsnorm"
+    learned_positions: bool = True  # GPT-3: a learned s x h table; rotary models: none
+    tied_embeddings: bool = True  # output projection shares the token embedding
+    moe: MoE | None = None
+    published_params: float | None = None  # the count the authors publish, for the tests
+    source: str = ""
+
+    # ---- shapes -------------------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V): h for multi-head attention, g x d with grouped-query attention."""
+        return self.hidden if self.kv_heads is None else self.kv_heads * self.head_dim
+
+    @property
+    def norm_params(self) -> int:
+        return 2 * self.hidden if self.norm == "layernorm" else self.hidden
+
+    # ---- parameters per part --------------------------------------------------------------------
+    @property
+    def attention_params(self) -> int:
+        h, kv = self.hidden, self.kv_dim
+        weights = 2 * h * h + 2 * h * kv
+        biases = (2 * h + 2 * kv) if self.bias else 0
+        return weights + biases
+
+    def mlp_params(self, ffn_hidden: int) -> int:
+        h, f = self.hidden, ffn_hidden
+        mats = 3 if self.gated_mlp else 2
+        biases = ((2 if self.gated_mlp else 1) * f + h) if self.bias else 0
+        return mats * h * f + biases
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return self.mlp_params(self.ffn_hidden)
+
+    @property
+    def expert_params(self) -> int:
+        """One expert's MLP."""
+        return self.mlp_params(self.moe.expert_ffn_hidden) if self.moe else 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.moe.first_dense_layers if self.moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.layers - self.moe_layers
+
+    def moe_mlp_params(self, active_only: bool = False) -> int:
+        """Routed + shared experts + router of one MoE layer (active_only: the experts one token visits)."""
+        m = self.moe
+        routed = m.top_k if active_only else m.experts
+        return (routed + m.shared_experts) * self.expert_params + self.hidden * m.experts
+
+    def block_params(self, moe_layer: bool = False, active_only: bool = False) -> int:
+        mlp = self.moe_mlp_params(active_only) if moe_layer else self.dense_mlp_params
+        return self.attention_params + mlp + 2 * self.norm_params
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def position_params(self) -> int:
+        return self.max_seq_len * self.hidden if self.learned_positions else 0
+
+    @property
+    def output_params(self) -> int:
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
+
+    @property
+    def blocks_params(self) -> int:
+        dense = self.dense_layers * self.block_params(False)
+        return dense + (self.moe_layers * self.block_params(True) if self.moe else 0)
+
+    @property
+    def params(self) -> int:
+        return (self.embedding_params + self.position_params + self.blocks_params + self.norm_params
+                + self.output_params)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through (MoE: top-k + shared experts)."""
+        if not self.moe:
+            return self.params
+        active = self.dense_layers * self.block_params(False) + self.moe_layers * self.block_params(True, True)
+        return self.embedding_params + self.position_params + active + self.norm_params + self.output_params
+
+    # ---- FLOPs (forward, per token) ----------------------------------------------------------
+    def attention_matmul_flops_per_token(self) -> float:
+        h, kv = self.hidden, self.kv_dim
+        return 2.0 * (2 * h * h + 2 * h * kv)
+
+    def attention_core_flops_per_token(self, seq_len: int) -> float:
+        """Q·K^T and softmax·V over the full s x s square: 2 products x 2 FLOP x s x h."""
+        return 4.0 * seq_len * self.hidden
+
+    def mlp_flops_per_token(self, moe_layer: bool = False) -> float:
+        mats = 3 if self.gated_mlp else 2
+        if moe_layer:
+            m = self.moe
+            return 2.0 * mats * self.hidden * m.expert_ffn_hidden * (m.top_k + m.shared_experts) \
+                + 2.0 * self.hidden * m.experts
+        return 2.0 * mats * self.hidden * self.ffn_hidden
+
+    def logits_flops_per_token(self) -> float:
+        return 2.0 * self.vocab * self.hidden
+
+    def forward_flops_per_token(self, seq_len: int) -> float:
+        per_layer = self.attention_matmul_flops_per_token() + self.attention_core_flops_per_token(seq_len)
+        total = self.layers * per_layer + self.dense_layers * self.mlp_flops_per_token(False)
+        if self.moe:
+            total += self.moe_layers * self.mlp_flops_per_token(True)
+        return total + self.logits_flops_per_token()

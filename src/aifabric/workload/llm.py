@@ -1,0 +1,352 @@
+"""LLM training: a transformer, a parallelism plan and a batch -> every rank's ordered operations.
+
+Per iteration, each rank runs its pipeline stage's passes in the schedule's order (workload/pipeline.py).
+
+- Forward of a micro-batch on a stage: receive the activations from the previous stage (pipeline), then
+  per decoder block: attention, MLP, each followed by the tensor-parallel exchange of Megatron's
+  column/row split (Shoeybi et al. 2019): one AllReduce of the block output (b x s x h), or, with
+  sequence parallelism (Korthikanti et al. 2022), an AllGather before and a ReduceScatter after each
+  part; context parallelism gathers K and V of the sequence chunks (AllGather over the cp group, dK
+  and dV reduce-scattered in the backward); an MoE layer sends each token to its experts and back with
+  an AllToAll (dispatch, combine) over the expert-parallel group; the last stage adds the logits. Then
+  send the activations to the next stage.
+- Backward: receive the gradient, recompute (none / selective / full, where full re-runs the forward
+  including its tensor-parallel exchanges), the blocks in reverse with the same exchanges mirrored, send
+  the gradient to the previous stage.
+- Data parallelism: gradients are summed over the data (and context) parallel ranks in buckets of
+  `bucket_mb` MiB filled in backward order, as PyTorch DDP does; with overlap each bucket's AllReduce
+  is launched on the "dp" stream as soon as it is full during the last micro-batch's backward, and the
+  optimizer step waits for all of them. ZeRO-1/2 (Megatron's distributed optimizer): ReduceScatter of
+  the buckets, optimizer step on the shard, AllGather of the updated weights. ZeRO-3 / FSDP: each
+  block's weights are gathered (AllGather) before its forward and again before its backward, and its
+  gradients reduce-scattered right after its backward, every micro-batch. Expert weights are reduced
+  over the expert-data-parallel group.
+"""
+
+from __future__ import annotations
+
+from ..catalog import GpuSpec
+from ..models.transformer import Transformer
+from ..units import BYTES_PER_ELEMENT
+from .compute import LayerFlops, duration_s, iteration_flops, layer_flops, logits_flops
+from .memory import is_moe_layer, stage_layers, stage_params
+from .ops import Collective, Compute, Op, Recv, Send, Wait, Workload
+from .pipeline import F, stage_order
+from .plan import Plan
+from .ranks import RankLayout
+
+MIB = 2**20
+
+
+class _Placeholder:
+    """A pipeline Send/Recv in a tensor-parallel group's shared op list, filled in per rank."""
+
+    __slots__ = ("kind", "key", "vstage", "size_bytes", "label")
+
+    def __init__(self, kind: str, key: str, vstage: int, size_bytes: int, label: str):
+        self.kind, self.key, self.vstage, self.size_bytes, self.label = kind, key, vstage, size_bytes, label
+
+
+class _StageBuilder:
+    """Builds the op list shared by the ranks of one tensor-parallel group (same pp, dp, cp index)."""
+
+    def __init__(self, model: Transformer, plan: Plan, gpu: GpuSpec, rank: int, lay: RankLayout):
+        self.m, self.p, self.gpu = model, plan, gpu
+        self.c = lay.coords(rank)
+        self.stage = self.c["pp"]
+        self.tp_group = lay.group(rank, "tp")
+        self.cp_group = lay.group(rank, "cp")
+        self.dp_group = lay.group(rank, "dp-cp")
+        self.ep_group = lay.group(rank, "ep")
+        self.edp_group = lay.group(rank, "edp")
+        self.bpe = BYTES_PER_ELEMENT[plan.precision]
+        self.tokens = plan.micro_batch_size * plan.seq_len  # per micro-batch, whole sequence
+        self.eff = plan.compute_efficiency
+        self.per_chunk = model.layers // plan.virtual_stages
+        self.layers = stage_layers(model, plan, self.stage)
+        self.flops = {moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
+                      for moe in ((False, True) if model.moe else (False,))}
+        self._compute_cache: dict[tuple[str, float], Compute] = {}
+        self.ops: list[Op | _Placeholder] = []
+        self.total_flops = 0.0
+
+    # ---- small emitters -------------------------------------------------------------------
+    def compute(self, name: str, flops: float) -> None:
+        op = self._compute_cache.get((name, flops))
+        if op is None:
+            op = self._compute_cache[(name, flops)] = Compute(name, flops, duration_s(flops, self.gpu,
+                                                                                      self.p.precision, self.eff))
+        self.ops.append(op)
+        self.total_flops += flops
+
+    def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
+             blocking: bool = True, stream: str = "comm") -> None:
+        if len(group) > 1 and elements > 0:
+            self.ops.append(Collective(key, op, group, int(elements), self.bpe, label, blocking, stream, dim))
+
+    # ---- per-block exchanges --------------------------------------------------------------
+    def tp_exchange(self, key: str, before: bool) -> None:
+        """Megatron: AllReduce after a block part (fwd) / before it (bwd); with sequence parallelism an
+        AllGather before and a ReduceScatter after (mirrored in the backward)."""
+        elements = self.tokens / self.p.cp * self.m.hidden
+        if self.p.sequence_parallel:
+            op = "all-gather" if before else "reduce-scatter"
+            self.coll(key, op, self.tp_group, elements, "activations", "tp")
+        elif not before:
+            self.coll(key, "all-reduce", self.tp_group, elements, "activations", "tp")
+
+    def cp_exchange(self, key: str, backward: bool) -> None:
+        elements = 2 * self.tokens * self.m.kv_dim / self.p.tp  # K and V of the whole sequence
+        op = "reduce-scatter" if backward else "all-gather"
+        self.coll(key, op, self.cp_group, elements, "dK,dV" if backward else "K,V", "cp")
+
+    def moe_exchange(self, key: str) -> None:
+        m = self.m.moe
+        elements = self.tokens / (self.p.cp * self.p.tp) * m.top_k * self.m.hidden
+        self.coll(key, "all-to-all", self.ep_group, elements, "tokens", "ep")
+
+    def layer_params(self, layer: int) -> tuple[float, float]:
+        """(dense, expert) parameters of one block on this GPU."""
+        m, t = self.m, self.p.tp
+        dense = m.attention_params / t + 2 * m.norm_params
+        if is_moe_layer(m, layer):
+            e = m.moe
+            return (dense + e.shared_experts * m.expert_params / t + m.hidden * e.experts,
+                    e.experts / self.p.ep * m.expert_params / t)
+        return dense + m.dense_mlp_params / t, 0.0
+
+    # ---- passes ---------------------------------------------------------------------------
+    def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool) -> None:
+        p = self.p
+        if p.zero >= 3:
+            self.coll(f"{pre}/L{layer}/zero3-ag", "all-gather", self.dp_group, sum(self.layer_params(layer)),
+                      "weights", "zero")
+        self.tp_exchange(f"{pre}/L{layer}/attn-in", True)
+        if p.cp > 1:
+            self.cp_exchange(f"{pre}/L{layer}/kv", False)
+        self.compute(f"fwd/attn", lf.attention)
+        self.tp_exchange(f"{pre}/L{layer}/attn-out", False)
+        self.tp_exchange(f"{pre}/L{layer}/mlp-in", True)
+        if moe and p.ep > 1:
+            self.moe_exchange(f"{pre}/L{layer}/dispatch")
+        self.compute(f"fwd/{'moe' if moe else 'mlp'}", lf.mlp)
+        if moe and p.ep > 1:
+            self.moe_exchange(f"{pre}/L{layer}/combine")
+        self.tp_exchange(f"{pre}/L{layer}/mlp-out", False)
+
+    def block_backward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: "_Buckets | None") -> None:
+        p = self.p
+        if p.zero >= 3:
+            self.coll(f"{pre}/L{layer}/zero3-ag", "all-gather", self.dp_group, sum(self.layer_params(layer)),
+                      "weights", "zero")
+        if p.recompute == "full":
+            self.block_forward(f"{pre}/recompute", layer, lf, moe)
+        elif p.recompute == "selective":
+            self.compute("recompute/attn-core", lf.attention_core)
+        # mirrored: the forward's "out" exchange becomes the backward's "in" and vice versa
+        self.tp_exchange(f"{pre}/L{layer}/mlp-out", True)
+        if moe and p.ep > 1:
+            self.moe_exchange(f"{pre}/L{layer}/combine")
+        self.compute(f"bwd/{'moe' if moe else 'mlp'}", 2 * lf.mlp)
+        if moe and p.ep > 1:
+            self.moe_exchange(f"{pre}/L{layer}/dispatch")
+        self.tp_exchange(f"{pre}/L{layer}/mlp-in", False)
+        self.tp_exchange(f"{pre}/L{layer}/attn-out", True)
+        self.compute("bwd/attn", 2 * lf.attention)
+        if p.cp > 1:
+            self.cp_exchange(f"{pre}/L{layer}/kv", True)
+        self.tp_exchange(f"{pre}/L{layer}/attn-in", False)
+        dense, expert = self.layer_params(layer)
+        if p.zero >= 3:
+            self.coll(f"{pre}/L{layer}/zero3-rs", "reduce-scatter", self.dp_group, dense + expert, "gradients",
+                      "zero", blocking=False, stream="dp")
+        elif buckets is not None:
+            buckets.add(dense, expert)
+
+    def chunk_layers(self, chunk: int) -> list[int]:
+        vs = chunk * self.p.pp + self.stage
+        return list(range(vs * self.per_chunk, (vs + 1) * self.per_chunk))
+
+    def act_bytes(self) -> int:
+        elements = self.tokens / self.p.cp * self.m.hidden
+        if self.p.sequence_parallel:
+            elements /= self.p.tp
+        return int(elements) * self.bpe
+
+    def run_pass(self, it: int, kind: str, mb: int, chunk: int, last_mb: bool) -> None:
+        p, m = self.p, self.m
+        vs = chunk * p.pp + self.stage
+        last_vs = p.virtual_stages - 1
+        pre = f"it{it}/mb{mb}"
+        layers = self.chunk_layers(chunk)
+        size = self.act_bytes()
+        if kind == F:
+            if vs > 0:
+                self.ops.append(_Placeholder("recv", f"{pre}/act{vs - 1}to{vs}", vs - 1, size, "activations"))
+            for layer in layers:
+                moe = is_moe_layer(m, layer)
+                self.block_forward(f"{pre}/fwd", layer, self.flops[moe], moe)
+            if vs == last_vs:
+                self.compute("fwd/logits", logits_flops(m, self.tokens, p.tp, p.cp))
+            else:
+                self.ops.append(_Placeholder("send", f"{pre}/act{vs}to{vs + 1}", vs + 1, size, "activations"))
+            return
+        if vs < last_vs:
+            self.ops.append(_Placeholder("recv", f"{pre}/grad{vs + 1}to{vs}", vs + 1, size, "activation gradients"))
+        else:
+            self.compute("bwd/logits", 2 * logits_flops(m, self.tokens, p.tp, p.cp))
+        buckets = self.buckets if (last_mb and p.zero < 3) else None
+        for layer in reversed(layers):
+            moe = is_moe_layer(m, layer)
+            self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
+        if vs > 0:
+            self.ops.append(_Placeholder("send", f"{pre}/grad{vs}to{vs - 1}", vs - 1, size, "activation gradients"))
+
+    def iteration(self, it: int) -> None:
+        p = self.p
+        self.buckets = _Buckets(self, it)
+        order = stage_order(p.schedule, p.pp, p.micro_batches, self.stage, p.chunks)
+        # a (micro-batch, chunk) backward is the last to touch a chunk's weights when it is the last micro-batch
+        for ref in order:
+            last = ref.micro_batch == p.micro_batches - 1
+            self.run_pass(it, ref.kind, ref.micro_batch, ref.chunk, last)
+        dense, expert = stage_params(self.m, p, self.stage)
+        embed_extra = dense - sum(self.layer_params(layer)[0] for layer in self.layers)
+        if p.zero >= 3:
+            self.coll(f"it{it}/embed-zero3-rs", "reduce-scatter", self.dp_group, embed_extra, "gradients", "zero",
+                      blocking=False, stream="dp")
+            self.ops.append(Wait("dp"))
+        else:
+            self.buckets.add(embed_extra, 0.0)
+            self.buckets.flush()
+            self.ops.append(Wait("dp"))
+            self.ops.append(Wait("edp"))
+        opt_flops = 12.0 * (dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1)  # Adam: ~12 FLOP per parameter
+        self.compute("optimizer", opt_flops)
+        if 1 <= p.zero <= 2:
+            self.coll(f"it{it}/zero-ag-dense", "all-gather", self.dp_group, dense, "weights", "zero")
+            self.coll(f"it{it}/zero-ag-expert", "all-gather", self.edp_group, expert, "weights", "zero")
+
+
+class _Buckets:
+    """PyTorch DDP's gradient buckets: filled in backward order, reduced when full."""
+
+    def __init__(self, b: _StageBuilder, it: int):
+        self.b, self.it = b, it
+        self.cap = b.p.bucket_mb * MIB / b.bpe  # elements
+        self.fill = {"dp": 0.0, "edp": 0.0}
+        self.count = {"dp": 0, "edp": 0}
+
+    def add(self, dense: float, expert: float) -> None:
+        for stream, n in (("dp", dense), ("edp", expert)):
+            self.fill[stream] += n
+            if self.fill[stream] >= self.cap:
+                self._reduce(stream)
+
+    def flush(self) -> None:
+        for stream in ("dp", "edp"):
+            if self.fill[stream] > 0:
+                self._reduce(stream)
+
+    def _reduce(self, stream: str) -> None:
+        b, p = self.b, self.b.p
+        group = b.dp_group if stream == "dp" else b.edp_group
+        op = "reduce-scatter" if p.zero in (1, 2) else "all-reduce"
+        key = f"it{self.it}/{stream}-bucket{self.count[stream]}"
+        b.coll(key, op, group, self.fill[stream], "gradients", "dp" if stream == "dp" else "ep",
+               blocking=not p.overlap_grad_reduce, stream=stream)
+        self.fill[stream] = 0.0
+        self.count[stream] += 1
+
+
+
+def _groups(lay: RankLayout, rank: int) -> dict[str, tuple[int, ...]]:
+    return {d: lay.group(rank, d) for d in ("tp", "cp", "dp-cp", "ep", "edp")}
+
+
+def _moved(op: Collective, group: tuple[int, ...]) -> Collective:
+    return _new(Collective, key=op.key, op=op.op, group=group, elements=op.elements,
+                bytes_per_element=op.bytes_per_element, label=op.label, blocking=op.blocking, stream=op.stream,
+                dim=op.dim)
+
+
+def _new(cls, **fields):
+    """A frozen op without the per-field checks of its __init__ (hot path at 8,192 GPUs)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
+def build_llm_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str = "llm-training",
+                       iterations: int = 1) -> Workload:
+    """Every rank's ops. The op list is built once per pipeline stage (for its first rank) and then moved to
+    the stage's other ranks: tensor-parallel collectives to each tensor-parallel group (whose members share
+    the list), then per rank the few other collectives (data, context, expert parallel; one instance per
+    group, shared by its members) and the pipeline sends and receives. This keeps 8,192-GPU plans fast to
+    build. Collective keys are unique within a group: the lowering matches a collective among its group."""
+    lay = plan.layout
+    world = lay.world_size
+    ranks: list[list[Op]] = [[] for _ in range(world)]
+    total_flops = 0.0
+    templates: dict[int, tuple[_StageBuilder, dict[str, tuple[int, ...]], list[int], list[int]]] = {}
+    shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
+    for group in lay.groups("tp"):
+        stage = lay.coords(group[0])["pp"]
+        if stage not in templates:
+            b = _StageBuilder(model, plan, gpu, group[0], lay)
+            for it in range(iterations):
+                b.iteration(it)
+            tp_idx = [i for i, op in enumerate(b.ops) if isinstance(op, Collective) and op.dim == "tp"]
+            rank_idx = [i for i, op in enumerate(b.ops) if isinstance(op, _Placeholder)
+                        or (isinstance(op, Collective) and op.dim != "tp")]
+            templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx)
+        b, base, tp_idx, rank_idx = templates[stage]
+        group_ops = list(b.ops)
+        if group != base["tp"]:
+            for i in tp_idx:
+                group_ops[i] = _moved(b.ops[i], group)
+        total_flops += b.total_flops * len(group)
+        for r in group:
+            target = _groups(lay, r)
+            mapping = {base[d]: target[d] for d in base}
+            c = lay.coords(r)
+            peers = [lay.rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=s) for s in range(plan.pp)]
+            ops = list(group_ops)
+            for i in rank_idx:
+                op = b.ops[i]
+                if isinstance(op, Collective):
+                    g = mapping[op.group]
+                    inst = shared.get((i, g))
+                    if inst is None:
+                        inst = shared[(i, g)] = op if g == op.group else _moved(op, g)
+                    ops[i] = inst
+                    continue
+                peer = peers[op.vstage % plan.pp]
+                if op.kind == "send":
+                    ops[i] = _new(Send, key=f"{op.key}@{r}", src=r, dst=peer, size_bytes=op.size_bytes,
+                                  label=op.label, dim="pp")
+                else:
+                    ops[i] = _new(Recv, key=f"{op.key}@{peer}", src=peer, dst=r, size_bytes=op.size_bytes,
+                                  label=op.label, dim="pp")
+            ranks[r] = ops
+    par = f"tp{plan.tp} pp{plan.pp} dp{plan.dp}" + (f" cp{plan.cp}" if plan.cp > 1 else "") + \
+        (f" ep{plan.ep}" if plan.ep > 1 else "")
+    extras = [plan.schedule, f"m={plan.micro_batches}"]
+    if plan.sequence_parallel:
+        extras.append("sp")
+    if plan.zero:
+        extras.append(f"zero{plan.zero}")
+    if plan.recompute != "none":
+        extras.append(f"recompute={plan.recompute}")
+    return Workload(
+        name=name,
+        ranks=ranks,
+        params=model.params,
+        iterations=iterations,
+        flops_per_iteration=total_flops / iterations,
+        description=f"{model.name} ({model.params / 1e9:.1f} B parameters), {par}, {', '.join(extras)}, "
+        f"batch {plan.global_batch_size} x {plan.seq_len} tokens, {plan.precision}",
+    )
+
+
+__all__ = ["build_llm_training", "iteration_flops"]

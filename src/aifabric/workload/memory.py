@@ -1,0 +1,170 @@
+"""Memory per GPU: weights, gradients, optimizer states, activations.
+
+Model states (Rajbhandari et al. 2020, ZeRO, section 3.1): mixed-precision training with Adam keeps
+2 bytes of fp16/bf16 weights, 2 bytes of gradients and K = 12 bytes of optimizer states (fp32 master
+weights, momentum, variance) per parameter: 16 bytes. In pure fp32: 4 + 4 + 8 (no master copy).
+ZeRO-1 divides the optimizer states by the data-parallel size, ZeRO-2 also the gradients, ZeRO-3 (FSDP
+full shard) also the weights.
+
+Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+section 4, 16-bit activations), per decoder block, in bytes per token of the micro-batch
+(h hidden, g = width of K and V, f = FFN width, a heads, s sequence length, t tensor-parallel size):
+- kept whole on each tensor-parallel rank without sequence parallelism: the two norms' inputs 4h, the
+  attention and MLP inputs 2h + 2h, their dropout masks h + h: 10h;
+- split by t: Q and K 2h + 2g, V 2g, the output projection's input 2h, the MLP's intermediate tensors
+  (GELU: 4f; SwiGLU: 6f; MoE: those of the top-k + shared experts): with g = h and f = 4h this is 24h;
+- the attention scores (softmax output, its dropout mask and output): 5as, split by t.
+So GPT: s b h (34 + 5as/h) without parallelism, s b h (10 + 24/t + 5as/(h t)) with tensor parallelism,
+s b h (34/t + 5as/(h t)) with sequence parallelism. Selective recomputation drops the 5as term, full
+recomputation keeps only the block's input (2h, split by t with sequence parallelism). Context
+parallelism divides the tokens by cp.
+
+A pipeline stage keeps the activations of the micro-batches in flight: all m with GPipe, p - s on stage
+s with 1F1B (the first stage: p, i.e. L layers' worth), and with interleaving the first stage holds
+(1 + (p - 1)/(p v)) times that (Korthikanti et al. 2022, section 4.2.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models.transformer import Transformer
+from ..units import BYTES_PER_ELEMENT
+from .plan import Plan
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    stage: int
+    params: float  # parameters held by the GPU (before ZeRO sharding)
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+
+    def as_gB(self) -> dict[str, float]:
+        return {
+            "weights": self.weights_bytes / GB,
+            "gradients": self.gradients_bytes / GB,
+            "optimizer": self.optimizer_bytes / GB,
+            "activations": self.activations_bytes / GB,
+            "total": self.total_bytes / GB,
+        }
+
+
+def state_bytes_per_param(precision: str) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) bytes per parameter with Adam."""
+    if BYTES_PER_ELEMENT[precision] >= 4:
+        return 4, 4, 8
+    return 2, 2, 12
+
+
+def model_state_bytes(params: float, precision: str, zero: int, dp: int) -> tuple[float, float, float]:
+    w, g, o = state_bytes_per_param(precision)
+    return (params * w / (dp if zero >= 3 else 1),
+            params * g / (dp if zero >= 2 else 1),
+            params * o / (dp if zero >= 1 else 1))
+
+
+def stage_layers(model: Transformer, plan: Plan, stage: int) -> list[int]:
+    """Indices of the decoder blocks on a pipeline stage (all its chunks)."""
+    v = plan.virtual_stages
+    per = model.layers // v
+    out: list[int] = []
+    for vs in range(stage, v, plan.pp):
+        out += list(range(vs * per, (vs + 1) * per))
+    return out
+
+
+def is_moe_layer(model: Transformer, layer: int) -> bool:
+    return model.moe is not None and layer >= model.moe.first_dense_layers
+
+
+def stage_params(model: Transformer, plan: Plan, stage: int) -> tuple[float, float]:
+    """(dense, expert) parameters one GPU of the stage holds: weight matrices split by tp, experts by ep,
+    norms replicated; the token embedding on the first stage and the output projection on the last (a
+    tied embedding is held by both when pp > 1, as Megatron does)."""
+    t = plan.tp
+    dense = expert = 0.0
+    for layer in stage_layers(model, plan, stage):
+        dense += model.attention_params / t + 2 * model.norm_params
+        if is_moe_layer(model, layer):
+            m = model.moe
+            expert += m.experts / plan.ep * model.expert_params / t
+            dense += m.shared_experts * model.expert_params / t + model.hidden * m.experts
+        else:
+            dense += model.dense_mlp_params / t
+    if stage == 0:
+        dense += model.embedding_params / t + model.position_params
+    if stage == plan.pp - 1:
+        dense += model.norm_params
+        if not model.tied_embeddings or plan.pp > 1:
+            dense += model.embedding_params / t
+    return dense, expert
+
+
+def layer_activation_bytes_per_token(model: Transformer, plan: Plan, moe_layer: bool) -> float:
+    h, g, t = model.hidden, model.kv_dim, plan.tp
+    scale = BYTES_PER_ELEMENT[plan.precision] / 2  # the formulas count 16-bit activations
+    if plan.recompute == "full":
+        return 2 * h * scale / (t if plan.sequence_parallel else 1)
+    mats = 6 if model.gated_mlp else 4
+    if moe_layer:
+        mlp = mats * model.moe.expert_ffn_hidden * (model.moe.top_k + model.moe.shared_experts)
+    else:
+        mlp = mats * model.ffn_hidden
+    whole = 10 * h
+    split = 4 * h + 4 * g + mlp
+    scores = 0 if plan.recompute == "selective" else 5 * model.heads * plan.seq_len / plan.cp
+    if plan.sequence_parallel:
+        per = (whole + split + scores) / t
+    else:
+        per = whole + (split + scores) / t
+    return per * scale
+
+
+def in_flight_micro_batches(plan: Plan, stage: int) -> float:
+    m, p = plan.micro_batches, plan.pp
+    if plan.schedule == "gpipe" or p == 1:
+        return m if p > 1 else 1
+    base = min(p - stage, m)
+    if plan.schedule == "interleaved":
+        return base * (1 + (p - 1) / (p * plan.chunks))
+    return base
+
+
+def activation_bytes(model: Transformer, plan: Plan, stage: int) -> float:
+    tokens = plan.micro_batch_size * plan.seq_len / plan.cp
+    per_mb = sum(layer_activation_bytes_per_token(model, plan, is_moe_layer(model, layer))
+                 for layer in stage_layers(model, plan, stage)) * tokens
+    per_mb /= plan.chunks if plan.schedule == "interleaved" else 1  # one chunk's layers per virtual micro-batch
+    total = per_mb * in_flight_micro_batches(plan, stage)
+    t_sp = plan.tp if plan.sequence_parallel else 1
+    if stage == 0:  # embedding dropout mask, one per micro-batch in flight
+        total += tokens * model.hidden / t_sp * in_flight_micro_batches(plan, stage)
+    if stage == plan.pp - 1:  # final norm, output projection input and the fp32 logits for the loss
+        total += 4 * tokens * model.hidden / plan.tp * (1 + model.vocab / model.hidden)
+    return total
+
+
+def memory_per_gpu(model: Transformer, plan: Plan, stage: int | None = None) -> MemoryEstimate:
+    """The estimate for one stage, or (stage None) for the stage that needs the most."""
+    if stage is None:
+        return max((memory_per_gpu(model, plan, s) for s in range(plan.pp)), key=lambda e: e.total_bytes)
+    dense, expert = stage_params(model, plan, stage)
+    wd, gd, od = model_state_bytes(dense, plan.precision, plan.zero, plan.dp * plan.cp)
+    we, ge, oe = model_state_bytes(expert, plan.precision, plan.zero, max(1, plan.dp // plan.ep) * plan.cp)
+    return MemoryEstimate(stage, dense + expert, wd + we, gd + ge, od + oe, activation_bytes(model, plan, stage))
+
+
+def min_gpus_for_weights(params: float, bytes_per_param: float, gpu_memory_gB: float) -> int:
+    """Fewest GPUs whose memory holds the weights alone (network.md 6.2, Figure 13-3)."""
+    need = params * bytes_per_param
+    cap = gpu_memory_gB * GB
+    return max(1, -(-int(round(need)) // int(round(cap))))

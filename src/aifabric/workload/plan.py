@@ -1,0 +1,49 @@
+"""A parallelism plan: how a transformer's training is split over GPUs, as plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ranks import DEFAULT_ORDER, RankLayout
+
+RECOMPUTE = ("none", "selective", "full")
+DDP_BUCKET_MB = 25.0  # PyTorch DistributedDataParallel's default bucket_cap_mb
+
+
+@dataclass(frozen=True)
+class Plan:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    schedule: str = "1f1b"  # gpipe | 1f1b | interleaved
+    chunks: int = 1  # model chunks per stage (interleaved 1F1B)
+    micro_batch_size: int = 1  # sequences per micro-batch
+    global_batch_size: int = 1  # sequences per iteration, all data-parallel ranks together
+    seq_len: int = 2048
+    precision: str = "bf16"
+    recompute: str = "none"  # none | selective | full
+    sequence_parallel: bool = False
+    zero: int = 0  # 0 none, 1 optimizer states, 2 + gradients, 3 + weights (= FSDP full shard)
+    bucket_mb: float = DDP_BUCKET_MB
+    overlap_grad_reduce: bool = True  # DDP: bucket AllReduce launched during the backward pass
+    order: str = DEFAULT_ORDER
+    compute_efficiency: float = 0.45
+
+    @property
+    def layout(self) -> RankLayout:
+        return RankLayout(tp=self.tp, pp=self.pp, dp=self.dp, cp=self.cp, ep=self.ep, order=self.order)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per data-parallel rank per iteration (also the pipeline's m)."""
+        return self.global_batch_size // (self.dp * self.micro_batch_size)
+
+    @property
+    def virtual_stages(self) -> int:
+        return self.pp * (self.chunks if self.schedule == "interleaved" else 1)
