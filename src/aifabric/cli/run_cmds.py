@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..report import build_html, build_summary, build_trace, new_run_dir, print_summary, write_atomic, write_json, write_tables
@@ -16,6 +17,7 @@ from .console import make_console
 from .errors import Interrupted
 
 console = make_console()
+err_console = Console(stderr=True)
 
 OUT_HELP = "output directory (default: a new aifabric-run-<time> folder in the current directory)"
 PROGRESS_MIN_TASKS = 20_000
@@ -35,7 +37,7 @@ def _out_dir(out: Path | None) -> Path:
 def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, scenario_text: str | None) -> int:
     out_dir = _out_dir(out)
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, transient=True)
+                        console=err_console, transient=True)
     task_id = None
 
     def on_progress(done: int, total: int) -> None:
@@ -43,6 +45,7 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
         if total < PROGRESS_MIN_TASKS:
             return
         if task_id is None:
+            err_console.print(f"simulating {total:,} tasks (Ctrl-C stops and writes the results so far)")
             progress.start()
             task_id = progress.add_task("sim", total=total)
         if done % 1000 == 0 or done == total:
