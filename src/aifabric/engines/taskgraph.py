@@ -17,6 +17,7 @@ class CollectiveInstance:
     label: str
     tasks: list[int] = field(default_factory=list)
     n_steps: int = 0
+    dim: str = ""  # parallel dimension it serves: dp, tp, pp, ep, cp, zero ("" if unknown)
 
 
 @dataclass
@@ -32,6 +33,7 @@ class TaskGraph:
     deps: list[list[int]] = field(default_factory=list)
     step: list[int] = field(default_factory=list)
     collective: list[int] = field(default_factory=list)  # index into collectives, or -1
+    dim: list[str] = field(default_factory=list)  # parallel dimension of the task ("" if none)
     collectives: list[CollectiveInstance] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -39,7 +41,7 @@ class TaskGraph:
 
     def add(self, kind: int, rank: int, dst: int, name: str, deps: list[int], *, duration_s: float = 0.0,
             size_bytes: float = 0.0, route: tuple[int, ...] = (), latency_s: float = 0.0, step: int = -1,
-            collective: int = -1) -> int:
+            collective: int = -1, dim: str = "") -> int:
         self.kind.append(kind)
         self.rank.append(rank)
         self.dst.append(dst)
@@ -51,4 +53,5 @@ class TaskGraph:
         self.deps.append(deps)
         self.step.append(step)
         self.collective.append(collective)
+        self.dim.append(dim)
         return len(self.kind) - 1
