@@ -54,6 +54,7 @@ class Flows:
     start_s: np.ndarray
     end_s: np.ndarray
     scale_up: np.ndarray  # bool: NVLink only
+    dim: np.ndarray  # parallel dimension (str): dp, tp, pp, ep, cp, zero, or "" when unknown
 
     @property
     def completion_s(self) -> np.ndarray:
@@ -73,21 +74,43 @@ def flows(graph: TaskGraph, fabric: Fabric, tl: Timeline) -> Flows:
         start_s=tl.start_s[ids] if len(ids) else np.zeros(0),
         end_s=tl.end_s[ids] if len(ids) else np.zeros(0),
         scale_up=scale_up,
+        dim=np.array([task_dim(graph, int(t)) for t in ids], dtype=object),
     )
 
 
-def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "all") -> np.ndarray:
+def task_dim(graph: TaskGraph, t: int) -> str:
+    """The parallel dimension a task serves: its own, else its collective's."""
+    d = graph.dim[t] if t < len(graph.dim) else ""
+    if not d and graph.collective[t] >= 0:
+        d = graph.collectives[graph.collective[t]].dim
+    return d or "other"
+
+
+def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "all", dim: str | None = None
+                   ) -> np.ndarray:
     """Bytes from each source to each destination; ranks grouped by `group_size` (e.g. per server).
-    `network`: "all", "scale-up" (NVLink only) or "scale-out" (crossed a NIC)."""
+    `network`: "all", "scale-up" (NVLink only) or "scale-out" (crossed a NIC); `dim`: one parallel dimension."""
     mask = np.ones(len(f.src), dtype=bool)
     if network == "scale-up":
         mask = f.scale_up
     elif network == "scale-out":
         mask = ~f.scale_up
+    if dim is not None:
+        mask = mask & (f.dim == dim)
     n = (world + group_size - 1) // group_size
     m = np.zeros((n, n))
     np.add.at(m, (f.src[mask] // group_size, f.dst[mask] // group_size), f.size_bytes[mask])
     return m
+
+
+def bytes_by_dimension(f: Flows) -> dict[str, dict[str, float]]:
+    """Bytes per parallel dimension, split by network (NVLink only vs crossed a NIC)."""
+    out: dict[str, dict[str, float]] = {}
+    for d in sorted(set(f.dim.tolist())):
+        m = f.dim == d
+        out[d] = {"scale_up_bytes": float(f.size_bytes[m & f.scale_up].sum()),
+                  "scale_out_bytes": float(f.size_bytes[m & ~f.scale_up].sum())}
+    return out
 
 
 def cdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..analysis import bytes_by_dimension, flows
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
 
@@ -70,5 +71,7 @@ def build_summary(run: Run) -> dict[str, Any]:
             "bytes": r.flow_bytes,
             "scale_up_bytes": r.scale_up_bytes,
             "scale_out_bytes": r.scale_out_bytes,
+            "by_dimension": bytes_by_dimension(flows(run.graph, run.fabric, run.timeline)),
         },
+        "mfu": r.mfu,
     }
