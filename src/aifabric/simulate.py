@@ -31,6 +31,16 @@ def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
 
 
 def build_workload(s: Scenario) -> Workload:
+    """The scenario's workload: data-parallel feed-forward (the demo) or LLM training (model + plan)."""
+    if s.workload.kind == "llm-training":
+        from .errors import InputError
+        from .workload.from_spec import resolve_plan
+        from .workload.llm import build_llm_training
+
+        model, plan, problems = resolve_plan(s)
+        if problems:
+            raise InputError(problems)
+        return build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations)
     return build_data_parallel(s)
 
 

@@ -1,14 +1,26 @@
-"""Checks of the workload section against the cluster (GPU counts, batch, memory)."""
+"""Checks of the workload section against the cluster (GPU counts, batch, parallel sizes, memory)."""
 
 from __future__ import annotations
 
-from ..errors import Problem
+from ..catalog import gpu
+from ..errors import InputError, Problem
 from .schema import Scenario
 
 
 def check_workload(s: Scenario) -> list[Problem]:
+    if s.workload.kind == "llm-training":
+        return check_llm_training(s)
+    return check_data_parallel(s)
+
+
+def check_data_parallel(s: Scenario) -> list[Problem]:
     out: list[Problem] = []
     w, gpus = s.workload, s.cluster.total_gpus
+    if w.model.layer_widths is None:
+        out.append(Problem("workload.model.layer_widths", "the data-parallel workload trains a feed-forward "
+                                                           "network: give its layer widths"))
+    if w.parallelism is not None:
+        out.append(Problem("workload.parallelism", "only for kind: llm-training"))
     dp = w.data_parallel if w.data_parallel is not None else gpus
     if w.data_parallel is not None and w.data_parallel != gpus:
         out.append(
@@ -25,4 +37,30 @@ def check_workload(s: Scenario) -> list[Problem]:
                 f"must be divisible by the {dp} data-parallel ranks (got {w.global_batch_size})",
             )
         )
+    return out
+
+
+def check_llm_training(s: Scenario) -> list[Problem]:
+    from ..workload.from_spec import resolve_plan
+    from ..workload.memory import GB, memory_per_gpu
+
+    try:
+        model, plan, out = resolve_plan(s)
+    except InputError as exc:
+        return exc.problems
+    spec = gpu(s.cluster.gpu)
+    if s.workload.precision not in spec.peak_tflops:
+        out.append(Problem("workload.precision", f"{spec.name} has no {s.workload.precision} tensor cores"))
+    if out or not s.workload.memory_check:
+        return out
+    est = memory_per_gpu(model, plan)
+    if est.total_bytes > spec.hbm_gB * GB:
+        g = est.as_gB()
+        out.append(Problem(
+            "workload.parallelism",
+            f"does not fit GPU memory: stage {est.stage} needs {g['total']:.1f} GB per GPU (weights "
+            f"{g['weights']:.1f}, gradients {g['gradients']:.1f}, optimizer states {g['optimizer']:.1f}, "
+            f"activations {g['activations']:.1f}) but a {spec.name} has {spec.hbm_gB:g} GB; raise tp/pp, "
+            "use zero/fsdp, sequence_parallel or recompute, or lower micro_batch_size",
+        ))
     return out

@@ -1,37 +1,107 @@
-"""Scenario section for the workload: the model, the parallelism plan, the batch."""
+"""Scenario section for the workload: the model, the parallelism plan, the batch.
+
+Two kinds:
+- `data-parallel`: the seeds' feed-forward network (`model.layer_widths`), one gradient AllReduce per
+  iteration over every GPU (the demo).
+- `llm-training`: a transformer from the zoo (`model: gpt3-175b`, or `model: {name: ...}`) or with custom
+  dimensions (`model: {kind: transformer, layers: .., hidden: .., heads: .., ffn_hidden: .., vocab: ..}`),
+  a `parallelism` plan (tp, pp, dp, cp, ep, schedule, micro-batches, sequence parallel, ZeRO/FSDP,
+  recomputation), sequence length, global batch, precision.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .base import Strict
 
 
-class FeedForwardSpec(Strict):
-    kind: Literal["feed-forward"] = "feed-forward"
-    layer_widths: list[int] = Field(
-        ..., min_length=2, description="neurons per layer, input first, e.g. [784, 128, 10]"
+class ModelSpec(Strict):
+    """A model: a zoo name, a feed-forward network's layer widths, or a transformer's dimensions."""
+
+    kind: Literal["feed-forward", "transformer"] | None = Field(
+        None, description="feed-forward (layer_widths) or transformer (custom dimensions); omit with `name`"
+    )
+    name: str | None = Field(None, description="a model of the zoo, e.g. gpt3-175b, llama3-70b, mixtral-8x7b")
+    layer_widths: list[int] | None = Field(
+        None, min_length=2, description="feed-forward: neurons per layer, input first, e.g. [784, 128, 10]"
     )
     bias: bool = True
+    # transformer dimensions (custom models)
+    layers: int | None = Field(None, ge=1)
+    hidden: int | None = Field(None, ge=1)
+    heads: int | None = Field(None, ge=1)
+    kv_heads: int | None = Field(None, ge=1, description="grouped-query attention key/value heads")
+    ffn_hidden: int | None = Field(None, ge=1, description="MLP width (default 4 x hidden)")
+    vocab: int | None = Field(None, ge=1)
+    gated_mlp: bool = False
+    experts: int | None = Field(None, ge=1, description="MoE: routed experts per layer")
+    top_k: int = Field(2, ge=1)
+    expert_ffn_hidden: int | None = Field(None, ge=1)
+    shared_experts: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_shorthand(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _kind(self) -> ModelSpec:
+        if self.kind is None and self.name is None:
+            object.__setattr__(self, "kind", "feed-forward")
+        if self.kind == "feed-forward" and self.layer_widths is None:
+            raise ValueError("a feed-forward model needs layer_widths (or give a zoo model's name)")
+        if self.kind == "transformer":
+            missing = [f for f in ("layers", "hidden", "heads", "vocab") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"a custom transformer needs {', '.join(missing)}")
+        return self
 
     @field_validator("layer_widths")
     @classmethod
-    def _positive(cls, widths: list[int]) -> list[int]:
-        bad = [i for i, w in enumerate(widths) if w < 1]
+    def _positive(cls, widths: list[int] | None) -> list[int] | None:
+        bad = [i for i, w in enumerate(widths or []) if w < 1]
         if bad:
             raise ValueError(f"every width must be >= 1 (index {bad[0]} is {widths[bad[0]]})")
         return widths
 
 
-class WorkloadSpec(Strict):
-    kind: Literal["data-parallel"] = "data-parallel"
-    model: FeedForwardSpec
-    global_batch_size: int = Field(..., ge=1, description="samples per iteration across all GPUs")
-    data_parallel: int | None = Field(None, ge=1, description="data-parallel ranks (default: every GPU)")
-    precision: Literal["fp32", "tf32", "bf16", "fp16"] = "bf16"
-    compute_efficiency: float = Field(
-        0.5, gt=0, le=1, description="achieved fraction of the GPU's dense peak FLOP/s"
+FeedForwardSpec = ModelSpec  # the name the schema has always exported
+
+
+class ParallelismSpec(Strict):
+    tp: int = Field(1, ge=1, description="tensor-parallel size (Megatron column/row split)")
+    pp: int = Field(1, ge=1, description="pipeline-parallel stages")
+    dp: int | None = Field(None, ge=1, description="data-parallel size (default: GPUs / (tp x pp x cp))")
+    cp: int = Field(1, ge=1, description="context-parallel size (sequence split in attention)")
+    ep: int = Field(1, ge=1, description="expert-parallel size (MoE), divides dp")
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    chunks: int = Field(1, ge=1, description="model chunks per stage (interleaved 1F1B)")
+    micro_batch_size: int = Field(1, ge=1, description="sequences per micro-batch")
+    micro_batches: int | None = Field(
+        None, ge=1, description="micro-batches per iteration (default: global batch / (dp x micro_batch_size))"
     )
+    sequence_parallel: bool = False
+    zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 + weights")
+    fsdp: bool = Field(False, description="PyTorch FSDP full shard (= ZeRO-3)")
+    recompute: Literal["none", "selective", "full"] = "none"
+    bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (PyTorch default 25)")
+    overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
+    order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
+
+
+class WorkloadSpec(Strict):
+    kind: Literal["data-parallel", "llm-training"] = "data-parallel"
+    model: ModelSpec
+    global_batch_size: int = Field(..., ge=1, description="samples (sequences) per iteration across all GPUs")
+    data_parallel: int | None = Field(None, ge=1, description="data-parallel ranks (default: every GPU)")
+    parallelism: ParallelismSpec | None = Field(None, description="llm-training: the parallelism plan")
+    seq_len: int | None = Field(None, ge=1, description="llm-training: tokens per sequence (default: the model's)")
+    precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
+    compute_efficiency: float = Field(
+        0.5, gt=0, le=1, description="achieved fraction of the GPU's dense peak FLOP/s (see docs/validation.md)"
+    )
+    memory_check: bool = Field(True, description="llm-training: refuse a plan that does not fit GPU memory")
     iterations: int = Field(1, ge=1, le=1000)

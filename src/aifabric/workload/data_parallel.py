@@ -9,7 +9,8 @@ backward = 2 x forward.
 from __future__ import annotations
 
 from ..catalog import gpu
-from ..models import FeedForward
+from ..errors import InputError, Problem
+from ..models import FeedForward, get_model
 from ..scenario.schema import Scenario
 from ..units import BYTES_PER_ELEMENT
 from .ops import Collective, Compute, Op, Workload
@@ -17,7 +18,12 @@ from .ops import Collective, Compute, Op, Workload
 
 def build_data_parallel(s: Scenario) -> Workload:
     w = s.workload
-    model = FeedForward(tuple(w.model.layer_widths), w.model.bias)
+    if w.model.layer_widths is not None:
+        model = FeedForward(tuple(w.model.layer_widths), w.model.bias)
+    else:
+        model = get_model(w.model.name, "workload.model.name")
+        if not isinstance(model, FeedForward):
+            raise InputError(Problem("workload.model.name", f"{w.model.name!r} is not a feed-forward network"))
     world = s.cluster.total_gpus
     samples = w.global_batch_size // world
     flops_per_s = gpu(s.cluster.gpu).peak_flops(w.precision) * w.compute_efficiency

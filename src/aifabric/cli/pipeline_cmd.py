@@ -1,0 +1,69 @@
+"""`aifabric pipeline`: a pipeline schedule as a per-time-step table of who works on what."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError, Problem
+from ..workload.pipeline import SCHEDULES, bubble_fraction, step_table
+from .app import app
+from .console import make_console
+
+console = make_console()
+
+GPU_NAMES = {"book": ["0a", "1a", "0b", "1b"], "blog": ["A1", "A2", "B1", "B2"]}
+
+
+@app.command("pipeline")
+def pipeline(
+    stages: int = typer.Option(4, "--stages", "-p", help="pipeline stages (one GPU each)"),
+    micro_batches: int = typer.Option(4, "--micro-batches", "-m", help="micro-batches per iteration"),
+    schedule: str = typer.Option("book", "--schedule", "-s", help=f"one of {', '.join(SCHEDULES)}"),
+    chunks: int = typer.Option(2, "--chunks", "-v", help="model chunks per stage (interleaved only)"),
+    backward_steps: int = typer.Option(1, "--backward-steps", help="time steps of a backward pass (gpipe, 1f1b, "
+                                                                  "interleaved); a forward takes one"),
+) -> int:
+    """Per-time-step table: which stage runs which micro-batch forward (F) or backward (B), active and idle
+    GPUs, utilization per step and overall (seeds Ch. 8: book 10 steps, blog 11 steps)."""
+    problems = []
+    if schedule not in SCHEDULES:
+        problems.append(Problem("--schedule", f"must be one of {', '.join(SCHEDULES)} (got {schedule!r})"))
+    if stages < 1:
+        problems.append(Problem("--stages", f"must be >= 1 (got {stages})"))
+    if micro_batches < 1:
+        problems.append(Problem("--micro-batches", f"must be >= 1 (got {micro_batches})"))
+    if chunks < 1:
+        problems.append(Problem("--chunks", f"must be >= 1 (got {chunks})"))
+    if backward_steps < 1:
+        problems.append(Problem("--backward-steps", f"must be >= 1 (got {backward_steps})"))
+    if schedule == "interleaved" and stages >= 1 and micro_batches % stages:
+        problems.append(Problem("--micro-batches", f"the interleaved schedule needs a multiple of --stages "
+                                                   f"({stages}), got {micro_batches}"))
+    if stages > 64 or micro_batches > 256:
+        problems.append(Problem("--stages", "the table is for reading: at most 64 stages and 256 micro-batches"))
+    if problems:
+        raise InputError(problems)
+    v = chunks if schedule == "interleaved" else 1
+    table = step_table(schedule, stages, micro_batches, v, backward_steps)
+    names = GPU_NAMES.get(schedule) if stages == 4 else None
+    names = names or [f"stage {s + 1}" for s in range(stages)]
+    t = Table(title=f"{schedule} pipeline: {stages} stages, {micro_batches} micro-batches"
+              + (f", {v} chunks per stage" if v > 1 else "")
+              + " (F = forward, B = backward of micro-batch n; .c = chunk)")
+    t.add_column("step", justify="right")
+    for n in names:
+        t.add_column(n, justify="center")
+    t.add_column("active", justify="right")
+    t.add_column("idle")
+    t.add_column("utilization", justify="right")
+    for i, row in enumerate(table.steps):
+        idle = [names[s] for s in range(stages) if not row[s]]
+        t.add_row(str(i + 1), *[" ".join(r.label() for r in sorted(cell, key=lambda r: r.kind != "F")) or "·" for cell in row],
+                  str(len(table.active(i))), ", ".join(idle) or "none", f"{table.utilization(i):.0%}")
+    console.print(t)
+    console.print(f"overall utilization {table.overall_utilization:.1%} over {len(table.steps)} steps; "
+                  f"bubble (idle share) {table.bubble_fraction:.1%}")
+    if schedule in ("gpipe", "1f1b", "interleaved"):
+        console.print(f"textbook bubble (p−1)/(v·m+p−1) = {bubble_fraction(stages, micro_batches, v):.1%}")
+    return 0

@@ -1,0 +1,95 @@
+"""Scenario workload section -> (transformer, plan), with every problem named by its field path."""
+
+from __future__ import annotations
+
+from ..errors import InputError, Problem
+from ..models.transformer import MoE, Transformer
+from ..models.zoo import MODELS
+from .plan import Plan
+from .ranks import parse_order
+
+P = "workload.parallelism"
+
+
+def resolve_model(spec, field: str = "workload.model") -> Transformer:
+    """The transformer a `workload.model` section names or describes."""
+    if spec.name is not None:
+        model = MODELS.get(spec.name.lower())
+        if model is None:
+            known = ", ".join(k for k, m in MODELS.items() if isinstance(m, Transformer))
+            raise InputError(Problem(f"{field}.name", f"unknown model {spec.name!r}; known transformers: {known}"))
+        if not isinstance(model, Transformer):
+            raise InputError(Problem(f"{field}.name", f"{spec.name!r} is not a transformer; llm-training needs one"))
+        return model
+    if spec.kind != "transformer":
+        raise InputError(Problem(f"{field}.kind", "llm-training needs a transformer: a zoo name or kind: transformer"))
+    moe = None
+    if spec.experts:
+        moe = MoE(spec.experts, spec.top_k, spec.expert_ffn_hidden or spec.ffn_hidden or 4 * spec.hidden,
+                  spec.shared_experts)
+    return Transformer("custom", spec.layers, spec.hidden, spec.heads, spec.ffn_hidden or 4 * spec.hidden, spec.vocab,
+                       kv_heads=spec.kv_heads, gated_mlp=spec.gated_mlp, bias=spec.bias, moe=moe)
+
+
+def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
+    """The model and plan of an llm-training scenario, and the problems that make it impossible."""
+    w, gpus = s.workload, s.cluster.total_gpus
+    model = resolve_model(w.model)
+    par = w.parallelism
+    if par is None:
+        from ..scenario.workload_spec import ParallelismSpec
+
+        par = ParallelismSpec()
+    out: list[Problem] = []
+    try:
+        parse_order(par.order)
+    except ValueError as exc:
+        out.append(Problem(f"{P}.order", str(exc)))
+    per_replica = par.tp * par.pp * par.cp
+    dp = par.dp if par.dp is not None else max(1, gpus // per_replica)
+    if per_replica * dp != gpus:
+        out.append(Problem(P, f"tp x pp x dp x cp = {par.tp} x {par.pp} x {dp} x {par.cp} = {per_replica * dp} "
+                              f"must equal the cluster's {gpus} GPUs"))
+    if w.data_parallel is not None:
+        out.append(Problem("workload.data_parallel", "llm-training takes the data-parallel size from parallelism.dp"))
+    gps = s.cluster.gpus_per_server
+    if par.tp > gps or gps % par.tp:
+        out.append(Problem(f"{P}.tp", f"tp={par.tp} must divide the {gps} GPUs per server so that each "
+                                      "tensor-parallel group stays on NVLink inside one server"))
+    if model.heads % par.tp:
+        out.append(Problem(f"{P}.tp", f"tp={par.tp} must divide the model's {model.heads} attention heads"))
+    chunks = par.chunks if par.schedule == "interleaved" else 1
+    if par.chunks > 1 and par.schedule != "interleaved":
+        out.append(Problem(f"{P}.chunks", "model chunks per stage need schedule: interleaved"))
+    if model.layers % (par.pp * chunks):
+        out.append(Problem(f"{P}.pp", f"pp x chunks = {par.pp * chunks} must divide the model's {model.layers} layers"))
+    if par.ep > 1:
+        if model.moe is None:
+            out.append(Problem(f"{P}.ep", f"ep={par.ep} needs a mixture-of-experts model ({model.name} is dense)"))
+        elif model.moe.experts % par.ep:
+            out.append(Problem(f"{P}.ep", f"ep={par.ep} must divide the model's {model.moe.experts} experts"))
+        if dp % par.ep:
+            out.append(Problem(f"{P}.ep", f"ep={par.ep} must divide the data-parallel size {dp}"))
+    seq = w.seq_len or model.max_seq_len
+    if seq % par.cp:
+        out.append(Problem("workload.seq_len", f"must be divisible by cp={par.cp} (got {seq})"))
+    per_step = dp * par.micro_batch_size
+    if w.global_batch_size % per_step:
+        out.append(Problem("workload.global_batch_size", f"must be divisible by dp x micro_batch_size = {dp} x "
+                                                         f"{par.micro_batch_size} = {per_step} (got {w.global_batch_size})"))
+    m = w.global_batch_size // per_step if per_step else 0
+    if par.micro_batches is not None and par.micro_batches != m:
+        out.append(Problem(f"{P}.micro_batches", f"global batch {w.global_batch_size} / (dp {dp} x micro_batch_size "
+                                                 f"{par.micro_batch_size}) gives {m} micro-batches, not {par.micro_batches}"))
+    if par.schedule == "interleaved" and m % par.pp:
+        out.append(Problem(f"{P}.micro_batches", f"the interleaved schedule needs micro-batches ({m}) divisible by "
+                                                 f"pp ({par.pp})"))
+    if (par.zero or par.fsdp) and dp * par.cp == 1:
+        out.append(Problem(f"{P}.zero", "ZeRO / FSDP shard over data-parallel ranks: dp is 1"))
+    plan = Plan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, schedule=par.schedule, chunks=chunks,
+                micro_batch_size=par.micro_batch_size, global_batch_size=w.global_batch_size, seq_len=seq,
+                precision=w.precision, recompute=par.recompute, sequence_parallel=par.sequence_parallel and par.tp > 1,
+                zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb, overlap_grad_reduce=par.overlap_grad_reduce,
+                order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
+                compute_efficiency=w.compute_efficiency)
+    return model, plan, out
