@@ -47,18 +47,20 @@ class StepExplanation:
 
 
 def explain(schedule: Schedule) -> list[StepExplanation]:
+    """Symbolic execution: every chunk a rank holds as the list of ranks whose copies were added into it.
+    A move carrying a run of chunks is shown as one send per chunk."""
     n = len(schedule.ranks)
     state = {r: [(r,) for _ in range(schedule.n_chunks)] for r in schedule.ranks}
     out = []
     for k, step in enumerate(schedule.steps()):
-        sent = [state[m.src][m.chunk] for m in step]
+        per_chunk = [(m, c) for m in step for c in range(m.chunk, m.chunk + m.count)]
+        sent = [state[m.src][c] for m, c in per_chunk]
         sends = []
-        for m, terms in zip(step, sent):
-            sends.append(SentChunk(m.src, m.dst, m.chunk, schedule.chunk_elements(m.chunk),
-                                   describe(m.chunk, terms, n)))
-            own = state[m.dst][m.chunk]
-            state[m.dst][m.chunk] = terms + own if m.mode == REDUCE else terms
+        for (m, c), terms in zip(per_chunk, sent):
+            sends.append(SentChunk(m.src, m.dst, c, schedule.chunk_elements(c), describe(c, terms, n)))
+            own = state[m.dst][c]
+            state[m.dst][c] = terms + own if m.mode == REDUCE else terms
         holdings = {r: tuple(describe(c, state[r][c], n) for c in range(schedule.n_chunks)) for r in schedule.ranks}
-        full = {r: tuple(c for c in range(schedule.n_chunks) if len(state[r][c]) == n) for r in schedule.ranks}
+        full = {r: tuple(c for c in range(schedule.n_chunks) if len(set(state[r][c])) == n) for r in schedule.ranks}
         out.append(StepExplanation(k, step[0].phase if step else "", tuple(sends), holdings, full))
     return out

@@ -1,0 +1,84 @@
+"""Hierarchical AllReduce: intra-server ReduceScatter over NVLink -> inter-server AllReduce on rail
+rings -> intra-server AllGather over NVLink (the 2D algorithm; NCCL's CollNet / NVLS-tree follow it).
+
+With S servers each holding L ranks of the group (servers x local matrix M), the buffer is in L
+shards of S chunks (chunk l·S + j):
+
+1. NVLink ring ReduceScatter in every server on whole shards (L - 1 steps): position q ends with
+   shard (q + 1) mod L summed over its server. (Same as "reduce to GPU q" for every shard at once.)
+2. Every shard is then AllReduced across servers by the GPUs that hold it, which all have the same
+   local index: a ring over the servers on that one rail (2(S - 1) steps), or recursive
+   halving-doubling (`inter="rhd"`, 2 log2 S steps).
+3. NVLink ring AllGather in every server (L - 1 steps): everyone gets every shard ("broadcast").
+
+Each NIC carries 2(S-1)/S of one shard, i.e. 1/L of what a flat ring over all ranks puts on the
+busiest NIC, and the network sees 2(S-1) (or 2 log2 S) steps instead of 2(n-1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .rhd import rhd
+from .schedule import ALL, MODE_COPY, MODE_REDUCE, MoveBuilder, Schedule, chunk_bounds_array
+
+
+def _intra(mb: MoveBuilder, m: np.ndarray, shards_of, phase: str, first_step: int, mode: int) -> None:
+    s_count, local = m.shape
+    if local < 2:
+        return
+    t = np.arange(local - 1).reshape(-1, 1, 1)
+    q = np.arange(local).reshape(1, 1, -1)
+    shard = (q - t) % local if mode == MODE_REDUCE else (q + 1 - t) % local
+    src = np.broadcast_to(m[None, :, :], (local - 1, s_count, local))
+    dst = np.broadcast_to(np.roll(m, -1, axis=1)[None, :, :], (local - 1, s_count, local))
+    mb.add(first_step + t, src, dst, shard * s_count, mode, phase, count=s_count)
+
+
+def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
+    s_count, local = m.shape
+    if s_count < 2:
+        return first_step
+    q = np.arange(local).reshape(1, -1, 1)  # the GPU position in its server (rail)
+    shard = (q + 1) % local  # what position q holds after step 1
+    s = np.arange(s_count).reshape(1, 1, -1)
+    t = np.arange(s_count - 1).reshape(-1, 1, 1)
+    members = m.T[None, :, :]  # [q, s]
+    nxt = np.roll(m.T, -1, axis=1)[None, :, :]
+    shape = (s_count - 1, local, s_count)
+    for phase, mode, off, sub in (("inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0, (s - t) % s_count),
+                                  ("inter-server all-gather (rail ring)", MODE_COPY, s_count - 1,
+                                   (s + 1 - t) % s_count)):
+        mb.add(first_step + off + t, np.broadcast_to(members, shape), np.broadcast_to(nxt, shape),
+               shard * s_count + sub, mode, phase, channel=q)
+    return first_step + 2 * (s_count - 1)
+
+
+def _inter_rhd(mb: MoveBuilder, m: np.ndarray, first_step: int, elements_unused: int = 0) -> int:
+    s_count, local = m.shape
+    if s_count < 2:
+        return first_step
+    last = first_step
+    for q in range(local):
+        shard = (q + 1) % local
+        sub = rhd("all-reduce", m[:, q], s_count)  # chunk indices 0 .. S-1 of this shard
+        for ph in range(len(sub.phases)):
+            sel = sub.phase == ph
+            mode = int(sub.mode[sel][0]) if sel.any() else MODE_COPY
+            mb.add(first_step + sub.step[sel], sub.src[sel], sub.dst[sel], shard * s_count + sub.chunk[sel], mode,
+                   f"inter-server {sub.phases[ph]} (rail)", count=sub.count[sel], channel=q)
+        last = max(last, first_step + sub.n_steps)
+    return last
+
+
+def hierarchical_all_reduce(m: np.ndarray, elements: int, inter: str = "ring") -> Schedule:
+    """`m`: (servers, ranks per server) matrix of the group's ranks (topology.server_matrix)."""
+    s_count, local = m.shape
+    mb = MoveBuilder()
+    _intra(mb, m, None, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
+    step = local - 1
+    step = (_inter_ring if inter == "ring" else _inter_rhd)(mb, m, step)
+    _intra(mb, m, None, "intra-server all-gather (NVLink)", step, MODE_COPY)
+    return mb.build("all-reduce", "hierarchical" if inter == "ring" else "hierarchical-rhd", m.reshape(-1), elements,
+                    chunk_bounds_array(elements, s_count * local), ALL, ALL,
+                    notes=f"{s_count} servers × {local} GPUs: NVLink RS, rail {inter} AllReduce per shard, NVLink AG")
