@@ -25,6 +25,8 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
 
 from __future__ import annotations
 
+import gc
+
 from ..catalog import GpuSpec
 from ..models.transformer import Transformer
 from ..units import BYTES_PER_ELEMENT
@@ -67,6 +69,8 @@ class _StageBuilder:
         self.flops = {moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
                       for moe in ((False, True) if model.moe else (False,))}
         self._compute_cache: dict[tuple[str, float], Compute] = {}
+        dense, _ = stage_params(model, plan, self.stage)
+        self.extra_params = dense - sum(self.layer_params(layer)[0] for layer in self.layers)  # embedding, head
         self.ops: list[Op | _Placeholder] = []
         self.total_flops = 0.0
 
@@ -82,7 +86,8 @@ class _StageBuilder:
     def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
              blocking: bool = True, stream: str = "comm") -> None:
         if len(group) > 1 and elements > 0:
-            self.ops.append(Collective(key, op, group, int(elements), self.bpe, label, blocking, stream, dim))
+            self.ops.append(Collective(f"{key}@{group[0]}", op, group, int(elements), self.bpe, label, blocking,
+                                       stream, dim))
 
     # ---- per-block exchanges --------------------------------------------------------------
     def tp_exchange(self, key: str, before: bool) -> None:
@@ -180,6 +185,9 @@ class _StageBuilder:
         pre = f"it{it}/mb{mb}"
         layers = self.chunk_layers(chunk)
         size = self.act_bytes()
+        zero3_extra = p.zero >= 3 and chunk == 0 and self.extra_params > 0
+        if zero3_extra:  # FSDP's root unit: embedding, final norm, output layer
+            self.coll(f"{pre}/{kind}/extra-zero3-ag", "all-gather", self.dp_group, self.extra_params, "weights", "zero")
         if kind == F:
             if vs > 0:
                 self.ops.append(_Placeholder("recv", f"{pre}/act{vs - 1}to{vs}", vs - 1, size, "activations"))
@@ -201,6 +209,9 @@ class _StageBuilder:
             self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
         if vs > 0:
             self.ops.append(_Placeholder("send", f"{pre}/grad{vs}to{vs - 1}", vs - 1, size, "activation gradients"))
+        if zero3_extra:
+            self.coll(f"{pre}/extra-zero3-rs", "reduce-scatter", self.dp_group, self.extra_params, "gradients", "zero",
+                      blocking=False, stream="dp")
 
     def iteration(self, it: int) -> None:
         p = self.p
@@ -211,13 +222,10 @@ class _StageBuilder:
             last = ref.micro_batch == p.micro_batches - 1
             self.run_pass(it, ref.kind, ref.micro_batch, ref.chunk, last)
         dense, expert = stage_params(self.m, p, self.stage)
-        embed_extra = dense - sum(self.layer_params(layer)[0] for layer in self.layers)
         if p.zero >= 3:
-            self.coll(f"it{it}/embed-zero3-rs", "reduce-scatter", self.dp_group, embed_extra, "gradients", "zero",
-                      blocking=False, stream="dp")
             self.ops.append(Wait("dp"))
         else:
-            self.buckets.add(embed_extra, 0.0)
+            self.buckets.add(self.extra_params, 0.0)
             self.buckets.flush()
             self.ops.append(Wait("dp"))
             self.ops.append(Wait("edp"))
@@ -265,7 +273,8 @@ def _groups(lay: RankLayout, rank: int) -> dict[str, tuple[int, ...]]:
 
 
 def _moved(op: Collective, group: tuple[int, ...]) -> Collective:
-    return _new(Collective, key=op.key, op=op.op, group=group, elements=op.elements,
+    key = f"{op.key[:op.key.rindex('@')]}@{group[0]}"
+    return _new(Collective, key=key, op=op.op, group=group, elements=op.elements,
                 bytes_per_element=op.bytes_per_element, label=op.label, blocking=op.blocking, stream=op.stream,
                 dim=op.dim)
 
@@ -283,7 +292,17 @@ def build_llm_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str =
     the stage's other ranks: tensor-parallel collectives to each tensor-parallel group (whose members share
     the list), then per rank the few other collectives (data, context, expert parallel; one instance per
     group, shared by its members) and the pipeline sends and receives. This keeps 8,192-GPU plans fast to
-    build. Collective keys are unique within a group: the lowering matches a collective among its group."""
+    build. A collective's key ends in @<first rank of its group>."""
+    collecting = gc.isenabled()
+    gc.disable()  # millions of small objects and no cycles: the collector would only slow the build
+    try:
+        return _build(model, plan, gpu, name, iterations)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: int) -> Workload:
     lay = plan.layout
     world = lay.world_size
     ranks: list[list[Op]] = [[] for _ in range(world)]

@@ -1,0 +1,74 @@
+"""Model zoo: parameter counts from the architecture against the published ones and the seeds' figures."""
+
+import pytest
+
+from aifabric.models import MODELS, LSTM, conv_output_side, get_model
+from aifabric.errors import InputError
+
+# The GPT-3 paper rounds its model names: computed from Table 2.1's dimensions, "350M" is 355.9 M, "1.3B" is
+# 1.316 B and "2.7B" is 2.652 B, i.e. 1.2-1.8 % off the name. The other sizes are within 1 %.
+GPT3_NAMES_ROUNDED = {"gpt3-350m", "gpt3-1.3b", "gpt3-2.7b"}
+
+
+@pytest.mark.parametrize("name", sorted(k for k, m in MODELS.items() if getattr(m, "published_params", None)
+                                        and k not in GPT3_NAMES_ROUNDED))
+def test_published_parameter_counts_within_one_percent(name):
+    m = MODELS[name]
+    assert m.params == pytest.approx(m.published_params, rel=0.01)
+
+
+def test_exact_counts_of_the_model_cards():
+    # Hugging Face model cards / safetensors metadata give these to the parameter
+    assert MODELS["llama2-7b"].params == 6_738_415_616
+    assert MODELS["llama2-70b"].params == 68_976_648_192
+    assert MODELS["llama3-8b"].params == 8_030_261_248
+    assert MODELS["llama3-70b"].params == 70_553_706_496
+    assert MODELS["mixtral-8x7b"].params == 46_702_792_704
+
+
+def test_moe_active_parameters():
+    # Mixtral paper: 47 B parameters, 13 B active per token; DeepSeekMoE 16B: 2.8 B active
+    assert MODELS["mixtral-8x7b"].active_params == pytest.approx(12.9e9, rel=0.01)
+    assert MODELS["deepseek-moe-16b"].active_params == pytest.approx(2.8e9, rel=0.02)
+    assert MODELS["llama3-8b"].active_params == MODELS["llama3-8b"].params
+
+
+def test_ch3_mnist_network():
+    m = MODELS["mnist-784-128-10"]
+    assert m.weights == 100_352 + 1_280 == 101_632
+    assert m.weights * 4 == 406_528  # FP32 bytes
+
+
+def test_ch4_cnn_shapes_and_weights():
+    assert conv_output_side(6, 3, 1) == 4  # the book's "(6-3)/1 + 1 = 4"
+    cnn = MODELS["ch4-cnn"]
+    assert cnn.feature_shapes() == [(47, 8), (22, 16)]  # 96 -> 94 -> pool 47; 47 -> 45 -> pool 22
+    assert cnn.flatten_width == 7_744
+    assert 1 - 7_744 / (96 * 96 * 3) == pytest.approx(0.72, abs=0.005)  # "approximately a 72% reduction"
+    assert cnn.conv_params() == [8 * 27, 16 * 72]
+    assert cnn.dense_params() == [7_744 * 4_000, 4_000 * 1_000, 1_000 * 10]
+
+
+def test_lstm_matches_pytorch_layout():
+    # torch.nn.LSTM(10, 20, num_layers=2) has 4 gates x (W_ih, W_hh, b_ih, b_hh) per layer: 5,920 parameters
+    assert LSTM("t", 10, 20, layers=2, biases_per_gate=2).params == 5_920
+    assert LSTM("book", 4, 16, bias=False).params == 4 * (16 * 4 + 16 * 16)  # no biases in the book's cell
+
+
+def test_gpt3_breakdown_of_the_seeds():
+    m = MODELS["gpt3-175b-book"]
+    assert m.embedding_params == 614_400_000  # 12,288 x 50,000
+    weights_attention = 4 * m.hidden**2
+    assert weights_attention == 603_979_776  # book: "roughly 600 million" (Ch. 7), "approximately 605 million" (Ch. 8)
+    assert 600e6 <= m.attention_params <= 605e6
+    assert m.dense_mlp_params == pytest.approx(1.2e9, rel=0.01)  # "about 1.2 billion"
+    blocks = m.layers * m.block_params()
+    # the book's "173 billion" is 173.3 B with its rounded 605 M + 1.2 B; exact per-block numbers give 173.96 B
+    assert blocks == pytest.approx(173.96e9, rel=1e-3)
+    assert m.params == pytest.approx(175e9, rel=0.01)  # "roughly 175 billion"
+
+
+def test_unknown_model_names_the_field():
+    with pytest.raises(InputError) as e:
+        get_model("gpt-5")
+    assert e.value.problems[0].path == "workload.model"

@@ -1,0 +1,127 @@
+"""Bytes per GPU per iteration of each parallel dimension equal the textbook formulas."""
+
+import pytest
+
+from aifabric.models import MODELS, Transformer
+from aifabric.workload.llm import build_llm_training
+from aifabric.workload.memory import stage_params
+from aifabric.workload.ops import Collective, Send, Wait
+from aifabric.workload.plan import Plan
+from aifabric.workload.traffic import traffic_summary
+
+SMALL = Transformer("small", layers=8, hidden=512, heads=8, ffn_hidden=2048, vocab=1000, max_seq_len=256)
+MOE = Transformer("moe", layers=4, hidden=256, heads=4, ffn_hidden=1024, vocab=500, max_seq_len=128, gated_mlp=True,
+                  bias=False, norm="rmsnorm", learned_positions=False, tied_embeddings=False,
+                  moe=__import__("aifabric.models", fromlist=["MoE"]).MoE(8, 2, 512))
+
+
+def sent(w, dim):
+    return traffic_summary(w, gpus_per_server=8)[dim]
+
+
+def test_data_parallel_ring_is_2_n_minus_1_over_n_gradients(h100):
+    n = 8
+    plan = Plan(dp=n, global_batch_size=n, seq_len=256, bucket_mb=1.0)
+    w = build_llm_training(SMALL, plan, h100)
+    grad_bytes = SMALL.params * 2
+    assert sent(w, "dp").per_gpu_max_bytes == pytest.approx(2 * (n - 1) / n * grad_bytes, rel=1e-6)
+    # DDP buckets: all but the last reach the 1 MiB cap, launched without blocking on the "dp" stream
+    buckets = [op for op in w.ranks[0] if isinstance(op, Collective) and op.dim == "dp"]
+    assert len(buckets) > 3
+    assert all(b.size_bytes >= 2**20 for b in buckets[:-1])
+    assert all(not b.blocking and b.stream == "dp" for b in buckets)
+    assert Wait("dp") in w.ranks[0]
+
+
+def test_buckets_are_launched_during_the_last_backward(h100):
+    plan = Plan(dp=2, global_batch_size=4, seq_len=256, bucket_mb=1.0)  # 2 micro-batches
+    ops = build_llm_training(SMALL, plan, h100).ranks[0]
+    names = [getattr(op, "name", None) for op in ops]
+    first_bucket = next(i for i, op in enumerate(ops) if isinstance(op, Collective) and op.dim == "dp")
+    last_bwd = max(i for i, n in enumerate(names) if n and n.startswith("bwd/"))
+    assert first_bucket < last_bwd  # overlapped with backward compute still to come
+    per_micro_batch = 1 + 2 * SMALL.layers  # logits + attention and MLP of every block
+    bwd_before = sum(1 for n in names[:first_bucket] if n and n.startswith("bwd/"))
+    assert bwd_before > per_micro_batch  # gradient accumulation: nothing reduced after micro-batch 0
+
+
+def test_tensor_parallel_two_allreduces_per_block_each_way(h100):
+    t, s, b = 4, 256, 2
+    plan = Plan(tp=t, global_batch_size=b, micro_batch_size=b, seq_len=s)
+    w = build_llm_training(SMALL, plan, h100)
+    act = b * s * SMALL.hidden * 2  # bytes of one block output (bf16)
+    per_layer = 4 * 2 * (t - 1) / t * act  # 2 AllReduce forward + 2 backward
+    assert sent(w, "tp").per_gpu_max_bytes == pytest.approx(SMALL.layers * per_layer)
+    assert sent(w, "tp").scale_out_bytes == 0  # tp=4 inside an 8-GPU server
+
+
+def test_sequence_parallel_moves_the_same_bytes_as_allreduce(h100):
+    kw = dict(tp=4, global_batch_size=1, seq_len=256)
+    ar = build_llm_training(SMALL, Plan(**kw), h100)
+    sp = build_llm_training(SMALL, Plan(sequence_parallel=True, **kw), h100)
+    ops = {op.op for op in sp.ranks[0] if isinstance(op, Collective) and op.dim == "tp"}
+    assert ops == {"all-gather", "reduce-scatter"}
+    assert sent(sp, "tp").per_gpu_max_bytes == pytest.approx(sent(ar, "tp").per_gpu_max_bytes)
+
+
+def test_full_recompute_repeats_the_forward_exchanges(h100):
+    kw = dict(tp=4, global_batch_size=1, seq_len=256)
+    base = sent(build_llm_training(SMALL, Plan(**kw), h100), "tp").per_gpu_max_bytes
+    full = sent(build_llm_training(SMALL, Plan(recompute="full", **kw), h100), "tp").per_gpu_max_bytes
+    assert full == pytest.approx(1.5 * base)
+
+
+def test_pipeline_sends_one_activation_per_micro_batch_each_way(h100):
+    p, m, s, b = 4, 6, 256, 1
+    plan = Plan(pp=p, global_batch_size=m, seq_len=s)
+    w = build_llm_training(SMALL, plan, h100)
+    act = b * s * SMALL.hidden * 2
+    sends = [[op for op in ops if isinstance(op, Send)] for ops in w.ranks]
+    assert [len(x) for x in sends] == [m, 2 * m, 2 * m, m]  # forward to s+1, gradient back to s-1
+    assert all(op.size_bytes == act for x in sends for op in x)
+    assert {(op.src, op.dst) for op in sends[1]} == {(1, 2), (1, 0)}
+
+
+def test_zero3_moves_one_and_a_half_times_data_parallel(h100):
+    n = 8
+    kw = dict(dp=n, global_batch_size=n, seq_len=256)
+    ddp = sent(build_llm_training(SMALL, Plan(**kw), h100), "dp").per_gpu_max_bytes
+    z3 = sent(build_llm_training(SMALL, Plan(zero=3, **kw), h100), "zero").per_gpu_max_bytes
+    assert z3 == pytest.approx(1.5 * ddp, rel=1e-6)  # AllGather fwd + AllGather bwd + ReduceScatter
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero12_reduce_scatter_plus_all_gather_equals_allreduce(h100, zero):
+    n = 8
+    kw = dict(dp=n, global_batch_size=n, seq_len=256)
+    ddp = sent(build_llm_training(SMALL, Plan(**kw), h100), "dp").per_gpu_max_bytes
+    w = build_llm_training(SMALL, Plan(zero=zero, **kw), h100)
+    total = sent(w, "dp").per_gpu_max_bytes + sent(w, "zero").per_gpu_max_bytes
+    assert total == pytest.approx(ddp, rel=1e-6)
+
+
+def test_expert_parallel_alltoall_dispatch_and_combine(h100):
+    ep, s, b = 4, 128, 1
+    plan = Plan(dp=ep, ep=ep, global_batch_size=ep, seq_len=s)
+    w = build_llm_training(MOE, plan, h100)
+    a2a = [op for op in w.ranks[0] if isinstance(op, Collective) and op.op == "all-to-all"]
+    assert len(a2a) == MOE.layers * 4  # dispatch + combine, forward and backward
+    tokens_bytes = b * s * MOE.moe.top_k * MOE.hidden * 2
+    assert all(op.size_bytes == tokens_bytes for op in a2a)
+    assert sent(w, "ep").per_gpu_max_bytes >= len(a2a) * (ep - 1) / ep * tokens_bytes
+
+
+def test_data_parallel_grads_of_a_pipeline_stage(h100):
+    plan = Plan(pp=2, dp=4, global_batch_size=8, seq_len=256)
+    w = build_llm_training(SMALL, plan, h100)
+    for stage, rank in ((0, 0), (1, plan.layout.rank(pp=1))):
+        dense, _ = stage_params(SMALL, plan, stage)
+        dp_sent = sum(2 * 3 / 4 * op.size_bytes for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "dp")
+        assert dp_sent == pytest.approx(2 * 3 / 4 * dense * 2, rel=1e-6)
+
+
+def test_gpt3_175b_on_8192_gpus_shape(h100):
+    plan = Plan(tp=8, pp=16, dp=64, global_batch_size=1536, seq_len=2048, micro_batch_size=1)
+    w = build_llm_training(MODELS["gpt3-175b"], plan, h100)
+    assert w.world_size == 8192
+    assert len({len(ops) for ops in w.ranks}) <= 3  # first, middle and last stages
