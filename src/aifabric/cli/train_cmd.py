@@ -1,0 +1,151 @@
+"""train: real training on torch.distributed, traced; replay: a trace run on a simulated fabric."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError, Problem
+from ..report import new_run_dir, write_json
+from .app import app
+from .console import make_console
+from .run_cmds import OUT_HELP, _engine, _out_dir, write_report
+
+console = make_console()
+
+
+def _need_torch() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise InputError(Problem("train", "needs PyTorch: pip install torch (CPU build) then 'aifabric[train]'"))
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+@app.command()
+def train(
+    model: str = typer.Option("fnn", "--model", "-m", help="fnn | cnn | lstm | gpt"),
+    dp: int = typer.Option(1, "--dp", help="data-parallel replicas"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel ranks per stage"),
+    pp: int = typer.Option(1, "--pp", help="pipeline stages"),
+    steps: int = typer.Option(5, "--steps", help="training steps"),
+    schedule: str = typer.Option("1f1b", "--schedule", help="pipeline schedule: 1f1b | gpipe"),
+    micro_batches: int = typer.Option(0, "--micro-batches", help="per replica and step (default: pp)"),
+    batch_size: int = typer.Option(0, "--batch-size", help="global batch (default: 32, gpt 16)"),
+    lr: float = typer.Option(0.1, "--lr", help="SGD learning rate"),
+    seed: int = typer.Option(0, "--seed"),
+    bucket_kb: int = typer.Option(25 * 1024, "--bucket-kb", help="gradient AllReduce bucket size (kB)"),
+    trace: bool = typer.Option(True, "--trace/--no-trace", help="record every collective and send/recv"),
+    overhead: bool = typer.Option(False, "--measure-overhead",
+                                  help="also run untraced and report tracing's cost on step time"),
+    timeout: float = typer.Option(60.0, "--timeout", help="seconds without progress before the run is ended"),
+    fault: str = typer.Option("", "--inject-fault", hidden=True, help="crash:RANK:STEP or hang:RANK:STEP"),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+) -> int:
+    """Train a small model for real: dp x tp x pp processes on torch.distributed (gloo on CPU, NCCL on GPU),
+    every collective and send/recv traced into trace.jsonl."""
+    _need_torch()
+    from ..train.launcher import check_config, launch
+    from ..train.summary import assemble_weights, build_train_summary, tracing_overhead
+    from ..train.worker import TrainConfig
+
+    if fault and fault.split(":")[0] not in ("crash", "hang"):
+        raise InputError(Problem("--inject-fault", "must be crash:RANK:STEP or hang:RANK:STEP"))
+    out_dir = _out_dir(out) if out else new_run_dir(prefix="aifabric-train")
+    cfg = TrainConfig(model=model, dp=dp, tp=tp, pp=pp, steps=steps, schedule=schedule, micro_batches=micro_batches,
+                      batch_size=batch_size, lr=lr, seed=seed, bucket_bytes=bucket_kb * 1024, trace=trace,
+                      fault=fault, out=str(out_dir))
+    check_config(cfg)
+    console.print(f"training {model}: dp {dp} x tp {tp} x pp {pp} = {cfg.layout.world_size} processes, "
+                  f"{steps} steps, {cfg.n_micro} micro-batch(es), {schedule if pp > 1 else 'no pipeline'}")
+    measured = None
+    if overhead:
+        scratch = out_dir / "untraced"
+        untraced = launch(replace(cfg, trace=False, out=str(scratch)), timeout_s=timeout)
+        run = launch(cfg, timeout_s=timeout)
+        measured = tracing_overhead(untraced, run)
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        run = launch(cfg, timeout_s=timeout)
+    import torch
+
+    torch.save(assemble_weights(out_dir, run), out_dir / "weights.pt")
+    for f in out_dir.glob("weights-rank*.pt"):
+        f.unlink()
+    for f in out_dir.glob("result-rank*.json"):
+        f.unlink()
+    summary = build_train_summary(run, measured)
+    write_json(out_dir / "train.json", summary)
+    _print(summary)
+    files = "train.json, weights.pt" + (", trace.jsonl" if run.trace_path else "")
+    console.print(f"\nwrote {out_dir}/: {files}")
+    if run.trace_path:
+        console.print(f"replay it: aifabric replay {run.trace_path} --scenario FILE")
+    return 0
+
+
+def _print(s: dict) -> None:
+    head = Table(title=f"aifabric train · {s['model']} · dp {s['plan']['dp']} × tp {s['plan']['tp']} × pp "
+                 f"{s['plan']['pp']}", show_header=False, title_justify="left")
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("processes", str(s["world_size"]))
+    head.add_row("loss per step", " → ".join(f"{x:.4f}" for x in s["losses"]))
+    head.add_row("median step time", f"{s['median_step_time_s'] * 1e3:.1f} ms (first step excluded)")
+    head.add_row("wall time", f"{s['wall_s']:.1f} s")
+    ov = s["tracing_overhead"]
+    if ov:
+        head.add_row("tracing overhead", f"{ov['overhead_fraction'] * 100:+.1f}% per step "
+                     f"({ov['untraced_step_s'] * 1e3:.1f} → {ov['traced_step_s'] * 1e3:.1f} ms)")
+    console.print(head)
+    if s["communication"]:
+        t = Table(title="communication (all ranks, all steps)", title_justify="left")
+        for col in ("op", "what", "ops", "bytes", "time"):
+            t.add_column(col, justify="right" if col in ("ops", "bytes", "time") else "left")
+        for row in s["communication"]:
+            t.add_row(row["op"], row["tag"], str(row["count"]), _fmt_bytes(row["bytes"]),
+                      f"{row['time_s'] * 1e3:.1f} ms")
+        console.print(t)
+
+
+@app.command()
+def replay(
+    trace: Path = typer.Argument(..., help="trace.jsonl from `aifabric train` (or its folder)"),
+    scenario: Path = typer.Option(..., "--scenario", "-s", help="scenario YAML: the cluster and fabric"),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: the scenario's)"),
+    compute: str = typer.Option("measured", "--compute", help="measured (gaps between ops) | zero"),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+) -> int:
+    """Replay a training trace's communication on a scenario's fabric and write the usual report."""
+    from ..scenario import load_scenario
+    from ..simulate import build_fabric, simulate
+    from ..report import print_summary
+    from ..train.replay import check_fits, trace_to_workload, unsupported_ops, without_ops
+    from ..train.tracer import read_trace
+
+    t = read_trace(trace)
+    s = load_scenario(scenario)
+    check_fits(t, s.cluster.total_gpus)
+    eng = _engine(engine) if engine else None
+    workload = trace_to_workload(t, compute, name=f"replay of {trace}")
+    fabric, router = build_fabric(s)
+    missing = unsupported_ops(workload, fabric, router)
+    if missing:
+        console.print(f"[yellow]note:[/] left out {', '.join(sorted(missing))}: not supported by the engines yet")
+        workload = without_ops(workload, missing)
+    out_dir = _out_dir(out)
+    run = simulate(s, eng, workload=workload)
+    write_report(run, out_dir, scenario.read_text(encoding="utf-8"))
+    print_summary(run, console)
+    console.print(f"\nwrote {out_dir}/: summary.json, trace.json, report.html, tables")
+    return 0

@@ -1,0 +1,185 @@
+"""Starting N ranks on this machine the way torchrun does (one process per rank, RANK / WORLD_SIZE /
+LOCAL_RANK / MASTER_ADDR / MASTER_PORT in the environment, rendezvous at rank 0's TCP port), watching them,
+and collecting what they wrote.
+
+Processes come from a fork server that has imported torch once (importing it per rank costs seconds).
+A rank that exits with an error ends the run at once; a run that makes no progress for `timeout_s` is
+ended, naming the ranks that fell behind (the hung ones: their peers wait inside a collective they never
+entered). Every process started is killed and reaped before `launch` returns or raises.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import socket
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import InputError, Problem
+from .tracer import merge_rank_traces
+from .worker import TrainConfig, spawn_entry
+
+
+class TrainFailure(RuntimeError):
+    """A rank crashed or hung; the message names it."""
+
+    def __init__(self, message: str, ranks: list[int], pids: list[int] | None = None):
+        super().__init__(message)
+        self.ranks = ranks
+        self.pids = pids or []
+
+
+@dataclass
+class TrainRun:
+    config: TrainConfig
+    out_dir: Path
+    trace_path: Path | None
+    results: list[dict]  # per rank
+    wall_s: float
+
+    @property
+    def losses(self) -> list[float]:
+        """Global-batch loss per step: the last stage's shares summed over replicas, averaged."""
+        cfg = self.config
+        last = [r for r in self.results if r["coords"]["pp"] == cfg.pp - 1 and r["coords"]["tp"] == 0]
+        return [sum(r["losses"][k] for r in last) / len(last) for k in range(cfg.steps)]
+
+    @property
+    def step_times_s(self) -> list[float]:
+        return [max(r["step_times_s"][k] for r in self.results) for k in range(self.config.steps)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Plan problems as InputError naming the flag (before any process starts)."""
+    from .models import MODELS, build_stage, dataset, full_units
+    from .layers import TP
+    from .layout import stage_bounds
+    from .schedule import SCHEDULES
+
+    problems = []
+    if cfg.model not in MODELS:
+        raise InputError(Problem("--model", f"must be one of {', '.join(MODELS)} (got {cfg.model!r})"))
+    for flag, v in (("--dp", cfg.dp), ("--tp", cfg.tp), ("--pp", cfg.pp), ("--steps", cfg.steps)):
+        if v < 1:
+            problems.append(Problem(flag, f"must be >= 1 (got {v})"))
+    if cfg.schedule not in SCHEDULES:
+        problems.append(Problem("--schedule", f"must be one of {', '.join(SCHEDULES)} (got {cfg.schedule!r})"))
+    if problems:
+        raise InputError(problems)
+    data = dataset(cfg.model, cfg.seed)
+    units = full_units(cfg.model, cfg.seed, data.vocab_size)
+    if cfg.pp > len(units):
+        problems.append(Problem("--pp", f"{cfg.model} has {len(units)} layers to place; at most {len(units)} "
+                                        f"pipeline stages (got {cfg.pp})"))
+    per_micro = cfg.global_batch / (cfg.dp * cfg.n_micro)
+    if per_micro != int(per_micro) or per_micro < 1:
+        problems.append(Problem("--batch-size", f"global batch {cfg.global_batch} must split evenly into "
+                                               f"dp {cfg.dp} x micro-batches {cfg.n_micro}"))
+    if not problems:
+        for s in range(cfg.pp):
+            a, b = stage_bounds(len(units), cfg.pp, s)
+            try:
+                build_stage(units, a, b, TP(None, tuple(range(cfg.tp)), 0))
+            except ValueError as exc:
+                problems.append(Problem("--tp", f"stage {s} of {cfg.model}: {exc}"))
+                break
+    if problems:
+        raise InputError(problems)
+
+
+def launch(cfg: TrainConfig, timeout_s: float = 120.0, poll_s: float = 0.05) -> TrainRun:
+    check_config(cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    world = cfg.layout.world_size
+    for pattern in ("error-rank*.txt", "result-rank*.json", "weights-rank*.pt", "trace-rank*.jsonl"):
+        for old in out.glob(pattern):
+            old.unlink()
+    t0 = time.time()
+    if world == 1:
+        from .worker import train
+
+        results = [train(cfg, 0, 1)]
+    else:
+        results = _run_processes(cfg, world, timeout_s, poll_s)
+    trace = merge_rank_traces(out, world) if cfg.trace else None
+    return TrainRun(cfg, out, trace, results, time.time() - t0)
+
+
+def _run_processes(cfg: TrainConfig, world: int, timeout_s: float, poll_s: float) -> list[dict]:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "aifabric.train.worker"])
+    progress = ctx.Array("q", 2 * world, lock=False)  # per rank: comm ops entered, step
+    port = free_port()
+    procs = []
+    out = Path(cfg.out)
+    try:
+        for r in range(world):
+            env = {"RANK": str(r), "WORLD_SIZE": str(world), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(world),
+                   "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "OMP_NUM_THREADS": "1"}
+            p = ctx.Process(target=spawn_entry, args=(r, env, cfg, progress), name=f"aifabric-rank{r}")
+            p.start()
+            procs.append(p)
+        last_change, seen = time.time(), list(progress)
+        while True:
+            codes = [p.exitcode for p in procs]
+            failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                time.sleep(0.2)  # let the other ranks notice too: the root cause is the first to fail
+                codes = [p.exitcode for p in procs]
+                failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+                raise TrainFailure(_crash_message(out, failed, codes), failed)
+            if all(c == 0 for c in codes):
+                break
+            now = time.time()
+            if list(progress) != seen:
+                seen, last_change = list(progress), now
+            elif now - last_change > timeout_s:
+                stuck = _behind(seen, [r for r, c in enumerate(codes) if c is None])
+                ops = {r: seen[2 * r] for r in range(world)}
+                raise TrainFailure(
+                    f"no progress for {timeout_s:g} s: rank{'s' if len(stuck) > 1 else ''} "
+                    f"{', '.join(map(str, stuck))} hung at step {seen[2 * stuck[0] + 1]} after "
+                    f"{ops[stuck[0]]} communication ops (the others wait in op {max(ops.values())}); "
+                    f"all ranks were stopped", stuck)
+            time.sleep(poll_s)
+    except TrainFailure as exc:
+        exc.pids = [p.pid for p in procs]
+        raise
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(5)
+    return [json.loads((out / f"result-rank{r}.json").read_text(encoding="utf-8")) for r in range(world)]
+
+
+def _behind(progress: list[int], alive: list[int]) -> list[int]:
+    ops = {r: progress[2 * r] for r in alive}
+    low = min(ops.values())
+    return [r for r in alive if ops[r] == low]
+
+
+def _crash_message(out: Path, failed: list[int], codes: list[int | None]) -> str:
+    parts = []
+    for r in failed:
+        err = out / f"error-rank{r}.txt"
+        why = err.read_text(encoding="utf-8").strip() if err.exists() else f"killed by signal {-codes[r]}" \
+            if codes[r] < 0 else "no message"
+        parts.append(f"rank {r} exited with code {codes[r]}: {why}")
+    return "; ".join(parts) + "; all ranks were stopped"
+
+
+def single_process(cfg: TrainConfig, out: Path) -> TrainRun:
+    """The same model and data on one process, no parallelism (the reference of the equality tests)."""
+    return launch(replace(cfg, dp=1, tp=1, pp=1, micro_batches=1, out=str(out), fault=""))

@@ -1,0 +1,154 @@
+"""The communication trace: every collective and point-to-point transfer of every rank.
+
+A trace is JSON lines (docs/train.md), one file per rank (`trace-rank<R>.jsonl`, written by the rank
+itself, so it works the same under torchrun on many nodes) merged by the launcher into `trace.jsonl`.
+Each line is one record with a `kind`:
+
+- `meta`: rank, world_size, layout {dp, tp, pp}, model, schedule, micro_batches, batch_size, steps.
+- `comm`: rank, seq (per-rank order), op (all-reduce | all-gather | broadcast | send | recv), group
+  (global ranks, sorted for collectives; [src, dst] for send/recv), dtype, elements, bytes (nccl-tests
+  convention: the whole buffer; for all-gather the gathered output), tag (what moved, e.g.
+  `grad-bucket0`, `tp/fwd/all-gather`, `pp/act`), step, start_s / end_s (Unix time; a non-blocking op
+  ends when its completion is observed), async_op (true: launched without waiting, e.g. a gradient
+  bucket during backward).
+- `step`: rank, step, start_s, end_s, loss (the rank's share of the global-batch loss; None off the last
+  pipeline stage).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+TRACE_FILE = "trace.jsonl"
+OPS = ("all-reduce", "all-gather", "broadcast", "send", "recv")
+
+
+@dataclass
+class CommEvent:
+    rank: int
+    seq: int
+    op: str
+    group: tuple[int, ...]
+    dtype: str
+    elements: int
+    bytes: int
+    tag: str
+    step: int
+    start_s: float
+    end_s: float = 0.0
+    async_op: bool = False  # launched without waiting (a gradient bucket during backward)
+    kind: str = "comm"
+
+
+@dataclass
+class Tracer:
+    """Records in memory (no I/O on the training path); `write` at the end. `enabled=False` records
+    nothing but still counts operations for the launcher's hang report."""
+
+    rank: int
+    enabled: bool = True
+    meta: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    step: int = 0
+    seq: int = 0
+    progress: Any = None  # shared array [ops entered, step] per rank, set by the launcher
+
+    def begin(self, op: str, group: tuple[int, ...], dtype: str, elements: int, size_bytes: int,
+              tag: str) -> CommEvent | None:
+        self.seq += 1
+        if self.progress is not None:
+            self.progress[2 * self.rank] = self.seq
+        if not self.enabled:
+            return None
+        return CommEvent(self.rank, self.seq, op, tuple(group), dtype, elements, size_bytes, tag, self.step,
+                         time.time())
+
+    def end(self, ev: CommEvent | None) -> None:
+        if ev is None:
+            return
+        ev.end_s = time.time()
+        d = asdict(ev)
+        d["group"] = list(ev.group)
+        self.events.append(d)
+
+    def set_step(self, step: int) -> None:
+        self.step = step
+        if self.progress is not None:
+            self.progress[2 * self.rank + 1] = step
+
+    def record_step(self, step: int, start_s: float, end_s: float, loss: float | None) -> None:
+        self.events.append({"kind": "step", "rank": self.rank, "step": step, "start_s": start_s,
+                            "end_s": end_s, "loss": loss})
+
+    def write(self, out_dir: Path) -> Path:
+        path = Path(out_dir) / f"trace-rank{self.rank}.jsonl"
+        lines = [json.dumps({"kind": "meta", "rank": self.rank, **self.meta})]
+        lines += [json.dumps(e) for e in sorted(self.events, key=lambda e: (e["start_s"], e.get("seq", 0)))]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+def merge_rank_traces(out_dir: Path, world_size: int) -> Path:
+    """Concatenate the per-rank files into trace.jsonl (rank order) and remove them."""
+    out_dir = Path(out_dir)
+    parts = [out_dir / f"trace-rank{r}.jsonl" for r in range(world_size)]
+    text = "".join(p.read_text(encoding="utf-8") for p in parts if p.exists())
+    path = out_dir / TRACE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    for p in parts:
+        p.unlink(missing_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class Trace:
+    meta: dict[int, dict[str, Any]]  # per rank
+    comms: dict[int, list[dict[str, Any]]]  # per rank, in seq order
+    steps: dict[int, list[dict[str, Any]]]
+
+    @property
+    def world_size(self) -> int:
+        return int(next(iter(self.meta.values()))["world_size"]) if self.meta else len(self.comms)
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read trace.jsonl (or a run directory holding one). Raises InputError naming the line on bad input."""
+    from ..errors import InputError
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / TRACE_FILE
+    if not path.exists():
+        raise InputError(f"{path}: no such trace file")
+    meta: dict[int, dict[str, Any]] = {}
+    comms: dict[int, list[dict[str, Any]]] = {}
+    steps: dict[int, list[dict[str, Any]]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            kind, rank = rec["kind"], int(rec["rank"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{path} line {n}: not a trace record ({exc})") from None
+        if kind == "meta":
+            meta[rank] = rec
+        elif kind == "comm":
+            if rec.get("op") not in OPS:
+                raise InputError(f"{path} line {n}: op must be one of {', '.join(OPS)} (got {rec.get('op')!r})")
+            comms.setdefault(rank, []).append(rec)
+        elif kind == "step":
+            steps.setdefault(rank, []).append(rec)
+    if not meta and not comms:
+        raise InputError(f"{path}: empty trace")
+    for lst in comms.values():
+        lst.sort(key=lambda e: e["seq"])
+    return Trace(meta, comms, steps)

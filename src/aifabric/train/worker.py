@@ -1,0 +1,208 @@
+"""The code every rank runs. It reads the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT), so the same worker runs under `aifabric train` on one machine or under
+torchrun on many:
+
+    torchrun --nnodes 2 --nproc-per-node 4 ... -m aifabric.train.worker --model fnn --dp 2 --tp 2 --pp 2 --out DIR
+
+Per step: micro-batches through the pipeline schedule (tensor-parallel collectives inside the stages),
+data-parallel gradient AllReduce overlapped with the last backward, SGD. Before the first step rank 0 of
+each data-parallel group Broadcasts its weights (the other replicas start from different weights on
+purpose, so a missing Broadcast shows up as a wrong result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .comm import Comm
+from .grad_sync import GradSync
+from .layers import TP
+from .layout import Layout, split_evenly, stage_bounds
+from .models import build_stage, dataset, default_batch, full_units, loss_fn
+from .schedule import Pipe, run_schedule
+from .tracer import Tracer
+from .data import batch_indices
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str = "fnn"
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    steps: int = 3
+    batch_size: int = 0  # global batch; 0 = the model's default
+    micro_batches: int = 0  # per step and replica; 0 = pp (1 without pipeline)
+    schedule: str = "1f1b"
+    lr: float = 0.1
+    seed: int = 0
+    bucket_bytes: int = 25 * 2**20
+    trace: bool = True
+    fault: str = ""  # tests: "crash:RANK:STEP" or "hang:RANK:STEP"
+    out: str = "."
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.dp, self.tp, self.pp)
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size or default_batch(self.model)
+
+    @property
+    def n_micro(self) -> int:
+        return self.micro_batches or (self.pp if self.pp > 1 else 1)
+
+
+def _inject(cfg: TrainConfig, rank: int, step: int) -> None:
+    if not cfg.fault:
+        return
+    kind, r, s = cfg.fault.split(":")
+    if int(r) == rank and int(s) == step:
+        if kind == "crash":
+            raise RuntimeError(f"injected crash on rank {rank} at step {step}")
+        if kind == "hang":
+            time.sleep(3600)
+
+
+def _watch_parent() -> None:
+    """End this process if the launcher disappears (no orphans blocked in a collective)."""
+    parent = os.getppid()
+
+    def loop():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
+    """Train on this rank; write its trace, weights and losses into cfg.out. Returns the rank's result."""
+    torch.set_num_threads(1)
+    layout = cfg.layout
+    if layout.world_size != world:
+        raise ValueError(f"dp x tp x pp = {layout.world_size} but WORLD_SIZE = {world}")
+    c = layout.coords(rank)
+    out = Path(cfg.out)
+    tracer = Tracer(rank, enabled=cfg.trace, progress=progress,
+                    meta={"world_size": world, "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp},
+                          "config": asdict(cfg), "backend": dist.get_backend() if world > 1 else "none"})
+    comm = Comm(layout, rank, tracer) if world > 1 else None
+    data = dataset(cfg.model, cfg.seed)
+    # replicas other than the first start elsewhere: the Broadcast must fix that
+    units = full_units(cfg.model, cfg.seed + 7919 * c.dp, data.vocab_size)
+    start, stop = stage_bounds(len(units), cfg.pp, c.pp)
+    stage = build_stage(units, start, stop, TP(comm, layout.tp_group(rank), c.tp))
+    params = list(stage.parameters())
+    dp_group = layout.dp_group(rank)
+    if cfg.dp > 1:
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+        comm.broadcast(flat, dp_group[0], dp_group, "init/broadcast")
+        torch.nn.utils.vector_to_parameters(flat, params)
+    sync = GradSync(params, comm, dp_group, cfg.bucket_bytes) if cfg.dp > 1 else None
+    shapes = boundary_shapes(cfg, data)
+    per_replica = cfg.global_batch // cfg.dp
+    losses, step_times = [], []
+    for step in range(cfg.steps):
+        tracer.set_step(step)
+        _inject(cfg, rank, step)
+        t0 = time.time()
+        idx = batch_indices(cfg.seed, len(data), cfg.global_batch, step)
+        a, b = split_evenly(cfg.global_batch, cfg.dp, c.dp)
+        xs, ys = data.batch(idx[a:b])
+        xs, ys = list(xs.chunk(cfg.n_micro)), list(ys.chunk(cfg.n_micro))
+        for p in params:
+            p.grad = None
+        pipe = Pipe(stage, comm, layout.prev_stage(rank), layout.next_stage(rank),
+                    shapes[start] if start > 0 else None, shapes[stop] if c.pp < cfg.pp - 1 else None,
+                    cfg.n_micro, xs if c.pp == 0 else [], ys if c.pp == cfg.pp - 1 else [], loss_fn,
+                    (lambda: setattr(sync, "final", True)) if sync else (lambda: None))
+        loss = run_schedule(cfg.schedule, pipe, c.pp, cfg.pp)
+        if sync:
+            sync.finish()
+        sgd_step(params, cfg.lr)
+        t1 = time.time()
+        loss = loss if c.pp == cfg.pp - 1 else None
+        losses.append(loss)
+        step_times.append(t1 - t0)
+        tracer.record_step(step, t0, t1, loss)
+    del per_replica
+    tracer.write(out)
+    shards = {p.full_name: (p.detach().clone(), p.shard_dim) for p in params}
+    torch.save(shards, out / f"weights-rank{rank}.pt")
+    result = {"rank": rank, "coords": asdict(c), "losses": losses, "step_times_s": step_times,
+              "comm_ops": tracer.seq}
+    (out / f"result-rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
+    return result
+
+
+def sgd_step(params: list[torch.nn.Parameter], lr: float) -> None:
+    """w <- w - lr * dL/dw (seeds' Ch. 2; torch.optim would import its compiler machinery, seconds per rank)."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-lr)
+
+
+def boundary_shapes(cfg: TrainConfig, data) -> dict[int, tuple[int, ...]]:
+    """Shape of the activation entering each unit for one micro-batch (from a dry run of the whole model)."""
+    units = full_units(cfg.model, cfg.seed, data.vocab_size)
+    mb = cfg.global_batch // cfg.dp // cfg.n_micro
+    x, _ = data.batch(batch_indices(cfg.seed, len(data), mb, 0))
+    shapes = {}
+    with torch.no_grad():
+        for i in range(len(units)):
+            shapes[i] = tuple(x.shape)
+            x = build_stage(units, i, i + 1, TP(None))(x)
+    shapes[len(units)] = tuple(x.shape)
+    return shapes
+
+
+def run_from_env(cfg: TrainConfig, progress=None) -> dict:
+    """torchrun entry: rank and world from the environment; gloo on CPU, NCCL when CUDA is present."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=world)
+    try:
+        return train(cfg, rank, world, progress)
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def spawn_entry(rank: int, env: dict[str, str], cfg: TrainConfig, progress) -> None:
+    """Entry of a process started by the launcher: the torchrun environment, then the worker."""
+    os.environ.update(env)
+    _watch_parent()
+    try:
+        run_from_env(cfg, progress)
+    except BaseException as exc:  # report the reason to the launcher, then fail
+        Path(cfg.out, f"error-rank{rank}.txt").write_text(f"{type(exc).__name__}: {exc}", encoding="utf-8")
+        raise
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="aifabric training worker (run under torchrun)")
+    for f in TrainConfig.__dataclass_fields__.values():
+        kind = {"int": int, "float": float, "bool": lambda s: s.lower() in ("1", "true", "yes")}.get(
+            f.type if isinstance(f.type, str) else f.type.__name__, str)
+        ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
+    cfg = TrainConfig(**vars(ap.parse_args(argv)))
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    run_from_env(cfg)
+
+
+if __name__ == "__main__":
+    main()
