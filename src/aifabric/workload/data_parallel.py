@@ -39,7 +39,7 @@ def build_data_parallel(s: Scenario) -> Workload:
             ]
             if world > 1:
                 ranks[r].append(Collective(f"it{it}/grad-allreduce", "all-reduce", group, model.params,
-                                           BYTES_PER_ELEMENT[w.precision], "gradients"))
+                                           BYTES_PER_ELEMENT[w.precision], "gradients", dim="dp"))
     return Workload(
         name=s.name,
         ranks=ranks,

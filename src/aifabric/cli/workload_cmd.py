@@ -1,0 +1,65 @@
+"""`aifabric workload FILE`: what a scenario's training asks of GPUs and networks, before simulating it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..catalog import gpu
+from ..scenario import load_scenario
+from ..simulate import build_workload
+from ..workload.traffic import traffic_summary
+from .app import app
+from .console import make_console
+
+console = make_console()
+
+DIM_NAMES = {"dp": "data parallel", "tp": "tensor parallel", "pp": "pipeline", "ep": "expert parallel",
+             "cp": "context parallel", "zero": "ZeRO / FSDP shards", "all": "all"}
+
+
+def _gB(x: float) -> str:
+    return f"{x / 1e9:,.2f}"
+
+
+@app.command("workload")
+def workload(file: Path = typer.Argument(..., help="scenario YAML")) -> int:
+    """Per-GPU memory, FLOPs, and the bytes per iteration of each parallel dimension on scale-up (NVLink)
+    and scale-out (backend fabric), computed from the scenario's model and parallelism plan."""
+    s = load_scenario(file)
+    spec = gpu(s.cluster.gpu)
+    if s.workload.kind == "llm-training":
+        from ..workload.from_spec import resolve_plan
+        from ..workload.memory import memory_per_gpu
+
+        model, plan, _ = resolve_plan(s)  # load_scenario has refused a plan with problems
+        console.print(f"[bold]{model.name}[/]: {model.params:,} parameters"
+                      + (f" ({model.active_params:,} active per token)" if model.moe else "")
+                      + f"; tp {plan.tp} × pp {plan.pp} × dp {plan.dp} × cp {plan.cp}, ep {plan.ep}, "
+                      f"{plan.schedule}, {plan.micro_batches} micro-batches of {plan.micro_batch_size} × "
+                      f"{plan.seq_len} tokens")
+        mem = Table(title=f"memory per GPU, GB ({spec.name}: {spec.hbm_gB:g} GB)")
+        for col in ("stage", "parameters", "weights", "gradients", "optimizer", "activations", "total"):
+            mem.add_column(col, justify="right")
+        for st in range(plan.pp):
+            e = memory_per_gpu(model, plan, st)
+            g = e.as_gB()
+            mem.add_row(str(st), f"{e.params / 1e9:.2f} B", *(f"{g[k]:.1f}" for k in
+                                                              ("weights", "gradients", "optimizer", "activations",
+                                                               "total")))
+        console.print(mem)
+    w = build_workload(s)
+    console.print(f"{w.description}; {w.flops_per_iteration:.3e} FLOP per iteration "
+                  f"({w.flops_per_iteration / w.world_size / spec.peak_flops(s.workload.precision):.3f} s per GPU "
+                  f"at peak)")
+    tr = traffic_summary(w, s.cluster.gpus_per_server)
+    t = Table(title="bytes per iteration (GB): sent by each GPU, and in total over scale-up and scale-out")
+    for col in ("dimension", "per GPU (max)", "per GPU (mean)", "total", "scale-up (NVLink)", "scale-out (fabric)"):
+        t.add_column(col, justify="right" if col != "dimension" else "left")
+    for dim, d in tr.items():
+        t.add_row(DIM_NAMES.get(dim, dim), _gB(d.per_gpu_max_bytes), _gB(d.per_gpu_mean_bytes), _gB(d.total_bytes),
+                  _gB(d.scale_up_bytes), _gB(d.scale_out_bytes))
+    console.print(t)
+    return 0

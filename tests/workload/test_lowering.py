@@ -1,0 +1,79 @@
+"""Lowering of the new op kinds: pipeline Send/Recv as one transfer, non-blocking collectives and Wait."""
+
+import pytest
+
+from aifabric.engines import lower, run
+from aifabric.engines.taskgraph import COMPUTE, TRANSFER
+from aifabric.scenario import demo_scenario
+from aifabric.simulate import build_fabric
+from aifabric.workload.ops import Collective, Compute, Recv, Send, Wait, Workload
+
+
+@pytest.fixture(scope="module")
+def fabric_router():
+    return build_fabric(demo_scenario())  # 2 servers x 4 H100, rail-optimized
+
+
+def _workload(ranks):
+    return Workload("t", ranks + [[] for _ in range(8 - len(ranks))], params=0, iterations=1, flops_per_iteration=0)
+
+
+def test_send_recv_is_one_transfer_on_the_routed_path(fabric_router):
+    fabric, router = fabric_router
+    size = 50_000_000
+    ops = [[] for _ in range(8)]
+    ops[1] = [Compute("fwd", 0, 1e-3), Send("act", 1, 5, size)]  # server 0 -> server 1, same rail
+    ops[5] = [Recv("act", 1, 5, size), Compute("fwd", 0, 1e-3)]
+    g = lower(_workload(ops), fabric, router)
+    transfers = [t for t in range(len(g)) if g.kind[t] == TRANSFER]
+    assert len(transfers) == 1
+    t = transfers[0]
+    assert (g.rank[t], g.dst[t], g.size_bytes[t]) == (1, 5, size)
+    assert g.route[t] == router.route(1, 5).links
+    tl = run(g, fabric, "flow")
+    recv_compute = next(i for i in range(len(g)) if g.kind[i] == COMPUTE and g.rank[i] == 5)
+    assert tl.start_s[t] == pytest.approx(1e-3)  # sent when the sender's forward ends
+    assert tl.start_s[recv_compute] == pytest.approx(tl.end_s[t])  # the receiver waits for the data
+    rate = min(fabric.links[li].capacity_bytes_per_s for li in g.route[t])
+    assert tl.end_s[t] - tl.start_s[t] == pytest.approx(size / rate + router.route(1, 5).latency_s, rel=1e-6)
+
+
+def test_recv_before_send_in_program_order_does_not_deadlock(fabric_router):
+    fabric, router = fabric_router
+    ops = [[] for _ in range(8)]
+    ops[0] = [Recv("b", 1, 0, 1000), Send("a", 0, 1, 1000)]
+    ops[1] = [Send("b", 1, 0, 1000), Recv("a", 0, 1, 1000)]
+    g = lower(_workload(ops), fabric, router)
+    assert sum(1 for k in g.kind if k == TRANSFER) == 2
+
+
+def test_non_blocking_collective_overlaps_compute_until_wait(fabric_router):
+    fabric, router = fabric_router
+    group = tuple(range(8))
+    ar = Collective("bucket0", "all-reduce", group, 100_000_000, 2, "gradients", blocking=False, stream="dp", dim="dp")
+    ops = [[Compute("bwd-a", 0, 1e-3), ar, Compute("bwd-b", 0, 1e-3), Wait("dp"), Compute("optimizer", 0, 1e-4)]
+           for _ in range(8)]
+    g = lower(_workload(ops), fabric, router)
+    tl = run(g, fabric, "flow")
+    by_name = {(g.rank[i], g.name[i]): i for i in range(len(g)) if g.kind[i] == COMPUTE}
+    coll = [i for i in range(len(g)) if g.kind[i] == TRANSFER]
+    coll_start, coll_end = min(tl.start_s[coll]), max(tl.end_s[coll])
+    assert coll_start == pytest.approx(1e-3)
+    assert tl.start_s[by_name[(0, "bwd-b")]] == pytest.approx(1e-3)  # runs while the AllReduce is in flight
+    assert coll_end > 2e-3  # 100 MB over 400 Gb/s takes longer than the 1 ms of compute it overlaps
+    assert tl.start_s[by_name[(0, "optimizer")]] == pytest.approx(coll_end)
+
+
+def test_collectives_of_one_stream_run_one_after_another(fabric_router):
+    fabric, router = fabric_router
+    group = tuple(range(8))
+    a = Collective("b0", "all-reduce", group, 10_000_000, 2, blocking=False, stream="dp")
+    b = Collective("b1", "all-reduce", group, 10_000_000, 2, blocking=False, stream="dp")
+    ops = [[a, b, Wait("dp")] for _ in range(8)]
+    g = lower(_workload(ops), fabric, router)
+    tl = run(g, fabric, "flow")
+    # as a CUDA stream: on each rank, the second collective's kernel starts when its first one has finished
+    for r in range(8):
+        first = [t for t in g.collectives[0].tasks if r in (g.rank[t], g.dst[t])]
+        second = [t for t in g.collectives[1].tasks if g.rank[t] == r]
+        assert min(tl.start_s[second]) >= max(tl.end_s[first]) - 1e-12
