@@ -1,0 +1,49 @@
+"""`aifabric pipeline` and `aifabric workload` on the command line."""
+
+import re
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+
+
+def run(args, capsys):
+    code = run_app(app, args)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def utilizations(text):
+    return [int(x) for x in re.findall(r"│\s+(\d+)% │", text)]
+
+
+def test_pipeline_book_example(capsys):
+    code, text = run(["pipeline", "--stages", "4", "--micro-batches", "4", "--schedule", "book"], capsys)
+    assert code == 0
+    assert utilizations(text) == [25, 50, 75, 100, 75, 75, 100, 75, 50, 25]
+    assert "overall utilization 65.0%" in text
+    assert "1a, 0b, 1b" in text  # the idle GPUs of step 1, named as in the book
+
+
+def test_pipeline_blog_example(capsys):
+    code, text = run(["pipeline", "--schedule", "blog"], capsys)
+    assert code == 0
+    assert utilizations(text) == [25, 50, 75, 100, 75, 50, 75, 100, 75, 50, 25]
+
+
+def test_pipeline_1f1b_prints_the_textbook_bubble(capsys):
+    code, text = run(["pipeline", "-p", "4", "-m", "8", "-s", "1f1b"], capsys)
+    assert code == 0
+    assert "bubble (idle share) 27.3%" in text and "(p−1)/(v·m+p−1) = 27.3%" in text
+
+
+def test_pipeline_bad_input_exits_2(capsys):
+    code, text = run(["pipeline", "-s", "interleaved", "-p", "4", "-m", "6"], capsys)
+    assert code == 2 and "--micro-batches" in text
+    code, text = run(["pipeline", "--stages", "0"], capsys)
+    assert code == 2 and "--stages" in text
+
+
+def test_workload_command_on_the_demo(capsys, demo_data, write_scenario):
+    code, text = run(["workload", str(write_scenario(demo_data))], capsys)
+    assert code == 0
+    assert "data parallel" in text and "scale-out" in text

@@ -1,0 +1,126 @@
+"""llm-training scenarios: validation names the field; the demo's data-parallel form stays valid."""
+
+import copy
+
+import pytest
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.scenario.load import parse_scenario
+from aifabric.errors import InputError
+from aifabric.simulate import build_workload, simulate
+
+LLM = {
+    "name": "llm",
+    "seed": 1,
+    "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 4, "nic_speed_gbps": 400},
+    "fabric": {"topology": "rail-optimized", "spines": 2, "link_speed_gbps": 400, "switch_radix": 64},
+    "workload": {
+        "kind": "llm-training",
+        "model": "gpt3-1.3b",
+        "parallelism": {"tp": 4, "pp": 2, "dp": 2, "schedule": "1f1b"},
+        "global_batch_size": 8,
+        "seq_len": 1024,
+    },
+}
+
+
+def problems(data):
+    with pytest.raises(InputError) as e:
+        parse_scenario(data)
+    return {p.path: p.message for p in e.value.problems}
+
+
+def with_workload(**changes):
+    d = copy.deepcopy(LLM)
+    for k, v in changes.items():
+        if k in ("tp", "pp", "dp", "cp", "ep", "schedule", "micro_batch_size", "micro_batches", "zero", "chunks"):
+            d["workload"]["parallelism"][k] = v
+        else:
+            d["workload"][k] = v
+    return d
+
+
+def test_llm_scenario_is_valid_and_builds():
+    s = parse_scenario(LLM)
+    w = build_workload(s)
+    assert w.world_size == 16
+    assert "gpt3-1.3b" in w.description and "tp4 pp2 dp2" in w.description
+
+
+def test_gpu_count_must_match_the_plan():
+    p = problems(with_workload(dp=4))
+    assert "4 x 2 x 4 x 1 = 32 must equal the cluster's 16 GPUs" in p["workload.parallelism"]
+
+
+def test_tensor_parallel_must_stay_in_a_server():
+    p = problems(with_workload(tp=8, pp=1, dp=2))
+    assert "must divide the 4 GPUs per server" in p["workload.parallelism.tp"]
+
+
+def test_batch_must_divide():
+    p = problems(with_workload(global_batch_size=7))
+    assert "dp x micro_batch_size = 2 x 1" in p["workload.global_batch_size"]
+    p = problems(with_workload(micro_batches=3))
+    assert "gives 4 micro-batches, not 3" in p["workload.parallelism.micro_batches"]
+
+
+def test_layers_must_divide_over_stages():
+    p = problems(with_workload(pp=4, dp=1, schedule="interleaved", chunks=4))  # 24 layers / 16 virtual stages
+    assert "must divide the model's 24 layers" in p["workload.parallelism.pp"]
+
+
+def test_unknown_model_and_dense_model_with_experts():
+    d = with_workload()
+    d["workload"]["model"] = "gpt-9"
+    assert "unknown model 'gpt-9'" in problems(d)["workload.model.name"]
+    assert "needs a mixture-of-experts model" in problems(with_workload(ep=2))["workload.parallelism.ep"]
+
+
+def test_a_plan_that_does_not_fit_is_refused_with_the_numbers():
+    d = copy.deepcopy(LLM)
+    d["cluster"] = {"gpu": "H100", "servers": 2, "gpus_per_server": 8, "nic_speed_gbps": 400}
+    d["workload"].update(model="llama3-70b", parallelism={"tp": 8, "pp": 1, "dp": 2}, global_batch_size=2,
+                         seq_len=4096)
+    msg = problems(d)["workload.parallelism"]
+    assert "does not fit GPU memory" in msg and "but a H100 has 80 GB" in msg
+    assert "optimizer states" in msg
+    d["workload"]["parallelism"] = {"tp": 8, "pp": 1, "dp": 2, "zero": 3, "recompute": "full",
+                                    "sequence_parallel": True}
+    d["workload"]["global_batch_size"] = 2
+    parse_scenario(d)  # fits with FSDP and full recomputation: 70.6 B x 16 bytes / 16 GPUs = 70.6 GB
+
+
+def test_custom_transformer_dimensions():
+    d = with_workload()
+    d["workload"]["model"] = {"kind": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000}
+    s = parse_scenario(d)
+    assert build_workload(s).params == 4 * (12 * 512**2 + 13 * 512) + 1000 * 512 + 2048 * 512 + 2 * 512
+    d["workload"]["model"] = {"kind": "transformer", "layers": 4}
+    assert "needs hidden, heads, vocab" in problems(d)["workload.model"]
+
+
+def test_data_parallel_form_rejects_parallelism():
+    d = copy.deepcopy(LLM)
+    d["workload"] = {"kind": "data-parallel", "model": {"layer_widths": [784, 128, 10]}, "global_batch_size": 16,
+                     "parallelism": {"tp": 2}}
+    assert "only for kind: llm-training" in problems(d)["workload.parallelism"]
+
+
+def test_validate_cli_exit_2(write_scenario, capsys):
+    code = run_app(app, ["validate", str(write_scenario(with_workload(dp=4)))])
+    assert code == 2
+    assert "workload.parallelism" in capsys.readouterr().err
+
+
+def test_llm_training_simulates_end_to_end():
+    # a small plan through the whole chain: TP AllReduces on NVLink, pipeline sends and DP buckets on the fabric
+    d = copy.deepcopy(LLM)
+    d["workload"].update(model={"kind": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000},
+                         global_batch_size=4, seq_len=256)
+    d["workload"]["parallelism"]["tp"] = 2
+    d["workload"]["parallelism"]["dp"] = 4
+    run = simulate(parse_scenario(d), engine="analytic")
+    r = run.results
+    assert r.complete and r.iteration_time_s > r.compute_time_s > 0
+    assert r.scale_up_bytes > 0 and r.scale_out_bytes > 0
