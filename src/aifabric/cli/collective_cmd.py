@@ -1,84 +1,297 @@
-"""`aifabric collective`: one collective, step by step (--explain) or timed on a fabric."""
+"""`aifabric collective`: one collective, step by step (--explain) or timed on a fabric (bench)."""
 
 from __future__ import annotations
 
+import math
+import re
+
+import numpy as np
 import typer
 from rich.table import Table
 
-from ..collectives import ring_all_reduce, snake_ring
+from ..collectives import ALGORITHMS, Layout, REDUCE_OPS, build_schedule, network_of, not_applicable
+from ..collectives.cost import Paths, Shape, busbw_factor, collective_time_s
 from ..collectives.explain import chunk_letter, explain
+from ..collectives.schedule import Schedule
+from ..collectives.tuning import choose
 from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
 
 console = make_console()
-collective_app = typer.Typer(help="One collective on a fabric: step tables (--explain), timing.", no_args_is_help=True)
+collective_app = typer.Typer(help="One collective on a fabric: step tables (--explain), nccl-tests-style sweeps (bench).",
+                             no_args_is_help=True)
 app.add_typer(collective_app, name="collective")
 
 EXPLAIN_MAX_RANKS = 32
+EXPLAIN_MAX_CHUNKS = 64
+OP_NAMES = {"allreduce": "all-reduce", "reducescatter": "reduce-scatter", "allgather": "all-gather",
+            "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all-to-all", "alltoallv": "all-to-allv",
+            "sendrecv": "send-recv", "barrier": "barrier"}
+TITLES = {"all-reduce": "AllReduce", "reduce-scatter": "ReduceScatter", "all-gather": "AllGather",
+          "broadcast": "Broadcast", "reduce": "Reduce", "all-to-all": "AllToAll", "all-to-allv": "AllToAllv",
+          "send-recv": "Send/Recv", "barrier": "Barrier"}
+DEFAULT_EXPLAIN = {"broadcast": "tree", "reduce": "tree", "all-to-all": "direct", "all-to-allv": "direct",
+                   "send-recv": "direct", "barrier": "dissemination"}
+DTYPES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
 
 
 def _network(src: int, dst: int, gpus_per_server: int) -> str:
-    if src // gpus_per_server == dst // gpus_per_server:
-        return "NVLink"
-    a, b = src % gpus_per_server, dst % gpus_per_server
-    return f"rail {a}" if a == b else f"rail {a} → spine → rail {b}"
+    net = network_of(src, dst, Layout(gpus_per_server))
+    return f"{net} (no QP)" if net == "NVLink" else f"{net} (RDMA QP)"
 
 
-@collective_app.command("allreduce")
-def allreduce(
-    ranks: int = typer.Option(4, "--ranks", "-n", help="ranks in the group"),
-    elements: int = typer.Option(1024, "--elements", help="elements in each rank's buffer"),
-    gpus_per_server: int = typer.Option(8, "--gpus-per-server", help="ranks per server (NVLink inside)"),
-    explain_steps: bool = typer.Option(False, "--explain", help="print every step: who sends what, who holds what"),
-) -> int:
-    """Ring AllReduce = ReduceScatter + AllGather, 2(n-1) steps."""
-    problems = []
-    if ranks < 1:
-        problems.append(Problem("--ranks", f"must be >= 1 (got {ranks})"))
-    if elements < 0:
-        problems.append(Problem("--elements", f"must be >= 0 (got {elements})"))
-    if gpus_per_server < 1:
-        problems.append(Problem("--gpus-per-server", f"must be >= 1 (got {gpus_per_server})"))
-    if explain_steps and ranks > EXPLAIN_MAX_RANKS:
-        problems.append(Problem("--ranks", f"--explain prints per-rank tables: at most {EXPLAIN_MAX_RANKS} ranks"))
-    if problems:
-        raise InputError(problems)
-    ring = snake_ring(range(ranks), lambda r: r // gpus_per_server, lambda r: r % gpus_per_server)
-    sched = ring_all_reduce(ring, elements)
-    sizes = sorted({sched.chunk_elements(c) for c in range(sched.n_chunks)})
-    console.print(
-        f"[bold]ring AllReduce[/]: {ranks} ranks, {elements} elements per rank, {sched.n_chunks} chunks of "
-        f"{' or '.join(map(str, sizes))} elements; ring {' → '.join(map(str, ring))} → {ring[0]}; "
-        f"{ranks - 1} ReduceScatter + {ranks - 1} AllGather = {sched.n_steps} steps"
-    )
-    if not explain_steps:
-        per_rank = sum(sched.chunk_elements(m.chunk) for m in sched.moves if m.src == ring[0])
-        console.print(f"each rank sends {per_rank} elements = 2(n−1)/n × {elements}")
-        return 0
+def _check(problems: list[Problem], name: str, value: int, low: int) -> None:
+    if value < low:
+        problems.append(Problem(name, f"must be >= {low} (got {value})"))
+
+
+def _op(name: str) -> str:
+    op = OP_NAMES.get(name.replace("-", "").replace("_", "").lower())
+    if op is None:
+        raise InputError(Problem("--op", f"unknown operation {name!r}; one of {', '.join(OP_NAMES)}"))
+    return op
+
+
+def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_server: int, channels: int,
+              pieces: int, root: int, nic_gbps: float = 400, nvlink_gBps: float = 450) -> Schedule:
+    layout = Layout(gpus_per_server)
+    group = list(range(ranks)) if op != "send-recv" else [0, ranks - 1]
+    if algorithm == "auto":
+        choice = choose(op, Shape.of(group, gpus_per_server), elements * 4,
+                        Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps), channels=channels, pieces=pieces,
+                        runnable=lambda a: not_applicable(op, a, group, layout) is None)
+        algorithm, channels, pieces = choice.algorithm, channels or choice.channels, pieces or choice.pieces
+    reason = not_applicable(op, algorithm, group, layout)
+    if reason:
+        raise InputError(Problem("--algorithm", reason))
+    if op in ("broadcast", "reduce") and not 0 <= root < ranks:
+        raise InputError(Problem("--root", f"must be a rank of the group, 0 .. {ranks - 1} (got {root})"))
+    counts = None
+    if op == "all-to-allv":  # a skewed pattern: position i sends (i + j) mod 3 + 1 parts to j
+        i, j = np.indices((ranks, ranks))
+        counts = ((i + j) % 3 + 1) * max(1, elements // (2 * ranks * ranks))
+    return build_schedule(op, algorithm, group, elements, layout, channels=max(1, channels),
+                          pieces=max(1, pieces), root=root, counts=counts)
+
+
+def print_explanation(sched: Schedule, gpus_per_server: int) -> None:
+    n = len(sched.ranks)
     letters = [chunk_letter(c) for c in range(sched.n_chunks)]
+    rs_steps = n - 1 if sched.op == "all-reduce" and sched.algorithm == "ring" else -1
+    phase_start: dict[str, int] = {}
     for st in explain(sched):
-        phase_step = st.step + 1 if st.step < ranks - 1 else st.step - (ranks - 1) + 1
-        sends = Table(title=f"step {st.step + 1}: {st.phase} iteration {phase_step}", title_justify="left")
+        phase_start.setdefault(st.phase, st.step)
+        title = f"step {st.step + 1}: {st.phase} iteration {st.step - phase_start[st.phase] + 1}"
+        sends = Table(title=title, title_justify="left")
         for col in ("sender", "receiver", "chunk", "value sent", "elements", "network"):
             sends.add_column(col)
         for s in st.sends:
             sends.add_row(f"rank {s.src}", f"rank {s.dst}", letters[s.chunk], s.value, str(s.elements),
                           _network(s.src, s.dst, gpus_per_server))
         console.print(sends)
-        held = Table(title=f"after step {st.step + 1}: what each rank holds (bold = full sum)", title_justify="left")
+        if sched.n_chunks > EXPLAIN_MAX_CHUNKS or sched.op == "barrier":
+            continue
+        console.print(f"after step {st.step + 1}: what each rank holds (bold = final)")
+        held = Table()
         held.add_column("rank")
         for x in letters:
             held.add_column(x)
-        for r in ring:
+        for r in sorted(sched.ranks):
             cells = [f"[bold]{h}[/]" if c in st.full[r] else h for c, h in enumerate(st.holdings[r])]
             held.add_row(str(r), *cells)
         console.print(held)
-        if st.step == ranks - 2:
-            owners = ", ".join(f"rank {r} holds {letters[c]}" for r in sorted(ring) for c in st.full[r])
+        if st.step == rs_steps - 1:
+            owners = ", ".join(f"rank {r} holds {letters[c]}" for r in sorted(sched.ranks) for c in st.full[r])
             console.print(f"ReduceScatter done: {owners} (fully reduced)\n")
-    console.print(
-        f"AllReduce done: every rank holds all {elements} summed elements; divide by {ranks} for the average "
-        "(local, no communication)."
-    )
+
+
+def _explain_command(name: str):
+    op = OP_NAMES[name]
+
+    def command(
+        ranks: int = typer.Option(4 if op != "broadcast" else 8, "--ranks", "-n", help="ranks in the group"),
+        elements: int = typer.Option(1024, "--elements", help="elements (nccl-tests count)"),
+        gpus_per_server: int = typer.Option(8 if op != "broadcast" else 4, "--gpus-per-server",
+                                            help="ranks per server (NVLink inside)"),
+        algorithm: str = typer.Option(DEFAULT_EXPLAIN.get(op, "ring"),
+                                      "--algorithm", "-a", help="auto or one of: " + ", ".join(ALGORITHMS[op])),
+        channels: int = typer.Option(1, "--channels", help="rings / tree pairs (0: auto)"),
+        pieces: int = typer.Option(1, "--pieces", help="pipeline chunks per channel (0: auto)"),
+        root: int = typer.Option(0, "--root", help="Broadcast / Reduce root"),
+        explain_steps: bool = typer.Option(False, "--explain", help="print every step: who sends what, who holds what"),
+    ) -> int:
+        problems: list[Problem] = []
+        _check(problems, "--ranks", ranks, 2 if op == "send-recv" else 1)
+        _check(problems, "--elements", elements, 0)
+        _check(problems, "--gpus-per-server", gpus_per_server, 1)
+        _check(problems, "--channels", channels, 0)
+        _check(problems, "--pieces", pieces, 0)
+        if algorithm != "auto" and algorithm not in ALGORITHMS[op]:
+            problems.append(Problem("--algorithm", f"{op} has no {algorithm!r}; auto or one of {', '.join(ALGORITHMS[op])}"))
+        if explain_steps and ranks > EXPLAIN_MAX_RANKS:
+            problems.append(Problem("--ranks", f"--explain prints per-rank tables: at most {EXPLAIN_MAX_RANKS} ranks"))
+        if problems:
+            raise InputError(problems)
+        sched = _schedule(op, algorithm, ranks, elements, gpus_per_server, channels, pieces, root)
+        sizes = sorted({sched.chunk_elements(c) for c in range(sched.n_chunks)})
+        order = " → ".join(map(str, sched.ranks))
+        head = (f"[bold]{sched.algorithm} {TITLES[op]}[/]: {len(sched.ranks)} ranks, {elements} elements, "
+                f"{sched.n_chunks} chunks of {' or '.join(map(str, sizes[:4]))} elements; {sched.n_steps} steps, "
+                f"{sched.n_moves} moves")
+        if sched.algorithm == "ring" and op == "all-reduce" and sched.n_channels == 1:
+            head += (f"; ring {order} → {sched.ranks[0]}; {ranks - 1} ReduceScatter + {ranks - 1} AllGather "
+                     f"= {sched.n_steps} steps")
+        elif sched.notes:
+            head += f"; {sched.notes}"
+        console.print(head)
+        if not explain_steps:
+            per_rank = int(sched.move_elements()[sched.src == sched.ranks[0]].sum())
+            console.print(f"rank {sched.ranks[0]} sends {per_rank} elements"
+                          + (" = 2(n−1)/n × " + str(elements) if op == "all-reduce" and sched.algorithm == "ring" else ""))
+            return 0
+        print_explanation(sched, gpus_per_server)
+        if op == "all-reduce":
+            console.print(f"AllReduce done: every rank holds all {elements} summed elements; divide by {ranks} for "
+                          "the average (local, no communication).")
+        return 0
+
+    command.__doc__ = f"{TITLES[op]}: the schedule of any algorithm, step by step with --explain."
+    return command
+
+
+for _name in OP_NAMES:
+    collective_app.command(_name)(_explain_command(_name))
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str, field: str) -> int:
+    """nccl-tests' sizes: 8, 64K, 1M, 8G (powers of 1024)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise InputError(Problem(field, f"not a size: {text!r} (e.g. 8, 64K, 1M, 8G)"))
+    return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " "))
+
+
+def _sizes(lo: int, hi: int, factor: int) -> list[int]:
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def _engine_times(op: str, algorithm: str, ranks: int, gpus_per_server: int, nic_gbps: float, sizes: list[int],
+                  type_bytes: int, engine: str, protocol: str, in_switch: bool) -> list[tuple[float, str]]:
+    """Time of one collective of each size, simulated by the analytic or flow engine on a rail fabric."""
+    from ..engines import lower, run
+    from ..engines.lower_collective import CollectiveCall, plan
+    from ..scenario import demo_scenario
+    from ..simulate import build_fabric
+    from ..workload.ops import Workload
+
+    base = demo_scenario().model_dump()
+    servers = math.ceil(ranks / gpus_per_server)
+    base["cluster"].update(servers=servers, gpus_per_server=gpus_per_server, nic_speed_gbps=nic_gbps)
+    base["fabric"].update(spines=gpus_per_server, link_speed_gbps=nic_gbps, switch_radix=max(64, 2 * servers + 8))
+    scenario = type(demo_scenario()).model_validate(base)
+    fabric, router = build_fabric(scenario)
+    group = tuple(range(ranks))
+    out = []
+    for size in sizes:
+        call = CollectiveCall(f"bench/{size}", op, group, max(1, size // type_bytes), type_bytes, algorithm=algorithm,
+                              protocol=protocol, in_switch=in_switch)
+        workload = Workload("bench", [[call] for _ in group], params=0, iterations=1, flops_per_iteration=0.0)
+        graph = lower(workload, fabric, router)
+        timeline = run(graph, fabric, engine)
+        out.append((float(np.nanmax(timeline.end_s) - np.nanmin(timeline.start_s)) if len(graph) else 0.0,
+                    plan(call, fabric, router)[0].algorithm))
+    return out
+
+
+@collective_app.command("bench")
+def bench(
+    op_name: str = typer.Option("allreduce", "--op", help="allreduce, reducescatter, allgather, broadcast, reduce, "
+                                "alltoall, sendrecv"),
+    algorithm: str = typer.Option("auto", "--algorithm", "-a", help="auto or an algorithm of the operation"),
+    ranks: int = typer.Option(16, "--ranks", "-n", help="ranks (whole servers first, torchrun order)"),
+    gpus_per_server: int = typer.Option(8, "--gpus-per-server", help="GPUs per server"),
+    nic_gbps: float = typer.Option(400, "--nic-gbps", help="NIC (and fabric link) speed, Gb/s"),
+    nvlink_gBps: float = typer.Option(450, "--nvlink-gBps", help="NVLink per direction, GB/s (model engine)"),
+    min_bytes: str = typer.Option("8", "--min-bytes", "-b", help="smallest size (8, 64K, 1M, 8G)"),
+    max_bytes: str = typer.Option("128M", "--max-bytes", "-e", help="largest size"),
+    factor: int = typer.Option(2, "--step-factor", "-f", help="multiply the size by this between rows"),
+    dtype: str = typer.Option("float", "--datatype", "-d", help=", ".join(DTYPES)),
+    redop: str = typer.Option("sum", "--op-reduce", "-o", help=", ".join(REDUCE_OPS)),
+    protocol: str = typer.Option("auto", "--protocol", help="auto, simple, ll128, ll"),
+    in_switch: bool = typer.Option(False, "--in-switch", help="NVLS / SHARP available (auto may pick nvls)"),
+    engine: str = typer.Option("model", "--engine", help="model (α-β formulas), analytic or flow (simulated on a "
+                               "rail-optimized fabric)"),
+) -> int:
+    """A size sweep in nccl-tests' layout: size, count, type, redop, time, algbw, busbw."""
+    op = _op(op_name)
+    problems: list[Problem] = []
+    lo, hi = parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes")
+    _check(problems, "--ranks", ranks, 2)
+    _check(problems, "--gpus-per-server", gpus_per_server, 1)
+    _check(problems, "--step-factor", factor, 2)
+    _check(problems, "--min-bytes", lo, 1)
+    if hi < lo:
+        problems.append(Problem("--max-bytes", f"must be >= --min-bytes ({lo})"))
+    if nic_gbps <= 0:
+        problems.append(Problem("--nic-gbps", "must be > 0"))
+    if dtype not in DTYPES:
+        problems.append(Problem("--datatype", f"one of {', '.join(DTYPES)}"))
+    if redop not in REDUCE_OPS:
+        problems.append(Problem("--op-reduce", f"one of {', '.join(REDUCE_OPS)}"))
+    if protocol not in ("auto", "simple", "ll128", "ll"):
+        problems.append(Problem("--protocol", "one of auto, simple, ll128, ll"))
+    if engine not in ("model", "analytic", "flow"):
+        problems.append(Problem("--engine", "one of model, analytic, flow"))
+    if op in ("all-to-allv", "barrier"):
+        problems.append(Problem("--op", f"{op} has no size sweep"))
+    if op not in ALGORITHMS or (algorithm != "auto" and algorithm not in ALGORITHMS.get(op, ())):
+        problems.append(Problem("--algorithm", f"auto or one of {', '.join(ALGORITHMS.get(op, ()))}"))
+    if problems:
+        raise InputError(problems)
+    group = list(range(ranks)) if op != "send-recv" else [0, ranks - 1]
+    layout = Layout(gpus_per_server)
+    if algorithm != "auto" and (reason := not_applicable(op, algorithm, group, layout)):
+        raise InputError(Problem("--algorithm", reason))
+    type_bytes = DTYPES[dtype]
+    sizes = [s for s in _sizes(lo, hi, factor) if s >= type_bytes]
+    shape = Shape.of(group, gpus_per_server)
+    paths = Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps)
+    if engine == "model":
+        rows = []
+        for size in sizes:
+            c = choose(op, shape, size, paths, algorithm=algorithm, protocol=protocol, in_switch=in_switch,
+                       runnable=lambda a: not_applicable(op, a, group, layout) is None)
+            rows.append((c.time_s, f"{c.algorithm}/{c.protocol}/{c.channels}ch"))
+    else:
+        rows = _engine_times(op, algorithm, ranks, gpus_per_server, nic_gbps, sizes, type_bytes, engine, protocol,
+                             in_switch)
+    n = len(group)
+    table = Table(title=f"{TITLES[op]}: {n} ranks, {gpus_per_server} per server, {nic_gbps:g} Gb/s NICs, "
+                        f"engine {engine}  (busbw = algbw × {_factor_text(op)})", title_justify="left")
+    for col in ("size (B)", "count (elements)", "type", "redop", "root", "time (us)", "algbw (GB/s)",
+                "busbw (GB/s)", "algorithm"):
+        table.add_column(col, justify="right" if col not in ("type", "redop", "algorithm") else "left")
+    for size, (t, alg) in zip(sizes, rows):
+        algbw = size / t / 1e9 if t > 0 else 0.0
+        table.add_row(str(size), str(size // type_bytes), dtype,
+                      redop if op in ("all-reduce", "reduce-scatter", "reduce") else "none",
+                      "0" if op in ("broadcast", "reduce") else "-1", f"{t * 1e6:.2f}", f"{algbw:.2f}",
+                      f"{algbw * busbw_factor(op, n):.2f}", alg)
+    console.print(table)
     return 0
+
+
+def _factor_text(op: str) -> str:
+    return {"all-reduce": "2(n−1)/n", "broadcast": "1", "reduce": "1", "send-recv": "1"}.get(op, "(n−1)/n")
+
+
+def model_time_s(op: str, algorithm: str, ranks: int, gpus_per_server: int, size_bytes: int, paths: Paths) -> float:
+    return collective_time_s(op, algorithm, Shape.full(ranks, gpus_per_server), size_bytes, paths)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .schedule import REDUCE, Schedule
+from .schedule import ALL, REDUCE, Schedule
 
 
 def chunk_letter(chunk: int) -> str:
@@ -51,6 +51,13 @@ def explain(schedule: Schedule) -> list[StepExplanation]:
     A move carrying a run of chunks is shown as one send per chunk."""
     n = len(schedule.ranks)
     state = {r: [(r,) for _ in range(schedule.n_chunks)] for r in schedule.ranks}
+    everyone = set(schedule.ranks)
+
+    def final(c: int, terms: tuple[int, ...]) -> bool:
+        """Reduced chunks: every rank's copy added exactly once; others: the source's copy."""
+        src = int(schedule.source[c])
+        return (len(terms) == n and set(terms) == everyone) if src == ALL else terms == (src,)
+
     out = []
     for k, step in enumerate(schedule.steps()):
         per_chunk = [(m, c) for m in step for c in range(m.chunk, m.chunk + m.count)]
@@ -61,6 +68,6 @@ def explain(schedule: Schedule) -> list[StepExplanation]:
             own = state[m.dst][c]
             state[m.dst][c] = terms + own if m.mode == REDUCE else terms
         holdings = {r: tuple(describe(c, state[r][c], n) for c in range(schedule.n_chunks)) for r in schedule.ranks}
-        full = {r: tuple(c for c in range(schedule.n_chunks) if len(set(state[r][c])) == n) for r in schedule.ranks}
+        full = {r: tuple(c for c in range(schedule.n_chunks) if final(c, state[r][c])) for r in schedule.ranks}
         out.append(StepExplanation(k, step[0].phase if step else "", tuple(sends), holdings, full))
     return out

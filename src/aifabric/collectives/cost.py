@@ -1,0 +1,236 @@
+"""α-β cost of every (operation, algorithm) on the fabric's actual paths, and NCCL's protocols.
+
+A transfer of b bytes over a hop costs `α + b / (efficiency × bandwidth)`: α = the route's latency
+(links, switches) plus the protocol's per-step overhead; bandwidth = the slowest link of the route.
+Three hops matter in a rail-optimized cluster (`Paths.from_fabric` measures them on the fabric
+through the Router): GPU-GPU inside a server (NVLink), GPU-GPU across servers on one rail, and
+across servers between rails (through a spine).
+
+A step's time is the slowest of its concurrent transfers, where a GPU port carrying k transfers
+carries their sum; an algorithm's time is the launch overhead plus the sum of its steps. The
+formulas below follow the schedules in this package move for move (steps, bytes per port per step).
+
+Protocols (NCCL's three, see nccl/src/graph/tuning.cc; the figures are documented, overridable
+parameters, of the order NCCL uses, not measurements):
+
+| protocol | bandwidth efficiency | per-step overhead | why |
+|---|---|---|---|
+| Simple | 1.0 | 4 µs | full-size writes, then a memory fence and a flag per step |
+| LL128 | 120/128 | 1.5 µs | 128-byte lines carrying 8 bytes of flag |
+| LL | 0.5 | 0.6 µs | 8-byte stores: 4 bytes of data + 4 of flag, no fence |
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+BUSBW_FACTOR = {  # nccl-tests' definitions (doc/PERFORMANCE.md)
+    "all-reduce": lambda n: 2 * (n - 1) / n,
+    "reduce-scatter": lambda n: (n - 1) / n,
+    "all-gather": lambda n: (n - 1) / n,
+    "all-to-all": lambda n: (n - 1) / n,
+    "all-to-allv": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send-recv": lambda n: 1.0,
+    "barrier": lambda n: 0.0,
+}
+
+
+def busbw_factor(op: str, n: int) -> float:
+    return BUSBW_FACTOR[op](n) if n > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Hop:
+    latency_s: float
+    bandwidth_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    bandwidth_efficiency: float
+    step_overhead_s: float
+
+
+PROTOCOLS = {
+    "simple": Protocol("simple", 1.0, 4.0e-6),
+    "ll128": Protocol("ll128", 120 / 128, 1.5e-6),
+    "ll": Protocol("ll", 0.5, 0.6e-6),
+}
+LAUNCH_S = 5.0e-6  # kernel launch and setup, once per collective
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The three hops of a rail-optimized cluster."""
+
+    gpus_per_server: int
+    nvlink: Hop
+    rail: Hop
+    cross_rail: Hop
+
+    @classmethod
+    def from_fabric(cls, fabric, router) -> Paths:
+        """Measured on the fabric: the routes rank 0 -> 1, 0 -> G, 0 -> G + 1 (where they exist)."""
+        g = fabric.gpus_per_server
+        n = fabric.world_size
+
+        def hop(a: int, b: int) -> Hop:
+            route = router.route(a, b)
+            bw = min(fabric.links[li].capacity_bytes_per_s for li in route.links)
+            return Hop(route.latency_s, bw)
+
+        nvlink = hop(0, 1) if g > 1 else None
+        rail = hop(0, g) if n > g else None
+        cross = hop(0, g + 1) if n > g + 1 and g > 1 else rail
+        rail = rail or nvlink or Hop(0.0, math.inf)
+        nvlink = nvlink or rail
+        return cls(g, nvlink, rail, cross or rail)
+
+    @classmethod
+    def simple(cls, gpus_per_server: int, nvlink_gBps: float, nic_gbps: float, nvlink_latency_us: float = 0.5,
+               rail_latency_us: float = 2.0, spine_latency_us: float = 3.0) -> Paths:
+        """Paths of an ideal non-blocking rail-optimized fabric (per-direction bandwidths)."""
+        nic = nic_gbps * 1e9 / 8
+        return cls(gpus_per_server, Hop(nvlink_latency_us * 1e-6, nvlink_gBps * 1e9),
+                   Hop(rail_latency_us * 1e-6, nic), Hop(spine_latency_us * 1e-6, nic))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The group as the cost model sees it: n ranks on `servers` servers, up to `per_server` on one."""
+
+    n: int
+    servers: int
+    per_server: int
+
+    @classmethod
+    def of(cls, ranks, gpus_per_server: int) -> Shape:
+        servers: dict[int, int] = {}
+        for r in ranks:
+            servers[r // gpus_per_server] = servers.get(r // gpus_per_server, 0) + 1
+        return cls(len(ranks), len(servers), max(servers.values(), default=1))
+
+    @classmethod
+    def full(cls, n: int, gpus_per_server: int) -> Shape:
+        return cls(n, math.ceil(n / gpus_per_server), min(n, gpus_per_server))
+
+
+def _xfer(hop: Hop, nbytes: float, proto: Protocol) -> float:
+    return hop.latency_s + nbytes / (proto.bandwidth_efficiency * hop.bandwidth_bytes_per_s)
+
+
+def _step(proto: Protocol, *parts: tuple[Hop, float] | None) -> float:
+    """One step: the slowest of its concurrent (hop, bytes on the busiest port) parts, plus overhead."""
+    live = [_xfer(h, b, proto) for p in parts if p is not None for h, b in (p,)]
+    return proto.step_overhead_s + max(live, default=0.0)
+
+
+def _net(paths: Paths, shape: Shape) -> Hop:
+    """The inter-server hop of a snake ring: on a rail, except the closing hop of an odd server count."""
+    return paths.rail if shape.servers % 2 == 0 else paths.cross_rail
+
+
+def _rhd_rounds(shape: Shape, paths: Paths, nbytes: float, proto: Protocol) -> float:
+    """One pass of recursive halving (or doubling) over contiguous ranks, + fold/unfold if n is not 2^k."""
+    n, g = shape.n, paths.gpus_per_server
+    p = 1 << (n.bit_length() - 1)
+    t = 0.0
+    for k in range(p.bit_length() - 1):
+        d = p >> (k + 1)
+        hop = paths.nvlink if d < shape.per_server else (paths.rail if d % g == 0 else paths.cross_rail)
+        t += _step(proto, (hop, nbytes / 2 ** (k + 1)))
+    if n > p:
+        t += _step(proto, (paths.cross_rail if shape.servers > 1 else paths.nvlink, nbytes))
+    return t
+
+
+def _tree_height(shape: Shape) -> int:
+    return (shape.per_server - 1) + (int(math.log2(shape.servers)) if shape.servers > 1 else 0)
+
+
+def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, paths: Paths, *,
+                      protocol: str = "simple", channels: int = 1, pieces: int = 1) -> float:
+    """Time of one collective; `size_bytes` in nccl-tests' convention (see workload.ops)."""
+    proto = PROTOCOLS[protocol]
+    n, s, L = shape.n, shape.servers, shape.per_server
+    if n < 2:
+        return 0.0
+    B = float(size_bytes)
+    intra = L > 1
+    inter = s > 1
+    nvl, net = paths.nvlink, _net(paths, shape)
+    c = max(1, channels)
+    nics = min(c, L)
+    t = LAUNCH_S
+
+    def ring_step(chunk_bytes: float) -> float:  # every GPU sends one chunk per channel
+        return _step(proto, (nvl, c * chunk_bytes) if intra else None,
+                     (net, chunk_bytes * math.ceil(c / nics)) if inter else None)
+
+    if op == "barrier":
+        return t + math.ceil(math.log2(n)) * _step(proto, (paths.cross_rail if inter else nvl, 0.0))
+    if op == "send-recv":
+        return t + _step(proto, (paths.rail if inter else nvl, B))
+    if op in ("all-to-all", "all-to-allv"):
+        remote = (n - L) / n * B
+        local = (L - 1) / n * B
+        if algorithm == "pxn":  # cross-rail blocks go over NVLink to the GPU on the destination's rail first
+            local += remote * (L - 1) / L
+            far = paths.rail
+        else:
+            far = paths.cross_rail
+        return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, local) if intra else None,
+                                                           (far, remote) if inter else None)
+    if op in ("reduce-scatter", "all-gather"):
+        if algorithm == "ring":
+            return t + (n - 1) * ring_step(B / (n * c))
+        if algorithm == "direct":
+            return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
+                                                               (paths.cross_rail, (n - L) * B / n) if inter else None)
+        if algorithm == "rhd":
+            return t + _rhd_rounds(shape, paths, B, proto)
+    if op == "all-reduce":
+        if algorithm == "ring":
+            return t + 2 * (n - 1) * ring_step(B / (n * c))
+        if algorithm == "direct":
+            one = (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
+                                                          (paths.cross_rail, (n - L) * B / n) if inter else None)
+            return t + 2 * one
+        if algorithm == "rhd":
+            return t + 2 * _rhd_rounds(shape, paths, B, proto)
+        if algorithm == "tree":
+            trees = 2 * c
+            b = B / (trees * pieces)
+            per_nic = math.ceil(trees / min(trees, L))
+            step = _step(proto, (nvl, trees * b) if intra else None, (paths.rail, 3 * b * per_nic) if inter else None)
+            return t + (2 * _tree_height(shape) + pieces - 1) * step
+        if algorithm in ("hierarchical", "hierarchical-rhd"):
+            local = (L - 1) * _step(proto, (nvl, B / L)) if intra else 0.0
+            if not inter:
+                cross = 0.0
+            elif algorithm == "hierarchical":
+                cross = 2 * (s - 1) * _step(proto, (paths.rail, B / (L * s)))
+            else:
+                cross = 2 * _rhd_rounds(Shape(s, s, 1), Paths(1, paths.rail, paths.rail, paths.rail), B / L, proto)
+            return t + 2 * local + cross
+        if algorithm == "nvls":  # switch reduces and multicasts: ~B per GPU link direction, pipelined
+            local = 2 * (nvl.latency_s + proto.step_overhead_s) + (1 + 1 / L) * B / (
+                proto.bandwidth_efficiency * nvl.bandwidth_bytes_per_s) if intra else 0.0
+            cross = 2 * _step(proto, (paths.rail, B / L)) if inter else 0.0  # SHARP on the rail switch
+            return t + local + cross
+    if op in ("broadcast", "reduce"):
+        if algorithm == "ring":
+            b = B / (c * pieces)
+            return t + (n - 2 + pieces) * ring_step(b)
+        if algorithm == "tree":
+            b = B / pieces
+            step = _step(proto, (nvl, b) if intra else None, (paths.rail, 2 * b) if inter else None)
+            return t + (_tree_height(shape) + pieces - 1) * step
+        if algorithm == "direct":
+            return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B) if intra else None,
+                                                               (paths.cross_rail, (n - L) * B) if inter else None)
+    raise ValueError(f"no cost model for {op} / {algorithm}")
