@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .engines import Interrupted, TaskGraph, Timeline, lower, run
 from .catalog import gpu
-from .fabric import Fabric, Router, build_rail_optimized
+from .fabric import Fabric, Router, build
 from .results import Results, summarize
 from .scenario.schema import Scenario
 from .workload import Workload, build_data_parallel
@@ -24,9 +24,11 @@ class Run:
 
 
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
-    fabric = build_rail_optimized(s.cluster, s.fabric, name=s.name)
+    """The scenario's fabric (by `fabric.topology`) and its router (ECMP seeds, QP numbers, PXN)."""
+    fabric = build(s.cluster, s.fabric, name=s.name)
+    pxn = True if s.fabric.pxn or s.fabric.topology == "rail-only" else None
     router = Router(fabric, hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,
-                    seed=s.seed)
+                    seed=s.seed, pxn=pxn)
     return fabric, router
 
 

@@ -9,25 +9,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # node kinds
-GPU, NIC, NVSWITCH, RAIL, SPINE = "gpu", "nic", "nvswitch", "rail", "spine"
-SWITCH_KINDS = frozenset({RAIL, SPINE})
+GPU, NIC, NVSWITCH, PCIE_SWITCH = "gpu", "nic", "nvswitch", "pcie-switch"
+RAIL, SPINE, SUPERSPINE = "rail", "spine", "superspine"
+SWITCH_KINDS = frozenset({RAIL, SPINE, SUPERSPINE})
+SWITCH_LEVEL = {RAIL: 1, SPINE: 2, SUPERSPINE: 3}  # 0 = inside a server
 
-# link tiers, from the GPU outwards
-TIER_NVLINK, TIER_PCIE, TIER_HOST, TIER_SPINE = "nvlink", "pcie", "host", "spine"
-TIERS = (TIER_NVLINK, TIER_PCIE, TIER_HOST, TIER_SPINE)
+# link tiers, from the GPU outwards (a cable's tier is the upper end's: rail<->spine = "spine")
+TIER_NVLINK, TIER_PCIE, TIER_HOST, TIER_SPINE, TIER_SUPERSPINE = "nvlink", "pcie", "host", "spine", "superspine"
+TIERS = (TIER_NVLINK, TIER_PCIE, TIER_HOST, TIER_SPINE, TIER_SUPERSPINE)
 SCALE_UP_TIERS = frozenset({TIER_NVLINK})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     id: str
     kind: str
     server: int | None = None  # GPU servers' nodes
-    index: int | None = None  # local GPU index, rail number, spine number
+    index: int | None = None  # local GPU index, NIC's rail (0-based), rail group, spine / super-spine number
     ip: int | None = None  # NICs: IPv4 address as an integer
+    pod: int | None = None  # switches: pod (rail, spine)
+    segment: int | None = None  # rail switches: host segment within the pod
+    plane: int | None = None  # rail switches: NIC port plane (dual-port NICs: 0 and 1); super-spines: plane
+    radix: int | None = None  # switches: ports
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Link:
     index: int
     src: str
@@ -52,6 +58,10 @@ class Fabric:
     links: list[Link] = field(default_factory=list)
     out_links: dict[str, list[int]] = field(default_factory=dict)
     rank_gpu: list[str] = field(default_factory=list)
+    # per rank: the links from the GPU to the NIC that serves it (PCIe, maybe via a PCIe switch) and back
+    rank_nic_up: list[tuple[int, ...]] = field(default_factory=list)
+    rank_nic_down: list[tuple[int, ...]] = field(default_factory=list)
+    design: object | None = None  # the resolved design (fabric.design.Design) the builder used, if any
 
     def add_node(self, node: Node) -> Node:
         if node.id in self.nodes:
@@ -82,3 +92,23 @@ class Fabric:
 
     def is_switch(self, node_id: str) -> bool:
         return self.nodes[node_id].kind in SWITCH_KINDS
+
+    def rank_nic(self, rank: int) -> str:
+        """The NIC that carries rank's scale-out traffic."""
+        return self.links[self.rank_nic_up[rank][-1]].dst
+
+    def link_between(self, src: str, dst: str) -> int:
+        for li in self.out_links[src]:
+            if self.links[li].dst == dst:
+                return li
+        raise KeyError(f"no link {src}->{dst}")
+
+    def level(self, node_id: str) -> int:
+        """0 inside servers, 1 rail (leaf), 2 spine, 3 super-spine."""
+        return SWITCH_LEVEL.get(self.nodes[node_id].kind, 0)
+
+    def is_uplink(self, link_index: int) -> bool:
+        """A directed link from a switch up to a higher tier (rail->spine, spine->super-spine)."""
+        link = self.links[link_index]
+        a, b = self.level(link.src), self.level(link.dst)
+        return a >= 1 and b > a

@@ -1,21 +1,34 @@
 """Routes: the list of directed links a GPU-to-GPU transfer crosses.
 
-Inside a server, GPUs talk over NVLink through the NVSwitch. Between servers a transfer leaves on
-the source GPU's own NIC (PCIe, then the NIC's cable to its rail switch), crosses the switches by
-shortest paths with ECMP choosing among equal-cost next hops, and enters the destination GPU
-through the destination's NIC. Queue pairs are allocated per (source rank, destination rank,
-channel), with QP numbers drawn from the scenario's seeded generator.
+Inside a server (one NVLink domain), GPUs talk over NVLink through the NVSwitch. Between servers a
+transfer goes GPU -> PCIe -> its NIC -> a NIC port (dual-port NICs: LAG hash over the ports whose
+switch is closest to the destination) -> switches by shortest paths, ECMP choosing among equal-cost
+next hops -> the destination NIC -> PCIe -> the destination GPU.
+
+Cross-rail traffic with no switch path (rail-only fabrics), or every cross-rail transfer when PXN is
+on, is first copied over NVLink to the GPU of the source server whose NIC sits on the destination's
+rail, then sent from that NIC (seeds §6.5; NCCL's PXN). The route then shows the NVLink hop + the
+rail hop.
+
+Shortest paths are hop counts over switch-to-switch links, one breadth-first search per destination
+switch set (in C, scipy.sparse.csgraph), cached: never per pair, and never over server internals.
+
+Queue pairs are allocated per (source rank, destination rank, channel), with QP numbers drawn from
+the scenario's seeded generator; a QP's UDP source port is its ECMP entropy.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
 
 from .ecmp import FiveTuple, ecmp_hash, roce_udp_source_port, switch_seed
-from .graph import NIC, NVSWITCH, SCALE_UP_TIERS, Fabric
+from .graph import NVSWITCH, SCALE_UP_TIERS, Fabric
+
+MAX_PATHS = 4096
 
 
 @dataclass(frozen=True)
@@ -24,6 +37,7 @@ class Route:
     latency_s: float
     scale_up: bool  # True when the whole route is inside one server (NVLink)
     flow: FiveTuple | None = None
+    relay_rank: int | None = None  # PXN: the GPU whose NIC sends (None: the source's own NIC)
 
 
 @dataclass
@@ -49,96 +63,273 @@ class QueuePairs:
 
 
 class Router:
-    def __init__(self, fabric: Fabric, hash_seed: int = 0, per_switch_seed: bool = False, seed: int = 0):
+    def __init__(self, fabric: Fabric, hash_seed: int = 0, per_switch_seed: bool = False, seed: int = 0,
+                 pxn: bool | None = None):
         self.fabric = fabric
         self.hash_seed = hash_seed
         self.per_switch_seed = per_switch_seed
+        design = fabric.design
+        self.pxn = bool(pxn) if pxn is not None else getattr(design, "topology", None) == "rail-only"
         self.qps = QueuePairs(np.random.default_rng(seed))
-        self._dist: dict[str, dict[str, int]] = {}
         self._routes: dict[tuple[int, int, int], Route] = {}
-        self._nvswitch_link: dict[tuple[str, str], int] = {}
+        self._dist: dict[tuple[int, ...], np.ndarray] = {}
+        self._sw_index: dict[str, int] | None = None
+        self._csr: csr_matrix | None = None
+        self._seeds: dict[str, int] = {}
+        self._groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        self._egress: dict[tuple[str, str], tuple[list[int], tuple[str, ...]] | None] = {}
 
-    # -- helpers ------------------------------------------------------------------------------
-    def _link_to(self, src: str, dst: str) -> int:
-        for li in self.fabric.out_links[src]:
-            if self.fabric.links[li].dst == dst:
-                return li
-        raise KeyError(f"no link {src}->{dst}")
-
-    def _neighbor_of_kind(self, node: str, kind: str) -> int:
-        for li in self.fabric.out_links[node]:
-            if self.fabric.nodes[self.fabric.links[li].dst].kind == kind:
-                return li
-        raise KeyError(f"{node} has no {kind} neighbor")
-
-    def switch_distances(self, target: str) -> dict[str, int]:
-        """Hop count from every switch to `target` over switch-to-switch links (BFS, cached)."""
-        if target not in self._dist:
-            f = self.fabric
-            dist = {target: 0}
-            queue = deque([target])
-            while queue:
-                u = queue.popleft()
-                for li in f.out_links[u]:  # cables are symmetric: out-links give the neighbours
-                    v = f.links[li].dst
-                    if f.is_switch(v) and v not in dist:
-                        dist[v] = dist[u] + 1
-                        queue.append(v)
-            self._dist[target] = dist
-        return self._dist[target]
-
-    def next_hops(self, switch: str, target: str) -> list[int]:
-        """Out-links of `switch` on a shortest path to switch `target` (the ECMP group)."""
-        dist = self.switch_distances(target)
-        here = dist[switch]
+    # -- switch graph ---------------------------------------------------------------------------
+    def _switch_graph(self) -> None:
         f = self.fabric
-        return [li for li in f.out_links[switch] if dist.get(f.links[li].dst, -1) == here - 1]
+        ids = [n for n, node in f.nodes.items() if f.is_switch(n)]
+        index = {n: i for i, n in enumerate(ids)}
+        rows, cols = [], []
+        for link in f.links:
+            a, b = index.get(link.src), index.get(link.dst)
+            if a is not None and b is not None:
+                rows.append(a)
+                cols.append(b)
+        n = len(ids)
+        self._csr = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+        self._sw_index = index
 
-    def switch_path(self, first: str, last: str, flow: FiveTuple) -> list[int]:
-        links: list[int] = []
-        node = first
-        while node != last:
-            group = self.next_hops(node, last)
-            if not group:
-                raise ValueError(f"no path from {first} to {last}")
-            seed = switch_seed(self.hash_seed, node, self.per_switch_seed)
-            li = group[ecmp_hash(flow, seed) % len(group)]
-            links.append(li)
-            node = self.fabric.links[li].dst
-        return links
+    def _distances(self, targets: tuple[str, ...]) -> tuple[dict[str, int], np.ndarray]:
+        """Hop count from every switch to the nearest of `targets` (inf: unreachable), cached."""
+        if self._sw_index is None:
+            self._switch_graph()
+        index = self._sw_index
+        assert index is not None
+        key = tuple(sorted(index[t] for t in targets))
+        dist = self._dist.get(key)
+        if dist is None:
+            dist = dijkstra(self._csr, directed=True, indices=list(key), unweighted=True, min_only=True)
+            self._dist[key] = dist = dist.astype(np.float32)
+        return index, dist
 
-    # -- the API --------------------------------------------------------------------------------
-    def route(self, src_rank: int, dst_rank: int, channel: int = 0) -> Route:
-        key = (src_rank, dst_rank, channel)
-        cached = self._routes.get(key)
+    def distance(self, switch: str, targets: str | tuple[str, ...]) -> float:
+        targets = (targets,) if isinstance(targets, str) else targets
+        index, dist = self._distances(targets)
+        return float(dist[index[switch]])
+
+    def next_hops(self, switch: str, target: str | tuple[str, ...]) -> list[int]:
+        """Out-links of `switch` on a shortest path to switch `target` (or the nearest of several): the ECMP
+        group, in cabling order."""
+        targets = (target,) if isinstance(target, str) else target
+        cached = self._groups.get((switch, targets))
         if cached is not None:
             return cached
+        index, dist = self._distances(targets)
         f = self.fabric
-        src_gpu, dst_gpu = f.rank_gpu[src_rank], f.rank_gpu[dst_rank]
-        if src_rank == dst_rank:
-            raise ValueError(f"rank {src_rank} cannot send to itself")
-        if f.nodes[src_gpu].server == f.nodes[dst_gpu].server:
-            up = self._neighbor_of_kind(src_gpu, NVSWITCH)
-            down = self._link_to(f.links[up].dst, dst_gpu)
-            links = [up, down]
-            flow = None
-        else:
-            pcie_out = self._neighbor_of_kind(src_gpu, NIC)
-            src_nic = f.links[pcie_out].dst
-            dst_nic_link = self._neighbor_of_kind(dst_gpu, NIC)  # dst_gpu -> its NIC
-            dst_nic = f.links[dst_nic_link].dst
-            pcie_in = self._link_to(dst_nic, dst_gpu)
-            first_sw_link = next(li for li in f.out_links[src_nic] if f.is_switch(f.links[li].dst))
-            last_sw_link = next(li for li in f.out_links[dst_nic] if f.is_switch(f.links[li].dst))
-            first_sw = f.links[first_sw_link].dst
-            last_sw = f.links[last_sw_link].dst
-            down_link = self._link_to(last_sw, dst_nic)
-            lqpn, rqpn = self.qps.pair(src_rank, dst_rank, channel, src_nic, dst_nic)
-            flow = FiveTuple(f.nodes[src_nic].ip, f.nodes[dst_nic].ip, roce_udp_source_port(lqpn, rqpn))
-            links = [pcie_out, first_sw_link, *self.switch_path(first_sw, last_sw, flow), down_link, pcie_in]
+        here = dist[index[switch]]
+        out = []
+        for li in f.out_links[switch]:
+            j = index.get(f.links[li].dst)
+            if j is not None and dist[j] == here - 1:
+                out.append(li)
+        self._groups[switch, targets] = out
+        return out
+
+    def _seed(self, node: str) -> int:
+        s = self._seeds.get(node)
+        if s is None:
+            s = self._seeds[node] = switch_seed(self.hash_seed, node, self.per_switch_seed)
+        return s
+
+    def _pick(self, node: str, group: list[int], flow: FiveTuple) -> int:
+        if len(group) == 1:
+            return group[0]
+        return group[ecmp_hash(flow, self._seed(node)) % len(group)]
+
+    # -- pieces of a route ----------------------------------------------------------------------
+    def _switch_ports(self, nic: str) -> list[int]:
+        f = self.fabric
+        return [li for li in f.out_links[nic] if f.is_switch(f.links[li].dst)]
+
+    def _egress_choices(self, src_nic: str, dst_nic: str) -> tuple[list[int], tuple[str, ...]] | None:
+        """The source NIC's ports on a shortest path, and the destination NIC's switches; None: no path."""
+        key = (src_nic, dst_nic)
+        if key in self._egress:
+            return self._egress[key]
+        self._egress[key] = out = self._egress_uncached(src_nic, dst_nic)
+        return out
+
+    def _egress_uncached(self, src_nic: str, dst_nic: str) -> tuple[list[int], tuple[str, ...]] | None:
+        f = self.fabric
+        dst_switches = tuple(dict.fromkeys(f.links[li].dst for li in self._switch_ports(dst_nic)))
+        ports = self._switch_ports(src_nic)
+        if not ports or not dst_switches:
+            return None
+        index, dist = self._distances(dst_switches)
+        d = [dist[index[f.links[li].dst]] for li in ports]
+        best = min(d)
+        if not np.isfinite(best):
+            return None
+        return [li for li, x in zip(ports, d, strict=True) if x == best], dst_switches
+
+    def _network_links(self, src_nic: str, dst_nic: str, flow: FiveTuple) -> list[int]:
+        f = self.fabric
+        choice = self._egress_choices(src_nic, dst_nic)
+        if choice is None:
+            raise ValueError(f"no switch path from {src_nic} to {dst_nic}")
+        ports, dst_switches = choice
+        first = self._pick(src_nic, ports, flow)
+        links = [first]
+        node = f.links[first].dst
+        while node not in dst_switches:
+            li = self._pick(node, self.next_hops(node, dst_switches), flow)
+            links.append(li)
+            node = f.links[li].dst
+        down = [li for li in f.out_links[node] if f.links[li].dst == dst_nic]
+        links.append(self._pick(node, down, flow))
+        return links
+
+    def _nvlink_links(self, src_gpu: str, dst_gpu: str) -> list[int]:
+        f = self.fabric
+        up = next(li for li in f.out_links[src_gpu] if f.nodes[f.links[li].dst].kind == NVSWITCH)
+        return [up, f.link_between(f.links[up].dst, dst_gpu)]
+
+    def relay_rank(self, src_rank: int, dst_rank: int) -> int | None:
+        """PXN: the rank on the source's server whose NIC is on the destination's rail, when the route
+        must (no switch path) or may (PXN on, rails differ) relay over NVLink; else None."""
+        f = self.fabric
+        src_nic, dst_nic = f.rank_nic(src_rank), f.rank_nic(dst_rank)
+        dst_rail = f.nodes[dst_nic].index
+        if f.nodes[src_nic].index == dst_rail:
+            return None
+        reachable = self._egress_choices(src_nic, dst_nic) is not None
+        if reachable and not self.pxn:
+            return None
+        base = f.server_of(src_rank) * f.gpus_per_server
+        local = f.local_index(dst_rank)
+        candidates = [local] + [g for g in range(f.gpus_per_server) if g != local]
+        for g in candidates:
+            r = base + g
+            if r != src_rank and f.nodes[f.rank_nic(r)].index == dst_rail and \
+                    self._egress_choices(f.rank_nic(r), dst_nic) is not None:
+                return r
+        if not reachable:
+            raise ValueError(f"rank {src_rank} cannot reach rank {dst_rank}: no switch path and no GPU on "
+                             f"rail {dst_rail} in its server to relay through")
+        return None
+
+    def _flow(self, src_rank: int, dst_rank: int, channel: int, src_nic: str, dst_nic: str) -> FiveTuple:
+        lqpn, rqpn = self.qps.pair(src_rank, dst_rank, channel, src_nic, dst_nic)
+        f = self.fabric
+        return FiveTuple(f.nodes[src_nic].ip or 0, f.nodes[dst_nic].ip or 0, roce_udp_source_port(lqpn, rqpn))
+
+    def _finish(self, links: list[int], flow: FiveTuple | None, relay: int | None) -> Route:
+        f = self.fabric
         switches = sum(1 for li in links if f.is_switch(f.links[li].dst))
         latency = sum(f.links[li].latency_s for li in links) + switches * f.switch_latency_s
         scale_up = all(f.links[li].tier in SCALE_UP_TIERS for li in links)
-        route = Route(tuple(links), latency, scale_up, flow)
-        self._routes[key] = route
-        return route
+        return Route(tuple(links), latency, scale_up, flow, relay)
+
+    def _build(self, src_rank: int, dst_rank: int, channel: int, udp_sport: int | None = None) -> Route:
+        f = self.fabric
+        if src_rank == dst_rank:
+            raise ValueError(f"rank {src_rank} cannot send to itself")
+        src_gpu, dst_gpu = f.rank_gpu[src_rank], f.rank_gpu[dst_rank]
+        if f.server_of(src_rank) == f.server_of(dst_rank):
+            return self._finish(self._nvlink_links(src_gpu, dst_gpu), None, None)
+        relay = self.relay_rank(src_rank, dst_rank)
+        sender = src_rank if relay is None else relay
+        links = [] if relay is None else self._nvlink_links(src_gpu, f.rank_gpu[relay])
+        src_nic, dst_nic = f.rank_nic(sender), f.rank_nic(dst_rank)
+        flow = self._flow(src_rank, dst_rank, channel, src_nic, dst_nic)
+        if udp_sport is not None:
+            flow = FiveTuple(flow.src_ip, flow.dst_ip, udp_sport)
+        links += [*f.rank_nic_up[sender], *self._network_links(src_nic, dst_nic, flow), *f.rank_nic_down[dst_rank]]
+        return self._finish(links, flow, relay)
+
+    # -- the API --------------------------------------------------------------------------------
+    def route(self, src_rank: int, dst_rank: int, channel: int = 0) -> Route:
+        """The route of the QP (src_rank, dst_rank, channel): ECMP-hashed, deterministic, cached."""
+        key = (src_rank, dst_rank, channel)
+        cached = self._routes.get(key)
+        if cached is None:
+            cached = self._routes[key] = self._build(src_rank, dst_rank, channel)
+        return cached
+
+    def route_with_source_port(self, src_rank: int, dst_rank: int, udp_sport: int) -> Route:
+        """The route the ECMP hash gives this pair for another UDP source port (Monte Carlo over QPs)."""
+        return self._build(src_rank, dst_rank, 0, udp_sport)
+
+    def paths(self, src_rank: int, dst_rank: int, max_paths: int = MAX_PATHS) -> list[tuple[Route, float]]:
+        """Every equal-cost route between two ranks, each with the share of traffic a per-hop uniform
+        spray sends on it (products of 1/|ECMP group|; shares sum to 1). At most `max_paths` routes."""
+        f = self.fabric
+        if src_rank == dst_rank:
+            raise ValueError(f"rank {src_rank} cannot send to itself")
+        base = self.route(src_rank, dst_rank)
+        if base.scale_up:
+            return [(base, 1.0)]
+        relay = base.relay_rank
+        sender = src_rank if relay is None else relay
+        head = [] if relay is None else self._nvlink_links(f.rank_gpu[src_rank], f.rank_gpu[relay])
+        src_nic, dst_nic = f.rank_nic(sender), f.rank_nic(dst_rank)
+        choice = self._egress_choices(src_nic, dst_nic)
+        assert choice is not None
+        ports, dst_switches = choice
+        out: list[tuple[Route, float]] = []
+
+        def walk(links: list[int], share: float) -> None:
+            if len(out) >= max_paths:
+                return
+            node = f.links[links[-1]].dst
+            if node in dst_switches:
+                down = [li for li in f.out_links[node] if f.links[li].dst == dst_nic]
+                for li in down:
+                    full = [*head, *f.rank_nic_up[sender], *links, li, *f.rank_nic_down[dst_rank]]
+                    out.append((self._finish(full, base.flow, relay), share / len(down)))
+                return
+            group = self.next_hops(node, dst_switches)
+            for li in group:
+                walk([*links, li], share / len(group))
+
+        for li in ports:
+            walk([li], 1.0 / len(ports))
+        return out
+
+    def spray_split(self, src_rank: int, dst_rank: int) -> dict[int, float]:
+        """Share of the pair's traffic on every link under per-hop uniform spraying (fluid), without
+        enumerating paths: mass flows down the shortest-path DAG, split evenly at each ECMP group."""
+        f = self.fabric
+        base = self.route(src_rank, dst_rank)
+        if base.scale_up:
+            return {li: 1.0 for li in base.links}
+        relay = base.relay_rank
+        sender = src_rank if relay is None else relay
+        share: dict[int, float] = {}
+        if relay is not None:
+            for li in self._nvlink_links(f.rank_gpu[src_rank], f.rank_gpu[relay]):
+                share[li] = 1.0
+        for li in (*f.rank_nic_up[sender], *f.rank_nic_down[dst_rank]):
+            share[li] = 1.0
+        src_nic, dst_nic = f.rank_nic(sender), f.rank_nic(dst_rank)
+        choice = self._egress_choices(src_nic, dst_nic)
+        assert choice is not None
+        ports, dst_switches = choice
+        frontier: dict[str, float] = {}
+        for li in ports:
+            share[li] = share.get(li, 0.0) + 1.0 / len(ports)
+            node = f.links[li].dst
+            frontier[node] = frontier.get(node, 0.0) + 1.0 / len(ports)
+        while frontier:
+            nxt: dict[str, float] = {}
+            for node, mass in frontier.items():
+                if node in dst_switches:
+                    down = [li for li in f.out_links[node] if f.links[li].dst == dst_nic]
+                else:
+                    down = self.next_hops(node, dst_switches)
+                for li in down:
+                    share[li] = share.get(li, 0.0) + mass / len(down)
+                    v = f.links[li].dst
+                    if v != dst_nic:
+                        nxt[v] = nxt.get(v, 0.0) + mass / len(down)
+            frontier = nxt
+        return share
+
+    def path_count(self, src_rank: int, dst_rank: int) -> int:
+        return len(self.paths(src_rank, dst_rank))
+
