@@ -134,10 +134,16 @@ def _run_processes(cfg: TrainConfig, world: int, timeout_s: float, poll_s: float
             codes = [p.exitcode for p in procs]
             failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
             if failed:
-                time.sleep(0.2)  # let the other ranks notice too: the root cause is the first to fail
+                time.sleep(0.2)  # let the other ranks notice too, then tell the cause from the consequences
                 codes = [p.exitcode for p in procs]
                 failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-                raise TrainFailure(_crash_message(out, failed, codes), failed)
+                reasons = {r: _reason(out, r, codes[r]) for r in failed}
+                cause = [r for r in failed if not _lost_peer(reasons[r])] or failed
+                lost = [r for r in failed if r not in cause]
+                msg = "; ".join(f"rank {r} exited with code {codes[r]}: {reasons[r]}" for r in cause)
+                if lost:
+                    msg += f"; then rank{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} lost the connection"
+                raise TrainFailure(msg + "; all ranks were stopped", cause)
             if all(c == 0 for c in codes):
                 break
             now = time.time()
@@ -170,14 +176,16 @@ def _behind(progress: list[int], alive: list[int]) -> list[int]:
     return [r for r in alive if ops[r] == low]
 
 
-def _crash_message(out: Path, failed: list[int], codes: list[int | None]) -> str:
-    parts = []
-    for r in failed:
-        err = out / f"error-rank{r}.txt"
-        why = err.read_text(encoding="utf-8").strip() if err.exists() else f"killed by signal {-codes[r]}" \
-            if codes[r] < 0 else "no message"
-        parts.append(f"rank {r} exited with code {codes[r]}: {why}")
-    return "; ".join(parts) + "; all ranks were stopped"
+def _reason(out: Path, rank: int, code: int) -> str:
+    err = out / f"error-rank{rank}.txt"
+    if err.exists():
+        return err.read_text(encoding="utf-8").strip()
+    return f"killed by signal {-code}" if code < 0 else "no message"
+
+
+def _lost_peer(reason: str) -> bool:
+    """gloo's words for 'another rank went away' (a consequence, not a cause)."""
+    return any(s in reason for s in ("Connection closed by peer", "Connection reset by peer", "Broken pipe"))
 
 
 def single_process(cfg: TrainConfig, out: Path) -> TrainRun:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -188,9 +189,9 @@ def spawn_entry(rank: int, env: dict[str, str], cfg: TrainConfig, progress) -> N
     _watch_parent()
     try:
         run_from_env(cfg, progress)
-    except BaseException as exc:  # report the reason to the launcher, then fail
+    except BaseException as exc:  # report the reason to the launcher, then fail quietly
         Path(cfg.out, f"error-rank{rank}.txt").write_text(f"{type(exc).__name__}: {exc}", encoding="utf-8")
-        raise
+        sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:
