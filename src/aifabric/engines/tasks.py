@@ -52,7 +52,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router) -> TaskGraph:
                 elif isinstance(op, Send):
                     route = router.route(op.src, op.dst)
                     sent[op.key] = g.add(TRANSFER, op.src, op.dst, op.key, list(done[r]), size_bytes=op.size_bytes,
-                                         route=route.links, latency_s=route.latency_s)
+                                         route=route.links, latency_s=route.latency_s, dim=op.dim)
                 elif isinstance(op, Recv):
                     t = sent.get(op.key)
                     if t is None:

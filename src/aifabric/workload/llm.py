@@ -189,25 +189,25 @@ class _StageBuilder:
         if zero3_extra:  # FSDP's root unit: embedding, final norm, output layer
             self.coll(f"{pre}/{kind}/extra-zero3-ag", "all-gather", self.dp_group, self.extra_params, "weights", "zero")
         if kind == F:
-            if vs > 0:
+            if vs > 0 and p.pp > 1:
                 self.ops.append(_Placeholder("recv", f"{pre}/act{vs - 1}to{vs}", vs - 1, size, "activations"))
             for layer in layers:
                 moe = is_moe_layer(m, layer)
                 self.block_forward(f"{pre}/fwd", layer, self.flops[moe], moe)
             if vs == last_vs:
                 self.compute("fwd/logits", logits_flops(m, self.tokens, p.tp, p.cp))
-            else:
+            elif p.pp > 1:
                 self.ops.append(_Placeholder("send", f"{pre}/act{vs}to{vs + 1}", vs + 1, size, "activations"))
             return
-        if vs < last_vs:
+        if vs < last_vs and p.pp > 1:
             self.ops.append(_Placeholder("recv", f"{pre}/grad{vs + 1}to{vs}", vs + 1, size, "activation gradients"))
-        else:
+        if vs == last_vs:
             self.compute("bwd/logits", 2 * logits_flops(m, self.tokens, p.tp, p.cp))
         buckets = self.buckets if (last_mb and p.zero < 3) else None
         for layer in reversed(layers):
             moe = is_moe_layer(m, layer)
             self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
-        if vs > 0:
+        if vs > 0 and p.pp > 1:
             self.ops.append(_Placeholder("send", f"{pre}/grad{vs}to{vs - 1}", vs - 1, size, "activation gradients"))
         if zero3_extra:
             self.coll(f"{pre}/extra-zero3-rs", "reduce-scatter", self.dp_group, self.extra_params, "gradients", "zero",
