@@ -1,0 +1,208 @@
+"""The packet-level network built from a `Fabric`: a device per node, a port per directed link, flows.
+
+Switch nodes (rail, spine) become `Switch`es; every other node (NIC, GPU, NVSwitch) a `Host`. A
+transfer whose route leaves a NIC onto the switched fabric becomes a RoCEv2 `QpFlow` from the source
+NIC to the destination NIC (the PCIe hops at both ends are a fixed latency, and the QP's rate is capped
+by the PCIe bandwidth); a route that stays inside a server (NVLink) becomes a `ChunkFlow` through the
+NVSwitch. ACKs, NAKs and CNPs travel back over the reverse links of the forward route.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+
+import numpy as np
+
+from ..fabric.ecmp import roce_udp_source_port, switch_seed
+from ..fabric.graph import TIER_PCIE, Fabric
+from .config import PacketConfig, validate
+from .nic import ChunkFlow, Host, Path, QpFlow
+from .port import Port
+from .sim import Sim
+from .stats import PacketStats
+from .switch import Switch
+
+LOG_LIMIT = 4000
+
+
+class Network:
+    def __init__(self, fabric: Fabric, cfg: PacketConfig | None = None, rng: np.random.Generator | None = None,
+                 hash_seed: int = 0, per_switch_seed: bool = False):
+        self.cfg = cfg = validate(cfg or PacketConfig())
+        self.fabric = fabric
+        self.sim = Sim()
+        self.rng = rng if rng is not None else np.random.default_rng(cfg.seed)
+        self._uniforms = np.empty(0)
+        self._ui = 0
+        self.hash_seed, self.per_switch_seed = hash_seed, per_switch_seed
+        self.depth_sample_s = cfg.depth_sample_s
+        self.data_dscp, self.cnp_dscp = cfg.nic.data_dscp, cfg.nic.cnp_dscp
+        self.stats = PacketStats()
+        self.events_log: list[tuple[float, str, str]] = []
+        self.log_dropped = 0
+        self.captured: list = []
+        self.flows: list = []
+        self.node_index = {nid: i for i, nid in enumerate(fabric.nodes)}
+        fwd_s = cfg.switch.forwarding_latency_s
+        fwd_s = fabric.switch_latency_s if fwd_s is None else fwd_s
+        self.devices: list = []
+        for i, (nid, node) in enumerate(fabric.nodes.items()):
+            if fabric.is_switch(nid):
+                self.devices.append(Switch(self, i, nid, fwd_s))
+            else:
+                self.devices.append(Host(self, i, nid, node.ip))
+        c = cfg.switch
+        self.ports: list[Port] = []
+        for link in fabric.links:
+            owner = self.devices[self.node_index[link.src]]
+            peer = self.devices[self.node_index[link.dst]]
+            port = Port(self, link, owner, peer, c.strict_priority_queues, c.bandwidth_remaining_percent,
+                        cfg.nic.mtu_bytes)
+            port.is_switch_port = isinstance(owner, Switch)
+            owner.ports[link.index] = port
+            self.ports.append(port)
+        # reverse link of each directed link (the j-th parallel a->b pairs with the j-th b->a)
+        parallel: dict[tuple[str, str], list[int]] = {}
+        for link in fabric.links:
+            parallel.setdefault((link.src, link.dst), []).append(link.index)
+        self.reverse = [0] * len(fabric.links)
+        for (a, b), lis in parallel.items():
+            back = parallel.get((b, a), [])
+            for j, li in enumerate(lis):
+                self.reverse[li] = back[j] if j < len(back) else -1
+        self._dist: dict[int, dict[int, int]] = {}
+
+    # -- helpers used by devices --------------------------------------------------------------------
+    def uniform(self) -> float:
+        if self._ui >= len(self._uniforms):
+            self._uniforms = self.rng.random(4096)
+            self._ui = 0
+        u = self._uniforms[self._ui]
+        self._ui += 1
+        return float(u)
+
+    def switch_seed(self, node_id: str) -> int:
+        return switch_seed(self.hash_seed, node_id, self.per_switch_seed)
+
+    def reverse_port(self, link: int) -> Port:
+        return self.ports[self.reverse[link]]
+
+    def next_hops(self, sw: int, target: int) -> list[int]:
+        """Out-links of switch `sw` on shortest switch paths to switch `target` (the ECMP group)."""
+        dist = self._dist.get(target)
+        if dist is None:
+            f = self.fabric
+            dist = {target: 0}
+            queue = deque([target])
+            ids = list(f.nodes)
+            while queue:
+                u = queue.popleft()
+                for li in f.out_links[ids[u]]:
+                    v = self.node_index[f.links[li].dst]
+                    if isinstance(self.devices[v], Switch) and v not in dist:
+                        dist[v] = dist[u] + 1
+                        queue.append(v)
+            self._dist[target] = dist
+        here = dist[sw]
+        return [li for li in self.fabric.out_links[self.devices[sw].id]
+                if dist.get(self.node_index[self.fabric.links[li].dst], -1) == here - 1]
+
+    def log(self, t: float, text: str, category: str = "") -> None:
+        if self.cfg.explain:
+            if len(self.events_log) < LOG_LIMIT:
+                self.events_log.append((t, category, text))
+            else:
+                self.log_dropped += 1
+
+    def drop(self, port: Port, pkt, reason: str) -> None:
+        s = self.stats
+        key = (port.name, pkt.prio, reason)
+        s.drops[key] = s.drops.get(key, 0) + 1
+        if s.drops[key] == 1:
+            self.log(self.sim.now, f"{port.name}: packet dropped on queue {pkt.prio} ({reason})", "drop")
+
+    def ecn_mark(self, port: Port, q: int, depth: int) -> None:
+        s = self.stats
+        key = (port.name, q)
+        s.ecn_marks[key] = s.ecn_marks.get(key, 0) + 1
+        if s.ecn_marks[key] == 1:
+            c = self.cfg.switch
+            regime = "above WRED max: every packet" if depth > c.wred_max_bytes else \
+                "between WRED min and max: randomly"
+            self.log(self.sim.now, f"{port.name}: egress queue {q} at {depth / 1e3:.1f} KB, {regime} marked "
+                                   "ECN 11 (CE) and still forwarded", "ecn")
+
+    def pfc_sent(self, port: Port, prio: int, quanta: int, now: float) -> None:
+        s = self.stats
+        key = (port.name, prio)
+        d = s.pfc_pause_sent if quanta else s.pfc_resume_sent
+        d[key] = d.get(key, 0) + 1
+        if self.cfg.trace_pfc and len(self.captured) < self.cfg.trace_max_packets:
+            self.captured.append((now, "pfc", port, prio, quanta))
+
+    def stats_watchdog(self, port: Port, prio: int) -> None:
+        key = (port.name, prio)
+        self.stats.watchdog[key] = self.stats.watchdog.get(key, 0) + 1
+
+    def capture(self, pkt, at) -> None:
+        if len(self.captured) < self.cfg.trace_max_packets:
+            self.captured.append((self.sim.now, "pkt", pkt.kind, pkt.flow, pkt.psn, pkt.opcode, pkt.payload,
+                                  pkt.ecn, pkt.dscp))
+
+    # -- flows --------------------------------------------------------------------------------------
+    def _path(self, links: list[int], key, spray: bool = False) -> Path:
+        f = self.fabric
+        next_at = {self.node_index[f.links[li].src]: li for li in links}
+        last_sw = -1
+        for li in links:
+            if f.is_switch(f.links[li].src):
+                last_sw = self.node_index[f.links[li].src]
+        dst = self.node_index[f.links[links[-1]].dst]
+        h = zlib.crc32(repr(key).encode())
+        return Path(links, next_at, last_sw, dst, h, key, spray)
+
+    def add_transfer(self, route: tuple[int, ...], size_bytes: float, on_done, name: str = "",
+                     qpn: int | None = None, sport: int | None = None):
+        """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them)."""
+        f = self.fabric
+        fid = len(self.flows)
+        core = [li for li in route if f.links[li].tier != TIER_PCIE]
+        touches_switch = any(f.is_switch(f.links[li].dst) for li in core)
+        if not touches_switch:
+            path = self._path(core, ("chunk", fid))
+            src = self.devices[self.node_index[f.links[core[0]].src]]
+            flow = ChunkFlow(self, fid, name or f"flow{fid}", src, size_bytes, path, on_done)
+            self.flows.append(flow)
+            src.source(core[0]).add(flow)
+            return flow
+        src = self.devices[self.node_index[f.links[core[0]].src]]
+        dst = self.devices[self.node_index[f.links[core[-1]].dst]]
+        qpn = (0x100 + fid) & 0xFFFFFF if qpn is None else qpn
+        sport = roce_udp_source_port(qpn, qpn ^ 0x5A5A) if sport is None else sport
+        spray = self.cfg.nic.transport == "uet"
+        path = self._path(core, (fid, "fwd"), spray)
+        rpath = self._path([self.reverse[li] for li in reversed(core)], (fid, "rev"))
+        line = self.ports[core[0]].bps
+        pcie = [f.links[li].capacity_bytes_per_s * 8 for li in route if f.links[li].tier == TIER_PCIE]
+        if pcie:
+            line = min(line, min(pcie))
+        flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done)
+        self.flows.append(flow)
+        src.source(core[0]).add(flow)
+        return flow
+
+    def at(self, t: float, fn, arg=None) -> None:
+        self.sim.at(t, fn, arg)
+
+    def run(self, until: float | None = None) -> PacketStats:
+        until = self.cfg.until_s if until is None else until
+        self.sim.run(float("inf") if until is None else until)
+        return self.finish()
+
+    def finish(self) -> PacketStats:
+        now = self.sim.now
+        for p in self.ports:
+            p.finish(now)
+        self.stats.collect(self)
+        return self.stats

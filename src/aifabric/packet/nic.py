@@ -1,0 +1,404 @@
+"""NICs and the transport: RoCEv2 RC queue pairs with DCQCN, and scale-up chunk flows.
+
+A `QpFlow` is one RDMA Write on one QP, both ends (requester state on the sending NIC, responder state
+on the receiving NIC):
+
+- segmentation by MTU into Write First/Middle/Last (RETH on First only) or Write Only (RETH on every
+  packet), PSNs from 0;
+- `rc` (RoCEv2 Reliable Connection): the responder accepts only the expected PSN; an out-of-order
+  packet is discarded and answered by one NAK (PSN sequence error) per gap; the requester goes back N
+  to the NAKed PSN, or to the oldest unacknowledged PSN when it times out (`rto_s`);
+- write-only and `uet` (Ultra Ethernet RUD-like: per-packet entropy, spraying): every packet is placed
+  on arrival whatever its order; after a timeout only the missing PSNs are resent (the responder's
+  bitmap stands for selective acknowledgements);
+- ACKs every `ack_every_packets`, on the last packet, or when the previous ACK is older than rto/8;
+- DCQCN notification point: a CE-marked packet makes the responder send a CNP (BTH opcode 0x81,
+  DSCP 48, priority 7) unless it sent one for this QP within `cnp_interval_s`;
+- DCQCN reaction point (dcqcn.py): rate RC, target RT, alpha, rate-increase timer and byte counter.
+  The rate limiter spaces packets by size/RC ("increasing inter-packet delay", seeds Figure 11-3).
+"""
+
+from __future__ import annotations
+
+from math import inf
+
+from .dcqcn import RpState, decay_alpha, increase, on_cnp
+from .headers import (ACK_BYTES, CNP_BYTES, ECN_CE, ECN_ECT0, OP_ACK, OP_CNP, OP_WRITE_FIRST, OP_WRITE_LAST,
+                      OP_WRITE_MIDDLE, OP_WRITE_ONLY, RETH_BYTES, ROCE_HEADER_BYTES, segment_count)
+from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
+
+
+class Path:
+    """How a flow's packets (or its ACKs/CNPs) are forwarded: the static next link at every node (the
+    Router's ECMP route), the last switch (where load balancing stops), a hash for fallbacks."""
+
+    __slots__ = ("next_at", "last_sw", "dst", "hash", "key", "spray", "links")
+
+    def __init__(self, links: list[int], next_at: dict[int, int], last_sw: int, dst: int, hash_: int, key,
+                 spray: bool = False):
+        self.links = links
+        self.next_at = next_at
+        self.last_sw = last_sw
+        self.dst = dst
+        self.hash = hash_
+        self.key = key
+        self.spray = spray
+
+
+class Source:
+    """A port's supplier of data packets: round robin over the flows that start on it."""
+
+    __slots__ = ("port", "active", "rr")
+
+    def __init__(self, port):
+        self.port = port
+        self.active: list = []
+        self.rr = 0
+
+    def add(self, flow) -> None:
+        self.active.append(flow)
+        self.port.kick()
+
+    def remove(self, flow) -> None:
+        if flow in self.active:
+            self.active.remove(flow)
+
+    def pull(self, now: float):
+        act = self.active
+        n = len(act)
+        for i in range(n):
+            j = (self.rr + i) % n
+            f = act[j]
+            if f.next_t <= now and f.has_data():
+                self.rr = j + 1
+                return f.next_packet(now)
+        return None
+
+    def next_ready(self) -> float:
+        t = inf
+        for f in self.active:
+            if f.has_data() and f.next_t < t:
+                t = f.next_t
+        return t
+
+    def has_data(self) -> bool:
+        return any(f.has_data() for f in self.active)
+
+
+class Host:
+    """A non-switch node: a NIC (RoCE endpoint), a GPU or an NVSwitch (scale-up chunk forwarding)."""
+
+    kind = "host"
+    forwarding_latency_s = 0.0
+
+    def __init__(self, net, idx: int, node_id: str, ip: int | None):
+        self.net = net
+        self.idx = idx
+        self.id = node_id
+        self.ip = ip or 0
+        self.ports: dict[int, object] = {}
+        self.sources: dict[int, Source] = {}
+
+    def source(self, link: int) -> Source:
+        s = self.sources.get(link)
+        if s is None:
+            port = self.ports[link]
+            s = self.sources[link] = Source(port)
+            port.source = s
+        return s
+
+    def released(self, pkt) -> None:  # hosts have no shared-buffer accounting
+        pass
+
+    def send(self, pkt: Pkt) -> None:
+        self.ports[pkt.path.next_at[self.idx]].enqueue(pkt, pkt.prio)
+
+    def receive(self, pkt: Pkt) -> None:
+        if pkt.path.dst != self.idx:
+            self.ports[pkt.path.next_at[self.idx]].enqueue(pkt, pkt.prio)
+            return
+        k = pkt.kind
+        f = pkt.flow
+        if k == DATA:
+            f.rx_data(pkt)
+        elif k == CHUNK:
+            f.rx_chunk(pkt)
+        elif k == CNP:
+            f.rx_cnp(pkt)
+        else:
+            f.rx_ack(pkt)
+
+
+class ChunkFlow:
+    """A scale-up (NVLink) transfer: chunks through the NVSwitch, no loss, no congestion control."""
+
+    def __init__(self, net, fid: int, name: str, src: Host, size_bytes: float, path: Path, on_done):
+        self.net, self.id, self.name, self.src = net, fid, name, src
+        self.size = int(size_bytes)
+        c = net.cfg.nvlink_chunk_bytes
+        self.chunk = c
+        self.n = segment_count(self.size, c)
+        self.path = path
+        self.snd_nxt = 0
+        self.n_got = 0
+        self.next_t = 0.0
+        self.on_done = on_done
+        self.start_t = net.sim.now
+        self.done_t: float | None = None
+        self.traced = False
+
+    def has_data(self) -> bool:
+        return self.snd_nxt < self.n
+
+    def next_packet(self, now: float) -> Pkt:
+        i = self.snd_nxt
+        self.snd_nxt = i + 1
+        payload = min(self.chunk, self.size - i * self.chunk) if self.size else 0
+        return Pkt(CHUNK, self, i, max(payload, 64), payload, 0, 0, 0, 0, self.path)
+
+    def rx_chunk(self, pkt: Pkt) -> None:
+        self.n_got += 1
+        if self.n_got == self.n:
+            self.done_t = self.net.sim.now
+            self.src.sources[self.path.next_at[self.src.idx]].remove(self)
+            self.on_done(self)
+
+
+class QpFlow:
+    def __init__(self, net, fid: int, name: str, src: Host, dst: Host, size_bytes: float, path: Path, rpath: Path,
+                 line_bps: float, qpn: int, sport: int, on_done):
+        self.net = net
+        cfg = net.cfg
+        self.id, self.name, self.src, self.dst = fid, name, src, dst
+        self.size = int(size_bytes)
+        self.mtu = cfg.nic.mtu_bytes
+        self.n = segment_count(self.size, self.mtu)
+        self.path, self.rpath = path, rpath
+        self.qpn, self.sport = qpn, sport
+        self.uet = cfg.nic.transport == "uet"
+        self.write_only = cfg.nic.write_only or self.uet
+        self.in_order = not self.write_only
+        self.line_bps = line_bps
+        self.on_done = on_done
+        self.traced = fid in cfg.trace_flows
+        now = net.sim.now
+        self.start_t = now
+        self.done_t: float | None = None
+        self.acked_t: float | None = None
+        # requester
+        self.snd_nxt = 0
+        self.snd_una = 0
+        self.max_sent = 0
+        self.next_t = now
+        self.sent_t = [0.0] * self.n
+        self.rto_armed = False
+        d = cfg.dcqcn
+        self.dc = d
+        self.rp = RpState(line_bps, line_bps, d.alpha_init)
+        self.last_dec = -inf
+        self.alpha_ref_t = now
+        self.inc_gen = 0
+        self.bytes_ctr = 0
+        self.rate_log: list[tuple[float, float]] = [(now, line_bps / 1e9)]
+        self.decreases_logged = 0
+        # responder
+        self.epsn = 0
+        self.n_got = 0
+        self.got = None if self.in_order else bytearray(self.n)
+        self.nak_sent = False
+        self.last_ack_psn = 0
+        self.last_ack_t = now
+        self.last_cnp_tx = -inf
+        # counters
+        self.retx = self.timeouts = self.naks = self.ooo = self.dup = 0
+        self.cnp_tx = self.cnp_rx = self.ce_rx = 0
+
+    # -- requester --------------------------------------------------------------------------------
+    def has_data(self) -> bool:
+        if self.snd_nxt < self.n and self.got is not None:
+            got = self.got
+            while self.snd_nxt < self.n and got[self.snd_nxt]:
+                self.snd_nxt += 1
+        return self.snd_nxt < self.n
+
+    def next_packet(self, now: float) -> Pkt:
+        psn = self.snd_nxt
+        self.snd_nxt = psn + 1
+        n, mtu = self.n, self.mtu
+        payload = min(mtu, self.size - psn * mtu) if self.size else 0
+        if self.write_only or n == 1:
+            op, reth = OP_WRITE_ONLY, True
+        elif psn == 0:
+            op, reth = OP_WRITE_FIRST, True
+        else:
+            op, reth = (OP_WRITE_LAST if psn == n - 1 else OP_WRITE_MIDDLE), False
+        size = payload + ROCE_HEADER_BYTES + (RETH_BYTES if reth else 0)
+        pkt = Pkt(DATA, self, psn, size, payload, self.net.data_dscp, 3, ECN_ECT0, op, self.path,
+                  (self.sport + psn) if self.uet else self.sport, now)
+        if psn < self.max_sent:
+            self.retx += 1
+        else:
+            self.max_sent = psn + 1
+        self.sent_t[psn] = now
+        rp = self.rp
+        if rp.rc_bps < self.line_bps:
+            self.next_t = now + size * 8 / rp.rc_bps
+            if self.dc.enabled:
+                self.bytes_ctr += size
+                if self.bytes_ctr >= self.dc.byte_counter_bytes:
+                    self.bytes_ctr -= self.dc.byte_counter_bytes
+                    rp.i_b += 1
+                    self._increase(now, "byte counter")
+        else:
+            self.next_t = now
+        if not self.rto_armed:
+            self.rto_armed = True
+            self.net.sim.at(now + self.net.cfg.nic.rto_s, self._rto)
+        return pkt
+
+    def _kick(self) -> None:
+        self.src.ports[self.path.next_at[self.src.idx]].kick()
+
+    def _rto(self, _=None) -> None:
+        net = self.net
+        now = net.sim.now
+        if self.acked_t is not None or self.snd_una >= self.n:
+            self.rto_armed = False
+            return
+        rto = net.cfg.nic.rto_s
+        if self.snd_una >= self.snd_nxt:  # nothing outstanding: re-arm when something is sent
+            self.rto_armed = False
+            return
+        due = self.sent_t[self.snd_una] + rto
+        if now >= due - 1e-12:
+            self.timeouts += 1
+            net.log(now, f"{self.name}: retransmission timeout, go back to PSN {self.snd_una} "
+                         f"(sent up to {self.snd_nxt - 1})", "transport")
+            self.snd_nxt = self.snd_una
+            self.rto_armed = False
+            self._kick()
+            return
+        net.sim.at(due, self._rto)
+
+    def rx_ack(self, pkt: Pkt) -> None:
+        now = self.net.sim.now
+        psn = pkt.psn
+        if psn > self.snd_una:
+            self.snd_una = psn
+        if pkt.kind == NAK:
+            self.naks += 1
+            if psn < self.snd_nxt:
+                self.net.log(now, f"{self.name}: NAK (PSN sequence error) at PSN {psn}: go back N from "
+                                  f"{psn} (had sent up to {self.snd_nxt - 1})", "transport")
+                self.snd_nxt = psn
+                self._kick()
+        if self.snd_una >= self.n and self.acked_t is None:
+            self.acked_t = now
+            self.inc_gen += 1  # stop DCQCN timers
+            self.src.sources[self.path.next_at[self.src.idx]].remove(self)
+
+    # -- DCQCN reaction point -----------------------------------------------------------------------
+    def rx_cnp(self, pkt: Pkt) -> None:
+        net = self.net
+        now = net.sim.now
+        self.cnp_rx += 1
+        if self.traced:
+            net.capture(pkt, self.src)
+        d = self.dc
+        if not d.enabled or self.acked_t is not None or now - self.last_dec < d.rate_decrease_interval_s:
+            return
+        self.last_dec = now
+        rp = self.rp
+        before = rp.rc_bps
+        periods = int((now - self.alpha_ref_t) / d.alpha_update_interval_s)
+        if periods > 0:  # alpha decays once per update interval without a CNP
+            decay_alpha(rp, d.g, periods)
+        self.alpha_ref_t = now
+        on_cnp(rp, d.g, d.min_rate_gbps * 1e9, d.clamp_target_rate)
+        self.bytes_ctr = 0
+        self.rate_log.append((now, rp.rc_bps / 1e9))
+        if self.decreases_logged < 3:
+            self.decreases_logged += 1
+            net.log(now, f"{self.name}: CNP received: DCQCN rate {before / 1e9:.3f} -> {rp.rc_bps / 1e9:.3f} Gb/s "
+                         f"(target {rp.rt_bps / 1e9:.3f}, alpha {rp.alpha:.4f}); packets now spaced "
+                         f"{(self.mtu + ROCE_HEADER_BYTES) * 8 / rp.rc_bps * 1e9:.1f} ns apart", "dcqcn")
+        self.inc_gen += 1
+        net.sim.at(now + d.rate_increase_timer_s, self._inc_timer, self.inc_gen)
+
+    def _inc_timer(self, gen: int) -> None:
+        if gen != self.inc_gen:
+            return
+        self.rp.i_t += 1
+        self._increase(self.net.sim.now, "timer")
+        if self.rp.rc_bps < self.line_bps:
+            self.net.sim.at(self.net.sim.now + self.dc.rate_increase_timer_s, self._inc_timer, gen)
+
+    def _increase(self, now: float, why: str) -> None:
+        d = self.dc
+        increase(self.rp, d.fast_recovery_steps, d.r_ai_gbps * 1e9, d.r_hai_gbps * 1e9, self.line_bps)
+        self.rate_log.append((now, self.rp.rc_bps / 1e9))
+        if self.next_t > now:  # the new rate applies to the packet waiting now
+            self._kick()
+
+    # -- responder --------------------------------------------------------------------------------
+    def rx_data(self, pkt: Pkt) -> None:
+        net = self.net
+        now = net.sim.now
+        if self.traced:
+            net.capture(pkt, self.dst)
+        if pkt.ecn == ECN_CE:
+            self.ce_rx += 1
+            if self.dc.enabled and now - self.last_cnp_tx >= self.dc.cnp_interval_s:
+                self.last_cnp_tx = now
+                self.cnp_tx += 1
+                if self.cnp_tx == 1:
+                    net.log(now, f"{self.name}: receiving NIC {self.dst.id} sees ECN 11 (CE): CNP (opcode 0x81, "
+                                 f"DSCP 48 -> strict-priority queue 7) to {self.src.id} for QP {self.qpn:#x}",
+                            "dcqcn")
+                self.dst.send(Pkt(CNP, self, 0, CNP_BYTES, 0, net.cnp_dscp, 7, 0, OP_CNP, self.rpath))
+        psn = pkt.psn
+        if self.in_order:
+            if psn == self.epsn:
+                self.epsn = psn + 1
+                self.n_got += 1
+                self.nak_sent = False
+            elif psn > self.epsn:
+                self.ooo += 1
+                if not self.nak_sent:
+                    self.nak_sent = True
+                    if self.ooo == 1:
+                        net.log(now, f"{self.name}: PSN {psn} arrived while {self.epsn} was expected: "
+                                     f"{'Middle/Last packets carry no RETH, so it' if self.n > 1 else 'it'} cannot "
+                                     "be placed; discarded, NAK sent", "transport")
+                    self._ack(now, NAK)
+                return
+            else:
+                self.dup += 1
+                if psn % self.net.cfg.nic.ack_every_packets == 0:
+                    self._ack(now, ACK)
+                return
+        else:
+            got = self.got
+            if got[psn]:
+                self.dup += 1
+                return
+            got[psn] = 1
+            self.n_got += 1
+            if psn != self.epsn:
+                self.ooo += 1
+            e = self.epsn
+            n = self.n
+            while e < n and got[e]:
+                e += 1
+            self.epsn = e
+        if (self.epsn - self.last_ack_psn >= net.cfg.nic.ack_every_packets or self.n_got == self.n
+                or now - self.last_ack_t >= net.cfg.nic.rto_s / 8):
+            self._ack(now, ACK)
+        if self.n_got == self.n and self.done_t is None:
+            self.done_t = now
+            self.on_done(self)
+
+    def _ack(self, now: float, kind: int) -> None:
+        self.last_ack_psn = self.epsn
+        self.last_ack_t = now
+        self.dst.send(Pkt(kind, self, self.epsn, ACK_BYTES, 0, self.net.data_dscp, 3, 0, OP_ACK, self.rpath))

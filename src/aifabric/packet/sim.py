@@ -1,0 +1,65 @@
+"""The discrete-event core: a heap of (time, sequence, callback, argument) tuples, and the packet record.
+
+SimPy-like reading without generators: `sim.at(t, fn, arg)` schedules `fn(arg)` at time t; `run`
+pops events in time order (ties in scheduling order, so runs are deterministic).
+"""
+
+from __future__ import annotations
+
+import heapq
+from math import inf
+
+# packet kinds
+DATA, ACK, NAK, CNP, CHUNK = 0, 1, 2, 3, 4
+KIND_NAMES = ("data", "ack", "nak", "cnp", "chunk")
+
+
+class Sim:
+    __slots__ = ("now", "heap", "seq", "events")
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.heap: list = []
+        self.seq = 0
+        self.events = 0
+
+    def at(self, t: float, fn, arg=None) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, fn, arg))
+
+    def run(self, until: float = inf) -> None:
+        heap = self.heap
+        pop = heapq.heappop
+        n = 0
+        while heap:
+            if heap[0][0] > until:
+                break
+            t, _, fn, arg = pop(heap)
+            self.now = t
+            fn(arg)
+            n += 1
+        self.events += n
+
+
+class Pkt:
+    """One frame in flight. `size` is the wire size in bytes (headers included)."""
+
+    __slots__ = ("kind", "flow", "psn", "size", "payload", "dscp", "prio", "ecn", "opcode", "path", "in_link",
+                 "ikey", "entropy", "t_sent")
+
+    def __init__(self, kind: int, flow, psn: int, size: int, payload: int, dscp: int, prio: int, ecn: int,
+                 opcode: int, path, entropy: int = 0, t_sent: float = 0.0):
+        self.kind = kind
+        self.flow = flow
+        self.psn = psn
+        self.size = size
+        self.payload = payload
+        self.dscp = dscp
+        self.prio = prio
+        self.ecn = ecn
+        self.opcode = opcode
+        self.path = path
+        self.in_link = -1
+        self.ikey = -1
+        self.entropy = entropy
+        self.t_sent = t_sent

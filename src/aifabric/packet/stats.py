@@ -1,0 +1,95 @@
+"""What a packet run measured, as plain data that serializes to JSON.
+
+Per port and queue: bytes and packets sent, peak depth, a depth time series (at most one sample per
+`depth_sample_s`, plus every return to empty), ECN marks, drops by reason, PFC pause/resume frames sent
+(counted on the port that carries them) and received, time spent paused per priority. Per flow:
+completion time, retransmissions, timeouts, NAKs, out-of-order arrivals, CE marks seen, CNPs sent and
+received, the DCQCN rate over time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PacketStats:
+    drops: dict = field(default_factory=dict)  # (port, queue, reason) -> packets
+    ecn_marks: dict = field(default_factory=dict)  # (port, queue) -> packets
+    pfc_pause_sent: dict = field(default_factory=dict)  # (port carrying the frame, priority) -> frames
+    pfc_resume_sent: dict = field(default_factory=dict)
+    watchdog: dict = field(default_factory=dict)
+    flowlet_switches: int = 0
+    ports: list = field(default_factory=list)
+    flows: list = field(default_factory=list)
+    events: int = 0
+    packet_hops: int = 0
+    end_s: float = 0.0
+
+    def collect(self, net) -> None:
+        self.events = net.sim.events
+        self.end_s = net.sim.now
+        self.packet_hops = sum(p.tx_packets for p in net.ports)
+        self.ports = []
+        for p in net.ports:
+            if not p.tx_packets and not any(p.pfc_rx):
+                continue
+            queues = []
+            for q in range(8):
+                if p.max_depth[q] or p.depth_series[q] or p.pfc_rx[q] or p.paused_total[q]:
+                    queues.append({"queue": q, "max_depth_bytes": p.max_depth[q],
+                                   "ecn_marks": self.ecn_marks.get((p.name, q), 0),
+                                   "pfc_pause_received": p.pfc_rx[q], "paused_s": p.paused_total[q],
+                                   "pfc_pause_sent": self.pfc_pause_sent.get((p.name, q), 0),
+                                   "pfc_resume_sent": self.pfc_resume_sent.get((p.name, q), 0),
+                                   "depth_series": [[t, d] for t, d in p.depth_series[q]]})
+            self.ports.append({"port": p.name, "link": p.link, "switch_port": p.is_switch_port,
+                               "tx_bytes": p.tx_bytes, "tx_packets": p.tx_packets, "queues": queues})
+        self.flows = []
+        for f in net.flows:
+            row = {"flow": f.id, "name": f.name, "src": f.src.id, "size_bytes": f.size,
+                   "start_s": f.start_t, "done_s": f.done_t,
+                   "fct_s": None if f.done_t is None else f.done_t - f.start_t}
+            if hasattr(f, "rp"):
+                row.update(dst=f.dst.id, qpn=f.qpn, udp_sport=f.sport, packets=f.n, retransmissions=f.retx,
+                           timeouts=f.timeouts, naks=f.naks, out_of_order=f.ooo, ce_marked=f.ce_rx,
+                           cnp_sent=f.cnp_tx, cnp_received=f.cnp_rx, final_rate_gbps=f.rp.rc_bps / 1e9,
+                           rate_gbps=[[t, r] for t, r in f.rate_log])
+            self.flows.append(row)
+
+    # -- totals ---------------------------------------------------------------------------------------
+    def total_drops(self) -> int:
+        return sum(self.drops.values())
+
+    def total_ecn_marks(self) -> int:
+        return sum(self.ecn_marks.values())
+
+    def total_pauses(self) -> int:
+        return sum(self.pfc_pause_sent.values())
+
+    def flow(self, name: str) -> dict:
+        return next(f for f in self.flows if f["name"] == name)
+
+    def to_dict(self, series: bool = True) -> dict:
+        def keyed(d, names):
+            return [dict(zip(names, k), count=v) for k, v in sorted(d.items())]
+
+        ports = self.ports if series else [
+            {**p, "queues": [{k: v for k, v in q.items() if k != "depth_series"} for q in p["queues"]]}
+            for p in self.ports]
+        flows = self.flows if series else [{k: v for k, v in f.items() if k != "rate_gbps"} for f in self.flows]
+        return {
+            "events": self.events, "packet_hops": self.packet_hops, "end_s": self.end_s,
+            "totals": {"drops": self.total_drops(), "ecn_marks": self.total_ecn_marks(),
+                       "pfc_pause_frames": self.total_pauses(),
+                       "pfc_resume_frames": sum(self.pfc_resume_sent.values()),
+                       "retransmissions": sum(f.get("retransmissions", 0) for f in self.flows),
+                       "cnps": sum(f.get("cnp_sent", 0) for f in self.flows),
+                       "flowlet_switches": self.flowlet_switches},
+            "drops": keyed(self.drops, ("port", "queue", "reason")),
+            "ecn_marks": keyed(self.ecn_marks, ("port", "queue")),
+            "pfc_pause_sent": keyed(self.pfc_pause_sent, ("port", "priority")),
+            "pfc_resume_sent": keyed(self.pfc_resume_sent, ("port", "priority")),
+            "pfc_watchdog": keyed(self.watchdog, ("port", "priority")),
+            "ports": ports, "flows": flows,
+        }

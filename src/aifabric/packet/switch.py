@@ -1,0 +1,201 @@
+"""A switch: classification, forwarding with load balancing, WRED/ECN at egress, PFC accounting at ingress.
+
+Buffer model (shared memory, documented in docs/packet.md): a packet occupies the switch's shared
+buffer from arrival until its last bit leaves the egress port. It is counted twice while there: on its
+egress queue (WRED/ECN decisions use that instantaneous depth, `weight 0`) and on its ingress port's
+priority group (PFC: crossing xOFF sends a pause upstream on the ingress link, falling below xON sends
+quanta 0). Headroom above xOFF absorbs what is in flight while the pause travels; overrunning it drops.
+
+Load balancing among the equal-cost next hops toward the destination's last switch:
+- ecmp: the flow's 5-tuple hash (the route the Router chose; every packet of a QP on one path);
+- flowlet: a new choice, the least-loaded port, after an idle gap longer than `flowlet_gap_s`;
+- spray: per packet, round robin over the group (Cisco DLB `mode per-packet`);
+- adaptive: per packet, the least-loaded port (queued bytes), ties to the hash choice.
+"""
+
+from __future__ import annotations
+
+from .lb import spray_index
+from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
+from .sim import DATA, Pkt
+
+FORWARD, MARK, DROP = 0, 1, 2
+
+
+def wred_decision(depth_bytes: float, kmin: float, kmax: float, pmax: float, drop_threshold: float | None,
+                  u: float) -> int:
+    """Seeds Ch. 11 marking regimes at instantaneous depth: below min forward; between min and max mark
+    with probability rising linearly 0 -> pmax; above max mark all; above the drop threshold drop."""
+    if drop_threshold is not None and depth_bytes > drop_threshold:
+        return DROP
+    if depth_bytes > kmax:
+        return MARK
+    if depth_bytes > kmin:
+        return MARK if u < pmax * (depth_bytes - kmin) / (kmax - kmin) else FORWARD
+    return FORWARD
+
+
+class Switch:
+    kind = "switch"
+
+    def __init__(self, net, idx: int, node_id: str, forwarding_latency_s: float):
+        self.net = net
+        self.idx = idx
+        self.id = node_id
+        self.forwarding_latency_s = forwarding_latency_s
+        c = net.cfg.switch
+        self.ports: dict[int, object] = {}  # out link -> Port
+        self.buffer_used = 0
+        self.ingress: dict[int, int] = {}  # in_link * 8 + prio -> bytes
+        self.paused_up: dict[int, int] = {}  # in_link * 8 + prio -> pause generation (0: not paused)
+        self.headroom: dict[int, int] = {}
+        self.flowlets: dict = {}
+        self.spray_rr: dict = {}
+        self.groups: dict[int, list[int]] = {}
+        self.lossless = set(c.pfc_priorities) if c.pfc_enabled else set()
+        self.ecn_queues = set(c.ecn_queues) if c.ecn_enabled else set()
+        self.dscp_map = dict(c.dscp_to_queue)
+        self.lb = net.cfg.lb.mode
+        self.seed = net.switch_seed(node_id)
+
+    # -- forwarding -------------------------------------------------------------------------------
+    def next_link(self, pkt: Pkt) -> int:
+        path = pkt.path
+        static = path.next_at.get(self.idx)
+        if self.idx == path.last_sw:
+            return static
+        mode = "spray" if path.spray else self.lb
+        if mode == "ecmp" and static is not None:
+            return static
+        group = self.groups.get(path.last_sw)
+        if group is None:
+            group = self.groups[path.last_sw] = self.net.next_hops(self.idx, path.last_sw)
+        if len(group) == 1:
+            return group[0]
+        if mode == "ecmp":
+            return group[path.hash % len(group)]
+        if path.spray:  # UET: the NIC's per-packet entropy picks the path
+            return group[spray_index(pkt.entropy, self.seed, len(group))]
+        ports = self.ports
+        if mode == "spray":
+            i = self.spray_rr.get(path.last_sw, 0)
+            self.spray_rr[path.last_sw] = i + 1
+            return group[i % len(group)]
+        if mode == "adaptive":
+            best = static if static is not None else group[path.hash % len(group)]
+            load = ports[best].backlog
+            for li in group:
+                if ports[li].backlog < load:
+                    best, load = li, ports[li].backlog
+            return best
+        # flowlet
+        now = self.net.sim.now
+        key = path.key
+        state = self.flowlets.get(key)
+        if state is not None and now - state[1] <= self.net.cfg.lb.flowlet_gap_s:
+            state[1] = now
+            return state[0]
+        best = min(group, key=lambda li: (ports[li].backlog, li))
+        if state is not None and best != state[0]:
+            self.net.stats.flowlet_switches += 1
+        self.flowlets[key] = [best, now]
+        return best
+
+    # -- receive / admit ------------------------------------------------------------------------
+    def receive(self, pkt: Pkt) -> None:
+        net = self.net
+        q = self.dscp_map.get(pkt.dscp, 0)
+        pkt.prio = q
+        port = self.ports[self.next_link(pkt)]
+        size = pkt.size
+        c = net.cfg.switch
+        if self.buffer_used + size > c.buffer_bytes:
+            net.drop(port, pkt, "buffer-full")
+            return
+        depth = port.qbytes[q]
+        if q in self.ecn_queues and pkt.kind == DATA:
+            u = net.uniform() if c.wred_min_bytes < depth <= c.wred_max_bytes else 1.0
+            act = wred_decision(depth, c.wred_min_bytes, c.wred_max_bytes, c.wred_pmax, c.drop_threshold_bytes, u)
+            if act == DROP:
+                net.drop(port, pkt, "wred-drop-threshold")
+                return
+            if act == MARK:
+                if pkt.ecn != ECN_NOT_ECT:
+                    if pkt.ecn != ECN_CE:
+                        pkt.ecn = ECN_CE
+                        net.ecn_mark(port, q, depth)
+                elif q not in self.lossless:
+                    net.drop(port, pkt, "wred")  # not ECN-capable: WRED drops instead of marking
+                    return
+        if q in self.lossless:
+            key = pkt.in_link * 8 + q
+            level = self.ingress.get(key, 0) + size
+            if level > c.pfc_xoff_bytes + self._headroom(pkt.in_link):
+                net.drop(port, pkt, "pfc-headroom-overrun")
+                return
+            self.ingress[key] = level
+            pkt.ikey = key
+            if level > c.pfc_xoff_bytes and not self.paused_up.get(key):
+                self._send_pfc(pkt.in_link, q, c.pfc_quanta, level)
+        elif depth + size > c.queue_limit_bytes:
+            net.drop(port, pkt, "queue-limit")
+            return
+        else:
+            pkt.ikey = -1
+        self.buffer_used += size
+        port.enqueue(pkt, q)
+
+    def released(self, pkt: Pkt) -> None:
+        """The packet left (or was discarded from) an egress queue: free its buffer and ingress count."""
+        self.buffer_used -= pkt.size
+        key = pkt.ikey
+        if key >= 0:
+            level = self.ingress[key] - pkt.size
+            self.ingress[key] = level
+            pkt.ikey = -1
+            if level < self.net.cfg.switch.pfc_xon_bytes and self.paused_up.get(key):
+                self._send_pfc(key >> 3, key & 7, 0, level)
+
+    def _headroom(self, in_link: int) -> int:
+        h = self.headroom.get(in_link)
+        if h is None:
+            c = self.net.cfg.switch
+            if c.pfc_headroom_bytes is not None:
+                h = c.pfc_headroom_bytes
+            else:
+                link = self.net.fabric.links[in_link]
+                frame = self.net.cfg.nic.mtu_bytes + 100
+                h = int(2 * link.latency_s * link.capacity_bytes_per_s) + 2 * frame + PFC_FRAME_BYTES
+            self.headroom[in_link] = h
+        return h
+
+    # -- PFC, sending side --------------------------------------------------------------------------
+    def _send_pfc(self, in_link: int, prio: int, quanta: int, level: int, refresh: bool = False) -> None:
+        """A pause (quanta > 0) or resume (quanta 0) frame for `prio`, back over the ingress link."""
+        net = self.net
+        key = in_link * 8 + prio
+        back = net.reverse_port(in_link)
+        now = net.sim.now
+        t = max(now, back.busy_until) + PFC_FRAME_BYTES * back.s_per_byte + back.latency_s
+        upstream = net.ports[in_link]  # the sender's egress port on that link
+        net.sim.at(t, upstream.on_pfc, (prio, quanta, self.id))
+        net.pfc_sent(back, prio, quanta, now)
+        if quanta:
+            gen = self.paused_up.get(key, 0) or 0
+            gen = (abs(gen) + 1)
+            self.paused_up[key] = gen
+            if not refresh:
+                net.log(now, f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
+                             f"> xOFF {net.cfg.switch.pfc_xoff_bytes / 1e3:.0f} KB: PFC pause "
+                             f"(0x8808/0x0101, CEV {1 << prio:08b}, {quanta} quanta) sent upstream", "pfc")
+            half = pfc_pause_s(quanta, upstream.bps) / 2
+            net.sim.at(now + half, self._refresh, (key, gen))
+        else:
+            self.paused_up[key] = 0
+            net.log(now, f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
+                         f"< xON {net.cfg.switch.pfc_xon_bytes / 1e3:.0f} KB: PFC resume (quanta 0) sent", "pfc")
+
+    def _refresh(self, arg) -> None:
+        key, gen = arg
+        if self.paused_up.get(key) == gen:
+            self._send_pfc(key >> 3, key & 7, self.net.cfg.switch.pfc_quanta, self.ingress.get(key, 0), True)
