@@ -49,7 +49,7 @@ class Comm:
         work = dist.all_reduce(t, group=self.pg(group), async_op=async_op)
         if async_op:
             if ev is not None:
-                ev.async_op = True
+                ev["async_op"] = True
             return TracedWork(work, self.tracer, ev)
         self.tracer.end(ev)
         return t

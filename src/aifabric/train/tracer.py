@@ -19,29 +19,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 TRACE_FILE = "trace.jsonl"
 OPS = ("all-reduce", "all-gather", "broadcast", "send", "recv")
-
-
-@dataclass
-class CommEvent:
-    rank: int
-    seq: int
-    op: str
-    group: tuple[int, ...]
-    dtype: str
-    elements: int
-    bytes: int
-    tag: str
-    step: int
-    start_s: float
-    end_s: float = 0.0
-    async_op: bool = False  # launched without waiting (a gradient bucket during backward)
-    kind: str = "comm"
 
 
 @dataclass
@@ -58,22 +41,21 @@ class Tracer:
     progress: Any = None  # shared array [ops entered, step] per rank, set by the launcher
 
     def begin(self, op: str, group: tuple[int, ...], dtype: str, elements: int, size_bytes: int,
-              tag: str) -> CommEvent | None:
+              tag: str) -> dict[str, Any] | None:
         self.seq += 1
         if self.progress is not None:
             self.progress[2 * self.rank] = self.seq
         if not self.enabled:
             return None
-        return CommEvent(self.rank, self.seq, op, tuple(group), dtype, elements, size_bytes, tag, self.step,
-                         time.time())
+        return {"rank": self.rank, "seq": self.seq, "op": op, "group": list(group), "dtype": dtype,
+                "elements": elements, "bytes": size_bytes, "tag": tag, "step": self.step,
+                "start_s": time.time(), "end_s": 0.0, "async_op": False, "kind": "comm"}
 
-    def end(self, ev: CommEvent | None) -> None:
+    def end(self, ev: dict[str, Any] | None) -> None:
         if ev is None:
             return
-        ev.end_s = time.time()
-        d = asdict(ev)
-        d["group"] = list(ev.group)
-        self.events.append(d)
+        ev["end_s"] = time.time()
+        self.events.append(ev)
 
     def set_step(self, step: int) -> None:
         self.step = step
@@ -125,13 +107,22 @@ def read_trace(path: str | Path) -> Trace:
 
     path = Path(path)
     if path.is_dir():
+        rank_files = sorted(path.glob("trace-rank*.jsonl"))
+        if not (path / TRACE_FILE).exists() and rank_files:  # straight from torchrun: one file per rank
+            return _read_lines(path, [(f, line) for f in rank_files for line in f.read_text("utf-8").splitlines()])
         path = path / TRACE_FILE
     if not path.exists():
         raise InputError(f"{path}: no such trace file")
+    return _read_lines(path, [(path, line) for line in path.read_text(encoding="utf-8").splitlines()])
+
+
+def _read_lines(where: Path, lines: list[tuple[Path, str]]) -> Trace:
+    from ..errors import InputError
+
     meta: dict[int, dict[str, Any]] = {}
     comms: dict[int, list[dict[str, Any]]] = {}
     steps: dict[int, list[dict[str, Any]]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, (path, line) in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -148,7 +139,7 @@ def read_trace(path: str | Path) -> Trace:
         elif kind == "step":
             steps.setdefault(rank, []).append(rec)
     if not meta and not comms:
-        raise InputError(f"{path}: empty trace")
+        raise InputError(f"{where}: empty trace")
     for lst in comms.values():
         lst.sort(key=lambda e: e["seq"])
     return Trace(meta, comms, steps)
