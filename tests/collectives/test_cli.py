@@ -1,0 +1,76 @@
+"""`aifabric collective ...`: explain tables for every operation and algorithm, the nccl-tests sweep,
+and bad flags exiting 2 with the flag named."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.cli.collective_cmd import OP_NAMES, parse_size
+from aifabric.collectives import ALGORITHMS
+
+CASES = [(name, alg) for name, op in OP_NAMES.items() for alg in ALGORITHMS[op]]
+
+
+@pytest.mark.parametrize("name,algorithm", CASES)
+def test_explain_every_operation_and_algorithm(name, algorithm, capsys):
+    assert run_app(app, ["collective", name, "--ranks", "6", "--gpus-per-server", "2", "--elements", "24",
+                         "--algorithm", algorithm, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "step 1" in out and "sender" in out
+
+
+def test_seeds_ring_explain_keeps_its_story(capsys):
+    assert run_app(app, ["collective", "allreduce", "--ranks", "4", "--elements", "1024", "--explain"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "3 ReduceScatter + 3 AllGather = 6 steps" in out
+    assert "ReduceScatter done: rank 0 holds B, rank 1 holds C, rank 2 holds D, rank 3 holds A" in out
+    assert "divide by 4" in out
+
+
+def test_broadcast_explain_shows_nvlink_inside_and_qps_across(capsys):
+    assert run_app(app, ["collective", "broadcast", "--ranks", "8", "--gpus-per-server", "4", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("tree Broadcast")
+    assert "rail 0 (RDMA QP)" in out and "NVLink (no QP)" in out
+    assert "spine" not in out
+
+
+def test_bench_prints_the_nccl_tests_columns(capsys):
+    assert run_app(app, ["collective", "bench", "--op", "allreduce", "--ranks", "16", "-b", "8", "-e", "1M",
+                         "-f", "32"]) == 0
+    out = capsys.readouterr().out
+    for col in ("size (B)", "count", "type", "redop", "time (us)", "algbw", "busbw"):
+        assert col in out
+    rows = [line for line in out.splitlines() if re.match(r"^│\s+\d+ ", line)]
+    assert [int(r.split("│")[1]) for r in rows] == [8, 256, 8192, 262144]
+
+
+@pytest.mark.parametrize("engine", ["analytic", "flow"])
+def test_bench_on_the_engines(engine, capsys):
+    assert run_app(app, ["collective", "bench", "--op", "allgather", "--ranks", "8", "--gpus-per-server", "4",
+                         "-b", "1M", "-e", "1M", "--engine", engine, "--algorithm", "ring"]) == 0
+    assert "AllGather" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["collective", "bench", "--op", "allsum"], "--op"),
+    (["collective", "bench", "--max-bytes", "lots"], "--max-bytes"),
+    (["collective", "bench", "--algorithm", "tree", "--op", "allgather"], "--algorithm"),
+    (["collective", "bench", "--engine", "packet"], "--engine"),
+    (["collective", "allreduce", "--ranks", "0"], "--ranks"),
+    (["collective", "allreduce", "--ranks", "64", "--explain"], "--ranks"),
+    (["collective", "allreduce", "--ranks", "6", "--gpus-per-server", "4", "--algorithm", "hierarchical"],
+     "--algorithm"),
+    (["collective", "broadcast", "--root", "9"], "--root"),
+])
+def test_bad_flags_exit_2_naming_the_flag(argv, field, capsys):
+    assert run_app(app, argv) == 2
+    assert field in capsys.readouterr().err
+
+
+def test_sizes_are_nccl_tests_sizes():
+    assert [parse_size(s, "x") for s in ("8", "64K", "1M", "8G")] == [8, 65536, 1 << 20, 8 << 30]
