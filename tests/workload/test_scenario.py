@@ -124,3 +124,13 @@ def test_llm_training_simulates_end_to_end():
     r = run.results
     assert r.complete and r.iteration_time_s > r.compute_time_s > 0
     assert r.scale_up_bytes > 0 and r.scale_out_bytes > 0
+    # the bytes the engine moved, per dimension and network, are those the workload summary predicts
+    from aifabric.analysis import bytes_by_dimension, flows
+    from aifabric.workload.traffic import traffic_summary
+
+    moved = bytes_by_dimension(flows(run.graph, run.fabric, run.timeline))
+    predicted = traffic_summary(run.workload, run.fabric.gpus_per_server)
+    assert set(moved) == {"tp", "pp", "dp"}
+    for dim, m in moved.items():
+        assert m["scale_up_bytes"] == pytest.approx(predicted[dim].scale_up_bytes, rel=1e-6)
+        assert m["scale_out_bytes"] == pytest.approx(predicted[dim].scale_out_bytes, rel=1e-6)

@@ -64,12 +64,14 @@ def lower(workload: Workload, fabric: Fabric, router: Router) -> TaskGraph:
                     if not _ready(workload, cursor, op):
                         break
                     if op.blocking:
-                        lower_collective(g, op, fabric, router, done)
+                        ci = lower_collective(g, op, fabric, router, done)
                     else:
                         side = {m: done[m] + streams[m].get(op.stream, []) for m in op.group}
-                        lower_collective(g, op, fabric, router, side)  # type: ignore[arg-type]
+                        ci = lower_collective(g, op, fabric, router, side)  # type: ignore[arg-type]
                         for m in op.group:
                             streams[m][op.stream] = side[m]
+                    if op.dim and not g.collectives[ci].dim:
+                        g.collectives[ci].dim = op.dim
                     for m in op.group:
                         if m != r:
                             cursor[m] += 1
