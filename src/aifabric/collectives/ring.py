@@ -37,13 +37,15 @@ def _ring_block(mb: MoveBuilder, rings: np.ndarray, phase: str, first_step: int)
     c, n = rings.shape
     if n < 2:
         return
-    s = np.arange(n - 1, dtype=np.int32).reshape(-1, 1, 1)
+    s = np.arange(n - 1).reshape(-1, 1, 1)
     ch = np.arange(c, dtype=np.int32).reshape(1, -1, 1)
-    i = np.arange(n, dtype=np.int32).reshape(1, 1, -1)
-    chunk = (i if phase == RS else i + 1) - s  # mod n without a division: -(n-2) .. n
-    chunk += np.int32(n) * (chunk < 0)
-    chunk -= np.int32(n) * (chunk >= n)
-    chunk = chunk + ch * np.int32(n) if c > 1 else chunk
+    # chunk (i - s) mod n (RS) or (i + 1 - s) mod n (AG) without a division: row k of the sliding
+    # window over [0..n-1, 0..n-1] is (k + i) mod n
+    window = np.lib.stride_tricks.sliding_window_view(np.tile(np.arange(n, dtype=np.int32), 2), n)
+    k = (-np.arange(n - 1) + (0 if phase == RS else 1)) % n
+    chunk = window[k][:, None, :]
+    if c > 1:
+        chunk = chunk + ch * np.int32(n)
     src = rings.astype(np.int32)[None, :, :]
     dst = np.roll(rings, -1, axis=1).astype(np.int32)[None, :, :]
     mb.add(first_step + s, src, dst, chunk, MODE_REDUCE if phase == RS else MODE_COPY, phase, channel=ch)
