@@ -81,6 +81,15 @@ def test_pipeline_first_stage_holds_p_micro_batches_with_1f1b():
     assert one_f.params == pytest.approx(174.6e9 / 64 + 50257 * 12288 / 8, rel=0.02)
 
 
+@pytest.mark.parametrize("p,v", [(8, 2), (4, 3), (16, 2)])
+def test_interleaving_costs_1_plus_p_minus_1_over_pv_activations(p, v):
+    kw = dict(tp=8, pp=p, dp=1, global_batch_size=4 * p, seq_len=2048, sequence_parallel=True, recompute="selective")
+    model = MODELS["llama2-70b"] if 80 % (p * v) == 0 else MODELS["gpt3-175b"]
+    plain = memory_per_gpu(model, Plan(schedule="1f1b", **kw), stage=0).activations_bytes
+    inter = memory_per_gpu(model, Plan(schedule="interleaved", chunks=v, **kw), stage=0).activations_bytes
+    assert inter / plain == pytest.approx(1 + (p - 1) / (p * v), rel=0.01)
+
+
 def test_figure_13_3_gpus_needed_for_the_weights():
     # network.md 6.2: 2 bytes per parameter, 80 GB GPUs: 8B -> 1, 70B -> 2, 405B -> 11. The book says
     # "at least 10 GPUs" for 405B, but 10 x 80 GB = 800 GB < 810 GB.

@@ -130,24 +130,29 @@ def layer_activation_bytes_per_token(model: Transformer, plan: Plan, moe_layer: 
 
 
 def in_flight_micro_batches(plan: Plan, stage: int) -> float:
+    """Micro-batches whose activations a stage holds at its peak (interleaved: chunk passes, each of one
+    chunk's layers: the warm-up of Megatron's schedule plus one, (p - s - 1) x 2 + (v - 1) x p + 1)."""
     m, p = plan.micro_batches, plan.pp
-    if plan.schedule == "gpipe" or p == 1:
-        return m if p > 1 else 1
-    base = min(p - stage, m)
+    if p == 1:
+        return 1
+    if plan.schedule == "gpipe":
+        return m
     if plan.schedule == "interleaved":
-        return base * (1 + (p - 1) / (p * plan.chunks))
-    return base
+        v = plan.chunks
+        return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
+    return min(p - stage, m)
 
 
 def activation_bytes(model: Transformer, plan: Plan, stage: int) -> float:
     tokens = plan.micro_batch_size * plan.seq_len / plan.cp
     per_mb = sum(layer_activation_bytes_per_token(model, plan, is_moe_layer(model, layer))
                  for layer in stage_layers(model, plan, stage)) * tokens
-    per_mb /= plan.chunks if plan.schedule == "interleaved" else 1  # one chunk's layers per virtual micro-batch
-    total = per_mb * in_flight_micro_batches(plan, stage)
+    chunks = plan.chunks if plan.schedule == "interleaved" else 1
+    in_flight = in_flight_micro_batches(plan, stage)
+    total = per_mb / chunks * in_flight  # interleaved: one chunk's layers per pass in flight
     t_sp = plan.tp if plan.sequence_parallel else 1
     if stage == 0:  # embedding dropout mask, one per micro-batch in flight
-        total += tokens * model.hidden / t_sp * in_flight_micro_batches(plan, stage)
+        total += tokens * model.hidden / t_sp * in_flight / chunks
     if stage == plan.pp - 1:  # final norm, output projection input and the fp32 logits for the loss
         total += 4 * tokens * model.hidden / plan.tp * (1 + model.vocab / model.hidden)
     return total
