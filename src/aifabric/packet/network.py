@@ -10,8 +10,6 @@ NVSwitch. ACKs, NAKs and CNPs travel back over the reverse links of the forward 
 from __future__ import annotations
 
 import zlib
-from collections import deque
-
 import numpy as np
 
 from ..fabric.ecmp import roce_udp_source_port, switch_seed
@@ -22,6 +20,7 @@ from .port import Port
 from .sim import Sim
 from .stats import PacketStats
 from .switch import Switch
+from .topo import next_hops, switch_distances
 
 LOG_LIMIT = 4000
 
@@ -71,7 +70,7 @@ class Network:
             back = parallel.get((b, a), [])
             for j, li in enumerate(lis):
                 self.reverse[li] = back[j] if j < len(back) else -1
-        self._dist: dict[int, dict[int, int]] = {}
+        self._dist: dict[int, dict[str, int]] = {}
 
     # -- helpers used by devices --------------------------------------------------------------------
     def uniform(self) -> float:
@@ -92,21 +91,8 @@ class Network:
         """Out-links of switch `sw` on shortest switch paths to switch `target` (the ECMP group)."""
         dist = self._dist.get(target)
         if dist is None:
-            f = self.fabric
-            dist = {target: 0}
-            queue = deque([target])
-            ids = list(f.nodes)
-            while queue:
-                u = queue.popleft()
-                for li in f.out_links[ids[u]]:
-                    v = self.node_index[f.links[li].dst]
-                    if isinstance(self.devices[v], Switch) and v not in dist:
-                        dist[v] = dist[u] + 1
-                        queue.append(v)
-            self._dist[target] = dist
-        here = dist[sw]
-        return [li for li in self.fabric.out_links[self.devices[sw].id]
-                if dist.get(self.node_index[self.fabric.links[li].dst], -1) == here - 1]
+            dist = self._dist[target] = switch_distances(self.fabric, self.devices[target].id)
+        return next_hops(self.fabric, self.devices[sw].id, dist)
 
     def log(self, t: float, text: str, category: str = "") -> None:
         if self.cfg.explain:
@@ -162,11 +148,12 @@ class Network:
         h = zlib.crc32(repr(key).encode())
         return Path(links, next_at, last_sw, dst, h, key, spray)
 
-    def add_transfer(self, route: tuple[int, ...], size_bytes: float, on_done, name: str = "",
-                     qpn: int | None = None, sport: int | None = None):
+    def add_transfer(self, route: tuple[int, ...], size_bytes: float, on_done=None, name: str = "",
+                     qpn: int | None = None, sport: int | None = None, dscp: int | None = None):
         """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them)."""
         f = self.fabric
         fid = len(self.flows)
+        on_done = on_done or (lambda flow: None)
         core = [li for li in route if f.links[li].tier != TIER_PCIE]
         touches_switch = any(f.is_switch(f.links[li].dst) for li in core)
         if not touches_switch:
@@ -187,13 +174,18 @@ class Network:
         pcie = [f.links[li].capacity_bytes_per_s * 8 for li in route if f.links[li].tier == TIER_PCIE]
         if pcie:
             line = min(line, min(pcie))
-        flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done)
+        flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done,
+                      dscp)
         self.flows.append(flow)
         src.source(core[0]).add(flow)
         return flow
 
     def at(self, t: float, fn, arg=None) -> None:
         self.sim.at(t, fn, arg)
+
+    def start_at(self, t: float, route: tuple[int, ...], size_bytes: float, **kw) -> None:
+        """`add_transfer` at simulated time t."""
+        self.sim.at(t, lambda _: self.add_transfer(route, size_bytes, **kw))
 
     def run(self, until: float | None = None) -> PacketStats:
         until = self.cfg.until_s if until is None else until

@@ -63,26 +63,26 @@ class Source:
         if flow in self.active:
             self.active.remove(flow)
 
-    def pull(self, now: float):
+    def pull(self, now: float, paused: list[float]):
         act = self.active
         n = len(act)
         for i in range(n):
             j = (self.rr + i) % n
             f = act[j]
-            if f.next_t <= now and f.has_data():
+            if f.next_t <= now and paused[f.prio] <= now and f.has_data():
                 self.rr = j + 1
                 return f.next_packet(now)
         return None
 
-    def next_ready(self) -> float:
+    def next_ready(self, paused: list[float]) -> float:
+        """When some flow may send next: its rate limiter allows and its priority is not paused."""
         t = inf
         for f in self.active:
-            if f.has_data() and f.next_t < t:
-                t = f.next_t
+            if f.has_data():
+                ready = max(f.next_t, paused[f.prio])
+                if ready < t:
+                    t = ready
         return t
-
-    def has_data(self) -> bool:
-        return any(f.has_data() for f in self.active)
 
 
 class Host:
@@ -146,6 +146,7 @@ class ChunkFlow:
         self.start_t = net.sim.now
         self.done_t: float | None = None
         self.traced = False
+        self.prio = 0
 
     def has_data(self) -> bool:
         return self.snd_nxt < self.n
@@ -166,7 +167,7 @@ class ChunkFlow:
 
 class QpFlow:
     def __init__(self, net, fid: int, name: str, src: Host, dst: Host, size_bytes: float, path: Path, rpath: Path,
-                 line_bps: float, qpn: int, sport: int, on_done):
+                 line_bps: float, qpn: int, sport: int, on_done, dscp: int | None = None):
         self.net = net
         cfg = net.cfg
         self.id, self.name, self.src, self.dst = fid, name, src, dst
@@ -181,6 +182,9 @@ class QpFlow:
         self.line_bps = line_bps
         self.on_done = on_done
         self.traced = fid in cfg.trace_flows
+        self.dscp = cfg.nic.data_dscp if dscp is None else dscp
+        self.prio = dict(cfg.switch.dscp_to_queue).get(self.dscp, 0)
+        self.ecn_capable = True
         now = net.sim.now
         self.start_t = now
         self.done_t: float | None = None
@@ -233,7 +237,7 @@ class QpFlow:
         else:
             op, reth = (OP_WRITE_LAST if psn == n - 1 else OP_WRITE_MIDDLE), False
         size = payload + ROCE_HEADER_BYTES + (RETH_BYTES if reth else 0)
-        pkt = Pkt(DATA, self, psn, size, payload, self.net.data_dscp, 3, ECN_ECT0, op, self.path,
+        pkt = Pkt(DATA, self, psn, size, payload, self.dscp, self.prio, ECN_ECT0, op, self.path,
                   (self.sport + psn) if self.uet else self.sport, now)
         if psn < self.max_sent:
             self.retx += 1
@@ -282,6 +286,8 @@ class QpFlow:
 
     def rx_ack(self, pkt: Pkt) -> None:
         now = self.net.sim.now
+        if self.traced:
+            self.net.capture(pkt, self.src)
         psn = pkt.psn
         if psn > self.snd_una:
             self.snd_una = psn
@@ -401,4 +407,4 @@ class QpFlow:
     def _ack(self, now: float, kind: int) -> None:
         self.last_ack_psn = self.epsn
         self.last_ack_t = now
-        self.dst.send(Pkt(kind, self, self.epsn, ACK_BYTES, 0, self.net.data_dscp, 3, 0, OP_ACK, self.rpath))
+        self.dst.send(Pkt(kind, self, self.epsn, ACK_BYTES, 0, self.dscp, self.prio, 0, OP_ACK, self.rpath))

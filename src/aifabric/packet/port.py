@@ -13,6 +13,7 @@ forwarding latency (cut into one event).
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappush
 from math import inf
 
 from .headers import pfc_pause_s
@@ -22,11 +23,16 @@ from .sim import Pkt
 class Port:
     __slots__ = ("net", "link", "name", "owner", "peer", "s_per_byte", "bps", "delay", "latency_s", "queues",
                  "qbytes", "backlog", "busy_until", "wake_t", "paused_until", "pause_start", "paused_total",
-                 "ignore_pause_until", "source", "source_prio", "strict", "weighted", "quantum", "deficit", "rr",
-                 "tx_bytes", "tx_packets", "sample_t", "depth_series", "max_depth", "pfc_rx", "is_switch_port")
+                 "ignore_pause_until", "source", "strict", "weighted", "quantum", "deficit", "rr",
+                 "tx_bytes", "tx_packets", "sample_t", "depth_series", "max_depth", "pfc_rx", "is_switch_port", "sim",
+                 "sample_s", "peer_receive", "_wake_cb")
 
     def __init__(self, net, link, owner, peer, strict: tuple[int, ...], weights: tuple[int, ...], mtu_bytes: int):
         self.net = net
+        self.sim = net.sim
+        self.sample_s = net.depth_sample_s
+        self.peer_receive = peer.receive
+        self._wake_cb = self._wake
         self.link = link.index
         self.name = link.id
         self.owner = owner
@@ -45,7 +51,6 @@ class Port:
         self.paused_total = [0.0] * 8
         self.ignore_pause_until = [0.0] * 8
         self.source = None
-        self.source_prio = 3
         self.strict = sorted(strict, reverse=True)
         self.weighted = [q for q in range(8) if q not in strict]
         self.quantum = [w * mtu_bytes // 10 for w in weights]  # 50 % -> 5 MTUs per round
@@ -62,17 +67,21 @@ class Port:
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, pkt: Pkt, q: int) -> None:
         self.queues[q].append(pkt)
-        d = self.qbytes[q] + pkt.size
+        size = pkt.size
+        d = self.qbytes[q] + size
         self.qbytes[q] = d
-        self.backlog += pkt.size
+        self.backlog += size
         if self.is_switch_port:
             if d > self.max_depth[q]:
                 self.max_depth[q] = d
-            now = self.net.sim.now
-            if now - self.sample_t[q] >= self.net.depth_sample_s:
+            now = self.sim.now
+            if now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now
                 self.depth_series[q].append((now, d))
-        self.kick()
+        if self.busy_until <= self.sim.now:
+            self.kick()
+        elif self.wake_t > self.busy_until or self.wake_t <= self.sim.now:
+            self.wake_at(self.busy_until)
 
     def _dequeue(self, q: int) -> Pkt:
         pkt = self.queues[q].popleft()
@@ -80,71 +89,91 @@ class Port:
         self.qbytes[q] = d
         self.backlog -= pkt.size
         if self.is_switch_port:
-            now = self.net.sim.now
-            if now - self.sample_t[q] >= self.net.depth_sample_s or d == 0:
+            now = self.sim.now
+            if d == 0 or now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now
                 self.depth_series[q].append((now, d))
             self.owner.released(pkt)
         return pkt
 
     def _pick(self, now: float) -> Pkt | None:
+        """The next packet from the queues: strict priority, then DWRR on bandwidth-remaining weights."""
         queues, paused = self.queues, self.paused_until
         for q in self.strict:
             if queues[q] and paused[q] <= now:
                 return self._dequeue(q)
-        active = [q for q in self.weighted if queues[q] and paused[q] <= now]
-        if active:
-            if len(active) == 1:
-                return self._dequeue(active[0])
-            quantum, deficit, order = self.quantum, self.deficit, self.weighted
-            if not any(quantum[q] for q in active):
-                return self._dequeue(active[0])
-            served = [q for q in active if quantum[q]]
-            for _ in range(64 * len(order)):
-                q = order[self.rr]
-                if q in served:
-                    size = queues[q][0].size
-                    if deficit[q] >= size:
-                        deficit[q] -= size
-                        return self._dequeue(q)
-                    deficit[q] += quantum[q]
+        first = -1
+        several = False
+        for q in self.weighted:
+            if queues[q] and paused[q] <= now:
+                if first < 0:
+                    first = q
                 else:
-                    deficit[q] = 0
-                self.rr = (self.rr + 1) % len(order)
-            return self._dequeue(served[0])
-        if self.source is not None and paused[self.source_prio] <= now:
-            return self.source.pull(now)
-        return None
+                    several = True
+                    break
+        if first < 0:
+            return None
+        if not several:
+            return self._dequeue(first)
+        active = [q for q in self.weighted if queues[q] and paused[q] <= now]
+        quantum, deficit, order = self.quantum, self.deficit, self.weighted
+        served = [q for q in active if quantum[q]]
+        if not served:  # only 0 % queues have traffic: serve them in order
+            return self._dequeue(active[0])
+        for _ in range(64 * len(order)):
+            q = order[self.rr]
+            if q in served:
+                size = queues[q][0].size
+                if deficit[q] >= size:
+                    deficit[q] -= size
+                    return self._dequeue(q)
+                deficit[q] += quantum[q]
+            else:
+                deficit[q] = 0
+            self.rr = (self.rr + 1) % len(order)
+        return self._dequeue(served[0])
 
     # -- transmission ---------------------------------------------------------------------------
     def wake_at(self, t: float) -> None:
-        if t < self.wake_t or self.wake_t <= self.net.sim.now:
+        sim = self.sim
+        if t < self.wake_t or self.wake_t <= sim.now:
             self.wake_t = t
-            self.net.sim.at(t, self._wake)
+            sim.seq += 1
+            heappush(sim.heap, (t, sim.seq, self._wake_cb, None))
 
     def _wake(self, _=None) -> None:
-        if self.wake_t <= self.net.sim.now:
+        if self.wake_t <= self.sim.now:
             self.wake_t = inf
         self.kick()
 
     def kick(self) -> None:
-        net = self.net
-        now = net.sim.now
-        if self.busy_until > now:
-            self.wake_at(self.busy_until)
+        sim = self.sim
+        now = sim.now
+        busy = self.busy_until
+        if busy > now:
+            if busy < self.wake_t or self.wake_t <= now:
+                self.wake_at(busy)
             return
-        pkt = self._pick(now)
+        pkt = self._pick(now) if self.backlog else None
         if pkt is None:
-            self._wake_for_blocked(now)
-            return
-        end = now + pkt.size * self.s_per_byte
+            src = self.source
+            if src is not None:
+                pkt = src.pull(now, self.paused_until)
+            if pkt is None:
+                self._wake_for_blocked(now)
+                return
+        size = pkt.size
+        end = now + size * self.s_per_byte
         self.busy_until = end
-        self.tx_bytes += pkt.size
+        self.tx_bytes += size
         self.tx_packets += 1
         pkt.in_link = self.link
-        net.sim.at(end + self.delay, self.peer.receive, pkt)
+        sim.seq += 1
+        heappush(sim.heap, (end + self.delay, sim.seq, self.peer_receive, pkt))
         if self.backlog or self.source is not None:
-            self.wake_at(end)
+            self.wake_t = end
+            sim.seq += 1
+            heappush(sim.heap, (end, sim.seq, self._wake_cb, None))
 
     def _wake_for_blocked(self, now: float) -> None:
         """Nothing sendable now: wake when a pause expires or the source's rate limiter allows."""
@@ -153,11 +182,7 @@ class Port:
             if self.queues[q] and self.paused_until[q] > now:
                 t = min(t, self.paused_until[q])
         if self.source is not None:
-            if self.paused_until[self.source_prio] > now:
-                if self.source.has_data():
-                    t = min(t, self.paused_until[self.source_prio])
-            else:
-                t = min(t, self.source.next_ready())
+            t = min(t, self.source.next_ready(self.paused_until))
         if t < inf:
             self.wake_at(max(t, now))
 

@@ -57,12 +57,18 @@ class Switch:
         self.dscp_map = dict(c.dscp_to_queue)
         self.lb = net.cfg.lb.mode
         self.seed = net.switch_seed(node_id)
+        self.buffer_bytes = c.buffer_bytes
+        self.kmin, self.kmax, self.pmax = c.wred_min_bytes, c.wred_max_bytes, c.wred_pmax
+        self.drop_threshold = c.drop_threshold_bytes
+        self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
+        self.queue_limit = c.queue_limit_bytes
+        self.static_lb = self.lb == "ecmp"
 
     # -- forwarding -------------------------------------------------------------------------------
     def next_link(self, pkt: Pkt) -> int:
         path = pkt.path
         static = path.next_at.get(self.idx)
-        if self.idx == path.last_sw:
+        if self.idx == path.last_sw or (self.static_lb and static is not None and not path.spray):
             return static
         mode = "spray" if path.spray else self.lb
         if mode == "ecmp" and static is not None:
@@ -108,14 +114,13 @@ class Switch:
         pkt.prio = q
         port = self.ports[self.next_link(pkt)]
         size = pkt.size
-        c = net.cfg.switch
-        if self.buffer_used + size > c.buffer_bytes:
+        if self.buffer_used + size > self.buffer_bytes:
             net.drop(port, pkt, "buffer-full")
             return
         depth = port.qbytes[q]
-        if q in self.ecn_queues and pkt.kind == DATA:
-            u = net.uniform() if c.wred_min_bytes < depth <= c.wred_max_bytes else 1.0
-            act = wred_decision(depth, c.wred_min_bytes, c.wred_max_bytes, c.wred_pmax, c.drop_threshold_bytes, u)
+        if depth > self.kmin and pkt.kind == DATA and q in self.ecn_queues:
+            u = net.uniform() if depth <= self.kmax else 1.0
+            act = wred_decision(depth, self.kmin, self.kmax, self.pmax, self.drop_threshold, u)
             if act == DROP:
                 net.drop(port, pkt, "wred-drop-threshold")
                 return
@@ -127,21 +132,28 @@ class Switch:
                 elif q not in self.lossless:
                     net.drop(port, pkt, "wred")  # not ECN-capable: WRED drops instead of marking
                     return
+        elif self.drop_threshold is not None and depth > self.drop_threshold and q in self.ecn_queues:
+            net.drop(port, pkt, "wred-drop-threshold")
+            return
         if q in self.lossless:
             key = pkt.in_link * 8 + q
             level = self.ingress.get(key, 0) + size
-            if level > c.pfc_xoff_bytes + self._headroom(pkt.in_link):
-                net.drop(port, pkt, "pfc-headroom-overrun")
-                return
+            if level > self.xoff:
+                if level > self.xoff + self._headroom(pkt.in_link):
+                    net.drop(port, pkt, "pfc-headroom-overrun")
+                    return
+                if not self.paused_up.get(key):
+                    self.ingress[key] = level
+                    pkt.ikey = key
+                    self.buffer_used += size
+                    self._send_pfc(pkt.in_link, q, self.net.cfg.switch.pfc_quanta, level)
+                    port.enqueue(pkt, q)
+                    return
             self.ingress[key] = level
             pkt.ikey = key
-            if level > c.pfc_xoff_bytes and not self.paused_up.get(key):
-                self._send_pfc(pkt.in_link, q, c.pfc_quanta, level)
-        elif depth + size > c.queue_limit_bytes:
+        elif depth + size > self.queue_limit:
             net.drop(port, pkt, "queue-limit")
             return
-        else:
-            pkt.ikey = -1
         self.buffer_used += size
         port.enqueue(pkt, q)
 
@@ -153,7 +165,7 @@ class Switch:
             level = self.ingress[key] - pkt.size
             self.ingress[key] = level
             pkt.ikey = -1
-            if level < self.net.cfg.switch.pfc_xon_bytes and self.paused_up.get(key):
+            if level < self.xon and self.paused_up.get(key):
                 self._send_pfc(key >> 3, key & 7, 0, level)
 
     def _headroom(self, in_link: int) -> int:
