@@ -74,3 +74,10 @@ def test_bad_flags_exit_2_naming_the_flag(argv, field, capsys):
 
 def test_sizes_are_nccl_tests_sizes():
     assert [parse_size(s, "x") for s in ("8", "64K", "1M", "8G")] == [8, 65536, 1 << 20, 8 << 30]
+
+
+def test_bootstrap_command_prints_figure_14_2(capsys):
+    assert run_app(app, ["collective", "bootstrap"]) == 0
+    out = capsys.readouterr().out
+    assert "expects 7 connections" in out and "127.0.0.1:12345" in out and "192.168.10.101:12345" in out
+    assert run_app(app, ["collective", "bootstrap", "--master-addr", "node-a"]) == 2

@@ -295,3 +295,42 @@ def _factor_text(op: str) -> str:
 
 def model_time_s(op: str, algorithm: str, ranks: int, gpus_per_server: int, size_bytes: int, paths: Paths) -> float:
     return collective_time_s(op, algorithm, Shape.full(ranks, gpus_per_server), size_bytes, paths)
+
+
+@collective_app.command("bootstrap")
+def bootstrap(
+    nnodes: int = typer.Option(2, "--nnodes", help="nodes (torchrun --nnodes)"),
+    nproc_per_node: int = typer.Option(4, "--nproc-per-node", help="processes = GPUs per node"),
+    master_addr: str = typer.Option("192.168.10.101", "--master-addr", help="rank 0's frontend address"),
+    master_port: int = typer.Option(12345, "--master-port", help="rendezvous TCP port"),
+    network: str = typer.Option("frontend", "--network", help="frontend or management"),
+    seed: int = typer.Option(0, "--seed", help="seed of the unique ID"),
+) -> int:
+    """Communicator bootstrap (seeds Figures 14-2, 14-3): ranks, the TCP rendezvous, the unique ID."""
+    from ..collectives.bootstrap import Launch, processes, rendezvous
+
+    if network not in ("frontend", "management"):
+        raise InputError(Problem("--network", "one of frontend, management"))
+    launch = Launch(nnodes, nproc_per_node, master_addr, master_port)
+    if launch.world_size > 4096:
+        raise InputError(Problem("--nnodes", "at most 4096 processes in this table"))
+    ranks = Table(title=f"torchrun: global rank = node_rank × {nproc_per_node} + local_rank", title_justify="left")
+    for col in ("node", "address", "local rank", "computation", "global rank"):
+        ranks.add_column(col)
+    for p in processes(launch):
+        ranks.add_row(str(p.node_rank), p.host_addr, str(p.local_rank),
+                      f"{p.node_rank}*{nproc_per_node}+{p.local_rank}", str(p.rank))
+    console.print(ranks)
+    rv = rendezvous(launch, np.random.default_rng(seed), network=network)
+    console.print(f"rank 0 listens on {rv.listener[0]}:{rv.listener[1]} and expects {rv.expected_connections} "
+                  "connections")
+    events = Table(title="bootstrap messages", title_justify="left")
+    for col in ("t (us)", "message", "from", "to", "destination", "network", "bytes"):
+        events.add_column(col)
+    for e in rv.events:
+        events.add_row(f"{e.t_s * 1e6:.1f}", e.kind, f"rank {e.src_rank} ({e.src_addr})", f"rank {e.dst_rank}",
+                       f"{e.dst_addr}:{e.dst_port}", e.network, str(e.size_bytes))
+    console.print(events)
+    console.print(f"NCCL unique ID ({len(rv.unique_id)} bytes): {rv.unique_id[:16].hex()}…; every rank joins the "
+                  f"communicator with it; done after {rv.done_s * 1e6:.1f} µs")
+    return 0

@@ -33,6 +33,11 @@ TCP_HEADER_BYTES = 20 + 20 + 14  # TCP + IPv4 + Ethernet, no options
 FRONTEND, MANAGEMENT, LOOPBACK_NET = "frontend", "management", "loopback"
 
 
+def ephemeral_port(rank: int) -> int:
+    """The client side of rank's socket to the master (a stand-in for the OS's ephemeral port)."""
+    return 49152 + rank % 16384
+
+
 def global_rank(node_rank: int, nproc_per_node: int, local_rank: int) -> int:
     return node_rank * nproc_per_node + local_rank
 
@@ -129,7 +134,8 @@ def rendezvous(launch: Launch, rng: np.random.Generator, network: str = FRONTEND
         net, rtt = (LOOPBACK_NET, loopback_rtt_s) if local else (network, rtt_s)
         connections.append((p.rank, dst, launch.master_port))
         events += [BootstrapEvent(0.0, "syn", p.rank, 0, src, dst, launch.master_port, net, TCP_HEADER_BYTES),
-                   BootstrapEvent(rtt / 2, "syn-ack", 0, p.rank, dst, src, launch.master_port, net, TCP_HEADER_BYTES),
+                   BootstrapEvent(rtt / 2, "syn-ack", 0, p.rank, dst, src, ephemeral_port(p.rank), net,
+                                  TCP_HEADER_BYTES),
                    BootstrapEvent(rtt, "ack", p.rank, 0, src, dst, launch.master_port, net, TCP_HEADER_BYTES)]
         established = max(established, rtt)
     unique_id = rng.integers(0, 256, size=UNIQUE_ID_BYTES, dtype=np.uint8).tobytes()
@@ -140,7 +146,7 @@ def rendezvous(launch: Launch, rng: np.random.Generator, network: str = FRONTEND
         t += wire_s
         arrive = t + (loopback_rtt_s if local else rtt_s) / 2
         events.append(BootstrapEvent(arrive, "unique-id", 0, p.rank, LOOPBACK if local else launch.master_addr,
-                                     LOOPBACK if local else p.host_addr, launch.master_port,
+                                     LOOPBACK if local else p.host_addr, ephemeral_port(p.rank),
                                      LOOPBACK_NET if local else network, UNIQUE_ID_BYTES + TCP_HEADER_BYTES))
     return Rendezvous((launch.master_addr, launch.master_port), launch.world_size - 1, tuple(connections), unique_id,
                       tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))))
