@@ -22,6 +22,9 @@ def test_pipeline_book_example(capsys):
     assert utilizations(text) == [25, 50, 75, 100, 75, 75, 100, 75, 50, 25]
     assert "overall utilization 65.0%" in text
     assert "1a, 0b, 1b" in text  # the idle GPUs of step 1, named as in the book
+    # t2: "y2 0a→1a (NVLink); 1a out(y1)→0b (RoCEv2)"; t4: 1b computes E1 and propagates it to 0b
+    assert "y2 0a→1a NVLink; y1 1a→0b RDMA" in text
+    assert "E1 1b→0b" in text
 
 
 def test_pipeline_blog_example(capsys):

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError, Problem
-from ..workload.pipeline import SCHEDULES, bubble_fraction, step_table
+from ..workload.pipeline import SCHEDULES, bubble_fraction, step_table, step_transfers
 from .app import app
 from .console import make_console
 
@@ -23,6 +23,8 @@ def pipeline(
     chunks: int = typer.Option(2, "--chunks", "-v", help="model chunks per stage (interleaved only)"),
     backward_steps: int = typer.Option(1, "--backward-steps", help="time steps of a backward pass (gpipe, 1f1b, "
                                                                   "interleaved); a forward takes one"),
+    gpus_per_server: int = typer.Option(0, "--gpus-per-server", help="stages per server, for NVLink vs RDMA "
+                                                                     "(default: 2 for book/blog as in the seeds, else 8)"),
 ) -> int:
     """Per-time-step table: which stage runs which micro-batch forward (F) or backward (B), active and idle
     GPUs, utilization per step and overall (seeds Ch. 8: book 10 steps, blog 11 steps)."""
@@ -40,6 +42,8 @@ def pipeline(
     if schedule == "interleaved" and stages >= 1 and micro_batches % stages:
         problems.append(Problem("--micro-batches", f"the interleaved schedule needs a multiple of --stages "
                                                    f"({stages}), got {micro_batches}"))
+    if gpus_per_server < 0:
+        problems.append(Problem("--gpus-per-server", f"must be >= 1 (got {gpus_per_server})"))
     if stages > 64 or micro_batches > 256:
         problems.append(Problem("--stages", "the table is for reading: at most 64 stages and 256 micro-batches"))
     if problems:
@@ -54,12 +58,20 @@ def pipeline(
     t.add_column("step", justify="right")
     for n in names:
         t.add_column(n, justify="center")
+    t.add_column("transfers (y activations, E errors)")
     t.add_column("active", justify="right")
     t.add_column("idle")
     t.add_column("utilization", justify="right")
+    gps = gpus_per_server or (2 if schedule in GPU_NAMES else 8)
+
+    def hop(x) -> str:
+        net = "NVLink" if x.src_stage // gps == x.dst_stage // gps else "RDMA"
+        return f"{x.what}{x.micro_batch + 1} {names[x.src_stage]}→{names[x.dst_stage]} {net}"
+
     for i, row in enumerate(table.steps):
         idle = [names[s] for s in range(stages) if not row[s]]
-        t.add_row(str(i + 1), *[" ".join(r.label() for r in sorted(cell, key=lambda r: r.kind != "F")) or "·" for cell in row],
+        cells = [" ".join(r.label() for r in sorted(cell, key=lambda r: r.kind != "F")) or "·" for cell in row]
+        t.add_row(str(i + 1), *cells, "; ".join(hop(x) for x in step_transfers(table, i)) or "—",
                   str(len(table.active(i))), ", ".join(idle) or "none", f"{table.utilization(i):.0%}")
     console.print(t)
     console.print(f"overall utilization {table.overall_utilization:.1%} over {len(table.steps)} steps; "

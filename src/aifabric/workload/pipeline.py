@@ -155,3 +155,29 @@ def step_table(schedule: str, p: int, m: int, v: int = 1, backward_steps: int = 
         if t > 10 * (m * v * (1 + backward_steps) + p) + 10:
             raise RuntimeError("pipeline schedule did not finish (deadlock)")
     return StepTable(schedule, p, m, v, steps)
+
+
+@dataclass(frozen=True)
+class StageTransfer:
+    """What a pass hands on when it ends: activations y forward, errors E backward (seeds' notation)."""
+
+    what: str  # "y" (activations) or "E" (error / activation gradient)
+    micro_batch: int
+    src_stage: int
+    dst_stage: int
+
+
+def step_transfers(table: StepTable, t: int) -> list[StageTransfer]:
+    """Transfers sent at the end of step t: forward to the next virtual stage, backward to the previous."""
+    p, last = table.stages, table.stages * table.chunks - 1
+    out = []
+    for s, cell in enumerate(table.steps[t]):
+        for ref in cell:
+            vs = ref.chunk * p + s
+            if t + 1 < len(table.steps) and ref in table.steps[t + 1][s]:
+                continue  # a multi-step backward sends when it ends
+            if ref.kind == F and vs < last:
+                out.append(StageTransfer("y", ref.micro_batch, s, (vs + 1) % p))
+            elif ref.kind == B and vs > 0:
+                out.append(StageTransfer("E", ref.micro_batch, s, (vs - 1) % p))
+    return out
