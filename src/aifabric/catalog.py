@@ -101,3 +101,24 @@ Gen4 figure; Gen5 x16 carries about 64 GB/s in each direction."""
 
 def gpu(name: str) -> GpuSpec:
     return GPUS[name.upper()]
+
+
+# Inside an H100 server (seeds Ch. 13, Figure 13-1): each GPU's 18 NVLink-4 links go 5 + 4 + 4 + 5 to the
+# four NVSwitch chips of its baseboard; 900 GB/s per GPU over 18 links = 50 GB/s per link (both directions).
+H100_NVLINKS_PER_NVSWITCH_CHIP = (5, 4, 4, 5)
+NVL72_GPUS, NVL72_TRAYS, NVL72_NVSWITCH_CHIPS = 72, 18, 18  # GB200 NVL72: 18 compute trays x 4 GPUs, 9 x 2 chips
+
+
+def nvlink_bandwidth_per_link_gBps(name: str) -> float:
+    spec = gpu(name)
+    return spec.nvlink_bandwidth_gBps / spec.nvlink_links
+
+
+def min_gpus_for_weights(params: float, gpu_memory_gB: float, bytes_per_param: float = 2.0) -> int:
+    """GPUs needed just to hold the weights (seeds Figure 13-3: 2 bytes per parameter, FP16/BF16).
+
+    8B -> 16 GB -> 1 GPU of 80 GB; 70B -> 140 GB -> 2; 405B -> 810 GB -> 11 (the book says 10, but
+    10 x 80 GB = 800 GB < 810 GB: spec errata #1). Decimal GB, as the book uses.
+    """
+    need_gB = params * bytes_per_param / 1e9
+    return max(1, -(-round(need_gB * 1e6) // round(gpu_memory_gB * 1e6)))

@@ -18,9 +18,9 @@ Ranks follow torchrun: rank = server * gpus_per_server + local.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, Problem
-from ..scenario.fabric_spec import ClusterSpec, FabricSpec
 from ..units import gBps_to_bytes_per_s, gbps_to_bytes_per_s, ns_to_s
 from .addressing import AddressPlan
 from .design import Design, resolve
@@ -28,6 +28,9 @@ from .graph import (
     GPU, NIC, NVSWITCH, PCIE_SWITCH, RAIL, SPINE, SUPERSPINE, TIER_HOST, TIER_NVLINK, TIER_PCIE, TIER_SPINE,
     TIER_SUPERSPINE, Fabric, Node,
 )
+
+if TYPE_CHECKING:  # the scenario imports the fabric (checks); the fabric needs only its types
+    from ..scenario.fabric_spec import ClusterSpec, FabricSpec
 
 PLANE_NAMES = "ABCD"
 _NIC_ID = re.compile(r"^s(\d+)/nic(\d+)$")

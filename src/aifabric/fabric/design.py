@@ -12,10 +12,13 @@ to two *planes* of rail switches; a *pod* is segments + spines (two-tier, three-
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 
 from ..catalog import PCIE_X16_GBPS_PER_DIRECTION, gpu
-from ..scenario.fabric_spec import ClusterSpec, FabricSpec
+
+if TYPE_CHECKING:  # the scenario imports the fabric (checks); the fabric needs only its types
+    from ..scenario.fabric_spec import ClusterSpec, FabricSpec
 
 TOPOLOGIES_WITH_SPINES = frozenset({"rail-optimized", "multi-pod"})
 

@@ -160,3 +160,13 @@ class FabricSpec(Strict):
         except ValueError as exc:
             raise ValueError(f"not an IPv4 network: {exc}") from None
         return str(net)
+
+
+class HardwareSpec(Strict):
+    """A file with only the hardware (for `aifabric fabric ...`): a scenario without its workload."""
+
+    schema_version: int = Field(1, ge=1, le=1)
+    name: str = "fabric"
+    seed: int = Field(0, ge=0, description="seed of every random choice (QP numbers, ...)")
+    cluster: ClusterSpec
+    fabric: FabricSpec = FabricSpec()

@@ -1,0 +1,312 @@
+"""`aifabric fabric`: plan, polarization, draw, rail-map — the questions asked before buying switches.
+
+FILE is a scenario, or a file with only `cluster:` and `fabric:` sections.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from ..errors import InputError, Problem
+from ..fabric import Router, build
+from ..fabric.addressing import AddressPlan
+from ..fabric.cabling import HEADER, cabling_rows, rail_interface_blocks
+from ..fabric.design import Design
+from ..fabric.draw import fabric_svg
+from ..fabric.plan import TIER_NAMES, make_plan
+from ..fabric.polarization import PATTERNS, analyze
+from ..report.files import write_atomic, write_json
+from ..scenario.checks_fabric import check_fabric_spec
+from ..scenario.fabric_spec import HardwareSpec
+from ..scenario.load import load_scenario, problems_from_validation, read_yaml
+from .app import app
+from .console import make_console
+
+console = make_console()
+fabric_app = typer.Typer(help="Build, plan and draw a fabric: bill of materials, capacity, failure domains, "
+                              "cabling, addressing, ECMP polarization.", no_args_is_help=True)
+app.add_typer(fabric_app, name="fabric")
+
+ADDRESS_ROWS_SHOWN = 16
+HIST_FLOWS = 6
+
+
+def load_hardware(path: Path) -> HardwareSpec:
+    """A scenario (validated in full) or a hardware-only file (cluster + fabric)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file", str(path))
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a YAML file", str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}", str(path)) from None
+    data = read_yaml(text, str(path))
+    if isinstance(data, dict) and "workload" in data:
+        s = load_scenario(path)
+        return HardwareSpec(name=s.name, seed=s.seed, cluster=s.cluster, fabric=s.fabric)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping with cluster: and fabric: sections", str(path))
+    data = {k: v for k, v in data.items() if k != "engine"}
+    try:
+        hw = HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc), str(path)) from None
+    problems = check_fabric_spec(hw.cluster, hw.fabric)
+    if problems:
+        raise InputError(problems, str(path))
+    return hw
+
+
+def _tbps(gbps: float) -> str:
+    return f"{gbps / 1000:,.1f} Tb/s" if gbps >= 1000 else f"{gbps:,.0f} Gb/s"
+
+
+def _design_line(d: Design) -> str:
+    tiers = {"single-switch": "one switch", "rail-only": "rail-only (no spine, PXN over NVLink)",
+             "rail-optimized": "two-tier, three-stage Clos", "multi-pod": "three-tier, five-stage Clos",
+             "custom": "custom"}[d.topology]
+    nic = (f"{d.nics_per_server} shared NIC(s) behind a PCIe switch" if d.nic_layout == "shared"
+           else "a NIC per GPU") + (f", {d.nic_ports} ports each" if d.nic_ports > 1 else "")
+    return (f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs; {nic} at "
+            f"{d.host_speed_gbps:g} Gb/s; {tiers}")
+
+
+@fabric_app.command("plan")
+def plan_cmd(
+    file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
+    out: Path = typer.Option(None, "--out", "-o", help="write plan.json, bom.csv, cabling.csv, addressing.csv here"),
+) -> int:
+    """Bill of materials, capacity per tier (non-blocking or not), failure domains, cabling and addressing."""
+    hw = load_hardware(file)
+    f = build(hw.cluster, hw.fabric, hw.name)
+    d: Design = f.design  # type: ignore[assignment]
+    plan = make_plan(f)
+    console.print(f"[bold]{hw.name}[/]: {_design_line(d)}")
+
+    bom = Table(title="Bill of materials: switches", title_justify="left")
+    for col in ("tier", "switches", "radix", "ports used", "ports free", "busiest switch uses"):
+        bom.add_column(col, justify="left" if col == "tier" else "right")
+    for t in plan.bom.switch_tiers:
+        bom.add_row(TIER_NAMES[t.kind], f"{t.switches:,}", str(t.radix), f"{t.ports_used:,}", f"{t.ports_free:,}",
+                    f"{t.fullest_ports_used}")
+    console.print(bom)
+    cables = Table(title="Cables and optics", title_justify="left")
+    for col in ("tier", "speed", "cables", "transceivers"):
+        cables.add_column(col, justify="left" if col == "tier" else "right")
+    for c in plan.bom.cables:
+        cables.add_row(c.tier, f"{c.speed_gbps:g}G", f"{c.cables:,}", f"{c.transceivers:,}")
+    console.print(cables)
+    console.print(f"NICs: {plan.bom.nics:,} ({plan.bom.nic_ports:,} ports)")
+
+    cap = plan.capacity
+    tiers = Table(title="Capacity per tier (per direction)", title_justify="left")
+    for col in ("tier", "switches", "down / switch", "up / switch", "down total", "up total", "oversubscription"):
+        tiers.add_column(col, justify="left" if col == "tier" else "right")
+    for t in cap.tiers:
+        ratio = "top tier" if t.oversubscription is None else f"{t.oversubscription:.2f}:1"
+        tiers.add_row(TIER_NAMES[t.kind], f"{t.switches:,}", _tbps(t.down_gbps), _tbps(t.up_gbps) if t.up_gbps else "—",
+                      _tbps(t.total_down_gbps), _tbps(t.total_up_gbps) if t.total_up_gbps else "—", ratio)
+    console.print(tiers)
+    console.print(f"per GPU: {cap.per_gpu_scale_out_gbps:g} Gb/s scale-out (PCIe {cap.per_gpu_pcie_gbps:g} Gb/s; "
+                  f"bottleneck: {cap.bottleneck}); bisection {_tbps(cap.bisection_gbps)} of "
+                  f"{_tbps(cap.full_bisection_gbps)} for full bisection")
+    for note in cap.notes:
+        console.print(f"  note: {note}")
+    color = "green" if cap.non_blocking else "yellow"
+    console.print(f"[bold {color}]{cap.verdict}[/]")
+
+    fd = Table(title="Failure domains: losing one ...", title_justify="left")
+    for col in ("element", "example", "GPUs cut off", "GPUs partitioned", "GPUs degraded", "effect"):
+        fd.add_column(col, justify="right" if col.startswith("GPUs") else "left")
+    for x in plan.failures:
+        fd.add_row(x.element, x.example, f"{x.gpus_cut_off:,}", f"{x.gpus_partitioned:,}", f"{x.gpus_degraded:,}",
+                   x.effect)
+    console.print(fd)
+
+    if d.topology != "custom":
+        ap = AddressPlan.of(d, hw.fabric.address_block, hw.fabric.subnet_per, hw.fabric.vlan_base)
+        addr = Table(title=f"Addressing: a /{ap.subnet_prefix} per {'rail' if ap.per_rail else 'rail switch'} "
+                           f"per segment, aggregated per rail switch", title_justify="left")
+        for col in ("pod", "segment", "rails", "VLAN", "subnet", "gateway", "aggregate (BGP)"):
+            addr.add_column(col)
+        rows = list(ap.rows(limit=ADDRESS_ROWS_SHOWN))
+        for s, agg in rows:
+            pod, seg, _ = s.switch_group
+            addr.add_row(str(pod + 1), str(seg + 1), ", ".join(str(r + 1) for r in s.rails), str(s.vlan),
+                         str(s.network), str(s.gateway), str(agg))
+        console.print(addr)
+        total = ap.switch_groups * ap.subnets_per_switch
+        if total > len(rows):
+            console.print(f"  … {total - len(rows):,} more subnets (all in addressing.csv with --out)")
+        if d.leaf_host_ports and d.servers_per_segment > 0:
+            _print_rail_map(d)
+    if out is not None:
+        _write_plan_files(out, hw, f, plan, d)
+        console.print(f"wrote {out}/: plan.json, bom.csv, cabling.csv" + (", addressing.csv"
+                                                                         if d.topology != "custom" else ""))
+    return 0
+
+
+def _print_rail_map(d: Design) -> None:
+    hosts, rails = d.servers_per_segment, d.rails_per_switch * d.ports_per_nic_per_plane
+    if rails < 2:
+        return
+    try:
+        blocks = rail_interface_blocks(d.leaf_radix, hosts, rails)
+    except ValueError:
+        return
+    console.print(f"[italic]Rail -> interface blocks on a {d.leaf_radix}-port rail switch, {hosts} hosts "
+                  "(Figure 13-6 interleave, port_layout: interleaved)[/]")
+    t = Table()
+    t.add_column("rail")
+    t.add_column("interfaces")
+    for r, ports in blocks.items():
+        t.add_row(f"Rail-{r + 1}", ", ".join(map(str, ports)))
+    console.print(t)
+
+
+def _csv(header, rows) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "cabling.csv", _csv(HEADER, cabling_rows(f, hw.fabric.port_layout)))
+    bom_rows = [("switch", TIER_NAMES[t.kind], "", t.switches) for t in plan.bom.switch_tiers]
+    bom_rows += [("cable", c.tier, c.speed_gbps, c.cables) for c in plan.bom.cables]
+    bom_rows += [("transceiver", c.tier, c.speed_gbps, c.transceivers) for c in plan.bom.cables]
+    bom_rows += [("nic", "host", d.host_speed_gbps, plan.bom.nics)]
+    write_atomic(out / "bom.csv", _csv(("item", "tier", "speed_gbps", "count"), bom_rows))
+    if d.topology != "custom":
+        ap = AddressPlan.of(d, hw.fabric.address_block, hw.fabric.subnet_per, hw.fabric.vlan_base)
+        rows = [(s.switch_group[0] + 1, s.switch_group[1] + 1, " ".join(str(r + 1) for r in s.rails), s.vlan,
+                 s.network, s.gateway, agg) for s, agg in ap.rows()]
+        write_atomic(out / "addressing.csv", _csv(("pod", "segment", "rails", "vlan", "subnet", "gateway",
+                                                    "aggregate"), rows))
+    write_json(out / "plan.json", {"name": hw.name, "design": d.__dict__, **plan.to_dict()})
+
+
+@fabric_app.command("polarization")
+def polarization_cmd(
+    file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
+    pattern: str = typer.Option("permutation", "--pattern", "-p", help=" | ".join(PATTERNS)),
+    trials: int = typer.Option(100, "--trials", "-n", help="Monte Carlo trials (fresh QP source ports each)"),
+    seed: int = typer.Option(0, "--seed", help="seed of the trials"),
+    target: int = typer.Option(0, "--target", help="incast: the receiving rank"),
+) -> int:
+    """Load on uplinks under ECMP (identical and per-switch hash seeds) vs an ideal spread."""
+    problems = []
+    if pattern not in PATTERNS:
+        problems.append(Problem("--pattern", f"must be one of {', '.join(PATTERNS)} (got {pattern!r})"))
+    if trials < 1:
+        problems.append(Problem("--trials", f"must be >= 1 (got {trials})"))
+    if problems:
+        raise InputError(problems)
+    hw = load_hardware(file)
+    f = build(hw.cluster, hw.fabric, hw.name)
+    if not 0 <= target < f.world_size:
+        raise InputError(Problem("--target", f"must be a rank in 0..{f.world_size - 1} (got {target})"))
+    if pattern == "all-to-all" and f.world_size > 512:
+        raise InputError(Problem("--pattern", f"all-to-all over {f.world_size} ranks is "
+                                              f"{f.world_size * (f.world_size - 1):,} flows per trial: at most 512 ranks"))
+    fs = hw.fabric
+    pxn = True if fs.pxn or fs.topology == "rail-only" else None
+    variants = [("scenario's seeds" + (" (per switch)" if fs.per_switch_hash_seed else " (identical)"),
+                 fs.per_switch_hash_seed)]
+    variants.append(("per-switch seeds" if not fs.per_switch_hash_seed else "identical seeds",
+                     not fs.per_switch_hash_seed))
+    table = Table(title=f"{pattern}: offered load on uplinks, {trials} trials of random QP source ports",
+                  title_justify="left")
+    for col in ("policy", "busiest uplink (mean)", "p95", "worst", "mean uplink", "max/mean", "idle uplinks",
+                "overloaded uplinks"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    reports = []
+    for label, per_switch in variants:
+        router = Router(f, hash_seed=fs.ecmp_hash_seed, per_switch_seed=per_switch, seed=hw.seed, pxn=pxn)
+        report = analyze(router, pattern, trials, np.random.default_rng(seed), target=target)
+        reports.append((label, report))
+        st = report.ecmp
+        table.add_row(f"ECMP, {label}", _tbps(st.max_gbps), _tbps(st.max_p95_gbps), _tbps(st.worst_gbps),
+                      _tbps(st.mean_gbps), f"{st.imbalance:.2f}", f"{st.idle_fraction:.0%}",
+                      f"{st.overloaded_fraction:.0%}")
+    st = report.ideal
+    table.add_row("ideal spread (spraying)", _tbps(st.max_gbps), _tbps(st.max_p95_gbps), _tbps(st.worst_gbps),
+                  _tbps(st.mean_gbps), f"{st.imbalance:.2f}", f"{st.idle_fraction:.0%}", f"{st.overloaded_fraction:.0%}")
+    console.print(f"[bold]{hw.name}[/]: {report.flows:,} flows ({report.network_flows:,} through the network) at "
+                  f"{report.rate_gbps:g} Gb/s each, {report.uplinks:,} uplinks")
+    if report.uplinks == 0:
+        console.print("no uplinks in this fabric (no spine): nothing to polarize")
+        return 0
+    console.print(table)
+    hist = Table(title="Distribution: share of uplinks carrying k flows (ECMP, all trials)", title_justify="left")
+    hist.add_column("policy")
+    top = HIST_FLOWS
+    for k in range(top):
+        hist.add_column(str(k), justify="right")
+    hist.add_column(f"{top}+", justify="right")
+    for label, rep in reports:
+        counts = np.zeros(top + 1)
+        for load, n in rep.histogram_gbps:
+            counts[min(top, int(round(load / rep.rate_gbps)))] += n
+        share = counts / counts.sum()
+        hist.add_row(f"ECMP, {label}", *(f"{x:.1%}" for x in share))
+    console.print(hist)
+    return 0
+
+
+@fabric_app.command("draw")
+def draw_cmd(
+    file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
+    out: Path = typer.Option(Path("topology.svg"), "--out", "-o", help="SVG file to write"),
+) -> int:
+    """An SVG of the topology: servers, rails, spines, super-spines, link speeds (large fabrics collapsed)."""
+    hw = load_hardware(file)
+    if hw.fabric.topology == "custom":
+        svg = fabric_svg(build(hw.cluster, hw.fabric, hw.name), hw.name)
+    else:
+        from ..fabric.design import resolve
+
+        svg = fabric_svg(resolve(hw.cluster, hw.fabric), f"{hw.name}: {hw.fabric.topology}")
+    write_atomic(out, svg)
+    console.print(f"wrote {out}")
+    return 0
+
+
+@fabric_app.command("rail-map")
+def rail_map_cmd(
+    ports: int = typer.Option(48, "--ports", help="switch ports (Cisco Nexus 9348D-GX2A: 48)"),
+    hosts: int = typer.Option(4, "--hosts", help="servers on the switch"),
+    rails: int = typer.Option(8, "--rails", help="rails on the switch"),
+) -> int:
+    """Figure 13-6: which interfaces of a rail switch belong to which rail (uplinks in between)."""
+    problems = [Problem(f"--{n}", f"must be >= 1 (got {v})") for n, v in (("ports", ports), ("hosts", hosts),
+                                                                           ("rails", rails)) if v < 1]
+    if problems:
+        raise InputError(problems)
+    try:
+        blocks = rail_interface_blocks(ports, hosts, rails)
+    except ValueError as exc:
+        raise InputError(Problem("--ports", str(exc))) from None
+    t = Table(title=f"{ports}-port switch, {hosts} hosts x {rails} rails", title_justify="left")
+    t.add_column("rail")
+    t.add_column("interfaces")
+    for r, ifs in blocks.items():
+        t.add_row(f"Rail-{r + 1}", ", ".join(map(str, ifs)))
+    console.print(t)
+    used = {i for v in blocks.values() for i in v}
+    spare = [i for i in range(1, ports + 1) if i not in used]
+    console.print(f"spare (uplink) interfaces: {', '.join(map(str, spare)) or 'none'}")
+    return 0
+

@@ -1,0 +1,325 @@
+"""What to buy and what it gives: bill of materials, capacity per tier, failure domains.
+
+All three read the built `Fabric` graph (so custom topologies get them too), in one pass over its
+links. Capacities are per direction, in Gb/s. A switch's *down* capacity faces the servers, its *up*
+capacity the next tier; oversubscription = down / up (1 = non-blocking, seeds Figure 13-8: 32 x 100
+Gb/s down = 4 x 800 Gb/s up = 3.2 Tb/s).
+
+Bisection bandwidth here is the worst balanced cut of the GPUs: a cut that sends every flow through
+every switch tier (split by rails, segments and pods). It is min(host total, each tier's total
+uplink capacity) / 2; full bisection = host total / 2.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .graph import NIC, RAIL, SPINE, SUPERSPINE, SWITCH_KINDS, SWITCH_LEVEL, Fabric
+
+TIER_NAMES = {RAIL: "rail (leaf)", SPINE: "spine", SUPERSPINE: "super-spine"}
+SWITCH_ORDER = (RAIL, SPINE, SUPERSPINE)
+
+
+def _gbps(bytes_per_s: float) -> float:
+    return bytes_per_s * 8 / 1e9
+
+
+@dataclass(frozen=True)
+class SwitchTier:
+    kind: str
+    switches: int
+    radix: int  # the largest radix in the tier
+    ports_used: int
+    ports_free: int
+    fullest_ports_used: int  # the busiest switch of the tier
+
+
+@dataclass(frozen=True)
+class CableGroup:
+    tier: str
+    speed_gbps: float
+    cables: int
+
+    @property
+    def transceivers(self) -> int:
+        """Two optics per cable (one each end); DAC/AOC choice is left to the buyer."""
+        return 2 * self.cables
+
+
+@dataclass(frozen=True)
+class BillOfMaterials:
+    servers: int
+    gpus: int
+    nics: int
+    nic_ports: int
+    switch_tiers: list[SwitchTier]
+    cables: list[CableGroup]
+
+    @property
+    def switches(self) -> int:
+        return sum(t.switches for t in self.switch_tiers)
+
+
+@dataclass(frozen=True)
+class TierCapacity:
+    kind: str
+    switches: int
+    down_gbps: float  # per switch, the largest in the tier
+    up_gbps: float  # per switch, the smallest in the tier
+    total_down_gbps: float
+    total_up_gbps: float
+    oversubscription: float | None  # worst switch of the tier: down / up; None = top tier
+
+    @property
+    def non_blocking(self) -> bool:
+        return self.oversubscription is None or self.oversubscription <= 1 + 1e-9
+
+
+@dataclass(frozen=True)
+class Capacity:
+    tiers: list[TierCapacity]
+    host_total_gbps: float
+    per_gpu_scale_out_gbps: float  # NIC bandwidth a GPU gets with every GPU of its NIC busy
+    per_gpu_pcie_gbps: float
+    bottleneck: str  # inside the server: "NIC" or "PCIe"
+    bisection_gbps: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def full_bisection_gbps(self) -> float:
+        return self.host_total_gbps / 2
+
+    @property
+    def non_blocking(self) -> bool:
+        return all(t.non_blocking for t in self.tiers) and self.bisection_gbps >= self.full_bisection_gbps - 1e-6
+
+    @property
+    def verdict(self) -> str:
+        if self.non_blocking:
+            return "NON-BLOCKING: every tier carries its full down capacity up (1:1), full bisection"
+        worst = max((t for t in self.tiers if t.oversubscription), key=lambda t: t.oversubscription or 0,
+                    default=None)
+        ratio = f"{worst.oversubscription:.2f}:1 at the {TIER_NAMES[worst.kind]} tier" if worst else "no uplinks"
+        return (f"BLOCKING: oversubscribed {ratio}; bisection {self.bisection_gbps / 1e3:,.1f} Tb/s of "
+                f"{self.full_bisection_gbps / 1e3:,.1f} Tb/s")
+
+
+@dataclass(frozen=True)
+class FailureDomain:
+    element: str
+    example: str
+    gpus_cut_off: int  # lose every scale-out path
+    gpus_partitioned: int  # still attached, but cut off from some peers (a switch-graph partition)
+    gpus_degraded: int  # attached, with less bandwidth
+    capacity_left: float  # fraction of the affected GPUs' (or their switches') bandwidth left
+    effect: str
+
+
+@dataclass
+class _Scan:
+    """One pass over the links: per-switch down/up capacity, ports, cables by speed, GPUs behind NICs."""
+
+    down: dict[str, float]
+    up: dict[str, float]
+    ports: Counter
+    cables: Counter
+    nic_switches: dict[str, list[str]]
+    gpus_of_nic: Counter
+
+
+def _scan(f: Fabric) -> _Scan:
+    level = {n: SWITCH_LEVEL.get(node.kind, 0) for n, node in f.nodes.items()}
+    kind = {n: node.kind for n, node in f.nodes.items()}
+    down: dict[str, float] = defaultdict(float)
+    up: dict[str, float] = defaultdict(float)
+    ports: Counter = Counter()
+    cables: Counter = Counter()
+    nic_switches: dict[str, list[str]] = defaultdict(list)
+    for i, link in enumerate(f.links):
+        ls, ld = level[link.src], level[link.dst]
+        if not (ls or ld):
+            continue  # inside a server
+        gbps = _gbps(link.capacity_bytes_per_s)
+        if i % 2 == 0:  # a cable is links 2k (a->b) and 2k+1 (b->a): count it once
+            cables[link.tier, gbps] += 1
+        if not ls:
+            if kind[link.src] == NIC:
+                nic_switches[link.src].append(link.dst)
+            continue
+        ports[link.src] += 1
+        if ld < ls:
+            down[link.src] += gbps
+        elif ld > ls:
+            up[link.src] += gbps
+    gpus_of_nic: Counter = Counter(f.rank_nic(r) for r in range(f.world_size))
+    return _Scan(down, up, ports, cables, nic_switches, gpus_of_nic)
+
+
+def bill_of_materials(f: Fabric, scan: _Scan | None = None) -> BillOfMaterials:
+    scan = scan or _scan(f)
+    tiers = []
+    for kind in SWITCH_ORDER:
+        nodes = [n for n in f.nodes.values() if n.kind == kind]
+        if not nodes:
+            continue
+        used = [scan.ports[n.id] for n in nodes]
+        radix = [n.radix or 0 for n in nodes]
+        tiers.append(SwitchTier(kind, len(nodes), max(radix), sum(used),
+                                sum(max(0, r - u) for r, u in zip(radix, used, strict=True)), max(used)))
+    cables = [CableGroup(tier, speed, n) for (tier, speed), n in sorted(scan.cables.items(),
+                                                                       key=lambda kv: (kv[0][0] != "host", kv[0]))]
+    nics = len(scan.nic_switches)
+    nic_ports = sum(len(v) for v in scan.nic_switches.values())
+    servers = len({f.server_of(r) for r in range(f.world_size)})
+    return BillOfMaterials(servers, f.world_size, nics, nic_ports, tiers, cables)
+
+
+def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
+    scan = scan or _scan(f)
+    tiers = []
+    for kind in SWITCH_ORDER:
+        ids = [n for n, node in f.nodes.items() if node.kind == kind]
+        if not ids:
+            continue
+        downs = np.array([scan.down.get(n, 0.0) for n in ids])
+        ups = np.array([scan.up.get(n, 0.0) for n in ids])
+        has_up = ups.sum() > 0
+        ratio = float(np.max(np.where(ups > 0, downs / np.where(ups > 0, ups, 1), np.inf))) if has_up else None
+        tiers.append(TierCapacity(kind, len(ids), float(downs.max()), float(ups.min()), float(downs.sum()),
+                                  float(ups.sum()), ratio))
+    host_total = sum(t.total_down_gbps for t in tiers if t.kind == RAIL)
+    d = f.design
+    notes: list[str] = []
+    nic_gbps = pcie_gbps = 0.0
+    if d is not None:
+        gpus_per_nic = d.gpus_per_server / d.nics_per_server
+        nic_gbps = d.nic_ports * d.host_speed_gbps / gpus_per_nic
+        pcie_gbps = d.pcie_bandwidth_gBps * 8
+        if d.pcie_switch and d.nic_layout == "shared":
+            notes.append(f"{d.gpus_per_server} GPUs share {d.nics_per_server} NIC(s) behind a PCIe switch: "
+                         f"{nic_gbps:g} Gb/s per GPU when all are busy (Figure 13-1)")
+    cuts = [host_total] + [t.total_up_gbps for t in tiers if t.total_up_gbps > 0]
+    bisection = min(cuts) / 2
+    if d is not None and d.topology == "rail-only":
+        notes.append("rail-only: no spine; cross-rail traffic is relayed over NVLink to the GPU on the "
+                     "destination rail (PXN); bisection counted for rail-aligned traffic")
+    if d is not None and d.topology == "single-switch":
+        notes.append("single switch: non-blocking inside the switch, no redundancy (Figure 13-4)")
+    return Capacity(tiers, host_total, nic_gbps, pcie_gbps, "NIC" if nic_gbps <= pcie_gbps else "PCIe",
+                    bisection, notes)
+
+
+def _switch_components(f: Fabric, removed: str) -> dict[str, int]:
+    ids = [n for n, node in f.nodes.items() if node.kind in SWITCH_KINDS and n != removed]
+    index = {n: i for i, n in enumerate(ids)}
+    rows, cols = [], []
+    for link in f.links:
+        a, b = index.get(link.src), index.get(link.dst)
+        if a is not None and b is not None:
+            rows.append(a)
+            cols.append(b)
+    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), len(ids)))
+    _, labels = connected_components(graph, directed=False)
+    return {n: int(labels[i]) for n, i in index.items()}
+
+
+def _nic_gpus_on(scan: _Scan, switches: set[str]) -> tuple[int, int]:
+    """(GPUs whose NIC has every port on `switches`, GPUs whose NIC has some port there)."""
+    cut = part = 0
+    for nic, sws in scan.nic_switches.items():
+        on = sum(1 for s in sws if s in switches)
+        if on == len(sws):
+            cut += scan.gpus_of_nic[nic]
+        elif on:
+            part += scan.gpus_of_nic[nic]
+    return cut, part
+
+
+def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]:
+    """What losing one NIC, one host cable, one rail switch, one spine, one super-spine does."""
+    scan = scan or _scan(f)
+    out: list[FailureDomain] = []
+    if not f.world_size:
+        return out
+    nic = f.rank_nic(0)
+    n = scan.gpus_of_nic[nic]
+    out.append(FailureDomain("NIC", nic, n, 0, 0, 0.0,
+                             f"its {n} GPU(s) lose the backend: the job halts" if n else "none"))
+    ports = len(scan.nic_switches[nic])
+    if ports > 1:
+        out.append(FailureDomain("NIC port / host cable", f"{nic} port1", 0, 0, n, (ports - 1) / ports,
+                                 f"LAG keeps the GPU(s) attached at {(ports - 1) / ports:.0%} bandwidth"))
+    else:
+        out.append(FailureDomain("NIC port / host cable", f"{nic} port1", n, 0, 0, 0.0,
+                                 "single-homed: same as losing the NIC"))
+    for kind in SWITCH_ORDER:
+        node = next((x for x in f.nodes.values() if x.kind == kind), None)
+        if node is None:
+            continue
+        comps = _switch_components(f, node.id)
+        sizes = Counter(comps.values())
+        main = sizes.most_common(1)[0][0] if sizes else None
+        nic_comp_split = 0
+        cut, degraded = _nic_gpus_on(scan, {node.id}) if kind == RAIL else (0, 0)
+        # GPUs attached only to switches outside the main component, or split between components
+        for nic_id, sws in scan.nic_switches.items():
+            alive = [comps[s] for s in sws if s in comps]
+            if alive and all(c != main for c in alive):
+                nic_comp_split += scan.gpus_of_nic[nic_id]
+        partitioned = nic_comp_split if len(sizes) > 1 else 0
+        if len(sizes) > 1 and kind != RAIL and partitioned == 0:
+            partitioned = f.world_size  # every GPU loses the peers behind the other components
+        if kind == RAIL:
+            left = 0.5 if degraded else 0.0
+            if cut:
+                effect = f"{cut} GPUs cut off (its rail's GPUs): the job halts"
+            elif degraded:
+                effect = f"{degraded} dual-homed GPUs keep one path at half bandwidth"
+            else:
+                effect = "no GPU attached"
+            out.append(FailureDomain(TIER_NAMES[kind], node.id, cut, 0, degraded, left, effect))
+            continue
+        below = [f.links[li].dst for li in f.out_links[node.id] if f.level(f.links[li].dst) < f.level(node.id)]
+        lost = defaultdict(float)
+        for li in f.out_links[node.id]:
+            link = f.links[li]
+            if f.level(link.dst) < f.level(node.id):
+                lost[link.dst] += _gbps(link.capacity_bytes_per_s)
+        left = min((1 - lost[s] / scan.up[s]) for s in below if scan.up.get(s)) if below else 1.0
+        leafs = set(below) if kind == SPINE else {f.links[li].dst for s in below for li in f.out_links[s]
+                                                   if f.nodes[f.links[li].dst].kind == RAIL}
+        cut_l, part_l = _nic_gpus_on(scan, leafs)
+        degraded = cut_l + part_l
+        if partitioned:
+            effect = (f"switch graph splits in {len(sizes)}: {partitioned} GPUs lose reachability to some "
+                      f"peers (cross-rail / inter-pod traffic)")
+        else:
+            effect = f"{len(below)} {'rail' if kind == SPINE else 'spine'} switches keep {left:.0%} of their uplinks"
+        out.append(FailureDomain(TIER_NAMES[kind], node.id, 0, partitioned, degraded, left, effect))
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    bom: BillOfMaterials
+    capacity: Capacity
+    failures: list[FailureDomain]
+
+    def to_dict(self) -> dict:
+        cap = asdict(self.capacity)
+        cap.update(non_blocking=self.capacity.non_blocking, verdict=self.capacity.verdict,
+                   full_bisection_gbps=self.capacity.full_bisection_gbps)
+        bom = asdict(self.bom)
+        for c, obj in zip(bom["cables"], self.bom.cables, strict=True):
+            c["transceivers"] = obj.transceivers
+        return {"bom": bom, "capacity": cap, "failure_domains": [asdict(x) for x in self.failures]}
+
+
+def make_plan(f: Fabric) -> Plan:
+    scan = _scan(f)
+    return Plan(bill_of_materials(f, scan), capacity(f, scan), failure_domains(f, scan))
