@@ -14,24 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from aifabric.train.launcher import launch
+from aifabric.train.tracer import tracer_cost_s
 from aifabric.train.worker import TrainConfig
 
 
 def steady(run) -> list[float]:
     return run.step_times_s[1:]
-
-
-def tracer_cost_us(n: int = 100_000) -> float:
-    """The tracer's own cost per operation (begin + end), without any communication."""
-    import time
-
-    from aifabric.train.tracer import Tracer
-
-    t = Tracer(0)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        t.end(t.begin("all-reduce", (0, 1), "float32", 100, 400, "grad-bucket0"))
-    return (time.perf_counter() - t0) / n * 1e6
 
 
 def main() -> None:
@@ -41,7 +29,7 @@ def main() -> None:
     ap.add_argument("--plans", nargs="+", default=["fnn:2:1:1", "fnn:2:2:2", "gpt:1:2:2"],
                     help="model:dp:tp:pp")
     a = ap.parse_args()
-    print(f"tracer cost: {tracer_cost_us():.1f} µs per operation (begin + end, no communication)")
+    print(f"tracer cost: {tracer_cost_s(100_000) * 1e6:.1f} µs per operation (begin + end, no communication)")
     print(f"{'plan':<14}{'ops/step/rank':>14}{'untraced ms':>13}{'traced ms':>11}{'overhead':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for plan in a.plans:

@@ -88,3 +88,14 @@ def test_small_buckets_split_the_same_bytes(trained):
     assert max(buckets(small)) <= max(8 * 1024, 64 * 128 * 4)  # a parameter above the cap is alone
     # bucketing changes nothing in the result
     assert small.losses == pytest.approx(big.losses, abs=1e-6)
+
+
+def test_overhead_run_traces_every_other_step(trained):
+    from aifabric.train.summary import tracing_overhead
+
+    run, _ = trained("fnn", steps=5, dp=2, alternate_trace=True)
+    t = read_trace(run.trace_path)
+    assert {e["step"] for ev in t.comms.values() for e in ev if e["tag"] != "init/broadcast"} == {0, 2, 4}
+    ov = tracing_overhead(run)
+    assert ov["steps_each"] == 2 and ov["untraced_step_s"] > 0 and ov["tracer_cost_per_op_s"] > 0
+    assert ov["ops_per_step"] == pytest.approx((1 + 5) / 5)  # the Broadcast + one bucket per step

@@ -73,8 +73,17 @@ def build_train_summary(run: TrainRun, overhead: dict[str, float] | None = None)
     }
 
 
-def tracing_overhead(untraced: TrainRun, traced: TrainRun) -> dict[str, float]:
-    """Median step time (first step excluded: connection set-up) with and without tracing."""
-    a = statistics.median(untraced.step_times_s[1:] or untraced.step_times_s)
-    b = statistics.median(traced.step_times_s[1:] or traced.step_times_s)
-    return {"untraced_step_s": a, "traced_step_s": b, "overhead_fraction": (b - a) / a if a else 0.0}
+def tracing_overhead(run: TrainRun) -> dict[str, float]:
+    """From a run with `alternate_trace` (even steps traced, odd untraced, step 0 excluded: connection
+    set-up): median step time of each kind, interleaved so that background load hits both alike."""
+    times = run.step_times_s
+    traced = [t for k, t in enumerate(times) if k % 2 == 0 and k > 0]
+    untraced = [t for k, t in enumerate(times) if k % 2 == 1]
+    a, b = statistics.median(untraced), statistics.median(traced)
+    from .tracer import tracer_cost_s
+
+    ops = max(r["comm_ops"] for r in run.results) / run.config.steps  # per rank and step
+    per_op = tracer_cost_s()
+    return {"untraced_step_s": a, "traced_step_s": b, "overhead_fraction": (b - a) / a if a else 0.0,
+            "steps_each": min(len(traced), len(untraced)), "tracer_cost_per_op_s": per_op,
+            "ops_per_step": ops, "tracer_cost_fraction": ops * per_op / a if a else 0.0}

@@ -48,6 +48,7 @@ class TrainConfig:
     seed: int = 0
     bucket_bytes: int = 25 * 2**20
     trace: bool = True
+    alternate_trace: bool = False  # overhead measurement: odd steps untraced, same processes, interleaved
     fault: str = ""  # tests: "crash:RANK:STEP" or "hang:RANK:STEP"
     out: str = "."
 
@@ -117,6 +118,7 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
     losses, step_times = [], []
     for step in range(cfg.steps):
         tracer.set_step(step)
+        tracer.enabled = cfg.trace and not (cfg.alternate_trace and step % 2 == 1)
         _inject(cfg, rank, step)
         t0 = time.time()
         idx = batch_indices(cfg.seed, len(data), cfg.global_batch, step)
@@ -137,7 +139,8 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         loss = loss if c.pp == cfg.pp - 1 else None
         losses.append(loss)
         step_times.append(t1 - t0)
-        tracer.record_step(step, t0, t1, loss)
+        if tracer.enabled:
+            tracer.record_step(step, t0, t1, loss)
     del per_replica
     tracer.write(out)
     shards = {p.full_name: (p.detach().clone(), p.shard_dim) for p in params}
