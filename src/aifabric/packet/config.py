@@ -6,7 +6,7 @@ depth, ecn); DSCP 48 -> queue 7 strict priority (CNPs); anything else -> queue 0
 
 Not in the book (spec §11.1), chosen here and documented in docs/packet.md:
 - PFC xON 100 KB and xOFF 3200 KB per ingress port and priority, so that xON < WRED min < WRED max < xOFF
-  (the book's rule of thumb, checked by `validate`); headroom = 2 x (cable delay x rate) + 2 x MTU frame
+  (the book's rule of thumb, checked by `validate`); headroom = 2 x (cable + forwarding latency) x rate + 3 MTU frames
   unless given; pause quanta 0xFFFF, refreshed every half pause while above xON; watchdog 100 ms
   (Cisco NX-OS default `priority-flow-control watch-dog-interval`).
 - Shared buffer 64 MB per switch; a lossy queue drops above `queue_limit_bytes` or when the shared
@@ -51,7 +51,7 @@ class SwitchConfig:
     pfc_priorities: tuple[int, ...] = (LOSSLESS_PRIORITY,)
     pfc_xon_bytes: int = 100_000
     pfc_xoff_bytes: int = 3_200_000
-    pfc_headroom_bytes: int | None = None  # None: 2 x cable delay x rate + 2 MTU frames, per port
+    pfc_headroom_bytes: int | None = None  # None: 2 x (cable + forwarding latency) x rate + 3 frames
     pfc_quanta: int = PFC_MAX_QUANTA
     pfc_watchdog_s: float | None = 0.1
 

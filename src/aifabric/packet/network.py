@@ -59,6 +59,8 @@ class Network:
             port = Port(self, link, owner, peer, c.strict_priority_queues, c.bandwidth_remaining_percent,
                         cfg.nic.mtu_bytes)
             port.is_switch_port = isinstance(owner, Switch)
+            if cfg.explain and port.is_switch_port and c.ecn_enabled:
+                port.kmin_watch = c.wred_min_bytes
             owner.ports[link.index] = port
             self.ports.append(port)
         # reverse link of each directed link (the j-th parallel a->b pairs with the j-th b->a)

@@ -25,7 +25,7 @@ class Port:
                  "qbytes", "backlog", "busy_until", "wake_t", "paused_until", "pause_start", "paused_total",
                  "ignore_pause_until", "source", "strict", "weighted", "quantum", "deficit", "rr",
                  "tx_bytes", "tx_packets", "sample_t", "depth_series", "max_depth", "pfc_rx", "is_switch_port", "sim",
-                 "sample_s", "peer_receive", "_wake_cb")
+                 "sample_s", "peer_receive", "_wake_cb", "kmin_watch")
 
     def __init__(self, net, link, owner, peer, strict: tuple[int, ...], weights: tuple[int, ...], mtu_bytes: int):
         self.net = net
@@ -63,6 +63,7 @@ class Port:
         self.max_depth = [0] * 8
         self.pfc_rx = [0] * 8
         self.is_switch_port = False
+        self.kmin_watch: int | None = None  # --explain: narrate WRED-min crossings on the ECN queue
 
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, pkt: Pkt, q: int) -> None:
@@ -78,6 +79,9 @@ class Port:
             if now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now
                 self.depth_series[q].append((now, d))
+            k = self.kmin_watch
+            if k is not None and d - size <= k < d and q in self.net.cfg.switch.ecn_queues:
+                self.net.log(now, f"{self.name}: egress queue {q} rises above WRED min ({k / 1e3:.0f} KB)", "ecn")
         if self.busy_until <= self.sim.now:
             self.kick()
         elif self.wake_t > self.busy_until or self.wake_t <= self.sim.now:
@@ -93,6 +97,10 @@ class Port:
             if d == 0 or now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now
                 self.depth_series[q].append((now, d))
+            k = self.kmin_watch
+            if k is not None and d < k <= d + pkt.size and q in self.net.cfg.switch.ecn_queues:
+                self.net.log(now, f"{self.name}: egress queue {q} falls below WRED min ({k / 1e3:.0f} KB): "
+                                  "ECN marking stops", "ecn")
             self.owner.released(pkt)
         return pkt
 

@@ -9,7 +9,7 @@ quanta 0). Headroom above xOFF absorbs what is in flight while the pause travels
 Load balancing among the equal-cost next hops toward the destination's last switch:
 - ecmp: the flow's 5-tuple hash (the route the Router chose; every packet of a QP on one path);
 - flowlet: a new choice, the least-loaded port, after an idle gap longer than `flowlet_gap_s`;
-- spray: per packet, round robin over the group (Cisco DLB `mode per-packet`);
+- spray: per packet, round robin over the group for each flow (Cisco DLB `mode per-packet`);
 - adaptive: per packet, the least-loaded port (queued bytes), ties to the hash choice.
 """
 
@@ -83,9 +83,9 @@ class Switch:
         if path.spray:  # UET: the NIC's per-packet entropy picks the path
             return group[spray_index(pkt.entropy, self.seed, len(group))]
         ports = self.ports
-        if mode == "spray":
-            i = self.spray_rr.get(path.last_sw, 0)
-            self.spray_rr[path.last_sw] = i + 1
+        if mode == "spray":  # per flow round robin, so two interleaved flows do not pin each other
+            i = self.spray_rr.get(path.key, path.hash)
+            self.spray_rr[path.key] = i + 1
             return group[i % len(group)]
         if mode == "adaptive":
             best = static if static is not None else group[path.hash % len(group)]
@@ -177,7 +177,11 @@ class Switch:
             else:
                 link = self.net.fabric.links[in_link]
                 frame = self.net.cfg.nic.mtu_bytes + 100
-                h = int(2 * link.latency_s * link.capacity_bytes_per_s) + 2 * frame + PFC_FRAME_BYTES
+                # in flight while the pause travels back and takes effect: the cable both ways, this
+                # switch's pipeline (packets already committed to arrive), the frame being sent upstream
+                # and the one on the wire when the pause lands
+                flight_s = 2 * (link.latency_s + self.forwarding_latency_s)
+                h = int(flight_s * link.capacity_bytes_per_s) + 3 * frame + PFC_FRAME_BYTES
             self.headroom[in_link] = h
         return h
 
