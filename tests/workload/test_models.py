@@ -31,6 +31,9 @@ def test_moe_active_parameters():
     assert MODELS["mixtral-8x7b"].active_params == pytest.approx(12.9e9, rel=0.01)
     assert MODELS["deepseek-moe-16b"].active_params == pytest.approx(2.8e9, rel=0.02)
     assert MODELS["llama3-8b"].active_params == MODELS["llama3-8b"].params
+    # DeepSeek-V3: 671 B total, "37B activated for each token" (37.5 B computed: the report rounds)
+    assert MODELS["deepseek-v3"].params == pytest.approx(671e9, rel=0.001)
+    assert MODELS["deepseek-v3"].active_params == pytest.approx(37e9, rel=0.02)
 
 
 def test_ch3_mnist_network():

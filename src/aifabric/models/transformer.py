@@ -31,6 +31,28 @@ class MoE:
 
 
 @dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values through low-rank latents."""
+
+    q_lora_rank: int  # 0: queries projected directly
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    def params(self, hidden: int, heads: int) -> int:
+        qk = heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        q = hidden * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * qk if self.q_lora_rank else hidden * qk
+        kv_a = hidden * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank  # + its RMSNorm
+        kv_b = self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return q + kv_a + kv_b + heads * self.v_head_dim * hidden
+
+    def core_width(self, heads: int) -> int:
+        """Per-token width of the score and value products: heads x (q·k head dim + v head dim) / 2."""
+        return heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim) // 2
+
+
+@dataclass(frozen=True)
 class Transformer:
     name: str
     layers: int
@@ -46,6 +68,7 @@ class Transformer:
     learned_positions: bool = True  # GPT-3: a learned s x h table; rotary models: none
     tied_embeddings: bool = True  # output projection shares the token embedding
     moe: MoE | None = None
+    mla: MLA | None = None  # multi-head latent attention instead of Q/K/V/O projections
     published_params: float | None = None  # the count the authors publish, for the tests
     source: str = ""
 
@@ -66,6 +89,8 @@ class Transformer:
     # ---- parameters per part --------------------------------------------------------------------
     @property
     def attention_params(self) -> int:
+        if self.mla:
+            return self.mla.params(self.hidden, self.heads)
         h, kv = self.hidden, self.kv_dim
         weights = 2 * h * h + 2 * h * kv
         biases = (2 * h + 2 * kv) if self.bias else 0
@@ -136,12 +161,14 @@ class Transformer:
 
     # ---- FLOPs (forward, per token) ----------------------------------------------------------
     def attention_matmul_flops_per_token(self) -> float:
+        if self.mla:
+            return 2.0 * self.mla.params(self.hidden, self.heads)
         h, kv = self.hidden, self.kv_dim
         return 2.0 * (2 * h * h + 2 * h * kv)
 
     def attention_core_flops_per_token(self, seq_len: int) -> float:
         """Q·K^T and softmax·V over the full s x s square: 2 products x 2 FLOP x s x h."""
-        return 4.0 * seq_len * self.hidden
+        return 4.0 * seq_len * (self.mla.core_width(self.heads) if self.mla else self.hidden)
 
     def mlp_flops_per_token(self, moe_layer: bool = False) -> float:
         mats = 3 if self.gated_mlp else 2

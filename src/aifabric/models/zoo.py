@@ -7,7 +7,7 @@ from ..errors import InputError, Problem
 from .cnn import CNN, Conv
 from .feedforward import FeedForward
 from .lstm import LSTM
-from .transformer import MoE, Transformer
+from .transformer import MLA, MoE, Transformer
 
 Model = FeedForward | CNN | LSTM | Transformer
 
@@ -67,6 +67,13 @@ MODELS: dict[str, Model] = {
                                     tied_embeddings=False,
                                     moe=MoE(64, 6, 1408, shared_experts=2, first_dense_layers=1),
                                     published_params=16.4e9, source="Dai et al. 2024 (DeepSeekMoE 16B)"),
+    # DeepSeek-V3: MLA attention, 3 dense blocks then 58 MoE blocks of 256 routed + 1 shared expert, top-8
+    # (the multi-token-prediction module, 14 B more in the checkpoint, is not part of the 671 B)
+    "deepseek-v3": Transformer("deepseek-v3", 61, 7168, 128, 18432, 129280, max_seq_len=4096, gated_mlp=True,
+                               bias=False, norm="rmsnorm", learned_positions=False, tied_embeddings=False,
+                               moe=MoE(256, 8, 2048, shared_experts=1, first_dense_layers=3),
+                               mla=MLA(1536, 512, 128, 64, 128),
+                               published_params=671e9, source="DeepSeek-AI 2024 (DeepSeek-V3 technical report)"),
 }
 
 

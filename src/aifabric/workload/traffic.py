@@ -62,20 +62,24 @@ def traffic_summary(w: Workload, gpus_per_server: int) -> dict[str, DimTraffic]:
     out: dict[str, float] = defaultdict(float)
     cache: dict[int, tuple[str, float, float]] = {}
     for r, ops in enumerate(w.ranks):
+        acc: dict[str, float] = defaultdict(float)
         for op in ops:
-            if isinstance(op, Collective):
+            kind = type(op)
+            if kind is Collective:
                 c = cache.get(id(op))
                 if c is None:
                     c = cache[id(op)] = (op.dim or "dp", bytes_sent_per_rank(op), scale_out_share(op, gpus_per_server))
                 dim, b, share = c
-            elif isinstance(op, Send):
+            elif kind is Send:
                 dim, b = op.dim, float(op.size_bytes)
                 share = 0.0 if op.src // gpus_per_server == op.dst // gpus_per_server else 1.0
             else:
                 continue
-            per_rank[dim][r] += b
+            acc[dim] += b
             out[dim] += b * share
             up[dim] += b * (1 - share)
+        for dim, b in acc.items():
+            per_rank[dim][r] = b
     result: dict[str, DimTraffic] = {}
     for dim, sent in per_rank.items():
         result[dim] = DimTraffic((up[dim] + out[dim]) / its, up[dim] / its, out[dim] / its, max(sent) / its,
