@@ -50,3 +50,15 @@ def test_workload_command_on_the_demo(capsys, demo_data, write_scenario):
     code, text = run(["workload", str(write_scenario(demo_data))], capsys)
     assert code == 0
     assert "data parallel" in text and "scale-out" in text
+
+
+def test_models_command_lists_the_zoo_and_figure_13_3(capsys):
+    code, text = run(["models"], capsys)
+    assert code == 0
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 5}
+    # network.md 6.2 / Figure 13-3: 405B needs 11 GPUs at 80 GB (the book's "10" is 800 GB < 810 GB)
+    assert rows["llama3-405b"].rstrip(" │").endswith("11")
+    assert rows["llama3-8b"].rstrip(" │").endswith("1")
+    assert "101,632" in rows["mnist-784-128-10"]
+    code, text = run(["models", "--gpu-memory-gb", "0"], capsys)
+    assert code == 2

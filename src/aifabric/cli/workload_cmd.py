@@ -63,3 +63,32 @@ def workload(file: Path = typer.Argument(..., help="scenario YAML")) -> int:
                   _gB(d.scale_up_bytes), _gB(d.scale_out_bytes))
     console.print(t)
     return 0
+
+
+@app.command("models")
+def models(
+    gpu_memory_gb: float = typer.Option(80.0, "--gpu-memory-gb", help="GPU memory for the 'GPUs for weights' column"),
+    bytes_per_param: float = typer.Option(2.0, "--bytes-per-param", help="2 = FP16/BF16 weights (Figure 13-3)"),
+) -> int:
+    """The model zoo: parameters computed from the architecture, the published count, and how many GPUs the
+    weights alone need (seeds Figure 13-3: 8B -> 1, 70B -> 2, 405B -> 11 at 80 GB)."""
+    from ..errors import InputError, Problem
+    from ..models import MODELS, Transformer
+    from ..workload.memory import min_gpus_for_weights
+
+    if gpu_memory_gb <= 0 or bytes_per_param <= 0:
+        raise InputError(Problem("--gpu-memory-gb" if gpu_memory_gb <= 0 else "--bytes-per-param", "must be > 0"))
+    t = Table(title=f"model zoo (weights at {bytes_per_param:g} bytes per parameter, {gpu_memory_gb:g} GB GPUs)")
+    for col in ("model", "parameters", "published", "active", "layers", "hidden", "heads (kv)", "GPUs for weights"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name, m in MODELS.items():
+        pub = getattr(m, "published_params", None)
+        if isinstance(m, Transformer):
+            kv = f"{m.heads} ({m.kv_heads})" if m.kv_heads else str(m.heads)
+            row = [f"{m.active_params:,}" if m.moe else "", str(m.layers), str(m.hidden), kv]
+        else:
+            row = ["", "", "", ""]
+        t.add_row(name, f"{m.params:,}", f"{pub:,.0f}" if pub else "", *row,
+                  str(min_gpus_for_weights(m.params, bytes_per_param, gpu_memory_gb)))
+    console.print(t)
+    return 0
