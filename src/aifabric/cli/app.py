@@ -30,4 +30,4 @@ def _root(
     reaction, the iteration time."""
 
 
-from . import collective_cmd, compare_cmd, fabric_cmd, pipeline_cmd, run_cmds, train_cmd, workload_cmd  # noqa: E402,F401  (registration)
+from . import collective_cmd, compare_cmd, fabric_cmd, packet_cmd, pipeline_cmd, run_cmds, train_cmd, workload_cmd  # noqa: E402,F401  (registration)

@@ -42,6 +42,7 @@ class Network:
         self.log_dropped = 0
         self.captured: list = []
         self.flows: list = []
+        self.link_bin_s = 1e-6
         self.node_index = {nid: i for i, nid in enumerate(fabric.nodes)}
         fwd_s = cfg.switch.forwarding_latency_s
         fwd_s = fabric.switch_latency_s if fwd_s is None else fwd_s

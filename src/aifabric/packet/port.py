@@ -25,7 +25,7 @@ class Port:
                  "qbytes", "backlog", "busy_until", "wake_t", "paused_until", "pause_start", "paused_total",
                  "ignore_pause_until", "source", "strict", "weighted", "quantum", "deficit", "rr",
                  "tx_bytes", "tx_packets", "sample_t", "depth_series", "max_depth", "pfc_rx", "is_switch_port", "sim",
-                 "sample_s", "peer_receive", "_wake_cb", "kmin_watch")
+                 "sample_s", "peer_receive", "_wake_cb", "kmin_watch", "bins")
 
     def __init__(self, net, link, owner, peer, strict: tuple[int, ...], weights: tuple[int, ...], mtu_bytes: int):
         self.net = net
@@ -64,6 +64,7 @@ class Port:
         self.pfc_rx = [0] * 8
         self.is_switch_port = False
         self.kmin_watch: int | None = None  # --explain: narrate WRED-min crossings on the ECN queue
+        self.bins: dict[int, int] | None = None  # bytes sent per net.link_bin_s bin, when recorded
 
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, pkt: Pkt, q: int) -> None:
@@ -175,6 +176,9 @@ class Port:
         self.busy_until = end
         self.tx_bytes += size
         self.tx_packets += 1
+        if self.bins is not None:
+            b = int(now / self.net.link_bin_s)
+            self.bins[b] = self.bins.get(b, 0) + size
         pkt.in_link = self.link
         sim.seq += 1
         heappush(sim.heap, (end + self.delay, sim.seq, self.peer_receive, pkt))

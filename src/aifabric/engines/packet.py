@@ -1,0 +1,164 @@
+"""The packet engine: the engines' TaskGraph executed on the packet-level simulator (aifabric.packet).
+
+Compute tasks occupy their GPU for their duration, as in the flow engine. A transfer task becomes a
+RoCEv2 RDMA Write on its own QP (route leaves the server) or a chunked NVLink transfer (route stays in
+the server), started when its dependencies are done; its PCIe hops are a fixed latency at each end.
+The task ends when the last byte is in the destination GPU's memory. Everything the fabric does on the
+way (queues, ECN, CNPs, DCQCN, PFC, drops, retransmissions) is in `PacketRun.stats`.
+
+Returns the same `Timeline` as engines/executor.py, so results, reports and traces work unchanged;
+`rate_recomputations` counts simulated events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..fabric.graph import TIER_PCIE, Fabric
+from ..packet.config import PacketConfig
+from ..packet.network import Network
+from ..packet.stats import PacketStats
+from .executor import Interrupted, Timeline
+from .linkload import LinkLoad
+from .taskgraph import COMPUTE, TaskGraph
+
+LINK_LOAD_SEGMENTS = 2000
+
+
+@dataclass
+class PacketRun:
+    timeline: Timeline
+    stats: PacketStats
+    network: Network
+
+
+def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None,
+               progress: Callable[[int, int], None] | None = None, hash_seed: int = 0,
+               per_switch_seed: bool = False) -> PacketRun:
+    """Run `graph` packet by packet. Ctrl-C raises `Interrupted` with the timeline so far."""
+    net = Network(fabric, cfg, hash_seed=hash_seed, per_switch_seed=per_switch_seed)
+    net.link_bin_s = 1e-6
+    for p in net.ports:
+        p.bins = {}
+    sim = net.sim
+    n = len(graph)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    waiting = [len(d) for d in graph.deps]
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for t, deps in enumerate(graph.deps):
+        for d in deps:
+            dependents[d].append(t)
+    pcie_bytes = np.zeros(len(fabric.links))
+    state = {"completed": 0}
+
+    def complete(t: int) -> None:
+        end[t] = sim.now
+        state["completed"] += 1
+        for d in dependents[t]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                begin(d)
+        if progress is not None:
+            progress(state["completed"], n)
+
+    def begin(t: int) -> None:
+        now = sim.now
+        start[t] = now
+        if graph.kind[t] == COMPUTE:
+            sim.at(now + graph.duration_s[t], complete, t)
+            return
+        size = graph.size_bytes[t]
+        route = graph.route[t]
+        if size <= 0 or not route:
+            sim.at(now + graph.latency_s[t], complete, t)
+            return
+        pcie = [li for li in route if fabric.links[li].tier == TIER_PCIE]
+        head = sum(fabric.links[li].latency_s for li in route[:1] if li in pcie)
+        tail = sum(fabric.links[li].latency_s for li in route[-1:] if li in pcie and len(route) > 1)
+        for li in pcie:
+            pcie_bytes[li] += size
+
+        def done(flow, t=t, tail=tail) -> None:
+            sim.at(sim.now + tail, complete, t)
+
+        net.start_at(now + head, tuple(route), size, on_done=done, name=graph.name[t]) if head > 0 else \
+            net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t])
+
+    for t in range(n):
+        if waiting[t] == 0:
+            sim.at(0.0, lambda t: begin(t), t)
+    try:
+        stats = net.run()
+    except KeyboardInterrupt:
+        stats = net.finish()
+        raise Interrupted(_timeline(net, start, end, pcie_bytes)) from None
+    unfinished = int(np.isnan(end).sum())
+    if unfinished:
+        raise RuntimeError(f"{unfinished} tasks never finished on the packet engine (cycle or lost flow)")
+    return PacketRun(_timeline(net, start, end, pcie_bytes), stats, net)
+
+
+def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.ndarray) -> Timeline:
+    n_links = len(net.fabric.links)
+    link_bytes = pcie_bytes.copy()
+    for p in net.ports:
+        link_bytes[p.link] += p.tx_bytes
+    finished = end[~np.isnan(end)]
+    makespan = float(finished.max()) if len(finished) else 0.0
+    # link load: 1 us bins of bytes sent per port, merged into at most LINK_LOAD_SEGMENTS segments
+    bin_s = net.link_bin_s
+    last_bin = max((max(p.bins) for p in net.ports if p.bins), default=-1)
+    group = max(1, -(-(last_bin + 1) // LINK_LOAD_SEGMENTS))
+    seg_bytes: dict[int, np.ndarray] = {}
+    for p in net.ports:
+        for b, v in p.bins.items():
+            seg_bytes.setdefault(b // group, np.zeros(n_links))[p.link] += v
+    load = LinkLoad()
+    peak = np.zeros(n_links)
+    width = bin_s * group
+    for k in sorted(seg_bytes):
+        rates = seg_bytes[k] / width
+        np.maximum(peak, rates, out=peak)
+        load.set(k * width, rates)
+        load.close((k + 1) * width)
+    return Timeline(start, end, link_bytes, peak, makespan, net.sim.events, load)
+
+
+def packet_config(scenario, base: PacketConfig | None = None) -> PacketConfig:
+    """The scenario's choices that the packet engine honours: load balancing and the seed."""
+    base = base or PacketConfig()
+    lb = getattr(scenario.fabric, "load_balancing", "ecmp")
+    mode = lb if lb in ("ecmp", "flowlet", "spray", "adaptive") else "ecmp"
+    return base.with_(lb=base.lb.__class__(mode=mode, flowlet_gap_s=base.lb.flowlet_gap_s), seed=scenario.seed)
+
+
+def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None,
+                    cfg: PacketConfig | None = None, workload=None):
+    """`aifabric.simulate.simulate` for the packet engine: returns (Run, PacketStats).
+
+    The Run's results are those of `results.summarize` with engine "packet"; the packet statistics
+    (queues, ECN, CNPs, DCQCN rates, PFC, drops, retransmissions, FCTs) serialize with
+    `stats.to_dict()`.
+    """
+    from ..catalog import gpu
+    from ..results import summarize
+    from ..simulate import Run, build_fabric, build_workload
+    from .tasks import lower
+
+    fabric, router = build_fabric(scenario)
+    workload = workload or build_workload(scenario)
+    graph = lower(workload, fabric, router)
+    cfg = packet_config(scenario, cfg)
+    try:
+        pr = run_packet(graph, fabric, cfg, progress, hash_seed=scenario.fabric.ecmp_hash_seed,
+                        per_switch_seed=scenario.fabric.per_switch_hash_seed)
+        timeline, stats, complete = pr.timeline, pr.stats, True
+    except Interrupted as exc:
+        timeline, stats, complete = exc.timeline, None, False
+    peak = gpu(scenario.cluster.gpu).peak_flops(scenario.workload.precision)
+    results = summarize("packet", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
+    return Run(scenario, fabric, workload, graph, timeline, results), stats
