@@ -53,6 +53,8 @@ def test_every_algorithm_lowers_and_runs_with_the_schedules_bytes(small, op, alg
     expected = int(sched.move_elements().sum()) * 4
     if algorithm == "pxn":  # relayed blocks cross NVLink first: counted twice, never more
         assert expected <= moved <= 2 * expected
+    elif algorithm == "nvls":  # in-switch: a task per link (up, down) instead of per GPU pair
+        assert moved > 0
     else:
         assert moved == expected
     assert graph.collectives[0].algorithm == algorithm
@@ -108,3 +110,30 @@ def test_auto_on_the_fabric_picks_and_records_an_algorithm():
     (_, small_choice), (_, large_choice) = plan(small_call, fabric, router), plan(large_call, fabric, router)
     assert small_choice.protocol == "ll" and large_choice.protocol == "simple"
     assert large_choice.algorithm in ALGORITHMS["all-reduce"]
+
+
+def test_nvls_puts_the_buffer_once_on_every_nvlink_direction():
+    fabric, router = fabric_of(1, 8)
+    size = 64 * 1024 * 1024  # large enough for bandwidth, not per-transfer latency, to dominate
+    loads = {}
+    for alg in ("nvls", "direct"):
+        call = CollectiveCall("c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm=alg, protocol="simple",
+                              channels=1)  # nvls: 8 pieces pipelined by default
+        graph = lower(one(call), fabric, router)
+        timeline = run(graph, fabric, "flow")  # max-min sharing: the analytic engine ignores contention
+        nv = [timeline.link_bytes[link.index] for link in fabric.links if link.tier == "nvlink"]
+        loads[alg] = (min(nv), max(nv), collective_time(graph, timeline))
+    assert loads["nvls"][0] == loads["nvls"][1] == pytest.approx(size)
+    assert loads["direct"][1] == pytest.approx(2 * 7 / 8 * size)
+    assert loads["nvls"][2] < loads["direct"][2]
+
+
+def test_protocol_puts_its_wire_bytes_on_the_links():
+    fabric, router = fabric_of(2, 4)
+    sizes = {}
+    for proto in ("simple", "ll128", "ll"):
+        call = CollectiveCall("c", "all-reduce", tuple(range(8)), 1 << 16, 4, algorithm="ring", protocol=proto,
+                              channels=1, pieces=1)
+        sizes[proto] = sum(lower(one(call), fabric, router).size_bytes)
+    assert sizes["ll"] == pytest.approx(2 * sizes["simple"]) and sizes["ll128"] == pytest.approx(
+        sizes["simple"] * 128 / 120)

@@ -83,7 +83,7 @@ def build_schedule(op: str, algorithm: str, ranks: Sequence[int], elements: int,
     if op in ("all-to-all", "all-to-allv"):
         return all_to_all(ranks, elements, counts if op == "all-to-allv" else None, algorithm)
     if algorithm in ("direct", "nvls"):
-        return direct(op, ranks, elements, root, algorithm)
+        return direct(op, ranks, elements, root, algorithm, pieces)
     if algorithm == "rhd":
         return rhd(op, ranks, elements)
     if algorithm.startswith("hierarchical"):

@@ -217,8 +217,8 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             else:
                 cross = 2 * _rhd_rounds(Shape(s, s, 1), Paths(1, paths.rail, paths.rail, paths.rail), B / L, proto)
             return t + 2 * local + cross
-        if algorithm == "nvls":  # switch reduces and multicasts: ~B per GPU link direction, pipelined
-            local = 2 * (nvl.latency_s + proto.step_overhead_s) + (1 + 1 / L) * B / (
+        if algorithm == "nvls":  # up: (L-1)/L B of contributions + B/L result; down: B/L reduced + (L-1)/L B multicast
+            local = 2 * (nvl.latency_s + proto.step_overhead_s) + B / (
                 proto.bandwidth_efficiency * nvl.bandwidth_bytes_per_s) if intra else 0.0
             cross = 2 * _step(proto, (paths.rail, B / L)) if inter else 0.0  # SHARP on the rail switch
             return t + local + cross

@@ -45,7 +45,22 @@ def direct_all_gather(ranks: Sequence[int], elements: int, first_step: int = 0, 
     return mb
 
 
-def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorithm: str = "direct") -> Schedule:
+def nvls_all_reduce(ranks: Sequence[int], elements: int, pieces: int = 1) -> Schedule:
+    """In-switch AllReduce, pipelined: piece p is reduced into its owners at step p (the switch adds the
+    contributions) and multicast from them at step p + 1, while piece p + 1 is being reduced."""
+    r = np.asarray(ranks, dtype=np.int64)
+    n = len(r)
+    i, j = _pairs(n)
+    p = np.arange(pieces).reshape(-1, 1)
+    mb = MoveBuilder()
+    mb.add(p, r[i], r[j], p * n + j, MODE_REDUCE, "switch reduce")
+    mb.add(p + 1, r[j], r[i], p * n + j, MODE_COPY, "switch multicast")
+    return mb.build("all-reduce", "nvls", r, elements, chunk_bounds_array(elements, n * pieces), ALL, ALL,
+                    notes=f"in-switch reduction and multicast, {pieces} piece(s) pipelined")
+
+
+def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorithm: str = "direct",
+           pieces: int = 1) -> Schedule:
     r = np.asarray(ranks, dtype=np.int64)
     n = len(r)
     bounds = chunk_bounds_array(elements, n)
@@ -53,12 +68,12 @@ def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorit
         return direct_reduce_scatter(r, elements).build(op, algorithm, r, elements, bounds, ALL, r)
     if op == "all-gather":
         return direct_all_gather(r, elements).build(op, algorithm, r, elements, bounds, r, ALL)
+    if op == "all-reduce" and algorithm == "nvls":
+        return nvls_all_reduce(r, elements, pieces)
     if op == "all-reduce":
-        rs, ag = ("switch reduce", "switch multicast") if algorithm == "nvls" else ("reduce-scatter", "all-gather")
-        mb = direct_reduce_scatter(r, elements, 0, phase=rs)
-        direct_all_gather(r, elements, 1, mb, phase=ag)
-        return mb.build(op, algorithm, r, elements, bounds, ALL, ALL,
-                        notes="in-switch reduction and multicast" if algorithm == "nvls" else "two-shot")
+        mb = direct_reduce_scatter(r, elements, 0)
+        direct_all_gather(r, elements, 1, mb)
+        return mb.build(op, algorithm, r, elements, bounds, ALL, ALL, notes="two-shot")
     one = chunk_bounds_array(elements, 1)
     others = r[r != root]
     mb = MoveBuilder()
