@@ -13,6 +13,7 @@ PLANS = [
     ("fnn", dict(dp=2)),  # data parallel: Broadcast + bucketed AllReduce
     ("fnn", dict(dp=2, tp=2, pp=2, schedule="1f1b")),  # 3D, 8 processes
     ("gpt", dict(tp=2, pp=2, schedule="gpipe")),  # attention heads split, GPipe
+    ("gpt", dict(dp=2, tp=2, pp=2, schedule="1f1b")),  # 3D transformer
     ("lstm", dict(dp=2, tp=2)),  # hidden units split, h AllGathered every time step
     ("cnn", dict(tp=2, pp=2, micro_batches=4)),  # channels split; 1F1B with 4 micro-batches
 ]

@@ -96,29 +96,29 @@ class CopyToTP(torch.autograd.Function):
     """f: identity forward; backward sums the partial input gradients of the TP ranks (AllReduce)."""
 
     @staticmethod
-    def forward(ctx, x, comm: Comm, group: tuple[int, ...]):
-        ctx.comm, ctx.group = comm, group
+    def forward(ctx, x, comm: Comm, group: tuple[int, ...], tag: str):
+        ctx.comm, ctx.group, ctx.tag = comm, group, tag
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, g):
         g = g.contiguous().clone()
-        ctx.comm.all_reduce(g, ctx.group, "tp/bwd/all-reduce")
-        return g, None, None
+        ctx.comm.all_reduce(g, ctx.group, ctx.tag)
+        return g, None, None, None
 
 
 class ReduceFromTP(torch.autograd.Function):
     """g: AllReduce forward (sum of the row-parallel partial outputs); identity backward."""
 
     @staticmethod
-    def forward(ctx, x, comm: Comm, group: tuple[int, ...]):
+    def forward(ctx, x, comm: Comm, group: tuple[int, ...], tag: str):
         x = x.contiguous().clone()
-        comm.all_reduce(x, group, "tp/fwd/all-reduce")
+        comm.all_reduce(x, group, tag)
         return x
 
     @staticmethod
     def backward(ctx, g):
-        return g, None, None
+        return g, None, None, None
 
 
 class GatherFromTP(torch.autograd.Function):
@@ -126,23 +126,23 @@ class GatherFromTP(torch.autograd.Function):
     (the gradient of the gathered, replicated tensor is the same on every TP rank)."""
 
     @staticmethod
-    def forward(ctx, x, comm: Comm, group: tuple[int, ...]):
+    def forward(ctx, x, comm: Comm, group: tuple[int, ...], tag: str):
         ctx.index, ctx.width = group.index(comm.rank), x.shape[-1]
-        return comm.all_gather(x, group, "tp/fwd/all-gather", dim=-1)
+        return comm.all_gather(x, group, tag, dim=-1)
 
     @staticmethod
     def backward(ctx, g):
         a = ctx.index * ctx.width
-        return g[..., a:a + ctx.width].contiguous(), None, None
+        return g[..., a:a + ctx.width].contiguous(), None, None, None
 
 
-def copy_to_tp(x, comm: Comm | None, group: tuple[int, ...]):
-    return x if comm is None or len(group) == 1 else CopyToTP.apply(x, comm, group)
+def copy_to_tp(x, comm: Comm | None, group: tuple[int, ...], tag: str = "tp/bwd/all-reduce"):
+    return x if comm is None or len(group) == 1 else CopyToTP.apply(x, comm, group, tag)
 
 
-def reduce_from_tp(x, comm: Comm | None, group: tuple[int, ...]):
-    return x if comm is None or len(group) == 1 else ReduceFromTP.apply(x, comm, group)
+def reduce_from_tp(x, comm: Comm | None, group: tuple[int, ...], tag: str = "tp/fwd/all-reduce"):
+    return x if comm is None or len(group) == 1 else ReduceFromTP.apply(x, comm, group, tag)
 
 
-def gather_from_tp(x, comm: Comm | None, group: tuple[int, ...]):
-    return x if comm is None or len(group) == 1 else GatherFromTP.apply(x, comm, group)
+def gather_from_tp(x, comm: Comm | None, group: tuple[int, ...], tag: str = "tp/fwd/all-gather"):
+    return x if comm is None or len(group) == 1 else GatherFromTP.apply(x, comm, group, tag)

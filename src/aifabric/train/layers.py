@@ -49,36 +49,37 @@ def param(t: torch.Tensor, full_name: str, shard_dim: int | None) -> nn.Paramete
     return p
 
 
-def _gather(x, tp: TP, dim: int):
+def _gather(x, tp: TP, dim: int, tag: str = "tp/fwd/all-gather"):
     if dim == -1 or dim == x.dim() - 1:
-        return gather_from_tp(x, tp.comm, tp.group)
-    return gather_from_tp(x.movedim(dim, -1), tp.comm, tp.group).movedim(-1, dim)
+        return gather_from_tp(x, tp.comm, tp.group, tag)
+    return gather_from_tp(x.movedim(dim, -1), tp.comm, tp.group, tag).movedim(-1, dim)
 
 
 class ColumnLinear(nn.Module):
-    def __init__(self, full: nn.Linear, name: str, tp: TP, gather: bool, act: str = ""):
+    def __init__(self, full: nn.Linear, name: str, tp: TP, gather: bool, act: str = "", tag: str = "tp"):
         super().__init__()
         a, b = tp.bounds(full.out_features)
-        self.tp, self.gather, self.act = tp, gather, act
+        self.tp, self.gather, self.act, self.tag = tp, gather, act, tag
         self.weight = param(full.weight[a:b], f"{name}.weight", 0)
-        self.bias = param(full.bias[a:b], f"{name}.bias", 0)
+        self.bias = param(full.bias[a:b], f"{name}.bias", 0) if full.bias is not None else None
 
     def forward(self, x):
-        y = F.linear(copy_to_tp(x, self.tp.comm, self.tp.group), self.weight, self.bias)
+        y = F.linear(copy_to_tp(x, self.tp.comm, self.tp.group, f"{self.tag}/bwd/all-reduce"), self.weight,
+                     self.bias)
         y = activation(y, self.act)
-        return _gather(y, self.tp, -1) if self.gather else y
+        return _gather(y, self.tp, -1, f"{self.tag}/fwd/all-gather") if self.gather else y
 
 
 class RowLinear(nn.Module):
-    def __init__(self, full: nn.Linear, name: str, tp: TP, act: str = ""):
+    def __init__(self, full: nn.Linear, name: str, tp: TP, act: str = "", tag: str = "tp"):
         super().__init__()
         a, b = tp.bounds(full.in_features)
-        self.tp, self.act = tp, act
+        self.tp, self.act, self.tag = tp, act, tag
         self.weight = param(full.weight[:, a:b], f"{name}.weight", 1)
         self.bias = param(full.bias, f"{name}.bias", None)
 
     def forward(self, x):
-        y = reduce_from_tp(F.linear(x, self.weight), self.tp.comm, self.tp.group)
+        y = reduce_from_tp(F.linear(x, self.weight), self.tp.comm, self.tp.group, f"{self.tag}/fwd/all-reduce")
         return activation(y + self.bias, self.act)
 
 
@@ -164,15 +165,16 @@ class TPBlock(nn.Module):
         self.q = ColumnLinear(full["q"], f"{name}.q", tp, gather=False)
         self.k = ColumnLinear(full["k"], f"{name}.k", tp, gather=False)
         self.v = ColumnLinear(full["v"], f"{name}.v", tp, gather=False)
-        self.proj = RowLinear(full["proj"], f"{name}.proj", tp)
-        self.fc = ColumnLinear(full["fc"], f"{name}.fc", tp, gather=False, act="gelu")
-        self.out = RowLinear(full["out"], f"{name}.out", tp)
+        self.name = name
+        self.proj = RowLinear(full["proj"], f"{name}.proj", tp, tag=f"tp/L{name}/attn-out")
+        self.fc = ColumnLinear(full["fc"], f"{name}.fc", tp, gather=False, act="gelu", tag=f"tp/L{name}/mlp-in")
+        self.out = RowLinear(full["out"], f"{name}.out", tp, tag=f"tp/L{name}/mlp-out")
 
     def forward(self, x):
         bsz, steps, _ = x.shape
         h = self.ln1(x)
         # one f for Q, K and V together: their input gradients are summed by a single AllReduce
-        h = copy_to_tp(h, self.tp.comm, self.tp.group)
+        h = copy_to_tp(h, self.tp.comm, self.tp.group, f"tp/L{self.name}/attn-in/bwd/all-reduce")
         q, k, v = (F.linear(h, m.weight, m.bias).view(bsz, steps, self.local_heads, -1).transpose(1, 2)
                    for m in (self.q, self.k, self.v))
         att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -194,7 +196,7 @@ class Head(nn.Module):
     def __init__(self, full: nn.ModuleDict, name: str, tp: TP):
         super().__init__()
         self.ln = Replicated(full["ln"], f"{name}.ln")
-        self.lm = ColumnLinear(full["lm"], f"{name}.lm", tp, gather=True)
+        self.lm = ColumnLinear(full["lm"], f"{name}.lm", tp, gather=True, tag="tp/head")
 
     def forward(self, x):
         return self.lm(self.ln(x))

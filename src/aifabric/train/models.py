@@ -4,7 +4,8 @@
 - cnn: a Ch. 4-style CNN: conv 3x3 (8 kernels) -> ReLU -> max-pool 2 -> 72 -> 32 ReLU -> 10.
 - lstm: the Ch. 6 LSTM reading each digit row by row (8 steps of 8 pixels), hidden 32 -> 10.
 - gpt: a Ch. 7-style decoder: token + position embedding, 2 pre-norm blocks (4 heads, width 32,
-  MLP 128), final norm and LM head, on generated text (16 characters of context).
+  MLP 128), final norm and LM head (no bias, untied, as GPT-2's), on generated text (16 characters of
+  context).
 
 `full_units` builds the single-process model from a seed (PyTorch's default initialisation, in a fixed
 order); `build_stage` slices it for one (pipeline stage, tensor-parallel rank).
@@ -52,7 +53,7 @@ def full_units(model: str, seed: int, vocab_size: int = 0) -> list[Unit]:
                 "ln1": nn.LayerNorm(d), "q": nn.Linear(d, d), "k": nn.Linear(d, d), "v": nn.Linear(d, d),
                 "proj": nn.Linear(d, d), "ln2": nn.LayerNorm(d), "fc": nn.Linear(d, 4 * d),
                 "out": nn.Linear(4 * d, d)})))
-        units.append(Unit("head", nn.ModuleDict({"ln": nn.LayerNorm(d), "lm": nn.Linear(d, vocab_size)})))
+        units.append(Unit("head", nn.ModuleDict({"ln": nn.LayerNorm(d), "lm": nn.Linear(d, vocab_size, bias=False)})))
         return units
     raise ValueError(f"unknown model {model!r}")
 
