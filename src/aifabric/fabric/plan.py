@@ -214,18 +214,24 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
                     bisection, notes)
 
 
-def _switch_components(f: Fabric, removed: str) -> dict[str, int]:
-    ids = [n for n, node in f.nodes.items() if node.kind in SWITCH_KINDS and n != removed]
+def _switch_edges(f: Fabric) -> tuple[list[str], np.ndarray, np.ndarray]:
+    ids = [n for n, node in f.nodes.items() if node.kind in SWITCH_KINDS]
     index = {n: i for i, n in enumerate(ids)}
-    rows, cols = [], []
-    for link in f.links:
-        a, b = index.get(link.src), index.get(link.dst)
-        if a is not None and b is not None:
-            rows.append(a)
-            cols.append(b)
-    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), len(ids)))
+    pairs = [(index[link.src], index[link.dst]) for link in f.links if link.src in index and link.dst in index]
+    rows, cols = (np.array(x, dtype=int) for x in zip(*pairs, strict=True)) if pairs else (np.zeros(0, int),) * 2
+    return ids, rows, cols
+
+
+def _switch_components(edges: tuple[list[str], np.ndarray, np.ndarray], removed: str | None) -> dict[str, int]:
+    """Connected component of every switch once `removed` is gone."""
+    ids, rows, cols = edges
+    keep = np.ones(len(ids), dtype=bool)
+    if removed is not None:
+        keep[ids.index(removed)] = False
+    mask = keep[rows] & keep[cols]
+    graph = csr_matrix((np.ones(int(mask.sum())), (rows[mask], cols[mask])), shape=(len(ids), len(ids)))
     _, labels = connected_components(graph, directed=False)
-    return {n: int(labels[i]) for n, i in index.items()}
+    return {n: int(labels[i]) for i, n in enumerate(ids) if keep[i]}
 
 
 def _nic_gpus_on(scan: _Scan, switches: set[str]) -> tuple[int, int]:
@@ -257,23 +263,20 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
     else:
         out.append(FailureDomain("NIC port / host cable", f"{nic} port1", n, 0, 0, 0.0,
                                  "single-homed: same as losing the NIC"))
+    edges = _switch_edges(f)
+
+    def islands(comps: dict[str, int]) -> int:
+        return len({comps[s] for sws in scan.nic_switches.values() for s in sws if s in comps})
+
+    baseline = islands(_switch_components(edges, None))  # rail-only fabrics start as islands (PXN joins them)
     for kind in SWITCH_ORDER:
         node = next((x for x in f.nodes.values() if x.kind == kind), None)
         if node is None:
             continue
-        comps = _switch_components(f, node.id)
-        sizes = Counter(comps.values())
-        main = sizes.most_common(1)[0][0] if sizes else None
-        nic_comp_split = 0
         cut, degraded = _nic_gpus_on(scan, {node.id}) if kind == RAIL else (0, 0)
-        # GPUs attached only to switches outside the main component, or split between components
-        for nic_id, sws in scan.nic_switches.items():
-            alive = [comps[s] for s in sws if s in comps]
-            if alive and all(c != main for c in alive):
-                nic_comp_split += scan.gpus_of_nic[nic_id]
-        partitioned = nic_comp_split if len(sizes) > 1 else 0
-        if len(sizes) > 1 and kind != RAIL and partitioned == 0:
-            partitioned = f.world_size  # every GPU loses the peers behind the other components
+        # a GPU loses some peers when the surviving rail switches fall into more islands than before
+        n_islands = islands(_switch_components(edges, node.id))
+        partitioned = (f.world_size - cut) if n_islands > baseline else 0
         if kind == RAIL:
             left = 0.5 if degraded else 0.0
             if cut:
@@ -296,8 +299,8 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
         cut_l, part_l = _nic_gpus_on(scan, leafs)
         degraded = cut_l + part_l
         if partitioned:
-            effect = (f"switch graph splits in {len(sizes)}: {partitioned} GPUs lose reachability to some "
-                      f"peers (cross-rail / inter-pod traffic)")
+            effect = (f"rail switches split into {n_islands} islands: {partitioned} GPUs lose reachability "
+                      f"to some peers (cross-rail / inter-segment / inter-pod traffic)")
         else:
             effect = f"{len(below)} {'rail' if kind == SPINE else 'spine'} switches keep {left:.0%} of their uplinks"
         out.append(FailureDomain(TIER_NAMES[kind], node.id, 0, partitioned, degraded, left, effect))

@@ -72,10 +72,11 @@ class Router:
         self.pxn = bool(pxn) if pxn is not None else getattr(design, "topology", None) == "rail-only"
         self.qps = QueuePairs(np.random.default_rng(seed))
         self._routes: dict[tuple[int, int, int], Route] = {}
-        self._dist: dict[tuple[int, ...], np.ndarray] = {}
+        self._dist: dict[tuple[str, ...], np.ndarray] = {}
         self._sw_index: dict[str, int] | None = None
         self._csr: csr_matrix | None = None
         self._seeds: dict[str, int] = {}
+        self._nic_ports: dict[str, list[int]] = {}
         self._groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         self._egress: dict[tuple[str, str], tuple[list[int], tuple[str, ...]] | None] = {}
 
@@ -85,27 +86,32 @@ class Router:
         ids = [n for n, node in f.nodes.items() if f.is_switch(n)]
         index = {n: i for i, n in enumerate(ids)}
         rows, cols = [], []
-        for link in f.links:
-            a, b = index.get(link.src), index.get(link.dst)
-            if a is not None and b is not None:
-                rows.append(a)
-                cols.append(b)
-        n = len(ids)
-        self._csr = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+        self._nbr: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for n in ids:
+            out = f.out_links[n]
+            nbr = np.array([index.get(f.links[li].dst, -1) for li in out], dtype=np.int64)
+            self._nbr[n] = (np.array(out, dtype=np.int64), nbr)
+            ok = nbr >= 0
+            rows.extend([index[n]] * int(ok.sum()))
+            cols.extend(nbr[ok].tolist())
+        size = len(ids)
+        self._csr = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size))
         self._sw_index = index
 
     def _distances(self, targets: tuple[str, ...]) -> tuple[dict[str, int], np.ndarray]:
-        """Hop count from every switch to the nearest of `targets` (inf: unreachable), cached."""
-        if self._sw_index is None:
-            self._switch_graph()
-        index = self._sw_index
-        assert index is not None
-        key = tuple(sorted(index[t] for t in targets))
-        dist = self._dist.get(key)
+        """Hop count from every switch to the nearest of `targets` (inf: unreachable), cached.
+
+        One array per destination switch set; the last entry is inf so that index -1 (not a switch) is
+        never a next hop."""
+        dist = self._dist.get(targets)
         if dist is None:
-            dist = dijkstra(self._csr, directed=True, indices=list(key), unweighted=True, min_only=True)
-            self._dist[key] = dist = dist.astype(np.float32)
-        return index, dist
+            if self._sw_index is None:
+                self._switch_graph()
+            idx = sorted({self._sw_index[t] for t in targets})
+            d = dijkstra(self._csr, directed=True, indices=idx, unweighted=True, min_only=True)
+            self._dist[targets] = dist = np.append(d, np.inf).astype(np.float32)
+        assert self._sw_index is not None
+        return self._sw_index, dist
 
     def distance(self, switch: str, targets: str | tuple[str, ...]) -> float:
         targets = (targets,) if isinstance(targets, str) else targets
@@ -120,15 +126,11 @@ class Router:
         if cached is not None:
             return cached
         index, dist = self._distances(targets)
-        f = self.fabric
+        out, nbr = self._nbr[switch]
         here = dist[index[switch]]
-        out = []
-        for li in f.out_links[switch]:
-            j = index.get(f.links[li].dst)
-            if j is not None and dist[j] == here - 1:
-                out.append(li)
-        self._groups[switch, targets] = out
-        return out
+        group = out[dist[nbr] == here - 1].tolist()
+        self._groups[switch, targets] = group
+        return group
 
     def _seed(self, node: str) -> int:
         s = self._seeds.get(node)
@@ -143,8 +145,11 @@ class Router:
 
     # -- pieces of a route ----------------------------------------------------------------------
     def _switch_ports(self, nic: str) -> list[int]:
-        f = self.fabric
-        return [li for li in f.out_links[nic] if f.is_switch(f.links[li].dst)]
+        ports = self._nic_ports.get(nic)
+        if ports is None:
+            f = self.fabric
+            ports = self._nic_ports[nic] = [li for li in f.out_links[nic] if f.is_switch(f.links[li].dst)]
+        return ports
 
     def _egress_choices(self, src_nic: str, dst_nic: str) -> tuple[list[int], tuple[str, ...]] | None:
         """The source NIC's ports on a shortest path, and the destination NIC's switches; None: no path."""

@@ -1,0 +1,153 @@
+"""Checks before anything runs (each problem names its field), and `aifabric fabric ...` end to end."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import yaml
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.fabric import Router, build
+from aifabric.fabric.design import resolve
+from aifabric.fabric.draw import fabric_svg
+from aifabric.fabric.policy import PathPolicy
+from aifabric.scenario.checks_fabric import check_fabric_spec
+from aifabric.scenario.fabric_spec import ClusterSpec, FabricSpec
+
+POD = {"name": "pod", "cluster": {"gpu": "H100", "servers": 8, "gpus_per_server": 8, "nic_ports": 2,
+                                  "nic_speed_gbps": 100},
+       "fabric": {"topology": "rail-optimized", "servers_per_segment": 4, "rails_per_switch": 8, "spines": 4,
+                  "link_speed_gbps": 800}}
+
+
+def paths_of(problems):
+    return {p.path for p in problems}
+
+
+def test_ports_beyond_radix_name_the_field():
+    problems = check_fabric_spec(ClusterSpec(servers=8, gpus_per_server=8),
+                                 FabricSpec(rails_per_switch=8, spines=4, switch_radix=32))
+    (p,) = [p for p in problems if p.path == "fabric.switch_radix"]
+    assert "needs 68 ports" in p.message and "has 32" in p.message  # 8 servers x 8 rails + 4 uplinks
+
+
+def test_spine_and_superspine_radix():
+    problems = check_fabric_spec(ClusterSpec(servers=64, gpus_per_server=8),
+                                 FabricSpec(topology="multi-pod", pods=2, servers_per_segment=8, spines=8,
+                                            superspines=4, spine_radix=16, superspine_radix=8))
+    assert {"fabric.spine_radix", "fabric.superspine_radix"} <= paths_of(problems)
+
+
+def test_gpu_counts_that_do_not_fill():
+    assert "fabric.servers_per_segment" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=10, gpus_per_server=8), FabricSpec(servers_per_segment=4)))
+    assert "fabric.pods" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=9, gpus_per_server=8), FabricSpec(topology="multi-pod", pods=2, superspines=2)))
+    assert "cluster.nics_per_server" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=2, gpus_per_server=8, nic_layout="shared", nics_per_server=3), FabricSpec()))
+    assert "cluster.gpus_per_server" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=2, gpus_per_server=8, scale_up="nvl72"), FabricSpec()))
+    assert "fabric.rails_per_switch" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=2, gpus_per_server=8), FabricSpec(rails_per_switch=3)))
+
+
+def test_speeds_that_do_not_match():
+    assert "fabric.link_speed_gbps" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=2, gpus_per_server=8, nic_speed_gbps=400), FabricSpec(link_speed_gbps=100)))
+    assert "cluster.nic_speed_gbps" in paths_of(check_fabric_spec(
+        ClusterSpec(servers=2, gpus_per_server=8, nic_speed_gbps=300), FabricSpec()))
+    custom = {"switches": [{"id": "sw"}], "links": [{"a": "s0/nic0", "b": "sw", "speed_gbps": 200},
+                                                     {"a": "s1/nic0", "b": "sw"}]}
+    problems = check_fabric_spec(ClusterSpec(servers=2, gpus_per_server=1, nic_speed_gbps=400),
+                                 FabricSpec(topology="custom", custom=custom))
+    assert paths_of(problems) == {"fabric.custom.links[0].speed_gbps"}
+
+
+def test_custom_topology_problems():
+    custom = {"switches": [{"id": "sw", "radix": 1}], "links": [{"a": "s0/nic0", "b": "sw"},
+                                                                 {"a": "s1/nic0", "b": "swx"}]}
+    problems = check_fabric_spec(ClusterSpec(servers=2, gpus_per_server=1), FabricSpec(topology="custom", custom=custom))
+    assert "fabric.custom.links[1].b" in paths_of(problems)
+    custom["links"][1]["b"] = "sw"
+    problems = check_fabric_spec(ClusterSpec(servers=2, gpus_per_server=1), FabricSpec(topology="custom", custom=custom))
+    assert paths_of(problems) == {"fabric.custom.switches[0].radix"}
+
+
+def test_validate_reports_fabric_problems_with_exit_2(demo_data, write_scenario, capsys):
+    demo_data["fabric"].update(rails_per_switch=3)
+    code = run_app(app, ["validate", str(write_scenario(demo_data))])
+    assert code == 2
+    assert "fabric.rails_per_switch" in capsys.readouterr().err
+
+
+def test_plan_command_writes_its_files(tmp_path, capsys):
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(POD))
+    out = tmp_path / "plan"
+    assert run_app(app, ["fabric", "plan", str(path), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "NON-BLOCKING" in text and "3.2 Tb/s" in text
+    assert {p.name for p in out.iterdir()} == {"plan.json", "bom.csv", "cabling.csv", "addressing.csv"}
+    cabling = (out / "cabling.csv").read_text().splitlines()
+    assert len(cabling) == 1 + 128 + 16  # header, host cables, rail-spine cables
+    assert cabling[1].startswith("1,host,s0/nic0,port1,seg0/leaf0-A,Ethernet1/")
+
+
+def test_plan_command_bad_input_exit_2(tmp_path, capsys):
+    data = yaml.safe_load(yaml.safe_dump(POD))
+    data["fabric"]["switch_radix"] = 16
+    data["fabric"]["spinez"] = 1
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert run_app(app, ["fabric", "plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "fabric.spinez" in err and "Traceback" not in err
+
+
+def test_polarization_command(tmp_path, capsys):
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(POD))
+    assert run_app(app, ["fabric", "polarization", str(path), "--pattern", "incast", "--trials", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "ideal spread" in text and "per-switch seeds" in text
+    assert run_app(app, ["fabric", "polarization", str(path), "--pattern", "nope"]) == 2
+
+
+def test_draw_command_and_collapsed_svg(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(POD))
+    out = tmp_path / "topo.svg"
+    assert run_app(app, ["fabric", "draw", str(path), "--out", str(out)]) == 0
+    root = ET.fromstring(out.read_text())
+    texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "Spine-4" in texts and "Rails 1-8 A" in texts and "800G" in texts
+    big = resolve(ClusterSpec(servers=4096, gpus_per_server=8),
+                  FabricSpec(topology="multi-pod", pods=32, servers_per_segment=32, spines=32, superspine_planes=32,
+                             links_per_superspine=2))
+    svg = fabric_svg(big)
+    ET.fromstring(svg)
+    assert "× 29 servers" in svg and "× 30 more pods" in svg and len(svg) < 200_000
+
+
+def test_rail_map_command(capsys):
+    assert run_app(app, ["fabric", "rail-map", "--ports", "48", "--hosts", "4", "--rails", "8"]) == 0
+    assert "25, 28, 31, 34" in capsys.readouterr().out
+
+
+def test_policies_split_and_choose():
+    f = build(ClusterSpec(servers=2, gpus_per_server=2), FabricSpec(spines=4))
+    router = Router(f)
+    assert len(PathPolicy("ecmp").split(router, 0, 3)) == 1
+    spray = PathPolicy("spray").split(router, 0, 3)
+    assert len(spray) == 4 and sum(s for _, s in spray) == pytest.approx(1)
+    chosen = {PathPolicy("spray").choose(router, 0, 3, unit).links for unit in range(64)}
+    assert len(chosen) == 4  # packets use every path
+    load = np.zeros(len(f.links))
+    first = spray[0][0]
+    load[list(first.links)] = 1.0
+    assert PathPolicy("flowlet").choose(router, 0, 3, 0, link_load=load).links != first.links
+    with pytest.raises(ValueError):
+        PathPolicy("nope")
