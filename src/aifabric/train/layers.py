@@ -189,7 +189,7 @@ class Embed(nn.Module):
         self.pos = Replicated(full["pos"], f"{name}.pos")
 
     def forward(self, idx):
-        return self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        return self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
 
 
 class Head(nn.Module):

@@ -27,13 +27,14 @@ class Pipe:
         self.stash: dict[int, tuple[torch.Tensor | None, torch.Tensor]] = {}
         self.loss = 0.0
         self.backwards = 0
+        self.device = next(stage.parameters()).device
 
     # communication -------------------------------------------------------------------------------------
     def _x_buf(self):
-        return torch.empty(self.in_shape) if self.prev is not None else None
+        return torch.empty(self.in_shape, device=self.device) if self.prev is not None else None
 
     def _g_buf(self):
-        return torch.empty(self.out_shape) if self.next is not None else None
+        return torch.empty(self.out_shape, device=self.device) if self.next is not None else None
 
     def xchg(self, send_fwd=None, send_bwd=None, recv_fwd=False, recv_bwd=False):
         sends, recvs = [], []

@@ -105,7 +105,8 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
     # replicas other than the first start elsewhere: the Broadcast must fix that
     units = full_units(cfg.model, cfg.seed + 7919 * c.dp, data.vocab_size)
     start, stop = stage_bounds(len(units), cfg.pp, c.pp)
-    stage = build_stage(units, start, stop, TP(comm, layout.tp_group(rank), c.tp))
+    device = _device()
+    stage = build_stage(units, start, stop, TP(comm, layout.tp_group(rank), c.tp)).to(device)
     params = list(stage.parameters())
     dp_group = layout.dp_group(rank)
     if cfg.dp > 1:
@@ -123,7 +124,7 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         t0 = time.time()
         idx = batch_indices(cfg.seed, len(data), cfg.global_batch, step)
         a, b = split_evenly(cfg.global_batch, cfg.dp, c.dp)
-        xs, ys = data.batch(idx[a:b])
+        xs, ys = (t.to(device) for t in data.batch(idx[a:b]))
         xs, ys = list(xs.chunk(cfg.n_micro)), list(ys.chunk(cfg.n_micro))
         for p in params:
             p.grad = None
@@ -143,12 +144,21 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
             tracer.record_step(step, t0, t1, loss)
     del per_replica
     tracer.write(out)
-    shards = {p.full_name: (p.detach().clone(), p.shard_dim) for p in params}
+    shards = {p.full_name: (p.detach().cpu().clone(), p.shard_dim) for p in params}
     torch.save(shards, out / f"weights-rank{rank}.pt")
     result = {"rank": rank, "coords": asdict(c), "losses": losses, "step_times_s": step_times,
               "comm_ops": tracer.seq}
     (out / f"result-rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
     return result
+
+
+def _device() -> torch.device:
+    """NCCL moves GPU memory: with it, each rank uses the GPU of its LOCAL_RANK; gloo runs on the CPU."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
 
 
 def sgd_step(params: list[torch.nn.Parameter], lr: float) -> None:
