@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aifabric.collectives import ALGORITHMS, Layout, build_schedule
-from aifabric.collectives.cost import PROTOCOLS, Paths, Shape, busbw_factor, collective_time_s
+from aifabric.collectives.cost import (
+    PROTOCOLS,
+    Paths,
+    Shape,
+    busbw_factor,
+    collective_time_s,
+)
 from aifabric.collectives.tuning import choose
 
 GiB = 1 << 30

@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aifabric.collectives import ALGORITHMS, Layout, build_schedule, execute, not_applicable, reference
+from aifabric.collectives import (
+    ALGORITHMS,
+    Layout,
+    build_schedule,
+    execute,
+    not_applicable,
+    reference,
+)
 
 PAIRS = [(op, alg) for op, algs in ALGORITHMS.items() for alg in algs]
 
@@ -53,3 +60,32 @@ def test_schedule_matches_reference_on_every_rank(op, algorithm, n, gpus, elemen
         assert all(c == size for c in covered.values())
     if op == "reduce-scatter":
         assert sum(covered.values()) == size
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 70))
+def test_dissemination_barrier_lets_every_rank_hear_from_every_rank(n):
+    """A barrier has no data: its proof is that, following the moves step by step, every rank has
+    (transitively) heard from every rank before it leaves, in ceil(log2 n) rounds."""
+    sched = build_schedule("barrier", "dissemination", list(range(n)), 0, Layout(4))
+    heard = [{r} for r in range(n)]
+    for step in sched.steps():
+        before = [set(h) for h in heard]
+        for m in step:
+            heard[m.dst] |= before[m.src]
+    assert all(h == set(range(n)) for h in heard)
+    assert sched.n_steps == (n - 1).bit_length()
+
+
+@settings(max_examples=40, deadline=None)
+@given(servers=st.integers(1, 9), gpus=st.integers(1, 8), channels=st.integers(1, 8))
+def test_ring_channels_keep_inter_server_hops_on_rails(servers, gpus, channels):
+    from aifabric.collectives.topology import channel_rings
+
+    layout = Layout(gpus)
+    rings = channel_rings(range(servers * gpus), layout, channels)
+    for ring in rings.tolist():
+        assert sorted(ring) == list(range(servers * gpus))
+        hops = list(zip(ring, ring[1:] + ring[:1]))
+        off_rail = [(a, b) for a, b in hops if a // gpus != b // gpus and a % gpus != b % gpus]
+        assert len(off_rail) <= (1 if servers % 2 else 0)

@@ -5,8 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from aifabric.collectives import Layout, build_schedule, execute, network_of, ring_all_reduce
-from aifabric.collectives.bootstrap import Launch, comm_split, global_rank, new_group, processes, rendezvous
+from aifabric.collectives import (
+    Layout,
+    build_schedule,
+    execute,
+    network_of,
+    ring_all_reduce,
+)
+from aifabric.collectives.bootstrap import (
+    Launch,
+    comm_split,
+    global_rank,
+    new_group,
+    processes,
+    rendezvous,
+)
 from aifabric.collectives.explain import explain
 
 

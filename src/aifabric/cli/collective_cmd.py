@@ -9,7 +9,14 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ..collectives import ALGORITHMS, Layout, REDUCE_OPS, build_schedule, network_of, not_applicable
+from ..collectives import (
+    ALGORITHMS,
+    REDUCE_OPS,
+    Layout,
+    build_schedule,
+    network_of,
+    not_applicable,
+)
 from ..collectives.cost import Paths, Shape, busbw_factor, collective_time_s
 from ..collectives.explain import chunk_letter, explain
 from ..collectives.schedule import Schedule

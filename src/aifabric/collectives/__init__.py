@@ -1,6 +1,16 @@
 from .algorithms import ALGORITHMS, OPS, build_schedule, not_applicable
 from .ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from .schedule import ALL, COPY, REDUCE, REDUCE_OPS, ChunkMove, Schedule, chunk_bounds, execute, reference
+from .schedule import (
+    ALL,
+    COPY,
+    REDUCE,
+    REDUCE_OPS,
+    ChunkMove,
+    Schedule,
+    chunk_bounds,
+    execute,
+    reference,
+)
 from .topology import Layout, network_of, snake_ring
 
 __all__ = [

@@ -14,7 +14,13 @@ import numpy as np
 from .direct import all_to_all, direct, send_recv
 from .hierarchical import hierarchical_all_reduce
 from .rhd import rhd
-from .ring import chain_broadcast, chain_reduce, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .ring import (
+    chain_broadcast,
+    chain_reduce,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+)
 from .schedule import ALL, MODE_COPY, MoveBuilder, Schedule, chunk_bounds_array
 from .topology import Layout, channel_rings, server_matrix
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce

@@ -20,7 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from .rhd import rhd
-from .schedule import ALL, MODE_COPY, MODE_REDUCE, MoveBuilder, Schedule, chunk_bounds_array
+from .schedule import (
+    ALL,
+    MODE_COPY,
+    MODE_REDUCE,
+    MoveBuilder,
+    Schedule,
+    chunk_bounds_array,
+)
 
 
 def _intra(mb: MoveBuilder, m: np.ndarray, shards_of, phase: str, first_step: int, mode: int) -> None:

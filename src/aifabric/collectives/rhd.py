@@ -21,7 +21,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .schedule import ALL, MODE_COPY, MODE_REDUCE, MoveBuilder, Schedule, chunk_bounds_array
+from .schedule import (
+    ALL,
+    MODE_COPY,
+    MODE_REDUCE,
+    MoveBuilder,
+    Schedule,
+    chunk_bounds_array,
+)
 
 
 def _plan(n: int):

@@ -23,7 +23,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .schedule import ALL, MODE_COPY, MODE_REDUCE, MoveBuilder, Schedule, chunk_bounds_array
+from .schedule import (
+    ALL,
+    MODE_COPY,
+    MODE_REDUCE,
+    MoveBuilder,
+    Schedule,
+    chunk_bounds_array,
+)
 
 RS, AG = "reduce-scatter", "all-gather"
 
@@ -53,7 +60,6 @@ def _ring_block(mb: MoveBuilder, rings: np.ndarray, phase: str, first_step: int)
 
 def _owners(rings: np.ndarray) -> np.ndarray:
     """Chunk c·n + k is held, after ReduceScatter, by channel c's position k - 1."""
-    c, n = rings.shape
     return np.roll(rings, 1, axis=1).reshape(-1)
 
 

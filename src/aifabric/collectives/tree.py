@@ -16,10 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
-from .schedule import ALL, MODE_COPY, MODE_REDUCE, MoveBuilder, Schedule, chunk_bounds_array
+from .schedule import (
+    ALL,
+    MODE_COPY,
+    MODE_REDUCE,
+    MoveBuilder,
+    Schedule,
+    chunk_bounds_array,
+)
 from .topology import Layout, by_server
 
 
@@ -53,7 +61,7 @@ def build_tree(ranks: Sequence[int], layout: Layout, head: int = 0, mirror: bool
     for g, h in zip(groups, heads):
         chain = g[h:] + g[:h]
         chains.append(chain)
-        for a, b in zip(chain, chain[1:]):
+        for a, b in pairwise(chain):
             parent[b] = a
     for j in range(1, len(order)):  # binary heap over the servers' heads
         parent[chains[order[j]][0]] = chains[order[(j - 1) // 2]][0]

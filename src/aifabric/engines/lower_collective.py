@@ -10,6 +10,7 @@ NVSwitch once and the owner receives one reduced result; the owner's result goes
 multicast down (see `_lower_nvls`). An explicit protocol puts 1/efficiency wire bytes per data byte
 on the links and adds its per-step overhead to every transfer's latency.
 
+Every transfer's name ends with the network it crosses: `[NVLink]`, `[rail 3]`, `[rail 0 → spine → rail 2]`.
 Moves of one step between the same two ranks on the same channel become one transfer (a run of
 chunks, or several runs, in one message). The first transfers of a rank wait for both the sender and
 the receiver to reach the collective (NCCL's kernels rendezvous); every later transfer of a rank waits
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..collectives import Layout, build_schedule, not_applicable
+from ..collectives import Layout, build_schedule, network_of, not_applicable
 from ..collectives.cost import PROTOCOLS, Paths, Shape
 from ..collectives.schedule import Schedule
 from ..collectives.tuning import Choice, choose
@@ -118,7 +119,8 @@ def _lower_nvls(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, r
     ends: dict[int, list[int]] = {r: [] for r in op.group}
 
     def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int) -> int:
-        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step}", deps, size_bytes=size * wire, route=tuple(links),
+        net = "NVLink (in-switch)" if src // gps == dst // gps else network_of(src, dst, Layout(gps))
+        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * wire, route=tuple(links),
                   latency_s=latency_s + overhead_s, step=step, collective=ci)
         inst.tasks.append(t)
         ends[src].append(t)
@@ -176,6 +178,7 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
     sched, _ = plan(op, fabric, router)
     wire, overhead_s = _wire(op, sched)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
+    layout = Layout(fabric.gpus_per_server)
     gps = fabric.gpus_per_server
     ci = len(g.collectives)
     inst = CollectiveInstance(op.key, op.op, sched.algorithm, op.group, op.size_bytes, op.label,
@@ -207,7 +210,8 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
             first = None
             for a, b in hops:
                 route = router.route(a, b, channel)
-                t = g.add(TRANSFER, a, b, f"{op.key}/step{k}", deps, size_bytes=size * wire, route=route.links,
+                net = network_of(a, b, layout)
+                t = g.add(TRANSFER, a, b, f"{op.key}/step{k} [{net}]", deps, size_bytes=size * wire, route=route.links,
                           latency_s=route.latency_s + overhead_s, step=k, collective=ci)
                 inst.tasks.append(t)
                 first = t if first is None else first
