@@ -1,0 +1,93 @@
+"""The seeds' scenarios on the packet engine (spec §12.2 tests 6-9 and Figures 10-2, 10-5, 11-7, 12-6/7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aifabric.packet.config import PacketConfig
+from aifabric.packet.scenarios import run_scenario
+
+
+@pytest.fixture(scope="module")
+def cascade():
+    return run_scenario("pfc-cascade", PacketConfig(explain=True))
+
+
+def test_incast_figure_10_2_offers_800_gbps_to_a_200_gbps_port():
+    """WE-04: 4 remote GPUs at 200 Gb/s toward E1 on Host-2: 800 Gb/s offered, 4:1. With the book's
+    thresholds (xON < WRED min < WRED max < xOFF) ECN marks come before any PFC pause, nothing drops,
+    and the port stays busy (delivered close to 200 Gb/s)."""
+    r = run_scenario("incast", PacketConfig(explain=True))
+    assert "800 Gb/s" in r.findings[0] and "4:1" in r.findings[0]
+    st = r.stats
+    assert st.total_drops() == 0
+    assert st.total_ecn_marks() > 0 and sum(f["cnp_sent"] for f in st.flows) > 0
+    log = r.net.events_log
+    first_mark = next(t for t, c, _ in log if c == "ecn" and "marked" in _)
+    first_pause = next((t for t, c, x in log if c == "pfc" and "PFC pause (" in x), float("inf"))
+    assert first_mark < first_pause
+    end = max(f["done_s"] for f in st.flows)
+    delivered_gbps = 4 * 4e6 * 8 / end / 1e9
+    assert 150 < delivered_gbps <= 200
+
+
+def test_polarization_figure_10_5_ecmp_puts_both_flows_on_spine_1():
+    """WE-05: the hash picks the Spine 1 uplink for both 200 Gb/s flows; the Spine 2 uplink stays idle.
+    Spraying and adaptive routing use both uplinks and finish about twice as fast."""
+    r = run_scenario("polarization", PacketConfig())
+    rows = {row["lb"]: row for row in r.table}
+    assert rows["ecmp"]["railA->spine2_MB"] == 0
+    assert rows["ecmp"]["railA->spine1_MB"] > 8
+    for mode in ("spray", "adaptive"):
+        a, b = rows[mode]["railA->spine1_MB"], rows[mode]["railA->spine2_MB"]
+        assert a == pytest.approx(b, rel=0.1)
+        assert rows[mode]["max_fct_us"] < 0.6 * rows["ecmp"]["max_fct_us"]
+
+
+def test_pfc_cascade_rail_c_pauses_spine_1_which_pauses_rails_a_and_b(cascade):
+    """Spec §12.2 test 6 (Figures 11-4..11-6): Rail C pauses Spine 1 on queue 3 only, then Spine 1 pauses
+    Rail A and Rail B; recovery below xON with quanta 0; no drops."""
+    st = cascade.stats
+    assert st.pfc_pause_sent[("railC->spine1", 3)] > 0
+    assert st.pfc_pause_sent[("spine1->railA", 3)] > 0 and st.pfc_pause_sent[("spine1->railB", 3)] > 0
+    assert st.pfc_resume_sent[("railC->spine1", 3)] > 0
+    assert {prio for _, prio in st.pfc_pause_sent} == {3}
+    assert st.total_drops() == 0
+    log = [(t, x) for t, c, x in cascade.net.events_log if c == "pfc"]
+    t_railc = next(t for t, x in log if x.startswith("railC: ingress") and "PFC pause" in x)
+    t_spine = next(t for t, x in log if x.startswith("spine1: ingress") and "PFC pause" in x)
+    t_resume = next(t for t, x in log if x.startswith("railC: ingress") and "resume" in x)
+    assert t_railc < t_spine < t_resume
+
+
+def test_pfc_cascade_other_priorities_keep_flowing(cascade):
+    """Queue 0 on the paused Spine 1 -> Rail C link is never paused; the DSCP-0 flow runs at full speed."""
+    net = cascade.net
+    port = next(p for p in net.ports if p.name == "spine1->railC")
+    assert port.paused_total[3] > 0 and port.paused_total[0] == 0
+    lossy = next(f for f in cascade.stats.flows if "DSCP 0" in f["name"])
+    assert lossy["fct_s"] < 1.1 * 2e6 * 8 / 200e9 + 5e-6
+
+
+def test_dcqcn_timeline_figure_11_7_ecn_then_cnp_then_rate_cut_then_pfc_then_resume():
+    r = run_scenario("dcqcn", PacketConfig(explain=True))
+    t = {row["figure"]: row["t_us"] for row in r.table}
+    assert None not in t.values()
+    assert t["t1"] <= t["t2"] < t["t3"] < t["t4"]
+    assert t["t5"] < t["t8"]
+    assert r.stats.total_drops() == 0
+    assert all(f["final_rate_gbps"] < 200 for f in r.stats.flows)
+
+
+def test_spraying_breaks_first_middle_last_but_not_write_only():
+    """Spec §12.2 test 9 / Figures 12-6, 12-7: sprayed Middle/Last packets that overtake are discarded
+    and NAKed (go-back-N); Write Only packets are placed on arrival, whatever their order."""
+    r = run_scenario("spraying", PacketConfig())
+    rows = {row["variant"]: row for row in r.table}
+    ecmp, fml, wo, uet = (rows["ecmp, Write First/Middle/Last"], rows["spray, Write First/Middle/Last"],
+                          rows["spray, Write Only"], rows["UET (per-packet entropy)"])
+    assert ecmp["out_of_order"] == 0 and ecmp["retransmissions"] == 0
+    assert fml["out_of_order"] > 0 and fml["naks"] > 0 and fml["retransmissions"] > 0
+    assert wo["out_of_order"] > 0 and wo["retransmissions"] == 0
+    assert uet["out_of_order"] > 0 and uet["retransmissions"] == 0
+    assert wo["max_fct_us"] < 0.6 * ecmp["max_fct_us"] < fml["max_fct_us"]
