@@ -70,6 +70,10 @@ def test_layers_must_divide_over_stages():
     assert "must divide the model's 24 layers" in p["workload.parallelism.pp"]
 
 
+def test_sequence_longer_than_learned_positions():
+    assert "learned positions for 2048 tokens" in problems(with_workload(seq_len=4096))["workload.seq_len"]
+
+
 def test_unknown_model_and_dense_model_with_experts():
     d = with_workload()
     d["workload"]["model"] = "gpt-9"

@@ -92,6 +92,9 @@ class ParallelismSpec(Strict):
     order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
 
 
+DEFAULT_EFFICIENCY = {"data-parallel": 0.5, "llm-training": 0.45}
+
+
 class WorkloadSpec(Strict):
     kind: Literal["data-parallel", "llm-training"] = "data-parallel"
     model: ModelSpec
@@ -100,8 +103,16 @@ class WorkloadSpec(Strict):
     parallelism: ParallelismSpec | None = Field(None, description="llm-training: the parallelism plan")
     seq_len: int | None = Field(None, ge=1, description="llm-training: tokens per sequence (default: the model's)")
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
-    compute_efficiency: float = Field(
-        0.5, gt=0, le=1, description="achieved fraction of the GPU's dense peak FLOP/s (see docs/validation.md)"
+    compute_efficiency: float | None = Field(
+        None, gt=0, le=1, description="achieved fraction of the GPU's dense peak FLOP/s (default 0.5 for "
+        "data-parallel, 0.45 for llm-training; see docs/validation.md)"
     )
+    @property
+    def efficiency(self) -> float:
+        """compute_efficiency, or the default of the workload kind."""
+        if self.compute_efficiency is not None:
+            return self.compute_efficiency
+        return DEFAULT_EFFICIENCY[self.kind]
+
     memory_check: bool = Field(True, description="llm-training: refuse a plan that does not fit GPU memory")
     iterations: int = Field(1, ge=1, le=1000)

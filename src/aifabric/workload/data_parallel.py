@@ -26,7 +26,7 @@ def build_data_parallel(s: Scenario) -> Workload:
             raise InputError(Problem("workload.model.name", f"{w.model.name!r} is not a feed-forward network"))
     world = s.cluster.total_gpus
     samples = w.global_batch_size // world
-    flops_per_s = gpu(s.cluster.gpu).peak_flops(w.precision) * w.compute_efficiency
+    flops_per_s = gpu(s.cluster.gpu).peak_flops(w.precision) * w.efficiency
     fwd = model.forward_flops(samples)
     bwd = model.backward_flops(samples)
     group = tuple(range(world))

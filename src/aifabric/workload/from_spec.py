@@ -71,6 +71,9 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
         if dp % par.ep:
             out.append(Problem(f"{P}.ep", f"ep={par.ep} must divide the data-parallel size {dp}"))
     seq = w.seq_len or model.max_seq_len
+    if model.learned_positions and seq > model.max_seq_len:
+        out.append(Problem("workload.seq_len", f"{model.name} has learned positions for {model.max_seq_len} tokens "
+                                               f"(got {seq})"))
     if seq % par.cp:
         out.append(Problem("workload.seq_len", f"must be divisible by cp={par.cp} (got {seq})"))
     per_step = dp * par.micro_batch_size
@@ -91,5 +94,5 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
                 precision=w.precision, recompute=par.recompute, sequence_parallel=par.sequence_parallel and par.tp > 1,
                 zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb, overlap_grad_reduce=par.overlap_grad_reduce,
                 order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
-                compute_efficiency=w.compute_efficiency)
+                compute_efficiency=w.efficiency)
     return model, plan, out
