@@ -88,6 +88,26 @@ class Port:
         elif self.wake_t > self.busy_until or self.wake_t <= self.sim.now:
             self.wake_at(self.busy_until)
 
+    def send_direct(self, pkt: Pkt) -> None:
+        """Enqueue + dequeue at once: the port is idle with empty queues (the common uncongested hop)."""
+        now = self.sim.now
+        size = pkt.size
+        end = now + size * self.s_per_byte
+        self.busy_until = end
+        self.tx_bytes += size
+        self.tx_packets += 1
+        if self.bins is not None:
+            b = int(now / self.net.link_bin_s)
+            self.bins[b] = self.bins.get(b, 0) + size
+        pkt.in_link = self.link
+        sim = self.sim
+        sim.seq += 1
+        heappush(sim.heap, (end + self.delay, sim.seq, self.peer_receive, pkt))
+        if self.source is not None:
+            self.wake_t = end
+            sim.seq += 1
+            heappush(sim.heap, (end, sim.seq, self._wake_cb, None))
+
     def _dequeue(self, q: int) -> Pkt:
         pkt = self.queues[q].popleft()
         d = self.qbytes[q] - pkt.size

@@ -31,13 +31,20 @@ class Sim:
         heap = self.heap
         pop = heapq.heappop
         n = 0
-        while heap:
-            if heap[0][0] > until:
-                break
-            t, _, fn, arg = pop(heap)
-            self.now = t
-            fn(arg)
-            n += 1
+        if until == inf:
+            while heap:
+                t, _, fn, arg = pop(heap)
+                self.now = t
+                fn(arg)
+                n += 1
+        else:
+            while heap:
+                if heap[0][0] > until:
+                    break
+                t, _, fn, arg = pop(heap)
+                self.now = t
+                fn(arg)
+                n += 1
         self.events += n
 
 

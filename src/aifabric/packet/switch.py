@@ -149,10 +149,16 @@ class Switch:
                     self._send_pfc(pkt.in_link, q, self.net.cfg.switch.pfc_quanta, level)
                     port.enqueue(pkt, q)
                     return
+            if not port.backlog and port.busy_until <= net.sim.now and port.paused_until[q] <= net.sim.now:
+                port.send_direct(pkt)  # straight through: the ingress count rises and falls at once
+                return
             self.ingress[key] = level
             pkt.ikey = key
         elif depth + size > self.queue_limit:
             net.drop(port, pkt, "queue-limit")
+            return
+        elif not port.backlog and port.busy_until <= net.sim.now and port.paused_until[q] <= net.sim.now:
+            port.send_direct(pkt)
             return
         self.buffer_used += size
         port.enqueue(pkt, q)
