@@ -46,18 +46,17 @@ def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
     s_count, local = m.shape
     if s_count < 2:
         return first_step
-    q = np.arange(local).reshape(1, -1, 1)  # the GPU position in its server (rail)
-    shard = (q + 1) % local  # what position q holds after step 1
-    s = np.arange(s_count).reshape(1, 1, -1)
+    q = np.arange(local, dtype=np.int32).reshape(1, -1, 1)  # the GPU position in its server (rail)
+    shard_base = ((q + 1) % local) * np.int32(s_count)  # position q holds shard q + 1 after step 1
     t = np.arange(s_count - 1).reshape(-1, 1, 1)
-    members = m.T[None, :, :]  # [q, s]
-    nxt = np.roll(m.T, -1, axis=1)[None, :, :]
-    shape = (s_count - 1, local, s_count)
-    for phase, mode, off, sub in (("inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0, (s - t) % s_count),
-                                  ("inter-server all-gather (rail ring)", MODE_COPY, s_count - 1,
-                                   (s + 1 - t) % s_count)):
-        mb.add(first_step + off + t, np.broadcast_to(members, shape), np.broadcast_to(nxt, shape),
-               shard * s_count + sub, mode, phase, channel=q)
+    members = m.T.astype(np.int32)[None, :, :]  # [q, s]
+    nxt = np.roll(m.T, -1, axis=1).astype(np.int32)[None, :, :]
+    # (s - t) mod S and (s + 1 - t) mod S from a sliding window, int32, no division
+    window = np.lib.stride_tricks.sliding_window_view(np.tile(np.arange(s_count, dtype=np.int32), 2), s_count)
+    for phase, mode, off, shift in (("inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0, 0),
+                                    ("inter-server all-gather (rail ring)", MODE_COPY, s_count - 1, 1)):
+        sub = window[(shift - np.arange(s_count - 1)) % s_count][:, None, :]
+        mb.add(first_step + off + t, members, nxt, shard_base + sub, mode, phase, channel=q)
     return first_step + 2 * (s_count - 1)
 
 

@@ -143,24 +143,30 @@ class MoveBuilder:
     _blocks: list[tuple[np.ndarray, ...]] = field(default_factory=list)
 
     def add(self, step, src, dst, chunk, mode: int, phase: str, count=1, channel=0) -> None:
+        """Moves given as arrays (or scalars) that broadcast together; nothing is copied until `build`."""
         if phase not in self.phases:
             self.phases.append(phase)
         typed = [np.asarray(x, dtype=t) for x, t in ((step, np.int32), (src, np.int32), (dst, np.int32),
                                                       (chunk, np.int32), (count, np.int32), (channel, np.int16))]
         shape = np.broadcast_shapes(*(a.shape for a in typed))
-        n = int(np.prod(shape))
-        if n == 0:
+        if int(np.prod(shape)) == 0:
             return
-        step_a, src_a, dst_a, chunk_a, count_a, channel_a = (np.broadcast_to(a, shape).reshape(-1) for a in typed)
-        self._blocks.append((step_a, src_a, dst_a, chunk_a, count_a, np.full(n, mode, dtype=np.int8),
-                             np.full(n, self.phases.index(phase), dtype=np.int8), channel_a))
+        self._blocks.append((shape, typed, mode, self.phases.index(phase)))
 
     def build(self, op: str, algorithm: str, ranks, elements: int, bounds: np.ndarray, source, target,
               root: int = -1, notes: str = "") -> Schedule:
-        if self._blocks:
-            cols = [np.concatenate([b[k] for b in self._blocks]) for k in range(8)]
-        else:
-            cols = [np.zeros(0, dtype=t) for t in (np.int32,) * 5 + (np.int8, np.int8, np.int16)]
+        """One allocation per column, each block broadcast straight into its slice."""
+        dtypes = (np.int32,) * 5 + (np.int8, np.int8, np.int16)
+        sizes = [int(np.prod(shape)) for shape, *_ in self._blocks]
+        total = sum(sizes)
+        cols = [np.empty(total, dtype=t) for t in dtypes]
+        off = 0
+        for (shape, typed, mode, phase), n in zip(self._blocks, sizes):
+            for k, col in zip((0, 1, 2, 3, 4, 7), typed):
+                np.copyto(cols[k][off:off + n].reshape(shape), col)
+            cols[5][off:off + n] = mode
+            cols[6][off:off + n] = phase
+            off += n
         step = cols[0]
         if len(step) > 1 and np.any(step[1:] < step[:-1]):
             order = np.argsort(step, kind="stable")
