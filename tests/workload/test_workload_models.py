@@ -75,3 +75,23 @@ def test_unknown_model_names_the_field():
     with pytest.raises(InputError) as e:
         get_model("gpt-5")
     assert e.value.problems[0].path == "workload.model"
+
+
+def test_seed_models_train_data_parallel():
+    from aifabric.scenario import demo_scenario
+    from aifabric.simulate import build_workload
+
+    base = demo_scenario().model_dump()
+    for name in ("mnist-784-128-10", "ch4-cnn", "ch6-lstm"):
+        base["workload"]["model"] = {"name": name}
+        w = build_workload(type(demo_scenario()).model_validate(base))
+        assert w.params == MODELS[name].params
+        assert w.ranks[0][-1].size_bytes == MODELS[name].params * 2  # bf16 gradients in the AllReduce
+
+
+def test_cnn_forward_flops_count_every_output_position():
+    cnn = MODELS["ch4-cnn"]
+    conv1 = 2 * 94 * 94 * 8 * 27  # 8 kernels of 3x3x3 at each of 94 x 94 positions
+    conv2 = 2 * 45 * 45 * 16 * 72
+    dense = 2 * (7_744 * 4_000 + 4_000 * 1_000 + 1_000 * 10)
+    assert cnn.forward_flops(1) == conv1 + conv2 + dense

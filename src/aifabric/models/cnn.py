@@ -58,3 +58,18 @@ class CNN:
     @property
     def params(self) -> int:
         return sum(self.conv_params()) + sum(self.dense_params())
+
+    def forward_flops(self, samples: int) -> float:
+        """2 FLOP per multiply-accumulate: each kernel visits every output position; then the dense layers."""
+        side, ch, total = self.input_side, self.input_channels, 0.0
+        for c in self.convs:
+            side = conv_output_side(side, c.size, c.stride)
+            total += 2.0 * side * side * c.kernels * c.size * c.size * ch
+            if c.pool:
+                side //= c.pool
+            ch = c.kernels
+        total += 2.0 * sum(self.dense_params())
+        return total * samples
+
+    def backward_flops(self, samples: int) -> float:
+        return 2.0 * self.forward_flops(samples)

@@ -18,6 +18,7 @@ class LSTM:
     output_size: int = 0  # a SoftMax layer on top (0 = none)
     bias: bool = True
     biases_per_gate: int = 1  # PyTorch keeps two (b_ih and b_hh)
+    time_steps: int = 4  # steps per sample (the book's LSTM-RNN unrolls 4)
 
     def layer_params(self, input_size: int) -> int:
         h = self.hidden
@@ -32,5 +33,10 @@ class LSTM:
             total += self.hidden * self.output_size + (self.output_size if self.bias else 0)
         return total
 
-    def forward_flops_per_step(self) -> float:
-        return 2.0 * self.params
+    def forward_flops(self, samples: int) -> float:
+        """Every weight is used once per time step (2 FLOP per multiply-accumulate)."""
+        return 2.0 * self.params * self.time_steps * samples
+
+    def backward_flops(self, samples: int) -> float:
+        """Backpropagation through time: twice the forward."""
+        return 2.0 * self.forward_flops(samples)

@@ -16,9 +16,18 @@ def check_workload(s: Scenario) -> list[Problem]:
 def check_data_parallel(s: Scenario) -> list[Problem]:
     out: list[Problem] = []
     w, gpus = s.workload, s.cluster.total_gpus
-    if w.model.layer_widths is None:
+    if w.model.layer_widths is None and w.model.name is None:
         out.append(Problem("workload.model.layer_widths", "the data-parallel workload trains a feed-forward "
-                                                           "network: give its layer widths"))
+                                                           "network (give its layer widths) or a zoo model (name)"))
+    elif w.model.layer_widths is None:
+        from ..models import MODELS, Transformer
+
+        m = MODELS.get(w.model.name.lower())
+        if m is None:
+            out.append(Problem("workload.model.name", f"unknown model {w.model.name!r}; known: "
+                                                      f"{', '.join(sorted(MODELS))}"))
+        elif isinstance(m, Transformer):
+            out.append(Problem("workload.model.name", f"{w.model.name!r} is a transformer: use kind: llm-training"))
     if w.parallelism is not None:
         out.append(Problem("workload.parallelism", "only for kind: llm-training"))
     dp = w.data_parallel if w.data_parallel is not None else gpus
