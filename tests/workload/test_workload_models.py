@@ -2,8 +2,8 @@
 
 import pytest
 
-from aifabric.models import MODELS, LSTM, conv_output_side, get_model
 from aifabric.errors import InputError
+from aifabric.models import LSTM, MODELS, conv_output_side, get_model
 
 # The GPT-3 paper rounds its model names: computed from Table 2.1's dimensions, "350M" is 355.9 M, "1.3B" is
 # 1.316 B and "2.7B" is 2.652 B, i.e. 1.2-1.8 % off the name. The other sizes are within 1 %.

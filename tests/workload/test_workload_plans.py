@@ -72,12 +72,12 @@ BASE = {
 
 
 @pytest.mark.parametrize("par", [
-    dict(tp=2, pp=2, dp=4, schedule="gpipe"),
-    dict(tp=2, pp=2, dp=4, schedule="interleaved", chunks=2),
-    dict(tp=4, pp=1, dp=4, sequence_parallel=True, recompute="full"),
-    dict(tp=2, pp=1, dp=8, fsdp=True),
-    dict(tp=2, pp=2, dp=4, ep=4, zero=1),
-    dict(tp=2, pp=1, dp=4, cp=2, ep=2),
+    {"tp": 2, "pp": 2, "dp": 4, "schedule": "gpipe"},
+    {"tp": 2, "pp": 2, "dp": 4, "schedule": "interleaved", "chunks": 2},
+    {"tp": 4, "pp": 1, "dp": 4, "sequence_parallel": True, "recompute": "full"},
+    {"tp": 2, "pp": 1, "dp": 8, "fsdp": True},
+    {"tp": 2, "pp": 2, "dp": 4, "ep": 4, "zero": 1},
+    {"tp": 2, "pp": 1, "dp": 4, "cp": 2, "ep": 2},
 ])
 def test_plans_simulate_to_the_end(par):
     d = copy.deepcopy(BASE)
@@ -92,7 +92,7 @@ def test_pipeline_bubble_shows_in_the_simulated_iteration():
     d = copy.deepcopy(BASE)
     d["cluster"] = {"gpu": "H100", "servers": 1, "gpus_per_server": 4, "nic_speed_gbps": 400}
     d["workload"]["model"] = {"kind": "transformer", "layers": 8, "hidden": 2048, "heads": 16, "vocab": 1000}
-    d["workload"]["parallelism"] = dict(pp=4, dp=1, schedule="gpipe")
+    d["workload"]["parallelism"] = {"pp": 4, "dp": 1, "schedule": "gpipe"}
     d["workload"]["global_batch_size"] = 4
     d["workload"]["seq_len"] = 2048
     r = simulate(parse_scenario(d), engine="analytic").results

@@ -6,8 +6,8 @@ import pytest
 
 from aifabric.cli import run_app
 from aifabric.cli.app import app
-from aifabric.scenario.load import parse_scenario
 from aifabric.errors import InputError
+from aifabric.scenario.load import parse_scenario
 from aifabric.simulate import build_workload, simulate
 
 LLM = {

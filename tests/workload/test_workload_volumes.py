@@ -56,7 +56,7 @@ def test_tensor_parallel_two_allreduces_per_block_each_way(h100):
 
 
 def test_sequence_parallel_moves_the_same_bytes_as_allreduce(h100):
-    kw = dict(tp=4, global_batch_size=1, seq_len=256)
+    kw = {"tp": 4, "global_batch_size": 1, "seq_len": 256}
     ar = build_llm_training(SMALL, Plan(**kw), h100)
     sp = build_llm_training(SMALL, Plan(sequence_parallel=True, **kw), h100)
     ops = {op.op for op in sp.ranks[0] if isinstance(op, Collective) and op.dim == "tp"}
@@ -65,7 +65,7 @@ def test_sequence_parallel_moves_the_same_bytes_as_allreduce(h100):
 
 
 def test_full_recompute_repeats_the_forward_exchanges(h100):
-    kw = dict(tp=4, global_batch_size=1, seq_len=256)
+    kw = {"tp": 4, "global_batch_size": 1, "seq_len": 256}
     base = sent(build_llm_training(SMALL, Plan(**kw), h100), "tp").per_gpu_max_bytes
     full = sent(build_llm_training(SMALL, Plan(recompute="full", **kw), h100), "tp").per_gpu_max_bytes
     assert full == pytest.approx(1.5 * base)
@@ -84,7 +84,7 @@ def test_pipeline_sends_one_activation_per_micro_batch_each_way(h100):
 
 def test_zero3_moves_one_and_a_half_times_data_parallel(h100):
     n = 8
-    kw = dict(dp=n, global_batch_size=n, seq_len=256)
+    kw = {"dp": n, "global_batch_size": n, "seq_len": 256}
     ddp = sent(build_llm_training(SMALL, Plan(**kw), h100), "dp").per_gpu_max_bytes
     z3 = sent(build_llm_training(SMALL, Plan(zero=3, **kw), h100), "zero").per_gpu_max_bytes
     assert z3 == pytest.approx(1.5 * ddp, rel=1e-6)  # AllGather fwd + AllGather bwd + ReduceScatter
@@ -93,7 +93,7 @@ def test_zero3_moves_one_and_a_half_times_data_parallel(h100):
 @pytest.mark.parametrize("zero", [1, 2])
 def test_zero12_reduce_scatter_plus_all_gather_equals_allreduce(h100, zero):
     n = 8
-    kw = dict(dp=n, global_batch_size=n, seq_len=256)
+    kw = {"dp": n, "global_batch_size": n, "seq_len": 256}
     ddp = sent(build_llm_training(SMALL, Plan(**kw), h100), "dp").per_gpu_max_bytes
     w = build_llm_training(SMALL, Plan(zero=zero, **kw), h100)
     total = sent(w, "dp").per_gpu_max_bytes + sent(w, "zero").per_gpu_max_bytes

@@ -3,6 +3,7 @@ pooling that halves each side, a flatten, then fully connected layers."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 
@@ -53,7 +54,7 @@ class CNN:
 
     def dense_params(self) -> list[int]:
         widths = (self.flatten_width, *self.dense)
-        return [a * b + (b if self.bias else 0) for a, b in zip(widths[:-1], widths[1:])]
+        return [a * b + (b if self.bias else 0) for a, b in itertools.pairwise(widths)]
 
     @property
     def params(self) -> int:

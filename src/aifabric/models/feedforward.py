@@ -3,6 +3,7 @@ neuron with one weight per input plus a bias."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 
@@ -14,7 +15,7 @@ class FeedForward:
     @property
     def weights(self) -> int:
         w = self.layer_widths
-        return sum(a * b for a, b in zip(w[:-1], w[1:]))
+        return sum(a * b for a, b in itertools.pairwise(w))
 
     @property
     def biases(self) -> int:

@@ -43,7 +43,7 @@ MIB = 2**20
 class _Placeholder:
     """A pipeline Send/Recv in a tensor-parallel group's shared op list, filled in per rank."""
 
-    __slots__ = ("kind", "key", "vstage", "size_bytes", "label")
+    __slots__ = ("key", "kind", "label", "size_bytes", "vstage")
 
     def __init__(self, kind: str, key: str, vstage: int, size_bytes: int, label: str):
         self.kind, self.key, self.vstage, self.size_bytes, self.label = kind, key, vstage, size_bytes, label
@@ -129,7 +129,7 @@ class _StageBuilder:
         self.tp_exchange(f"{pre}/L{layer}/attn-in", True)
         if p.cp > 1:
             self.cp_exchange(f"{pre}/L{layer}/kv", False)
-        self.compute(f"fwd/attn", lf.attention)
+        self.compute("fwd/attn", lf.attention)
         self.tp_exchange(f"{pre}/L{layer}/attn-out", False)
         self.tp_exchange(f"{pre}/L{layer}/mlp-in", True)
         if moe and p.ep > 1:
@@ -139,7 +139,7 @@ class _StageBuilder:
             self.moe_exchange(f"{pre}/L{layer}/combine")
         self.tp_exchange(f"{pre}/L{layer}/mlp-out", False)
 
-    def block_backward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: "_Buckets | None") -> None:
+    def block_backward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: _Buckets | None) -> None:
         p = self.p
         if p.zero >= 3:
             self.coll(f"{pre}/L{layer}/zero3-ag", "all-gather", self.dp_group, sum(self.layer_params(layer)),

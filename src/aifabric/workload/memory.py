@@ -172,4 +172,4 @@ def min_gpus_for_weights(params: float, bytes_per_param: float, gpu_memory_gB: f
     """Fewest GPUs whose memory holds the weights alone (network.md 6.2, Figure 13-3)."""
     need = params * bytes_per_param
     cap = gpu_memory_gB * GB
-    return max(1, -(-int(round(need)) // int(round(cap))))
+    return max(1, -(-round(need) // round(cap)))
