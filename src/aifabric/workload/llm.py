@@ -50,7 +50,7 @@ class _Placeholder:
 
 
 class _StageBuilder:
-    """Builds the op list shared by the ranks of one tensor-parallel group (same pp, dp, cp index)."""
+    """Builds the op list of one rank (the template of its pipeline stage; see build_llm_training)."""
 
     def __init__(self, model: Transformer, plan: Plan, gpu: GpuSpec, rank: int, lay: RankLayout):
         self.m, self.p, self.gpu = model, plan, gpu
@@ -120,12 +120,18 @@ class _StageBuilder:
                     e.experts / self.p.ep * m.expert_params / t)
         return dense + m.dense_mlp_params / t, 0.0
 
+    def zero3_gather(self, key: str, layer: int) -> None:
+        """ZeRO-3 / FSDP: the block's weight shards gathered (dense over data parallel, experts over
+        expert-data parallel) before it runs."""
+        dense, expert = self.layer_params(layer)
+        self.coll(f"{key}/zero3-ag", "all-gather", self.dp_group, dense, "weights", "zero")
+        self.coll(f"{key}/zero3-ag-experts", "all-gather", self.edp_group, expert, "weights", "zero")
+
     # ---- passes ---------------------------------------------------------------------------
-    def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool) -> None:
+    def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, gather: bool = True) -> None:
         p = self.p
-        if p.zero >= 3:
-            self.coll(f"{pre}/L{layer}/zero3-ag", "all-gather", self.dp_group, sum(self.layer_params(layer)),
-                      "weights", "zero")
+        if p.zero >= 3 and gather:
+            self.zero3_gather(f"{pre}/L{layer}", layer)
         self.tp_exchange(f"{pre}/L{layer}/attn-in", True)
         if p.cp > 1:
             self.cp_exchange(f"{pre}/L{layer}/kv", False)
@@ -142,10 +148,9 @@ class _StageBuilder:
     def block_backward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: _Buckets | None) -> None:
         p = self.p
         if p.zero >= 3:
-            self.coll(f"{pre}/L{layer}/zero3-ag", "all-gather", self.dp_group, sum(self.layer_params(layer)),
-                      "weights", "zero")
+            self.zero3_gather(f"{pre}/L{layer}", layer)
         if p.recompute == "full":
-            self.block_forward(f"{pre}/recompute", layer, lf, moe)
+            self.block_forward(f"{pre}/recompute", layer, lf, moe, gather=False)  # weights just gathered
         elif p.recompute == "selective":
             self.compute("recompute/attn-core", lf.attention_core)
         # mirrored: the forward's "out" exchange becomes the backward's "in" and vice versa
@@ -162,8 +167,10 @@ class _StageBuilder:
             self.cp_exchange(f"{pre}/L{layer}/kv", True)
         self.tp_exchange(f"{pre}/L{layer}/attn-in", False)
         dense, expert = self.layer_params(layer)
-        if p.zero >= 3:
-            self.coll(f"{pre}/L{layer}/zero3-rs", "reduce-scatter", self.dp_group, dense + expert, "gradients",
+        if p.zero >= 3:  # FSDP: each unit's gradients reduce-scattered right after its backward
+            self.coll(f"{pre}/L{layer}/zero3-rs", "reduce-scatter", self.dp_group, dense, "gradients", "zero",
+                      blocking=False, stream="dp")
+            self.coll(f"{pre}/L{layer}/zero3-rs-experts", "reduce-scatter", self.edp_group, expert, "gradients",
                       "zero", blocking=False, stream="dp")
         elif buckets is not None:
             buckets.add(dense, expert)
