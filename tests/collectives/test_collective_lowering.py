@@ -137,3 +137,20 @@ def test_protocol_puts_its_wire_bytes_on_the_links():
         sizes[proto] = sum(lower(one(call), fabric, router).size_bytes)
     assert sizes["ll"] == pytest.approx(2 * sizes["simple"]) and sizes["ll128"] == pytest.approx(
         sizes["simple"] * 128 / 120)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "rhd", "hierarchical", "hierarchical-rhd"])
+def test_the_analytic_engine_agrees_with_the_cost_model(algorithm):
+    """Same schedule, same paths (measured on the fabric), same protocol: the α-β model and the flow
+    engine running the lowered transfers agree within 25%."""
+    from aifabric.collectives.cost import Paths, Shape, collective_time_s
+
+    fabric, router = fabric_of(4, 4)
+    paths = Paths.from_fabric(fabric, router)
+    for size in (1 << 20, 1 << 26):
+        call = CollectiveCall("c", "all-reduce", tuple(range(16)), size // 4, 4, algorithm=algorithm,
+                              protocol="simple", channels=1, pieces=4)
+        graph = lower(one(call), fabric, router)
+        engine = collective_time(graph, run(graph, fabric, "flow"))
+        model = collective_time_s("all-reduce", algorithm, Shape.full(16, 4), size, paths, channels=1, pieces=4)
+        assert engine == pytest.approx(model, rel=0.25), (size, engine, model)

@@ -8,7 +8,9 @@ across servers between rails (through a spine).
 
 A step's time is the slowest of its concurrent transfers, where a GPU port carrying k transfers
 carries their sum; an algorithm's time is the launch overhead plus the sum of its steps. The
-formulas below follow the schedules in this package move for move (steps, bytes per port per step).
+formulas below follow the schedules in this package (steps, bytes per port per step); pipelined
+algorithms (tree, chain) cost one piece's trip through the tree or chain plus, for every further
+piece, the busiest port's share of one piece.
 
 Protocols (NCCL's three, see nccl/src/graph/tuning.cc; the figures are documented, overridable
 parameters, of the order NCCL uses, not measurements):
@@ -148,8 +150,11 @@ def _rhd_rounds(shape: Shape, paths: Paths, nbytes: float, proto: Protocol) -> f
     return t
 
 
-def _tree_height(shape: Shape) -> int:
-    return (shape.per_server - 1) + (int(math.log2(shape.servers)) if shape.servers > 1 else 0)
+def _tree_path(shape: Shape, paths: Paths, nbytes: float, proto: Protocol) -> float:
+    """One piece from a leaf to the root (or back): the NVLink chain of a server, then the rail hops of
+    the binary tree over the servers."""
+    rail_hops = int(math.log2(shape.servers)) if shape.servers > 1 else 0
+    return (shape.per_server - 1) * _step(proto, (paths.nvlink, nbytes)) + rail_hops * _step(proto, (paths.rail, nbytes))
 
 
 def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, paths: Paths, *,
@@ -202,12 +207,13 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             return t + 2 * one
         if algorithm == "rhd":
             return t + 2 * _rhd_rounds(shape, paths, B, proto)
-        if algorithm == "tree":
+        if algorithm == "tree":  # a piece climbs and descends the tree, the others follow it
             trees = 2 * c
             b = B / (trees * pieces)
             per_nic = math.ceil(trees / min(trees, L))
-            step = _step(proto, (nvl, trees * b) if intra else None, (paths.rail, 3 * b * per_nic) if inter else None)
-            return t + (2 * _tree_height(shape) + pieces - 1) * step
+            per_piece = _step(proto, (nvl, 2 * trees * b) if intra else None,
+                              (paths.rail, 3 * b * per_nic) if inter else None)
+            return t + 2 * _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
         if algorithm in ("hierarchical", "hierarchical-rhd"):
             local = (L - 1) * _step(proto, (nvl, B / L)) if intra else 0.0
             if not inter:
@@ -223,13 +229,14 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             cross = 2 * _step(proto, (paths.rail, B / L)) if inter else 0.0  # SHARP on the rail switch
             return t + local + cross
     if op in ("broadcast", "reduce"):
-        if algorithm == "ring":
+        if algorithm == "ring":  # the chain: a piece crosses n - 1 hops, the others follow it
             b = B / (c * pieces)
-            return t + (n - 2 + pieces) * ring_step(b)
+            fill = (n - s) * _step(proto, (nvl, b)) + (s - 1) * _step(proto, (net, b))
+            return t + fill + (pieces - 1) * ring_step(b)
         if algorithm == "tree":
             b = B / pieces
-            step = _step(proto, (nvl, b) if intra else None, (paths.rail, 2 * b) if inter else None)
-            return t + (_tree_height(shape) + pieces - 1) * step
+            per_piece = _step(proto, (nvl, b) if intra else None, (paths.rail, 2 * b) if inter else None)
+            return t + _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
         if algorithm == "direct":
             return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B) if intra else None,
                                                                (paths.cross_rail, (n - L) * B) if inter else None)

@@ -97,10 +97,12 @@ def transfers(sched: Schedule) -> tuple[np.ndarray, ...]:
     return sched.step[first], sched.src[first], sched.dst[first], sched.channel[first], elements
 
 
-def _wire(op: Collective, sched: Schedule) -> tuple[float, float]:
-    """Protocol of an explicit `CollectiveCall`: bytes on the wire per data byte, overhead per step.
-    A plain `Collective` moves its data bytes with no overhead (as the engines always have)."""
+def _wire(op: Collective, choice: Choice | None) -> tuple[float, float]:
+    """Protocol of a `CollectiveCall` (its own or the tuner's): bytes on the wire per data byte, overhead
+    per step. A plain `Collective` moves its data bytes with no overhead (as the engines always have)."""
     name = getattr(op, "protocol", "")
+    if name == "auto" and choice is not None:
+        name = choice.protocol
     if not name or name not in PROTOCOLS:
         return 1.0, 0.0
     proto = PROTOCOLS[name]
@@ -175,8 +177,8 @@ def _lower_nvls(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, r
 
 def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Router,
                      done: list[list[int]]) -> int:
-    sched, _ = plan(op, fabric, router)
-    wire, overhead_s = _wire(op, sched)
+    sched, choice = plan(op, fabric, router)
+    wire, overhead_s = _wire(op, choice)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
     layout = Layout(fabric.gpus_per_server)
     gps = fabric.gpus_per_server
