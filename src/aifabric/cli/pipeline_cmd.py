@@ -70,7 +70,7 @@ def pipeline(
 
     for i, row in enumerate(table.steps):
         idle = [names[s] for s in range(stages) if not row[s]]
-        cells = [" ".join(r.label() for r in sorted(cell, key=lambda r: r.kind != "F")) or "·" for cell in row]
+        cells = [" ".join(r.label(v) for r in sorted(cell, key=lambda r: r.kind != "F")) or "·" for cell in row]
         t.add_row(str(i + 1), *cells, "; ".join(hop(x) for x in step_transfers(table, i)) or "—",
                   str(len(table.active(i))), ", ".join(idle) or "none", f"{table.utilization(i):.0%}")
     console.print(t)

@@ -27,8 +27,9 @@ class PassRef:
     micro_batch: int
     chunk: int = 0  # model chunk of the stage (interleaved); virtual stage = chunk x p + stage
 
-    def label(self) -> str:
-        return f"{self.kind}{self.micro_batch + 1}" + (f".{self.chunk + 1}" if self.chunk else "")
+    def label(self, chunks: int = 1) -> str:
+        """F3 = forward of micro-batch 3; with several chunks per stage F3.2 = of the stage's second chunk."""
+        return f"{self.kind}{self.micro_batch + 1}" + (f".{self.chunk + 1}" if chunks > 1 else "")
 
 
 def _check(p: int, m: int, v: int, schedule: str) -> None:
