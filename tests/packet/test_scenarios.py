@@ -91,3 +91,31 @@ def test_spraying_breaks_first_middle_last_but_not_write_only():
     assert wo["out_of_order"] > 0 and wo["retransmissions"] == 0
     assert uet["out_of_order"] > 0 and uet["retransmissions"] == 0
     assert wo["max_fct_us"] < 0.6 * ecmp["max_fct_us"] < fml["max_fct_us"]
+
+
+def test_flowlets_move_a_colliding_qp_after_an_idle_gap():
+    """Figure 12-5: with idle gaps longer than the flowlet timer between messages, the second flowlet of
+    a QP goes to the least-loaded uplink; ECMP keeps both QPs on the hashed uplink."""
+    from dataclasses import replace
+
+    from aifabric.packet.network import Network
+    from aifabric.packet.scenarios import _fig10_fabric, colliding_qpns
+    from aifabric.packet.topo import ecmp_route, five_tuple, link_between
+
+    pairs = [("host1/E1", "host3/E2"), ("host2/E1", "host1/E2")]
+    used = {}
+    for mode in ("ecmp", "flowlet"):
+        f = _fig10_fabric(200, ["spine1", "spine2"])
+        up = [link_between(f, "railA", "spine1"), link_between(f, "railA", "spine2")]
+        qpns = colliding_qpns(f, pairs, "railA", up, 0)
+        cfg = PacketConfig()
+        net = Network(f, replace(cfg, lb=replace(cfg.lb, mode=mode, flowlet_gap_s=20e-6)))
+        for (s, d), q in zip(pairs, qpns):
+            ft = five_tuple(f, s, d, q, q + 0x1000)
+            route = ecmp_route(f, s, d, ft)
+            for k in range(3):  # three 256 KB messages per QP, 60 us apart (idle gaps > 20 us)
+                net.start_at(k * 60e-6 + 1e-9, route, 256e3, qpn=q, sport=ft.src_port)
+        net.run()
+        used[mode] = [net.ports[li].tx_bytes for li in up]
+    assert used["ecmp"][1] == 0
+    assert min(used["flowlet"]) > 0.25 * sum(used["flowlet"])

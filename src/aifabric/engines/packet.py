@@ -13,7 +13,7 @@ Returns the same `Timeline` as engines/executor.py, so results, reports and trac
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -133,7 +133,7 @@ def packet_config(scenario, base: PacketConfig | None = None) -> PacketConfig:
     base = base or PacketConfig()
     lb = getattr(scenario.fabric, "load_balancing", "ecmp")
     mode = lb if lb in ("ecmp", "flowlet", "spray", "adaptive") else "ecmp"
-    return base.with_(lb=base.lb.__class__(mode=mode, flowlet_gap_s=base.lb.flowlet_gap_s), seed=scenario.seed)
+    return base.with_(lb=replace(base.lb, mode=mode), seed=scenario.seed)
 
 
 def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None,

@@ -88,6 +88,7 @@ class NicConfig:
 class LbConfig:
     mode: str = "ecmp"
     flowlet_gap_s: float = 20e-6
+    dre_tau_s: float = 20e-6  # time constant of the port-load estimator (flowlet, adaptive)
 
 
 @dataclass(frozen=True)

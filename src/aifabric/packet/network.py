@@ -60,6 +60,8 @@ class Network:
             port = Port(self, link, owner, peer, c.strict_priority_queues, c.bandwidth_remaining_percent,
                         cfg.nic.mtu_bytes)
             port.is_switch_port = isinstance(owner, Switch)
+            if cfg.lb.mode in ("flowlet", "adaptive") and port.is_switch_port:
+                port.dre_tau = cfg.lb.dre_tau_s
             if cfg.explain and port.is_switch_port and c.ecn_enabled:
                 port.kmin_watch = c.wred_min_bytes
             owner.ports[link.index] = port
@@ -168,11 +170,13 @@ class Network:
             return flow
         src = self.devices[self.node_index[f.links[core[0]].src]]
         dst = self.devices[self.node_index[f.links[core[-1]].dst]]
-        qpn = (0x100 + fid) & 0xFFFFFF if qpn is None else qpn
+        if qpn is None:  # one QP per NIC pair, as the Router allocates per (source, destination, channel)
+            qpn = 0x100 + zlib.crc32(f"{src.id}>{dst.id}".encode()) % 0xFFF000
         sport = roce_udp_source_port(qpn, qpn ^ 0x5A5A) if sport is None else sport
         spray = self.cfg.nic.transport == "uet"
-        path = self._path(core, (fid, "fwd"), spray)
-        rpath = self._path([self.reverse[li] for li in reversed(core)], (fid, "rev"))
+        # load-balancing state (flowlets, spraying) is kept per 5-tuple: messages of one QP share it
+        path = self._path(core, (src.idx, dst.idx, sport), spray)
+        rpath = self._path([self.reverse[li] for li in reversed(core)], (dst.idx, src.idx, sport))
         line = self.ports[core[0]].bps
         pcie = [f.links[li].capacity_bytes_per_s * 8 for li in route if f.links[li].tier == TIER_PCIE]
         if pcie:

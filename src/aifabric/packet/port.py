@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappush
-from math import inf
+from math import exp, inf
 
 from .headers import pfc_pause_s
 from .sim import Pkt
@@ -25,7 +25,8 @@ class Port:
                  "qbytes", "backlog", "busy_until", "wake_t", "paused_until", "pause_start", "paused_total",
                  "ignore_pause_until", "source", "strict", "weighted", "quantum", "deficit", "rr",
                  "tx_bytes", "tx_packets", "sample_t", "depth_series", "max_depth", "pfc_rx", "is_switch_port", "sim",
-                 "sample_s", "peer_receive", "_wake_cb", "kmin_watch", "bins")
+                 "sample_s", "peer_receive", "_wake_cb", "kmin_watch", "bins", "dre_tau",
+                 "dre", "dre_t")
 
     def __init__(self, net, link, owner, peer, strict: tuple[int, ...], weights: tuple[int, ...], mtu_bytes: int):
         self.net = net
@@ -65,6 +66,9 @@ class Port:
         self.is_switch_port = False
         self.kmin_watch: int | None = None  # --explain: narrate WRED-min crossings on the ECN queue
         self.bins: dict[int, int] | None = None  # bytes sent per net.link_bin_s bin, when recorded
+        self.dre_tau: float | None = None  # load estimate for flowlet/adaptive routing (CONGA's DRE)
+        self.dre = 0.0
+        self.dre_t = 0.0
 
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, pkt: Pkt, q: int) -> None:
@@ -99,6 +103,9 @@ class Port:
         if self.bins is not None:
             b = int(now / self.net.link_bin_s)
             self.bins[b] = self.bins.get(b, 0) + size
+        if self.dre_tau is not None:
+            self.dre = self.load(now) - self.backlog + size
+            self.dre_t = now
         pkt.in_link = self.link
         sim = self.sim
         sim.seq += 1
@@ -107,6 +114,11 @@ class Port:
             self.wake_t = end
             sim.seq += 1
             heappush(sim.heap, (end, sim.seq, self._wake_cb, None))
+
+    def load(self, now: float) -> float:
+        """Queued bytes plus a discounting rate estimator of bytes sent (decays with time constant
+        `dre_tau`): what flowlet and adaptive routing compare."""
+        return self.backlog + self.dre * exp(-(now - self.dre_t) / self.dre_tau)
 
     def _dequeue(self, q: int) -> Pkt:
         pkt = self.queues[q].popleft()
@@ -199,6 +211,9 @@ class Port:
         if self.bins is not None:
             b = int(now / self.net.link_bin_s)
             self.bins[b] = self.bins.get(b, 0) + size
+        if self.dre_tau is not None:
+            self.dre = self.load(now) - self.backlog + size
+            self.dre_t = now
         pkt.in_link = self.link
         sim.seq += 1
         heappush(sim.heap, (end + self.delay, sim.seq, self.peer_receive, pkt))

@@ -10,7 +10,9 @@ Load balancing among the equal-cost next hops toward the destination's last swit
 - ecmp: the flow's 5-tuple hash (the route the Router chose; every packet of a QP on one path);
 - flowlet: a new choice, the least-loaded port, after an idle gap longer than `flowlet_gap_s`;
 - spray: per packet, round robin over the group for each flow (Cisco DLB `mode per-packet`);
-- adaptive: per packet, the least-loaded port (queued bytes), ties to the hash choice.
+- adaptive: per packet, the least-loaded port, ties to the hash choice.
+Load = queued bytes + a discounting rate estimator of recently sent bytes (CONGA's DRE, time constant
+`lb.dre_tau_s`), so an idle-queue port that is busy sending still counts as loaded.
 """
 
 from __future__ import annotations
@@ -87,21 +89,22 @@ class Switch:
             i = self.spray_rr.get(path.key, path.hash)
             self.spray_rr[path.key] = i + 1
             return group[i % len(group)]
+        now = self.net.sim.now
         if mode == "adaptive":
             best = static if static is not None else group[path.hash % len(group)]
-            load = ports[best].backlog
+            load = ports[best].load(now)
             for li in group:
-                if ports[li].backlog < load:
-                    best, load = li, ports[li].backlog
+                x = ports[li].load(now)
+                if x < load:
+                    best, load = li, x
             return best
         # flowlet
-        now = self.net.sim.now
         key = path.key
         state = self.flowlets.get(key)
         if state is not None and now - state[1] <= self.net.cfg.lb.flowlet_gap_s:
             state[1] = now
             return state[0]
-        best = min(group, key=lambda li: (ports[li].backlog, li))
+        best = min(group, key=lambda li: (ports[li].load(now), li))
         if state is not None and best != state[0]:
             self.net.stats.flowlet_switches += 1
         self.flowlets[key] = [best, now]
