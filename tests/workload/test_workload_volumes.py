@@ -5,7 +5,7 @@ import pytest
 from aifabric.models import MODELS, Transformer
 from aifabric.workload.llm import build_llm_training
 from aifabric.workload.memory import stage_params
-from aifabric.workload.ops import Collective, Send, Wait
+from aifabric.workload.ops import Collective, Compute, Send, Wait
 from aifabric.workload.plan import Plan
 from aifabric.workload.traffic import traffic_summary
 
@@ -125,3 +125,14 @@ def test_gpt3_175b_on_8192_gpus_shape(h100):
     w = build_llm_training(MODELS["gpt3-175b"], plan, h100)
     assert w.world_size == 8192
     assert len({len(ops) for ops in w.ranks}) <= 3  # first, middle and last stages
+
+
+@pytest.mark.parametrize("kw", [{"tp": 2, "pp": 2, "dp": 2}, {"pp": 4, "schedule": "gpipe"}, {"tp": 4, "cp": 2},
+                                {"pp": 2, "schedule": "interleaved", "chunks": 2}])
+def test_compute_ops_add_up_to_the_model_flops(h100, kw):
+    # every block of every micro-batch on exactly one stage: the ranks' compute (without the optimizer step)
+    # equals 3 x forward FLOPs of the global batch, the model FLOPs the MFU divides by
+    plan = Plan(global_batch_size=8 * kw.get("dp", 1), seq_len=256, **kw)
+    w = build_llm_training(SMALL, plan, h100)
+    total = sum(op.flops for ops in w.ranks for op in ops if isinstance(op, Compute) and op.name != "optimizer")
+    assert total == pytest.approx(w.flops_per_iteration, rel=1e-9)

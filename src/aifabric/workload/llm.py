@@ -72,7 +72,6 @@ class _StageBuilder:
         dense, _ = stage_params(model, plan, self.stage)
         self.extra_params = dense - sum(self.layer_params(layer)[0] for layer in self.layers)  # embedding, head
         self.ops: list[Op | _Placeholder] = []
-        self.total_flops = 0.0
 
     # ---- small emitters -------------------------------------------------------------------
     def compute(self, name: str, flops: float) -> None:
@@ -81,7 +80,6 @@ class _StageBuilder:
             op = self._compute_cache[(name, flops)] = Compute(name, flops, duration_s(flops, self.gpu,
                                                                                       self.p.precision, self.eff))
         self.ops.append(op)
-        self.total_flops += flops
 
     def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
              blocking: bool = True, stream: str = "comm") -> None:
@@ -313,7 +311,6 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
     lay = plan.layout
     world = lay.world_size
     ranks: list[list[Op]] = [[] for _ in range(world)]
-    total_flops = 0.0
     templates: dict[int, tuple[_StageBuilder, dict[str, tuple[int, ...]], list[int], list[int]]] = {}
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
     for group in lay.groups("tp"):
@@ -331,7 +328,6 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
         if group != base["tp"]:
             for i in tp_idx:
                 group_ops[i] = _moved(b.ops[i], group)
-        total_flops += b.total_flops * len(group)
         for r in group:
             target = _groups(lay, r)
             mapping = {base[d]: target[d] for d in base}
@@ -369,7 +365,7 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
         ranks=ranks,
         params=model.params,
         iterations=iterations,
-        flops_per_iteration=total_flops / iterations,
+        flops_per_iteration=iteration_flops(model, plan.global_batch_size, plan.seq_len),  # model FLOPs (MFU)
         description=f"{model.name} ({model.params / 1e9:.1f} B parameters), {par}, {', '.join(extras)}, "
         f"batch {plan.global_batch_size} x {plan.seq_len} tokens, {plan.precision}",
     )

@@ -85,7 +85,7 @@ class Workload:
     ranks: list[list[Op]]
     params: int
     iterations: int
-    flops_per_iteration: float  # all ranks together
+    flops_per_iteration: float  # model FLOPs of one iteration, all ranks together (no recomputation: MFU)
     description: str = ""
 
     @property
