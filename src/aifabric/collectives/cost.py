@@ -207,13 +207,21 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             return t + 2 * one
         if algorithm == "rhd":
             return t + 2 * _rhd_rounds(shape, paths, B, proto)
-        if algorithm == "tree":  # a piece climbs and descends the tree, the others follow it
+        if algorithm == "tree":
+            # the larger of: one piece's trip up and down with the others following it (pipeline), and
+            # every step's α plus the busiest port's total bytes (an interior head's NIC takes 3·B/T per
+            # direction: two children up and the parent down; a chain GPU's NVLink 2·B)
             trees = 2 * c
             b = B / (trees * pieces)
             per_nic = math.ceil(trees / min(trees, L))
             per_piece = _step(proto, (nvl, 2 * trees * b) if intra else None,
                               (paths.rail, 3 * b * per_nic) if inter else None)
-            return t + 2 * _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
+            pipeline = 2 * _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
+            height = (L - 1) + (int(math.log2(s)) if inter else 0)
+            port_s = max(2 * B / nvl.bandwidth_bytes_per_s if intra else 0.0,
+                         3 * B * per_nic / (trees * paths.rail.bandwidth_bytes_per_s) if inter else 0.0)
+            alphas = (2 * height + pieces - 1) * (proto.step_overhead_s + (paths.rail if inter else nvl).latency_s)
+            return t + max(pipeline, alphas + port_s / proto.bandwidth_efficiency)
         if algorithm in ("hierarchical", "hierarchical-rhd"):
             local = (L - 1) * _step(proto, (nvl, B / L)) if intra else 0.0
             if not inter:
