@@ -18,13 +18,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-from aifabric.catalog import gpu  # noqa: E402
-from aifabric.models.transformer import Transformer  # noqa: E402
-from aifabric.train.models import GPT_CONTEXT, GPT_HEADS, GPT_LAYERS, GPT_WIDTH, dataset  # noqa: E402
-from aifabric.train.tracer import read_trace  # noqa: E402
-from aifabric.workload.llm import build_llm_training  # noqa: E402
-from aifabric.workload.ops import Collective, Recv, Send  # noqa: E402
-from aifabric.workload.plan import Plan  # noqa: E402
+from aifabric.catalog import gpu
+from aifabric.models.transformer import Transformer
+from aifabric.train.models import GPT_CONTEXT, GPT_HEADS, GPT_LAYERS, GPT_WIDTH, dataset
+from aifabric.train.tracer import read_trace
+from aifabric.workload.llm import build_llm_training
+from aifabric.workload.ops import Collective, Recv, Send
+from aifabric.workload.plan import Plan
 
 
 def predicted(run):

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from aifabric.cli import run_app  # noqa: E402
-from aifabric.cli.app import app  # noqa: E402
+from aifabric.cli import run_app
+from aifabric.cli.app import app
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from aifabric.train.summary import assemble_weights  # noqa: E402
+from aifabric.train.summary import assemble_weights
 
 PLANS = [
     ("fnn", dict(dp=2)),  # data parallel: Broadcast + bucketed AllReduce

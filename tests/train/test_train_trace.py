@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from aifabric.scenario.load import parse_scenario  # noqa: E402
-from aifabric.simulate import build_workload  # noqa: E402
-from aifabric.train.tracer import read_trace  # noqa: E402
-from aifabric.workload.ops import Collective  # noqa: E402
+from aifabric.scenario.load import parse_scenario
+from aifabric.simulate import build_workload
+from aifabric.train.tracer import read_trace
+from aifabric.workload.ops import Collective
 
 FIELDS = {"rank": int, "seq": int, "op": str, "group": list, "dtype": str, "elements": int, "bytes": int,
           "tag": str, "step": int, "start_s": float, "end_s": float}

@@ -24,7 +24,7 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
         from ..errors import InputError
 
         raise InputError("--model: the digits data needs scikit-learn (pip install 'aifabric[train]')")
-    path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / "digits.csv.gz"
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
     with gzip.open(path, "rt") as fh:
         table = np.loadtxt(fh, delimiter=",", dtype=np.float32)
     return table[:, :-1] / 16.0, table[:, -1].astype(np.int64)

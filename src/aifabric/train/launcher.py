@@ -59,9 +59,9 @@ def free_port() -> int:
 
 def check_config(cfg: TrainConfig) -> None:
     """Plan problems as InputError naming the flag (before any process starts)."""
-    from .models import MODELS, build_stage, dataset, full_units
     from .layers import TP
     from .layout import stage_bounds
+    from .models import MODELS, build_stage, dataset, full_units
     from .schedule import SCHEDULES
 
     problems = []

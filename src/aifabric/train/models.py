@@ -21,7 +21,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import data as data_mod
-from .layers import TP, ColumnConv, ColumnLinear, Embed, Head, RowLinear, TPBlock, TPLSTM
+from .layers import (
+    TP,
+    TPLSTM,
+    ColumnConv,
+    ColumnLinear,
+    Embed,
+    Head,
+    RowLinear,
+    TPBlock,
+)
 
 MODELS = ("fnn", "cnn", "lstm", "gpt")
 GPT_WIDTH, GPT_HEADS, GPT_LAYERS, GPT_CONTEXT = 32, 4, 2, 16

@@ -25,13 +25,13 @@ import torch
 import torch.distributed as dist
 
 from .comm import Comm
+from .data import batch_indices
 from .grad_sync import GradSync
 from .layers import TP
 from .layout import Layout, split_evenly, stage_bounds
 from .models import build_stage, dataset, default_batch, full_units, loss_fn
 from .schedule import Pipe, run_schedule
 from .tracer import Tracer
-from .data import batch_indices
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class TrainConfig:
 
     @property
     def n_micro(self) -> int:
-        return self.micro_batches or (self.pp if self.pp > 1 else 1)
+        return self.micro_batches or (max(1, self.pp))
 
 
 def _inject(cfg: TrainConfig, rank: int, step: int) -> None:
@@ -115,7 +115,6 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         torch.nn.utils.vector_to_parameters(flat, params)
     sync = GradSync(params, comm, dp_group, cfg.bucket_bytes) if cfg.dp > 1 else None
     shapes = boundary_shapes(cfg, data)
-    per_replica = cfg.global_batch // cfg.dp
     losses, step_times = [], []
     for step in range(cfg.steps):
         tracer.set_step(step)
@@ -142,7 +141,6 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         step_times.append(t1 - t0)
         if tracer.enabled:
             tracer.record_step(step, t0, t1, loss)
-    del per_replica
     tracer.write(out)
     shards = {p.full_name: (p.detach().cpu().clone(), p.shard_dim) for p in params}
     torch.save(shards, out / f"weights-rank{rank}.pt")
@@ -155,7 +153,7 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
 def _device() -> torch.device:
     """NCCL moves GPU memory: with it, each rank uses the GPU of its LOCAL_RANK; gloo runs on the CPU."""
     if dist.is_initialized() and dist.get_backend() == "nccl":
-        local = int(os.environ.get("LOCAL_RANK", 0))
+        local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         return torch.device("cuda", local)
     return torch.device("cpu")
@@ -185,7 +183,7 @@ def boundary_shapes(cfg: TrainConfig, data) -> dict[int, tuple[int, ...]]:
 
 def run_from_env(cfg: TrainConfig, progress=None) -> dict:
     """torchrun entry: rank and world from the environment; gloo on CPU, NCCL when CUDA is present."""
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend, rank=rank, world_size=world)
@@ -202,7 +200,7 @@ def spawn_entry(rank: int, env: dict[str, str], cfg: TrainConfig, progress) -> N
     _watch_parent()
     try:
         run_from_env(cfg, progress)
-    except BaseException as exc:  # report the reason to the launcher, then fail quietly
+    except BaseException as exc:  # noqa: BLE001 - report the reason to the launcher, then fail quietly
         Path(cfg.out, f"error-rank{rank}.txt").write_text(f"{type(exc).__name__}: {exc}", encoding="utf-8")
         sys.exit(1)
 
