@@ -28,3 +28,17 @@ def test_unknown_scenario_and_bad_option_exit_2(capsys):
     assert run_app(app, ["packet", "incast", "--lb", "random"]) == 2
     out = capsys.readouterr()
     assert "--lb" in out.out + out.err
+
+
+def test_packet_trace_events_for_perfetto():
+    from aifabric.packet.config import PacketConfig
+    from aifabric.packet.scenarios import run_scenario
+    from aifabric.packet.trace import DCQCN_PID, PFC_PID, QUEUES_PID, packet_trace_events
+
+    r = run_scenario("incast", PacketConfig(trace_pfc=True))
+    ev = packet_trace_events(r.stats, r.net.captured)
+    json.dumps(ev)
+    assert any(e["pid"] == QUEUES_PID and e["ph"] == "C" and e["name"] == "railA->host2/E1 q3" for e in ev)
+    assert any(e["pid"] == DCQCN_PID and e["ph"] == "C" and e["args"]["Gb/s"] < 200 for e in ev)
+    pauses = [e for e in ev if e["pid"] == PFC_PID and e["ph"] == "i"]
+    assert len(pauses) == r.stats.total_pauses() + sum(r.stats.pfc_resume_sent.values())

@@ -30,7 +30,8 @@ def _fmt(v) -> str:
 def packet(
     scenario: str = typer.Argument(..., help=HELP),
     explain: bool = typer.Option(False, "--explain", help="narrate the events in time order"),
-    pcap: Path = typer.Option(None, "--pcap", help="write the first flow's packets, CNPs and PFC frames to FILE"),
+    pcap: Path = typer.Option(None, "--pcap", help="write the traced flows' packets, CNPs, ACKs and PFC frames to FILE"),
+    flows: list[int] = typer.Option(None, "--flow", help="flow number to trace into the pcap (repeatable; default 0)"),
     out: Path = typer.Option(None, "--out", "-o", help="write packet-stats.json (and the pcap) into DIR"),
     lb: str = typer.Option(None, "--lb", help="load balancing: " + " | ".join(LB_MODES) + " (incast, dcqcn, pfc-cascade)"),
     transport: str = typer.Option(None, "--transport", help="rc (RoCEv2) | uet (Ultra Ethernet, spraying)"),
@@ -53,7 +54,10 @@ def packet(
         problems.append(Problem("--out", f"{out} exists and is not a directory"))
     if problems:
         raise InputError(problems)
-    cfg = PacketConfig(explain=explain, seed=seed, trace_flows=(0,) if (pcap or out) else (),
+    if flows and any(f < 0 for f in flows):
+        raise InputError(Problem("--flow", "flow numbers are 0, 1, 2, ..."))
+    traced = tuple(flows) if flows else (0,)
+    cfg = PacketConfig(explain=explain, seed=seed, trace_flows=traced if (pcap or out) else (),
                        trace_pfc=bool(pcap or out))
     if lb is not None:
         cfg = cfg.with_(lb=LbConfig(mode=lb))

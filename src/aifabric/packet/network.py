@@ -32,7 +32,7 @@ class Network:
         self.fabric = fabric
         self.sim = Sim()
         self.rng = rng if rng is not None else np.random.default_rng(cfg.seed)
-        self._uniforms = np.empty(0)
+        self._uniforms: list[float] = []
         self._ui = 0
         self.hash_seed, self.per_switch_seed = hash_seed, per_switch_seed
         self.depth_sample_s = cfg.depth_sample_s
@@ -80,11 +80,11 @@ class Network:
     # -- helpers used by devices --------------------------------------------------------------------
     def uniform(self) -> float:
         if self._ui >= len(self._uniforms):
-            self._uniforms = self.rng.random(4096)
+            self._uniforms = self.rng.random(4096).tolist()
             self._ui = 0
         u = self._uniforms[self._ui]
         self._ui += 1
-        return float(u)
+        return u
 
     def switch_seed(self, node_id: str) -> int:
         return switch_seed(self.hash_seed, node_id, self.per_switch_seed)
