@@ -82,6 +82,21 @@ def test_pipeline_sends_one_activation_per_micro_batch_each_way(h100):
     assert {(op.src, op.dst) for op in sends[1]} == {(1, 2), (1, 0)}
 
 
+def test_tied_embedding_gradients_are_summed_between_first_and_last_stage(h100):
+    plan = Plan(tp=2, pp=4, dp=2, global_batch_size=8, seq_len=256)
+    w = build_llm_training(SMALL, plan, h100)
+    lay = plan.layout
+    for r in range(plan.world_size):
+        emb = [op for op in w.ranks[r] if isinstance(op, Collective) and op.label == "embedding gradients"]
+        stage = lay.coords(r)["pp"]
+        if stage in (1, 2):
+            assert emb == []
+            continue
+        (op,) = emb
+        assert op.group == (lay.rank(**{**lay.coords(r), "pp": 0}), lay.rank(**{**lay.coords(r), "pp": 3}))
+        assert op.elements == SMALL.vocab * SMALL.hidden // 2
+
+
 def test_zero3_moves_one_and_a_half_times_data_parallel(h100):
     n = 8
     kw = {"dp": n, "global_batch_size": n, "seq_len": 256}

@@ -61,6 +61,7 @@ class _StageBuilder:
         self.dp_group = lay.group(rank, "dp-cp")
         self.ep_group = lay.group(rank, "ep")
         self.edp_group = lay.group(rank, "edp")
+        self.embd_group = lay.group(rank, "embd")
         self.bpe = BYTES_PER_ELEMENT[plan.precision]
         self.tokens = plan.micro_batch_size * plan.seq_len  # per micro-batch, whole sequence
         self.eff = plan.compute_efficiency
@@ -234,6 +235,9 @@ class _StageBuilder:
             self.buckets.flush()
             self.ops.append(Wait("dp"))
             self.ops.append(Wait("edp"))
+        if self.m.tied_embeddings and p.pp > 1:  # the first and last stage sum their copies' gradients
+            self.coll(f"it{it}/embedding-grad", "all-reduce", self.embd_group, self.m.embedding_params / p.tp,
+                      "embedding gradients", "pp")
         opt_flops = 12.0 * (dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1)  # Adam: ~12 FLOP per parameter
         self.compute("optimizer", opt_flops)
         if 1 <= p.zero <= 2:
@@ -274,7 +278,7 @@ class _Buckets:
 
 
 def _groups(lay: RankLayout, rank: int) -> dict[str, tuple[int, ...]]:
-    return {d: lay.group(rank, d) for d in ("tp", "cp", "dp-cp", "ep", "edp")}
+    return {d: lay.group(rank, d) for d in ("tp", "cp", "dp-cp", "ep", "edp", "embd")}
 
 
 def _moved(op: Collective, group: tuple[int, ...]) -> Collective:

@@ -63,7 +63,8 @@ class RankLayout:
 
     def group(self, rank: int, dim: str) -> tuple[int, ...]:
         """The ranks that differ from `rank` only in `dim` (in index order); "ep": its expert-parallel group;
-        "edp": the ranks holding the same experts (expert-data-parallel)."""
+        "edp": the ranks holding the same experts (expert-data-parallel); "dp-cp": data and context parallel
+        together; "embd": the first and last stage's ranks holding a tied embedding (Megatron's embedding group)."""
         c = self.coords(rank)
         if dim in DIMS:
             return tuple(self.rank(**{**c, dim: i}) for i in range(self.size(dim)))
@@ -73,6 +74,9 @@ class RankLayout:
         if dim == "edp":
             off = c["dp"] % self.ep
             return tuple(self.rank(**{**c, "dp": off + i * self.ep}) for i in range(self.dp // self.ep))
+        if dim == "embd":  # first and last pipeline stage: the copies of a tied embedding
+            ends = sorted({0, self.pp - 1})
+            return tuple(self.rank(**{**c, "pp": s}) for s in ends) if c["pp"] in ends else (rank,)
         if dim == "dp-cp":  # gradients of dense weights are reduced over data and context parallel ranks
             return tuple(self.rank(**{**c, "dp": i, "cp": j}) for i in range(self.dp) for j in range(self.cp))
         raise ValueError(f"unknown dimension {dim!r}")
