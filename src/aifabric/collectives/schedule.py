@@ -111,15 +111,19 @@ class Schedule:
 
     @property
     def moves(self) -> tuple[ChunkMove, ...]:
-        return tuple(self.move(i) for i in range(self.n_moves))
+        cols = (self.step.tolist(), self.src.tolist(), self.dst.tolist(), self.chunk.tolist(),
+                [MODES[m] for m in self.mode.tolist()], [self.phases[p] for p in self.phase.tolist()],
+                self.count.tolist(), self.channel.tolist())
+        return tuple(ChunkMove(*row) for row in zip(*cols))
 
     def step_starts(self) -> np.ndarray:
         """Index of the first move of every step (length n_steps + 1)."""
         return np.searchsorted(self.step, np.arange(self.n_steps + 1), side="left")
 
     def steps(self) -> list[list[ChunkMove]]:
-        starts = self.step_starts()
-        return [[self.move(i) for i in range(starts[k], starts[k + 1])] for k in range(self.n_steps)]
+        starts = self.step_starts().tolist()
+        moves = self.moves
+        return [list(moves[starts[k]:starts[k + 1]]) for k in range(self.n_steps)]
 
 
 def chunk_bounds(elements: int, n_chunks: int) -> tuple[int, ...]:
@@ -190,16 +194,17 @@ def execute(schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str =
         raise ValueError(f"unknown reduction {reduce_op!r}; one of {', '.join(REDUCE_OPS)}")
     ufunc = _UFUNC[reduce_op]
     state = {r: np.array(buffers[r], copy=True) for r in schedule.ranks}
-    b = schedule.chunk_bounds
-    starts = schedule.step_starts()
+    b = schedule.chunk_bounds.tolist()
+    starts = schedule.step_starts().tolist()
+    src, dst, mode = schedule.src.tolist(), schedule.dst.tolist(), schedule.mode.tolist()
+    lo_of = [b[c] for c in schedule.chunk.tolist()]
+    hi_of = [b[c + k] for c, k in zip(schedule.chunk.tolist(), schedule.count.tolist())]
     for k in range(schedule.n_steps):
         idx = range(starts[k], starts[k + 1])
-        sent = [state[int(schedule.src[i])][b[schedule.chunk[i]]:b[schedule.chunk[i] + schedule.count[i]]].copy()
-                for i in idx]
+        sent = [state[src[i]][lo_of[i]:hi_of[i]].copy() for i in idx]
         for i, data in zip(idx, sent):
-            lo, hi = b[schedule.chunk[i]], b[schedule.chunk[i] + schedule.count[i]]
-            target = state[int(schedule.dst[i])][lo:hi]
-            if schedule.mode[i] == MODE_REDUCE:
+            target = state[dst[i]][lo_of[i]:hi_of[i]]
+            if mode[i] == MODE_REDUCE:
                 ufunc(target, data, out=target)
             else:
                 target[...] = data
