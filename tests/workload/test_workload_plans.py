@@ -98,3 +98,25 @@ def test_pipeline_bubble_shows_in_the_simulated_iteration():
     r = simulate(parse_scenario(d), engine="analytic").results
     # the last stage also computes the logits, so compare with the stage-balanced ideal loosely
     assert r.iteration_time_s / r.compute_time_s == pytest.approx(7 / 4, rel=0.1)
+
+
+@pytest.fixture(scope="module")
+def fabric16():
+    from aifabric.simulate import build_fabric
+
+    d = copy.deepcopy(BASE)
+    d["workload"]["parallelism"] = {"tp": 2, "pp": 2, "dp": 4}
+    return build_fabric(parse_scenario(d))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(plan=plans().filter(lambda p: p.world_size <= 16))
+def test_every_plan_lowers_and_runs_without_deadlock(plan, fabric16):
+    from aifabric.engines import lower, run
+
+    fabric, router = fabric16
+    w = build_llm_training(TINY, plan, gpu("H100"))
+    graph = lower(w, fabric, router)
+    tl = run(graph, fabric, "analytic")
+    assert tl.makespan_s > 0
