@@ -177,3 +177,24 @@ def test_every_route_is_a_walk_from_gpu_to_gpu_and_one_of_the_equal_cost_paths(p
         assert sum(share for _, share in paths) == pytest.approx(1.0)
         lengths = {len([li for li in r.links if f.is_switch(f.links[li].dst)]) for r, _ in paths}
         assert len(lengths) == 1  # equal cost: the same number of switches
+
+
+def test_identical_seeds_polarize_three_tier_uplinks_per_switch_seeds_do_not():
+    """With one hash and one seed on every switch, a spine picks its super-spine uplink with the same index
+    the leaf used to pick that spine: each spine uses one of its uplinks (Ch. 13 §6.12). Per-switch seeds
+    spread the same flows."""
+    import numpy as np
+
+    from aifabric.fabric.polarization import analyze
+
+    f = build(ClusterSpec(servers=16, gpus_per_server=8),
+              FabricSpec(topology="multi-pod", pods=2, servers_per_segment=8, spines=4, superspines=4))
+    same = analyze(Router(f, hash_seed=7), "permutation", 10, np.random.default_rng(3))
+    per_switch = analyze(Router(f, hash_seed=7, per_switch_seed=True), "permutation", 10, np.random.default_rng(3))
+    spine_up = [li for li in range(len(f.links)) if f.links[li].tier == "superspine" and f.is_uplink(li)]
+    assert len(spine_up) == 2 * 4 * 4
+    assert same.ecmp.idle_fraction > per_switch.ecmp.idle_fraction
+    assert same.ecmp.max_gbps > per_switch.ecmp.max_gbps
+    assert same.ideal.max_gbps == per_switch.ideal.max_gbps <= per_switch.ecmp.max_gbps
+    again = analyze(Router(f, hash_seed=7), "permutation", 10, np.random.default_rng(3))
+    assert again == same  # same seeds, same answer

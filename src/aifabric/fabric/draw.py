@@ -115,7 +115,7 @@ def _design_svg(d: Design, title: str) -> str:
     row_ss, row_spine = top + ROW_SS - 40, top + ROW_SPINE - 40
     row_leaf = top + (ROW_LEAF if d.superspines else ROW_LEAF - 110 if has_spines else ROW_LEAF - 230) - 40
     row_server = row_leaf + (ROW_SERVER - ROW_LEAF)
-    height = row_server + 110
+    height = row_server + 128
     svg.text(20, 22, title, 14, bold=True)
 
     leaf_x: dict[tuple[int, int, int], float] = {}  # (pod, seg, leaf in segment) -> x
@@ -220,14 +220,14 @@ def _design_svg(d: Design, title: str) -> str:
         svg.text(lx, row_ss + SW_H + 40, f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × "
                  f"{d.links_per_superspine}", 10, "end")
     # legend: rails
-    ly = height - 18
+    ly = height - 30
     svg.text(20, ly, "rails:", 10)
     for r in range(min(d.rails, len(RAIL_COLORS))):
         svg.box(56 + r * 52, ly - 10, 12, 12, RAIL_COLORS[r])
         svg.text(72 + r * 52, ly, f"Rail-{r + 1}", 9)
     nic = "shared NIC" if d.nic_layout == "shared" else "NIC per GPU"
-    svg.text(width - 12, ly, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic}"
-             f" · {d.leafs:,} rail sw · {d.spines:,} spines · {d.superspines:,} super-spines", 10, "end")
+    svg.text(20, height - 10, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic}"
+             f" · {d.leafs:,} rail switches · {d.spines:,} spines · {d.superspines:,} super-spines", 10)
     return svg.render(width, height, title)
 
 
@@ -258,6 +258,7 @@ def _graph_svg(f: Fabric, title: str) -> str:
         svg.box(x - 40, server_y, 80, 30, "#e8e8e8", f"server {s}", "#222", 9)
         pos[f"s{s}"] = (x, server_y)
     drawn = 0
+    speeds: dict[int, set[float]] = {}
     for li in range(0, len(f.links), 2):
         link = f.links[li]
         a, b = link.src, link.dst
@@ -268,6 +269,13 @@ def _graph_svg(f: Fabric, title: str) -> str:
             up, low = ((x1, y1), (x2, y2 + SW_H)) if y1 > y2 else ((x2, y2), (x1, y1 + SW_H))
             svg.line(up[0], up[1], low[0], low[1], "#888", 0.8)
             drawn += 1
+        if f.is_switch(link.dst):
+            level = max(f.level(link.src), f.level(link.dst))
+            speeds.setdefault(level, set()).add(link.capacity_bytes_per_s * 8 / 1e9)
+    for level, gbps in speeds.items():
+        y = (y_of[level] + SW_H + 50) if level > 1 else server_y - 40
+        svg.text(width - 20, y, " / ".join(_fmt_gbps(g) for g in sorted(gbps)) + (" host links" if level == 1
+                                                                                   else " links"), 10, "end")
     if len(servers) > len(shown_servers):
         svg.text(width - 20, server_y + 50, f"× {len(servers)} servers", 11, "end")
     svg.text(20, 22, title, 14, bold=True)

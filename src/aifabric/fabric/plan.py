@@ -89,6 +89,7 @@ class Capacity:
     bottleneck: str  # inside the server: "NIC" or "PCIe"
     bisection_gbps: float
     notes: list[str] = field(default_factory=list)
+    rail_only: bool = False  # no cross-rail switch path: the verdict holds per rail
 
     @property
     def full_bisection_gbps(self) -> float:
@@ -100,6 +101,9 @@ class Capacity:
 
     @property
     def verdict(self) -> str:
+        if self.non_blocking and self.rail_only:
+            return ("NON-BLOCKING within each rail; no switch path between rails (rail-only: cross-rail traffic "
+                    "is relayed over NVLink, PXN)")
         if self.non_blocking:
             return "NON-BLOCKING: every tier carries its full down capacity up (1:1), full bisection"
         worst = max((t for t in self.tiers if t.oversubscription), key=lambda t: t.oversubscription or 0,
@@ -211,7 +215,7 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
     if d is not None and d.topology == "single-switch":
         notes.append("single switch: non-blocking inside the switch, no redundancy (Figure 13-4)")
     return Capacity(tiers, host_total, nic_gbps, pcie_gbps, "NIC" if nic_gbps <= pcie_gbps else "PCIe",
-                    bisection, notes)
+                    bisection, notes, rail_only=d is not None and d.topology == "rail-only")
 
 
 def _switch_edges(f: Fabric) -> tuple[list[str], np.ndarray, np.ndarray]:
