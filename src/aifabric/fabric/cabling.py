@@ -106,11 +106,12 @@ def interface_name(n: int) -> str:
     return f"Ethernet1/{n}"
 
 
-HEADER = ("cable", "kind", "a_device", "a_port", "b_device", "b_port", "speed_gbps", "rail", "gpus")
+HEADER = ("cable", "kind", "a_device", "a_port", "b_device", "b_port", "speed_gbps", "server", "rail", "gpus")
 
 
 def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
-    """One row per cable (host cables first), with interface names on switches and NIC port numbers.
+    """One row per cable (host cables first): NIC port -> switch interface (with the server, its rail, 1-based,
+    and the GPUs the NIC serves), then switch interface -> switch interface.
 
     Structured fabrics use the port layout; custom ones number each switch's interfaces in cable order.
     """
@@ -151,7 +152,7 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
                 interface = seq(b.id)
             cable += 1
             host_rows.append((cable, "host", a.id, f"port{k + 1}", b.id, interface_name(interface),
-                              link.capacity_bytes_per_s * 8 / 1e9, a.index + 1,
+                              link.capacity_bytes_per_s * 8 / 1e9, a.server, a.index + 1,
                               " ".join(f"gpu{g}" for g in gpus_of_nic.get(a.id, []))))
         elif f.is_switch(a.id) and f.is_switch(b.id):
             pa = uplink_port(a.id) if structured and a.kind == RAIL else seq(a.id)
@@ -160,7 +161,7 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
     yield from host_rows
     for a_id, pa, b_id, pb, gbps, tier in fabric_rows:
         cable += 1
-        yield (cable, tier, a_id, interface_name(pa), b_id, interface_name(pb), gbps, "", "")
+        yield (cable, tier, a_id, interface_name(pa), b_id, interface_name(pb), gbps, "", "", "")
 
 
 def _position(d: Design, server: int) -> tuple[int, int, int]:

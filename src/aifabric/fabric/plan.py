@@ -291,7 +291,8 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
                 effect = "no GPU attached"
             out.append(FailureDomain(TIER_NAMES[kind], node.id, cut, 0, degraded, left, effect))
             continue
-        below = [f.links[li].dst for li in f.out_links[node.id] if f.level(f.links[li].dst) < f.level(node.id)]
+        below = list(dict.fromkeys(f.links[li].dst for li in f.out_links[node.id]
+                                   if f.level(f.links[li].dst) < f.level(node.id)))
         lost = defaultdict(float)
         for li in f.out_links[node.id]:
             link = f.links[li]
