@@ -151,3 +151,28 @@ def test_policies_split_and_choose():
     assert PathPolicy("flowlet").choose(router, 0, 3, 0, link_load=load).links != first.links
     with pytest.raises(ValueError):
         PathPolicy("nope")
+
+
+def test_custom_islands_that_cannot_reach_each_other():
+    custom = {"switches": [{"id": "a"}, {"id": "b"}], "links": [{"a": "s0/nic0", "b": "a"}, {"a": "s1/nic0", "b": "b"}]}
+    problems = check_fabric_spec(ClusterSpec(servers=2, gpus_per_server=1), FabricSpec(topology="custom", custom=custom))
+    assert paths_of(problems) == {"fabric.custom.links"}
+    # two rails, each island reaching every server: rail-only by hand, PXN joins them
+    custom = {"switches": [{"id": "a"}, {"id": "b"}],
+              "links": [{"a": f"s{s}/nic{n}", "b": "ab"[n]} for s in range(2) for n in range(2)]}
+    cluster = ClusterSpec(servers=2, gpus_per_server=2)
+    assert check_fabric_spec(cluster, FabricSpec(topology="custom", custom=custom)) == []
+    f = build(cluster, FabricSpec(topology="custom", custom=custom))
+    assert Router(f).route(0, 3).relay_rank == 1
+
+
+def test_the_html_report_embeds_the_topology():
+    from aifabric.report.html import topology_svg
+    from aifabric.scenario import demo_scenario
+    from aifabric.simulate import build_fabric
+
+    class _Run:  # topology_svg reads only run.fabric
+        fabric = build_fabric(demo_scenario())[0]
+
+    svg = topology_svg(_Run())
+    assert svg.startswith("<svg") and "Spine-2" in svg and "Rail-4" in svg

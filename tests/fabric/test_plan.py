@@ -134,3 +134,23 @@ def test_prefix_for_hosts():
     assert prefix_for_hosts(5) == 29
     assert prefix_for_hosts(6) == 28
     assert prefix_for_hosts(32) == 26
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([1, 2, 4]), st.sampled_from([2, 4, 8]), st.sampled_from([1, 2]), st.sampled_from([1, 2]),
+       st.sampled_from(["rail", "switch"]))
+def test_every_nic_has_a_unique_address_inside_its_switch_aggregate(segments, gpus, ports, rps, per):
+    cluster = ClusterSpec(servers=2 * segments, gpus_per_server=gpus, nic_ports=ports)
+    fabric = FabricSpec(servers_per_segment=2, rails_per_switch=rps, spines=2, subnet_per=per)
+    f = build(cluster, fabric)
+    plan = AddressPlan.of(f.design, subnet_per=per)
+    aggregates = {s.switch_group: agg for s, agg in plan.rows()}
+    ips = [n.ip for n in f.nodes.values() if n.kind == NIC]
+    assert len(set(ips)) == len(ips)
+    for node in f.nodes.values():
+        if node.kind == NIC:
+            seg = node.server // 2
+            agg = aggregates[0, seg, node.index // rps]
+            assert ipaddress.IPv4Address(node.ip) in agg
+    aggs = list(aggregates.values())
+    assert all(not a.overlaps(b) for i, a in enumerate(aggs) for b in aggs[i + 1:])

@@ -73,9 +73,9 @@ def check_fabric_spec(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
                                                       f"{d.rails_per_switch} rails"))
     # spines
     if f.topology in TOPOLOGIES_WITH_SPINES:
-        if d.spines_per_pod == 0 and d.leafs_per_pod > 1 and not f.pxn:
+        if d.spines_per_pod == 0 and d.leafs_per_pod > 1 and (not f.pxn or d.segments_per_pod > 1):
             out.append(Problem("fabric.spines", "must be >= 1: cross-rail traffic between servers needs a spine "
-                                                "(or use topology: rail-only / pxn: true)"))
+                                                "(or use topology: rail-only / pxn: true with one segment)"))
         if f.leaf_oversubscription is not None and "spines" in f.model_fields_set:
             out.append(Problem("fabric.leaf_oversubscription", "give either spines or leaf_oversubscription, "
                                                                "not both"))
@@ -144,11 +144,39 @@ def _custom_ports(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
             if host and nic_gbps is not None and link.speed_gbps != nic_gbps:
                 out.append(Problem(f"fabric.custom.links[{i}].speed_gbps",
                                    f"the NIC port runs at {nic_gbps:g} Gb/s, the cable at {link.speed_gbps:g}"))
+    out += _custom_islands(c, f)
     for i, sw in enumerate(f.custom.switches):
         if used[sw.id] > radix[sw.id]:
             out.append(Problem(f"fabric.custom.switches[{i}].radix",
                                f"{sw.id} needs {used[sw.id]} ports but has {radix[sw.id]}"))
     return out
+
+
+def _custom_islands(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
+    """Switches in several islands are fine only if every island reaches every server (PXN relays across)."""
+    assert f.custom is not None
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    servers_on: dict[str, set[int]] = {}
+    for link in f.custom.links:
+        a, b = parse_nic(link.a), parse_nic(link.b)
+        if a is None and b is None:
+            parent[find(link.a)] = find(link.b)
+    for link in f.custom.links:
+        nic, switch = (parse_nic(link.a), link.b) if parse_nic(link.a) else (parse_nic(link.b), link.a)
+        if nic is not None:
+            servers_on.setdefault(find(switch), set()).add(nic[0])
+    islands = list(servers_on.values())
+    if len(islands) > 1 and any(len(x) < c.servers for x in islands):
+        return [Problem("fabric.custom.links", f"the switches form {len(islands)} islands and some servers are not "
+                                               "on every island: they cannot reach each other")]
+    return []
 
 
 def check_fabric(s) -> list[Problem]:
