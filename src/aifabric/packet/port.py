@@ -33,7 +33,7 @@ class Port:
         self.sim = net.sim
         self.sample_s = net.depth_sample_s
         self.peer_receive = peer.receive
-        self._wake_cb = self._wake
+        self._wake_cb = self.kick
         self.link = link.index
         self.name = link.id
         self.owner = owner
@@ -183,13 +183,14 @@ class Port:
             heappush(sim.heap, (t, sim.seq, self._wake_cb, None))
 
     def _wake(self, _=None) -> None:
-        if self.wake_t <= self.sim.now:
-            self.wake_t = inf
         self.kick()
 
-    def kick(self) -> None:
+    def kick(self, _=None) -> None:
+        """Start the next frame if the port is free (also the wake-up callback)."""
         sim = self.sim
         now = sim.now
+        if self.wake_t <= now:
+            self.wake_t = inf
         busy = self.busy_until
         if busy > now:
             if busy < self.wake_t or self.wake_t <= now:

@@ -42,6 +42,7 @@ class Switch:
 
     def __init__(self, net, idx: int, node_id: str, forwarding_latency_s: float):
         self.net = net
+        self.sim = net.sim
         self.idx = idx
         self.id = node_id
         self.forwarding_latency_s = forwarding_latency_s
@@ -113,6 +114,7 @@ class Switch:
     # -- receive / admit ------------------------------------------------------------------------
     def receive(self, pkt: Pkt) -> None:
         net = self.net
+        now = self.sim.now
         q = self.dscp_map.get(pkt.dscp, 0)
         pkt.prio = q
         port = self.ports[self.next_link(pkt)]
@@ -152,7 +154,7 @@ class Switch:
                     self._send_pfc(pkt.in_link, q, self.net.cfg.switch.pfc_quanta, level)
                     port.enqueue(pkt, q)
                     return
-            if not port.backlog and port.busy_until <= net.sim.now and port.paused_until[q] <= net.sim.now:
+            if not port.backlog and port.busy_until <= now and port.paused_until[q] <= now:
                 port.send_direct(pkt)  # straight through: the ingress count rises and falls at once
                 return
             self.ingress[key] = level
@@ -160,7 +162,7 @@ class Switch:
         elif depth + size > self.queue_limit:
             net.drop(port, pkt, "queue-limit")
             return
-        elif not port.backlog and port.busy_until <= net.sim.now and port.paused_until[q] <= net.sim.now:
+        elif not port.backlog and port.busy_until <= now and port.paused_until[q] <= now:
             port.send_direct(pkt)
             return
         self.buffer_used += size
