@@ -130,10 +130,15 @@ def replay(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
     """Replay a training trace's communication on a scenario's fabric and write the usual report."""
+    from ..report import print_summary
     from ..scenario import load_scenario
     from ..simulate import build_fabric, simulate
-    from ..report import print_summary
-    from ..train.replay import check_fits, trace_to_workload, unsupported_ops, without_ops
+    from ..train.replay import (
+        check_fits,
+        trace_to_workload,
+        unsupported_ops,
+        without_ops,
+    )
     from ..train.tracer import read_trace
 
     t = read_trace(trace)
