@@ -10,7 +10,12 @@ import ipaddress
 import numpy as np
 import pytest
 
-from aifabric.catalog import H100_NVLINKS_PER_NVSWITCH_CHIP, gpu, min_gpus_for_weights, nvlink_bandwidth_per_link_gBps
+from aifabric.catalog import (
+    H100_NVLINKS_PER_NVSWITCH_CHIP,
+    gpu,
+    min_gpus_for_weights,
+    nvlink_bandwidth_per_link_gBps,
+)
 from aifabric.fabric import Router, build
 from aifabric.fabric.addressing import covering_aggregate
 from aifabric.fabric.cabling import rail_interface_blocks, single_switch_port

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -79,7 +80,7 @@ def test_partial_mesh_gives_each_leaf_a_distinct_subset():
 def test_partial_mesh_breaks_polarization_at_the_spine(monkeypatch):
     """§6.12: every leaf computes the same hash result for flows to one destination: with a full mesh they all
     pick the same spine; with a partial mesh the same index is a different spine at each leaf."""
-    import aifabric.fabric.routing as routing
+    from aifabric.fabric import routing
 
     monkeypatch.setattr(routing, "ecmp_hash", lambda flow, seed: 0)
 
@@ -171,7 +172,7 @@ def test_every_route_is_a_walk_from_gpu_to_gpu_and_one_of_the_equal_cost_paths(p
         route = router.route(src, dst)
         links = [f.links[li] for li in route.links]
         assert links[0].src == f.rank_gpu[src] and links[-1].dst == f.rank_gpu[dst]
-        assert all(a.dst == b.src for a, b in zip(links, links[1:], strict=False))
+        assert all(a.dst == b.src for a, b in itertools.pairwise(links))
         paths = router.paths(src, dst)
         assert route.links in {r.links for r, _ in paths}
         assert sum(share for _, share in paths) == pytest.approx(1.0)

@@ -259,7 +259,7 @@ def polarization_cmd(
     for label, rep in reports:
         counts = np.zeros(top + 1)
         for load, n in rep.histogram_gbps:
-            counts[min(top, int(round(load / rep.rate_gbps)))] += n
+            counts[min(top, round(load / rep.rate_gbps))] += n
         share = counts / counts.sum()
         hist.add_row(f"ECMP, {label}", *(f"{x:.1%}" for x in share))
     console.print(hist)

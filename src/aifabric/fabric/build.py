@@ -25,8 +25,20 @@ from ..units import gBps_to_bytes_per_s, gbps_to_bytes_per_s, ns_to_s
 from .addressing import AddressPlan
 from .design import Design, resolve
 from .graph import (
-    GPU, NIC, NVSWITCH, PCIE_SWITCH, RAIL, SPINE, SUPERSPINE, TIER_HOST, TIER_NVLINK, TIER_PCIE, TIER_SPINE,
-    TIER_SUPERSPINE, Fabric, Node,
+    GPU,
+    NIC,
+    NVSWITCH,
+    PCIE_SWITCH,
+    RAIL,
+    SPINE,
+    SUPERSPINE,
+    TIER_HOST,
+    TIER_NVLINK,
+    TIER_PCIE,
+    TIER_SPINE,
+    TIER_SUPERSPINE,
+    Fabric,
+    Node,
 )
 
 if TYPE_CHECKING:  # the scenario imports the fabric (checks); the fabric needs only its types

@@ -12,8 +12,8 @@ to two *planes* of rail switches; a *pod* is segments + spines (two-tier, three-
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..catalog import PCIE_X16_GBPS_PER_DIRECTION, gpu
 

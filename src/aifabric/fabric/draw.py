@@ -284,7 +284,8 @@ def _graph_svg(f: Fabric, title: str) -> str:
 
 def fabric_svg(x, title: str | None = None) -> str:
     """An SVG of a `Fabric`, a `Design` or a `Scenario`."""
-    from ..scenario.schema import Scenario  # local: the drawing module must not need the scenario
+    # imported here: the fabric package does not import the scenario at module level
+    from ..scenario.schema import Scenario
 
     if isinstance(x, Scenario):
         if x.fabric.topology == "custom":
