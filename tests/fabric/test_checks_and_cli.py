@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aifabric.cli import run_app
 from aifabric.cli.app import app
@@ -176,3 +178,30 @@ def test_the_html_report_embeds_the_topology():
 
     svg = topology_svg(_Run())
     assert svg.startswith("<svg") and "Spine-2" in svg and "Rail-4" in svg
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.fixed_dictionaries({
+    "topology": st.sampled_from(["single-switch", "rail-only", "rail-optimized", "multi-pod"]),
+    "servers": st.sampled_from([2, 4, 6, 8]), "gpus": st.sampled_from([2, 4, 8]), "ports": st.sampled_from([1, 2]),
+    "rps": st.sampled_from([1, 2, 4]), "spines": st.integers(1, 6), "links": st.integers(1, 3),
+    "per_segment": st.sampled_from([None, 1, 2, 4]), "radix": st.sampled_from([8, 16, 32, 64]),
+    "superspines": st.integers(0, 6), "planes": st.sampled_from([1, 2]),
+}))
+def test_what_is_checked_is_what_is_built(p):
+    """A design the checks accept builds with no switch beyond its radix; a rejected one names a radix field
+    whenever the built graph would exceed a radix."""
+    multi = p["topology"] == "multi-pod"
+    cluster = ClusterSpec(servers=p["servers"], gpus_per_server=p["gpus"], nic_ports=p["ports"])
+    fabric = FabricSpec(topology=p["topology"], rails_per_switch=p["rps"], spines=p["spines"],
+                        links_per_spine=p["links"], servers_per_segment=None if p["topology"] in
+                        ("single-switch", "rail-only") else p["per_segment"], switch_radix=p["radix"],
+                        pods=2 if multi else 1, superspines=p["superspines"] if multi else 0,
+                        superspine_planes=p["planes"] if multi else 1)
+    problems = check_fabric_spec(cluster, fabric)
+    f = build(cluster, fabric)
+    over = [n for n, node in f.nodes.items() if f.is_switch(n) and len(f.out_links[n]) > node.radix]
+    if not problems:
+        assert over == []
+    elif over:
+        assert any(pr.path.endswith("radix") for pr in problems)

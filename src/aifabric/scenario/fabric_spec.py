@@ -43,7 +43,8 @@ class ClusterSpec(Strict):
         "per-gpu", description="a NIC per GPU (Figure 13-2), or GPUs sharing NICs behind a PCIe switch (13-1)")
     nics_per_server: int | None = Field(
         None, ge=1, description="NICs per server (per-gpu: = gpus_per_server; shared: default 1)")
-    nic_ports: int = Field(1, ge=1, le=2, description="ports per NIC; 2 = dual-port to two rail switches")
+    nic_ports: int = Field(1, ge=1, le=4, description="ports per NIC, each to its own rail-switch plane "
+                                                       "(2 = dual-port, Figure 13-5)")
     nic_speed_gbps: float | None = Field(None, gt=0, description="NIC port speed, Gb/s (default: catalog)")
     pcie_switch: bool | None = Field(
         None, description="a PCIe switch between GPUs and NICs (default: yes for shared NICs)")
