@@ -69,16 +69,6 @@ def _tbps(gbps: float) -> str:
     return f"{gbps / 1000:,.1f} Tb/s" if gbps >= 1000 else f"{gbps:,.0f} Gb/s"
 
 
-def _design_line(d: Design) -> str:
-    tiers = {"single-switch": "one switch", "rail-only": "rail-only (no spine, PXN over NVLink)",
-             "rail-optimized": "two-tier, three-stage Clos", "multi-pod": "three-tier, five-stage Clos",
-             "custom": "custom"}[d.topology]
-    nic = (f"{d.nics_per_server} shared NIC(s) behind a PCIe switch" if d.nic_layout == "shared"
-           else "a NIC per GPU") + (f", {d.nic_ports} ports each" if d.nic_ports > 1 else "")
-    return (f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs; {nic} at "
-            f"{d.host_speed_gbps:g} Gb/s; {tiers}")
-
-
 @fabric_app.command("plan")
 def plan_cmd(
     file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
@@ -89,7 +79,7 @@ def plan_cmd(
     f = build(hw.cluster, hw.fabric, hw.name)
     d: Design = f.design  # type: ignore[assignment]
     plan = make_plan(f)
-    console.print(f"[bold]{hw.name}[/]: {_design_line(d)}")
+    console.print(f"[bold]{hw.name}[/]: {d.describe()}")
 
     bom = Table(title="Bill of materials: switches", title_justify="left")
     for col in ("tier", "switches", "radix", "ports used", "ports free", "busiest switch uses"):

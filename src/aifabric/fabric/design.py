@@ -127,6 +127,19 @@ class Design:
         spines_in_plane = math.ceil(self.spines_per_pod / self.superspine_planes)
         return self.pods * spines_in_plane * self.links_per_superspine
 
+    def describe(self) -> str:
+        """One line a network engineer reads: servers, GPUs, NICs, tiers."""
+        tiers = {"single-switch": "one switch", "rail-only": "rail-only (no spine, PXN over NVLink)",
+                 "rail-optimized": f"two-tier, three-stage Clos ({self.leafs:,} rail switches, {self.spines:,} "
+                                   "spines)",
+                 "multi-pod": f"three-tier, five-stage Clos ({self.pods} pods, {self.leafs:,} rail switches, "
+                              f"{self.spines:,} spines, {self.superspines:,} super-spines)",
+                 "custom": "custom"}[self.topology]
+        nic = (f"{self.nics_per_server} shared NIC(s) behind a PCIe switch" if self.nic_layout == "shared"
+               else "a NIC per GPU") + (f", {self.nic_ports} ports each" if self.nic_ports > 1 else "")
+        return (f"{self.servers:,} servers × {self.gpus_per_server} {self.gpu} = {self.gpus:,} GPUs; {nic} at "
+                f"{self.host_speed_gbps:g} Gb/s; {tiers}")
+
     def rail_of_nic(self, nic: int) -> int:
         return nic
 
