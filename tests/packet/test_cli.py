@@ -42,3 +42,20 @@ def test_packet_trace_events_for_perfetto():
     assert any(e["pid"] == DCQCN_PID and e["ph"] == "C" and e["args"]["Gb/s"] < 200 for e in ev)
     pauses = [e for e in ev if e["pid"] == PFC_PID and e["ph"] == "i"]
     assert len(pauses) == r.stats.total_pauses() + sum(r.stats.pfc_resume_sent.values())
+
+
+def test_packet_runs_a_scenario_file(tmp_path, capsys):
+    import yaml
+
+    from aifabric.scenario import demo_scenario
+
+    data = demo_scenario().model_dump(mode="json", exclude_none=True)
+    data["workload"]["model"]["layer_widths"] = [256, 512, 256]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert run_app(app, ["packet", str(path), "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "iteration time" in out
+    data = json.loads((tmp_path / "o" / "packet-stats.json").read_text())
+    assert data["iteration_time_s"] > 0 and data["packet_hops"] > 0
+    assert run_app(app, ["packet", str(tmp_path / "missing.yaml")]) == 2

@@ -17,7 +17,7 @@ from .console import make_console
 console = make_console()
 
 HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
-        "spraying (Figs. 12-6/12-7)")
+        "spraying (Figs. 12-6/12-7) | a scenario YAML file (its training iteration, packet by packet)")
 
 
 def _fmt(v) -> str:
@@ -42,6 +42,9 @@ def packet(
 ) -> None:
     """Run one of the seeds' packet-level scenarios; print what happened, optionally narrated and captured."""
     problems = []
+    if scenario.endswith((".yaml", ".yml")) or Path(scenario).is_file():
+        _run_file(Path(scenario), out, lb, explain, max_events)
+        return
     if scenario not in SCENARIOS:
         problems.append(Problem("scenario", f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}"))
     if lb is not None and lb not in LB_MODES:
@@ -102,3 +105,38 @@ def packet(
         files.append(f"{pcap} ({n} frames)")
     if files:
         console.print("\nwrote " + ", ".join(files))
+
+
+def _run_file(path: Path, out: Path | None, lb: str | None, explain: bool, max_events: int) -> None:
+    """A scenario file's workload on the packet engine: iteration time and what the fabric did."""
+    from ..engines.packet import simulate_packet
+    from ..scenario import load_scenario
+
+    s = load_scenario(path)
+    if lb is not None:
+        if lb not in LB_MODES:
+            raise InputError(Problem("--lb", f"one of: {', '.join(LB_MODES)}"))
+    console.print(f"simulating [bold]{s.name}[/] packet by packet ...")
+    run, stats = simulate_packet(s, cfg=PacketConfig(explain=explain), lb=lb)
+    if stats is None:
+        console.print("interrupted")
+        raise typer.Exit(130)
+    res = run.results
+    console.rule(f"[bold]{s.name}: packet engine")
+    console.print(f"iteration time {res.iteration_time_s * 1e3:.3f} ms; {stats.packet_hops:,} packet hops, "
+                  f"{stats.events:,} events", highlight=False)
+    table = Table(show_header=True, header_style="bold")
+    tot = stats.to_dict(series=False)["totals"]
+    for k in tot:
+        table.add_column(k, justify="right")
+    table.add_row(*(str(v) for v in tot.values()))
+    console.print(table)
+    fcts = sorted((f["fct_s"] for f in stats.flows if f["fct_s"] is not None), reverse=True)
+    if fcts:
+        console.print(f"transfers: {len(fcts)}, slowest {fcts[0] * 1e6:.1f} us, median "
+                      f"{fcts[len(fcts) // 2] * 1e6:.1f} us", highlight=False)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "packet-stats.json", {"scenario": s.name, "iteration_time_s": res.iteration_time_s,
+                                               **stats.to_dict(series=False)})
+        console.print(f"\nwrote {out / 'packet-stats.json'}")

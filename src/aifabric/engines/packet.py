@@ -137,9 +137,10 @@ def packet_config(scenario, base: PacketConfig | None = None) -> PacketConfig:
 
 
 def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None,
-                    cfg: PacketConfig | None = None, workload=None):
+                    cfg: PacketConfig | None = None, workload=None, lb: str | None = None):
     """`aifabric.simulate.simulate` for the packet engine: returns (Run, PacketStats).
 
+    `lb` overrides the scenario's `fabric.load_balancing` (also "adaptive").
     The Run's results are those of `results.summarize` with engine "packet"; the packet statistics
     (queues, ECN, CNPs, DCQCN rates, PFC, drops, retransmissions, FCTs) serialize with
     `stats.to_dict()`.
@@ -153,6 +154,8 @@ def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None
     workload = workload or build_workload(scenario)
     graph = lower(workload, fabric, router)
     cfg = packet_config(scenario, cfg)
+    if lb is not None:
+        cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
     try:
         pr = run_packet(graph, fabric, cfg, progress, hash_seed=scenario.fabric.ecmp_hash_seed,
                         per_switch_seed=scenario.fabric.per_switch_hash_seed)
