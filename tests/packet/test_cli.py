@@ -35,8 +35,8 @@ def test_packet_trace_events_for_perfetto():
     from aifabric.packet.scenarios import run_scenario
     from aifabric.packet.trace import DCQCN_PID, PFC_PID, QUEUES_PID, packet_trace_events
 
-    r = run_scenario("incast", PacketConfig(trace_pfc=True))
-    ev = packet_trace_events(r.stats, r.net.captured)
+    r = run_scenario("incast", PacketConfig())
+    ev = packet_trace_events(r.stats)
     json.dumps(ev)
     assert any(e["pid"] == QUEUES_PID and e["ph"] == "C" and e["name"] == "railA->host2/E1 q3" for e in ev)
     assert any(e["pid"] == DCQCN_PID and e["ph"] == "C" and e["args"]["Gb/s"] < 200 for e in ev)

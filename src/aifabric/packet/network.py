@@ -129,6 +129,8 @@ class Network:
         key = (port.name, prio)
         d = s.pfc_pause_sent if quanta else s.pfc_resume_sent
         d[key] = d.get(key, 0) + 1
+        if len(s.pfc_frames) < 100_000:
+            s.pfc_frames.append((now, port.name, prio, quanta))
         if self.cfg.trace_pfc and len(self.captured) < self.cfg.trace_max_packets:
             self.captured.append((now, "pfc", port, prio, quanta))
 

@@ -19,6 +19,7 @@ class PacketStats:
     pfc_pause_sent: dict = field(default_factory=dict)  # (port carrying the frame, priority) -> frames
     pfc_resume_sent: dict = field(default_factory=dict)
     watchdog: dict = field(default_factory=dict)
+    pfc_frames: list = field(default_factory=list)  # (t_s, port carrying it, priority, quanta), in time order
     flowlet_switches: int = 0
     ports: list = field(default_factory=list)
     flows: list = field(default_factory=list)
@@ -92,4 +93,6 @@ class PacketStats:
             "pfc_resume_sent": keyed(self.pfc_resume_sent, ("port", "priority")),
             "pfc_watchdog": keyed(self.watchdog, ("port", "priority")),
             "ports": ports, "flows": flows,
+            **({"pfc_frames": [{"t_s": t, "port": p, "priority": q, "quanta": n} for t, p, q, n in self.pfc_frames]}
+               if series else {}),
         }

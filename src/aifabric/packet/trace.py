@@ -3,7 +3,7 @@ PFC frames. Timestamps in microseconds, like report/trace.py.
 
 - process "queues (KB)": one counter track per switch egress queue that held traffic;
 - process "DCQCN (Gb/s)": one counter track per QP whose rate changed;
-- process "PFC": an instant event per pause / resume frame sent (needs `trace_pfc`), on the port's track.
+- process "PFC": an instant event per pause / resume frame sent, on the track of the port carrying it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ PFC_PID = 1_000_003
 MAX_TRACKS = 256
 
 
-def packet_trace_events(stats, captured: list | None = None) -> list[dict[str, Any]]:
+def packet_trace_events(stats) -> list[dict[str, Any]]:
     ev: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": QUEUES_PID, "args": {"name": "queues (KB)"}},
         {"ph": "M", "name": "process_name", "pid": DCQCN_PID, "args": {"name": "DCQCN (Gb/s)"}},
@@ -37,15 +37,11 @@ def packet_trace_events(stats, captured: list | None = None) -> list[dict[str, A
             ev.extend({"ph": "C", "name": f"{f['name']} (QP {f['qpn']:#x})", "pid": DCQCN_PID, "ts": t * 1e6,
                        "args": {"Gb/s": r}} for t, r in rates)
     tids: dict[str, int] = {}
-    for rec in captured or []:
-        if rec[1] != "pfc":
-            continue
-        t, _, port, prio, quanta = rec
-        if port.name not in tids:
-            tids[port.name] = len(tids)
-            ev.append({"ph": "M", "name": "thread_name", "pid": PFC_PID, "tid": tids[port.name],
-                       "args": {"name": port.name}})
-        tid = tids[port.name]
+    for t, name, prio, quanta in stats.pfc_frames:
+        if name not in tids:
+            tids[name] = len(tids)
+            ev.append({"ph": "M", "name": "thread_name", "pid": PFC_PID, "tid": tids[name], "args": {"name": name}})
+        tid = tids[name]
         ev.append({"ph": "i", "s": "t", "name": f"{'pause' if quanta else 'resume'} p{prio}", "pid": PFC_PID,
                    "tid": tid, "ts": t * 1e6, "args": {"priority": prio, "quanta": quanta}})
     return ev
