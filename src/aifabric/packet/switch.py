@@ -117,7 +117,9 @@ class Switch:
         now = self.sim.now
         q = self.dscp_map.get(pkt.dscp, 0)
         pkt.prio = q
-        port = self.ports[self.next_link(pkt)]
+        path = pkt.path
+        li = path.next_at.get(self.idx) if self.static_lb and not path.spray else None
+        port = self.ports[li if li is not None else self.next_link(pkt)]
         size = pkt.size
         if self.buffer_used + size > self.buffer_bytes:
             net.drop(port, pkt, "buffer-full")
