@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +206,25 @@ def test_what_is_checked_is_what_is_built(p):
         assert over == []
     elif over:
         assert any(pr.path.endswith("radix") for pr in problems)
+
+
+DESIGNS = sorted((Path(__file__).parent / "designs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", [p for p in DESIGNS if not p.name.startswith("32k")], ids=lambda p: p.stem)
+def test_example_designs_plan_and_draw(path, tmp_path, capsys):
+    assert run_app(app, ["fabric", "plan", str(path), "--out", str(tmp_path / "plan")]) == 0
+    assert run_app(app, ["fabric", "draw", str(path), "--out", str(tmp_path / "t.svg")]) == 0
+    ET.fromstring((tmp_path / "t.svg").read_text())
+    assert "BLOCKING" in capsys.readouterr().out
+
+
+def test_the_32k_design_resolves_and_passes_the_checks():
+    from aifabric.cli.fabric_cmd import load_hardware
+
+    (path,) = [p for p in DESIGNS if p.name.startswith("32k")]
+    hw = load_hardware(path)
+    d = resolve(hw.cluster, hw.fabric)
+    assert (d.gpus, d.leafs, d.spines, d.superspines) == (32768, 1024, 1024, 512)
+    assert d.leaf_host_ports + d.leaf_up_ports == 64 == d.spine_down_ports + d.spine_up_ports
+    assert d.superspine_down_ports == 64
