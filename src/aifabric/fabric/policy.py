@@ -5,6 +5,7 @@
   another equal-cost route. Without link state the choice is a hash of (5-tuple, flowlet number), so
   consecutive flowlets spread like independent flows; with link state (`least_loaded`) it is the
   least-loaded route, as adaptive routing does (Figure 12-5).
+- adaptive: every flowlet (or packet) takes the least-loaded equal-cost route given the link loads.
 - spray: every packet picks a next hop at every switch; in the fluid limit the flow splits over the
   equal-cost paths with `Router.paths` shares (products of 1 / ECMP-group size).
 
@@ -21,7 +22,7 @@ import numpy as np
 from .ecmp import fmix32
 from .routing import Route, Router
 
-POLICIES = ("ecmp", "flowlet", "spray")
+POLICIES = ("ecmp", "flowlet", "spray", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class PathPolicy:
         if self.mode == "ecmp" or base.scale_up:
             return base
         paths = router.paths(src_rank, dst_rank)
-        if self.mode == "flowlet" and link_load is not None:
+        if self.mode in ("flowlet", "adaptive") and link_load is not None:
             return least_loaded([r for r, _ in paths], link_load)
         key = (hash_of(base) ^ fmix32(unit * 0x9E3779B1)) & 0xFFFFFFFF
         shares = np.array([s for _, s in paths])

@@ -137,7 +137,10 @@ class FabricSpec(Strict):
     # routing and load balancing
     pxn: bool = Field(False, description="relay cross-rail traffic over NVLink to the GPU on the destination rail "
                                          "(NCCL PXN), even when spines exist (always on for rail-only)")
-    load_balancing: Literal["ecmp", "flowlet", "spray"] = "ecmp"
+    load_balancing: Literal["ecmp", "flowlet", "spray", "adaptive"] = Field(
+        "ecmp", description="path choice (Ch. 12): per-flow ECMP hash, flowlets, per-packet spraying, or adaptive "
+                            "(least-loaded port); the packet engine applies all four, the flow and analytic "
+                            "engines route each QP by ECMP")
     flowlet_gap_us: float = Field(50, gt=0, description="idle gap that starts a new flowlet, µs (not in the "
                                                         "seeds; a configurable default)")
     ecmp_hash_seed: int = Field(0, ge=0, le=0xFFFFFFFF, description="seed of the CRC32 5-tuple ECMP hash")
