@@ -29,7 +29,7 @@ def rss_mb() -> float:
 
 def expected_moves(algorithm: str, n: int, g: int) -> float:
     s = n // g
-    return {"ring": 2 * (n - 1) * n, "direct": 2 * n * (n - 1), "nvls": 2 * n * (n - 1),
+    return {"ring": 2 * (n - 1) * n, "direct": 2 * n * (n - 1), "nvls": 2 * n * (n - 1) * 4,  # 4 pieces
             "hierarchical": 2 * s * g * (g - 1) + 2 * g * s * (s - 1)}.get(algorithm, 0)
 
 
