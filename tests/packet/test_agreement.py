@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aifabric.engines import lower, run
+from aifabric.engines import run
 from aifabric.engines.packet import run_packet, simulate_packet
 from aifabric.engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
 from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple

@@ -33,7 +33,12 @@ def test_unknown_scenario_and_bad_option_exit_2(capsys):
 def test_packet_trace_events_for_perfetto():
     from aifabric.packet.config import PacketConfig
     from aifabric.packet.scenarios import run_scenario
-    from aifabric.packet.trace import DCQCN_PID, PFC_PID, QUEUES_PID, packet_trace_events
+    from aifabric.packet.trace import (
+        DCQCN_PID,
+        PFC_PID,
+        QUEUES_PID,
+        packet_trace_events,
+    )
 
     r = run_scenario("incast", PacketConfig())
     ev = packet_trace_events(r.stats)

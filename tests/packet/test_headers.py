@@ -6,9 +6,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aifabric.packet.headers import (OP_WRITE_FIRST, OP_WRITE_LAST, OP_WRITE_MIDDLE, OP_WRITE_ONLY, RETH_BYTES,
-                                     ROCE_HEADER_BYTES, pfc_bit_time_s, pfc_class_enable_vector, pfc_pause_s,
-                                     pfc_quantum_s, segment_write, tos_byte)
+from aifabric.packet.headers import (
+    OP_WRITE_FIRST,
+    OP_WRITE_LAST,
+    OP_WRITE_MIDDLE,
+    OP_WRITE_ONLY,
+    RETH_BYTES,
+    ROCE_HEADER_BYTES,
+    pfc_bit_time_s,
+    pfc_class_enable_vector,
+    pfc_pause_s,
+    pfc_quantum_s,
+    segment_write,
+    tos_byte,
+)
 
 
 def test_pfc_quanta_at_400_gbps_book_figure_11_4():

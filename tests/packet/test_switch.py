@@ -7,7 +7,7 @@ import pytest
 
 from aifabric.errors import InputError
 from aifabric.packet.config import PacketConfig, SwitchConfig, validate
-from aifabric.packet.headers import ECN_CE, ECN_ECT0, pfc_pause_s
+from aifabric.packet.headers import ECN_ECT0, pfc_pause_s
 from aifabric.packet.network import Network
 from aifabric.packet.sim import CNP, DATA, Pkt
 from aifabric.packet.switch import DROP, FORWARD, MARK, wred_decision
@@ -24,7 +24,7 @@ def _one_switch(n_hosts=3, gbps=200, cfg=None):
 
 def test_classification_dscp_24_to_queue_3_48_to_queue_7_others_to_0():
     """Spec §12.2 test 3 (Examples 11-1/11-2): qos-group n -> queue n."""
-    f, net = _one_switch()
+    _, net = _one_switch()
     sw = net.devices[net.node_index["sw"]]
     assert {d: sw.dscp_map.get(d, 0) for d in (24, 48, 0, 10, 46)} == {24: 3, 48: 7, 0: 0, 10: 0, 46: 0}
     assert sw.lossless == {3}

@@ -106,7 +106,7 @@ class PacketConfig:
     trace_max_packets: int = 2000
     until_s: float | None = None
 
-    def with_(self, **kw) -> "PacketConfig":
+    def with_(self, **kw) -> PacketConfig:
         return replace(self, **kw)
 
 

@@ -10,6 +10,7 @@ NVSwitch. ACKs, NAKs and CNPs travel back over the reverse links of the forward 
 from __future__ import annotations
 
 import zlib
+
 import numpy as np
 
 from ..fabric.ecmp import roce_udp_source_port, switch_seed

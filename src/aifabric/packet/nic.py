@@ -23,8 +23,21 @@ from __future__ import annotations
 from math import inf
 
 from .dcqcn import RpState, decay_alpha, increase, on_cnp
-from .headers import (ACK_BYTES, CNP_BYTES, ECN_CE, ECN_ECT0, OP_ACK, OP_CNP, OP_WRITE_FIRST, OP_WRITE_LAST,
-                      OP_WRITE_MIDDLE, OP_WRITE_ONLY, RETH_BYTES, ROCE_HEADER_BYTES, segment_count)
+from .headers import (
+    ACK_BYTES,
+    CNP_BYTES,
+    ECN_CE,
+    ECN_ECT0,
+    OP_ACK,
+    OP_CNP,
+    OP_WRITE_FIRST,
+    OP_WRITE_LAST,
+    OP_WRITE_MIDDLE,
+    OP_WRITE_ONLY,
+    RETH_BYTES,
+    ROCE_HEADER_BYTES,
+    segment_count,
+)
 from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
 
 
@@ -32,7 +45,7 @@ class Path:
     """How a flow's packets (or its ACKs/CNPs) are forwarded: the static next link at every node (the
     Router's ECMP route), the last switch (where load balancing stops), a hash for fallbacks."""
 
-    __slots__ = ("next_at", "last_sw", "dst", "hash", "key", "spray", "links")
+    __slots__ = ("dst", "hash", "key", "last_sw", "links", "next_at", "spray")
 
     def __init__(self, links: list[int], next_at: dict[int, int], last_sw: int, dst: int, hash_: int, key,
                  spray: bool = False):
@@ -48,7 +61,7 @@ class Path:
 class Source:
     """A port's supplier of data packets: round robin over the flows that start on it."""
 
-    __slots__ = ("port", "active", "rr")
+    __slots__ = ("active", "port", "rr")
 
     def __init__(self, port):
         self.port = port
@@ -80,8 +93,7 @@ class Source:
         for f in self.active:
             if f.has_data():
                 ready = max(f.next_t, paused[f.prio])
-                if ready < t:
-                    t = ready
+                t = min(t, ready)
         return t
 
 
@@ -289,8 +301,7 @@ class QpFlow:
         if self.traced:
             self.net.capture(pkt, self.src)
         psn = pkt.psn
-        if psn > self.snd_una:
-            self.snd_una = psn
+        self.snd_una = max(self.snd_una, psn)
         if pkt.kind == NAK:
             self.naks += 1
             if psn < self.snd_nxt:

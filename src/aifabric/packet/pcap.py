@@ -24,7 +24,14 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 from scapy.utils import wrpcap
 
-from .headers import OP_CNP, OP_WRITE_FIRST, OP_WRITE_ONLY, PFC_DST_MAC, ROCEV2_UDP_DPORT, tos_byte
+from .headers import (
+    OP_CNP,
+    OP_WRITE_FIRST,
+    OP_WRITE_ONLY,
+    PFC_DST_MAC,
+    ROCEV2_UDP_DPORT,
+    tos_byte,
+)
 from .sim import ACK, CNP, DATA, NAK
 
 AETH_NAK_PSN_SEQUENCE_ERROR = 0x60

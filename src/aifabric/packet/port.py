@@ -21,12 +21,48 @@ from .sim import Pkt
 
 
 class Port:
-    __slots__ = ("net", "link", "name", "owner", "peer", "s_per_byte", "bps", "delay", "latency_s", "queues",
-                 "qbytes", "backlog", "busy_until", "wake_t", "paused_until", "pause_start", "paused_total",
-                 "ignore_pause_until", "source", "strict", "weighted", "quantum", "deficit", "rr",
-                 "tx_bytes", "tx_packets", "sample_t", "depth_series", "max_depth", "pfc_rx", "is_switch_port", "sim",
-                 "sample_s", "peer_receive", "_wake_cb", "kmin_watch", "bins", "dre_tau",
-                 "dre", "dre_t")
+    __slots__ = (
+        "_wake_cb",
+        "backlog",
+        "bins",
+        "bps",
+        "busy_until",
+        "deficit",
+        "delay",
+        "depth_series",
+        "dre",
+        "dre_t",
+        "dre_tau",
+        "ignore_pause_until",
+        "is_switch_port",
+        "kmin_watch",
+        "latency_s",
+        "link",
+        "max_depth",
+        "name",
+        "net",
+        "owner",
+        "pause_start",
+        "paused_total",
+        "paused_until",
+        "peer",
+        "peer_receive",
+        "pfc_rx",
+        "qbytes",
+        "quantum",
+        "queues",
+        "rr",
+        "s_per_byte",
+        "sample_s",
+        "sample_t",
+        "sim",
+        "source",
+        "strict",
+        "tx_bytes",
+        "tx_packets",
+        "wake_t",
+        "weighted",
+    )
 
     def __init__(self, net, link, owner, peer, strict: tuple[int, ...], weights: tuple[int, ...], mtu_bytes: int):
         self.net = net
@@ -78,8 +114,7 @@ class Port:
         self.qbytes[q] = d
         self.backlog += size
         if self.is_switch_port:
-            if d > self.max_depth[q]:
-                self.max_depth[q] = d
+            self.max_depth[q] = max(self.max_depth[q], d)
             now = self.sim.now
             if now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now

@@ -308,5 +308,12 @@ def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRu
     return fn(cfg, **kw)
 
 
-__all__ = ["SCENARIOS", "ScenarioRun", "colliding_qpns", "run_scenario", "DcqcnConfig", "NicConfig",
-           "SwitchConfig"]
+__all__ = [
+    "SCENARIOS",
+    "DcqcnConfig",
+    "NicConfig",
+    "ScenarioRun",
+    "SwitchConfig",
+    "colliding_qpns",
+    "run_scenario",
+]

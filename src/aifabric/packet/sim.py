@@ -15,7 +15,7 @@ KIND_NAMES = ("data", "ack", "nak", "cnp", "chunk")
 
 
 class Sim:
-    __slots__ = ("now", "heap", "seq", "events")
+    __slots__ = ("events", "heap", "now", "seq")
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -51,8 +51,22 @@ class Sim:
 class Pkt:
     """One frame in flight. `size` is the wire size in bytes (headers included)."""
 
-    __slots__ = ("kind", "flow", "psn", "size", "payload", "dscp", "prio", "ecn", "opcode", "path", "in_link",
-                 "ikey", "entropy", "t_sent")
+    __slots__ = (
+        "dscp",
+        "ecn",
+        "entropy",
+        "flow",
+        "ikey",
+        "in_link",
+        "kind",
+        "opcode",
+        "path",
+        "payload",
+        "prio",
+        "psn",
+        "size",
+        "t_sent",
+    )
 
     def __init__(self, kind: int, flow, psn: int, size: int, payload: int, dscp: int, prio: int, ecn: int,
                  opcode: int, path, entropy: int = 0, t_sent: float = 0.0):

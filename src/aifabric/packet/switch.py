@@ -17,8 +17,8 @@ Load = queued bytes + a discounting rate estimator of recently sent bytes (CONGA
 
 from __future__ import annotations
 
-from .lb import spray_index
 from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
+from .lb import spray_index
 from .sim import DATA, Pkt
 
 FORWARD, MARK, DROP = 0, 1, 2
