@@ -162,7 +162,14 @@ class Network:
         f = self.fabric
         fid = len(self.flows)
         on_done = on_done or (lambda flow: None)
-        core = [li for li in route if f.links[li].tier != TIER_PCIE]
+        # the PCIe hops at both ends are a fixed latency (the caller's); PCIe in the middle of a route
+        # (a PXN relay: NVLink to a peer GPU, then its NIC) is simulated like any link
+        lo, hi = 0, len(route)
+        while lo < hi and f.links[route[lo]].tier == TIER_PCIE:
+            lo += 1
+        while hi > lo and f.links[route[hi - 1]].tier == TIER_PCIE:
+            hi -= 1
+        core = list(route[lo:hi])
         touches_switch = any(f.is_switch(f.links[li].dst) for li in core)
         if not touches_switch:
             path = self._path(core, ("chunk", fid))
@@ -180,10 +187,7 @@ class Network:
         # load-balancing state (flowlets, spraying) is kept per 5-tuple: messages of one QP share it
         path = self._path(core, (src.idx, dst.idx, sport), spray)
         rpath = self._path([self.reverse[li] for li in reversed(core)], (dst.idx, src.idx, sport))
-        line = self.ports[core[0]].bps
-        pcie = [f.links[li].capacity_bytes_per_s * 8 for li in route if f.links[li].tier == TIER_PCIE]
-        if pcie:
-            line = min(line, min(pcie))
+        line = min(f.links[li].capacity_bytes_per_s * 8 for li in route)  # no faster than the slowest hop
         flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done,
                       dscp)
         self.flows.append(flow)
