@@ -87,3 +87,28 @@ def test_unknown_transport_and_lb_are_input_errors():
         validate(PacketConfig(nic=NicConfig(transport="tcp")))
     with pytest.raises(InputError):
         validate(PacketConfig(lb=LbConfig(mode="random")))
+
+
+def test_a_pxn_relay_route_runs_hop_by_hop():
+    """GPU0 -NVLink-> GPU1 -PCIe-> NIC1 -> rail -> remote NIC1 -> GPU1 (seeds §6.5 cross-rail relay): the
+    middle PCIe hop is a port like any other; ACKs come back the same way."""
+    from aifabric.fabric.graph import GPU, NIC, NVSWITCH, RAIL, TIER_HOST, TIER_NVLINK, TIER_PCIE, Fabric, Node
+
+    f = Fabric("pxn", 2)
+    f.add_node(Node("rail", RAIL, index=0))
+    for s in range(2):
+        f.add_node(Node(f"s{s}/nvs", NVSWITCH, server=s))
+        for g in range(2):
+            f.add_node(Node(f"s{s}/g{g}", GPU, server=s, index=g))
+            f.add_node(Node(f"s{s}/n{g}", NIC, server=s, index=g, ip=(10 << 24) | (s << 8) | g))
+            f.add_cable(f"s{s}/g{g}", f"s{s}/nvs", 450e9, 250e-9, TIER_NVLINK)
+            f.add_cable(f"s{s}/g{g}", f"s{s}/n{g}", 64e9, 300e-9, TIER_PCIE)
+            f.add_cable(f"s{s}/n{g}", "rail", 50e9, 100e-9, TIER_HOST)
+    hops = [("s0/g0", "s0/nvs"), ("s0/nvs", "s0/g1"), ("s0/g1", "s0/n1"), ("s0/n1", "rail"), ("rail", "s1/n1"),
+            ("s1/n1", "s1/g1")]
+    net = Network(f)
+    flow = net.add_transfer(tuple(link_between(f, a, b) for a, b in hops), 1e6)
+    net.run()
+    assert flow.done_t is not None and flow.acked_t is not None and flow.retx == 0
+    assert flow.line_bps == 400e9  # the NIC link is the slowest hop
+    assert net.ports[link_between(f, "s0/g1", "s0/n1")].tx_packets == flow.n
