@@ -81,3 +81,15 @@ def test_bootstrap_command_prints_figure_14_2(capsys):
     out = capsys.readouterr().out
     assert "expects 7 connections" in out and "127.0.0.1:12345" in out and "192.168.10.101:12345" in out
     assert run_app(app, ["collective", "bootstrap", "--master-addr", "node-a"]) == 2
+
+
+def test_bench_on_a_scenarios_fabric(capsys, tmp_path):
+    from aifabric.scenario import demo_scenario_text
+
+    path = tmp_path / "s.yaml"
+    path.write_text(demo_scenario_text())
+    assert run_app(app, ["collective", "bench", "--ranks", "8", "-b", "64K", "-e", "64K", "--scenario", str(path),
+                         "--engine", "analytic"]) == 0
+    assert "fabric of" in capsys.readouterr().out
+    assert run_app(app, ["collective", "bench", "--ranks", "64", "--scenario", str(path)]) == 2
+    assert "--ranks" in capsys.readouterr().err

@@ -190,31 +190,41 @@ def _sizes(lo: int, hi: int, factor: int) -> list[int]:
     return out
 
 
-def _engine_times(op: str, algorithm: str, ranks: int, gpus_per_server: int, nic_gbps: float, sizes: list[int],
-                  type_bytes: int, engine: str, protocol: str, in_switch: bool) -> list[tuple[float, str]]:
-    """Time of one collective of each size, simulated by the analytic or flow engine on a rail fabric."""
-    from ..engines import lower, run
-    from ..engines.lower_collective import CollectiveCall, plan
-    from ..scenario import demo_scenario
+def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_path: str | None):
+    """The fabric of a scenario file, or a rail-optimized one with one spine per rail and links at NIC speed."""
+    from ..scenario import demo_scenario, load_scenario
     from ..simulate import build_fabric
-    from ..workload.ops import Workload
 
+    if scenario_path:
+        fabric, router = build_fabric(load_scenario(scenario_path))
+        if ranks > fabric.world_size:
+            raise InputError(Problem("--ranks", f"the scenario's fabric has {fabric.world_size} GPUs (got {ranks})"))
+        return fabric, router
     base = demo_scenario().model_dump()
     servers = math.ceil(ranks / gpus_per_server)
     base["cluster"].update(servers=servers, gpus_per_server=gpus_per_server, nic_speed_gbps=nic_gbps)
     base["fabric"].update(spines=gpus_per_server, link_speed_gbps=nic_gbps, switch_radix=max(64, 2 * servers + 8))
-    scenario = type(demo_scenario()).model_validate(base)
-    fabric, router = build_fabric(scenario)
-    group = tuple(range(ranks))
+    return build_fabric(type(demo_scenario()).model_validate(base))
+
+
+def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, router, sizes: list[int],
+                  type_bytes: int, engine: str, protocol: str, in_switch: bool) -> list[tuple[float, str]]:
+    """Time of one collective of each size, simulated by the analytic or flow engine on the fabric."""
+    from ..engines import lower, run
+    from ..engines.lower_collective import CollectiveCall, plan
+    from ..workload.ops import Workload
+
     out = []
     for size in sizes:
         call = CollectiveCall(f"bench/{size}", op, group, max(1, size // type_bytes), type_bytes, algorithm=algorithm,
                               protocol=protocol, in_switch=in_switch)
-        workload = Workload("bench", [[call] for _ in group], params=0, iterations=1, flops_per_iteration=0.0)
+        workload = Workload("bench", [[call] for _ in range(max(group) + 1)], params=0, iterations=1,
+                            flops_per_iteration=0.0)
         graph = lower(workload, fabric, router)
         timeline = run(graph, fabric, engine)
-        out.append((float(np.nanmax(timeline.end_s) - np.nanmin(timeline.start_s)) if len(graph) else 0.0,
-                    plan(call, fabric, router)[0].algorithm))
+        sched, choice = plan(call, fabric, router)
+        name = f"{sched.algorithm}/{choice.protocol}/{choice.channels}ch" if choice else sched.algorithm
+        out.append((float(np.nanmax(timeline.end_s) - np.nanmin(timeline.start_s)) if len(graph) else 0.0, name))
     return out
 
 
@@ -236,6 +246,7 @@ def bench(
     in_switch: bool = typer.Option(False, "--in-switch", help="NVLS / SHARP available (auto may pick nvls)"),
     engine: str = typer.Option("model", "--engine", help="model (α-β formulas), analytic or flow (simulated on a "
                                "rail-optimized fabric)"),
+    scenario: str = typer.Option(None, "--scenario", help="take the fabric (and GPUs per server) from this scenario"),
 ) -> int:
     """A size sweep in nccl-tests' layout: size, count, type, redop, time, algbw, busbw."""
     op = _op(op_name)
@@ -269,8 +280,13 @@ def bench(
         raise InputError(Problem("--algorithm", reason))
     type_bytes = DTYPES[dtype]
     sizes = [s for s in _sizes(lo, hi, factor) if s >= type_bytes]
+    fabric = router = None
+    if engine != "model" or scenario:
+        fabric, router = _bench_fabric(ranks, gpus_per_server, nic_gbps, scenario)
+        gpus_per_server = fabric.gpus_per_server
+        layout = Layout(gpus_per_server)
     shape = Shape.of(group, gpus_per_server)
-    paths = Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps)
+    paths = Paths.from_fabric(fabric, router) if scenario else Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps)
     if engine == "model":
         rows = []
         for size in sizes:
@@ -278,10 +294,11 @@ def bench(
                        runnable=lambda a: not_applicable(op, a, group, layout) is None)
             rows.append((c.time_s, f"{c.algorithm}/{c.protocol}/{c.channels}ch"))
     else:
-        rows = _engine_times(op, algorithm, ranks, gpus_per_server, nic_gbps, sizes, type_bytes, engine, protocol,
+        rows = _engine_times(op, algorithm, tuple(group), fabric, router, sizes, type_bytes, engine, protocol,
                              in_switch)
     n = len(group)
-    table = Table(title=f"{TITLES[op]}: {n} ranks, {gpus_per_server} per server, {nic_gbps:g} Gb/s NICs, "
+    where = f"fabric of {scenario}" if scenario else f"{nic_gbps:g} Gb/s NICs"
+    table = Table(title=f"{TITLES[op]}: {n} ranks, {gpus_per_server} per server, {where}, "
                         f"engine {engine}  (busbw = algbw × {_factor_text(op)})", title_justify="left")
     for col in ("size (B)", "count (elements)", "type", "redop", "root", "time (us)", "algbw (GB/s)",
                 "busbw (GB/s)", "algorithm"):
