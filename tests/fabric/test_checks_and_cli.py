@@ -113,9 +113,16 @@ def test_plan_command_bad_input_exit_2(tmp_path, capsys):
 def test_polarization_command(tmp_path, capsys):
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(POD))
-    assert run_app(app, ["fabric", "polarization", str(path), "--pattern", "incast", "--trials", "5"]) == 0
+    out = tmp_path / "pol.json"
+    assert run_app(app, ["fabric", "polarization", str(path), "--pattern", "incast", "--trials", "5", "--out",
+                         str(out)]) == 0
     text = capsys.readouterr().out
     assert "ideal spread" in text and "per-switch seeds" in text
+    import json
+
+    data = json.loads(out.read_text())
+    assert [v["trials"] for v in data["variants"]] == [5, 5]
+    assert data["variants"][0]["ideal"]["max_gbps"] <= data["variants"][0]["ecmp"]["max_gbps"]
     assert run_app(app, ["fabric", "polarization", str(path), "--pattern", "nope"]) == 2
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -195,6 +196,7 @@ def polarization_cmd(
     trials: int = typer.Option(100, "--trials", "-n", help="Monte Carlo trials (fresh QP source ports each)"),
     seed: int = typer.Option(0, "--seed", help="seed of the trials"),
     target: int = typer.Option(0, "--target", help="incast: the receiving rank"),
+    out: Path = typer.Option(None, "--out", "-o", help="also write the figures as JSON to this file"),
 ) -> int:
     """Load on uplinks under ECMP (identical and per-switch hash seeds) vs an ideal spread."""
     problems = []
@@ -253,6 +255,11 @@ def polarization_cmd(
         share = counts / counts.sum()
         hist.add_row(f"ECMP, {label}", *(f"{x:.1%}" for x in share))
     console.print(hist)
+    if out is not None:
+        write_json(out, {"name": hw.name, "pattern": pattern, "trials": trials, "seed": seed,
+                         "variants": [{"label": label, **asdict(rep), "ecmp_imbalance": rep.ecmp.imbalance,
+                                       "ideal_imbalance": rep.ideal.imbalance} for label, rep in reports]})
+        console.print(f"wrote {out}")
     return 0
 
 
