@@ -96,3 +96,15 @@ def test_sub_communicators():
     assert comm_split([0, -1, 0, -1]) == {0: comm_split([0, -1, 0, -1])[0]} and comm_split([0, -1, 0])[0].ranks == (0, 2)
     g = new_group(8, [4, 5, 6, 7])
     assert g.size == 4 and g.rank_of(6) == 2
+
+
+def test_the_ch14_ring_of_ranks_0_to_3_never_leaves_host_a():
+    """Erratum (spec deep-learning.md §13): the text has the 4-rank ring cross nodes ("Green GPU 0",
+    "Yellow GPU 1"), but with torchrun's numbering on 2 hosts x 4 GPUs ranks 0-3 are all on host A:
+    every hop is NVLink. An 8-rank ring over both hosts crosses on rail 3 and back on rail 0."""
+    layout = Layout(4)
+    four = ring_all_reduce([0, 1, 2, 3], 1024)
+    assert {network_of(m.src, m.dst, layout) for m in four.moves} == {"NVLink"}
+    eight = build_schedule("all-reduce", "ring", range(8), 1024, layout)
+    cross = {network_of(m.src, m.dst, layout) for m in eight.moves} - {"NVLink"}
+    assert cross == {"rail 0", "rail 3"}
