@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .build import server_position
 from .design import Design
 from .graph import NIC, RAIL, Fabric
 
@@ -145,7 +146,7 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
             k = nic_port_no.get(a.id, 0)
             nic_port_no[a.id] = k + 1
             if structured:
-                _pod, _seg, host = _position(d, a.server)
+                _pod, _seg, host = server_position(d, a.server)
                 rail_in_switch = a.index % d.rails_per_switch
                 interface = ports.host[host, rail_in_switch, k // d.planes if d.planes > 1 else k]
             else:
@@ -162,9 +163,3 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
     for a_id, pa, b_id, pb, gbps, tier in fabric_rows:
         cable += 1
         yield (cable, tier, a_id, interface_name(pa), b_id, interface_name(pb), gbps, "", "", "")
-
-
-def _position(d: Design, server: int) -> tuple[int, int, int]:
-    pod, within = divmod(server, d.servers_per_pod)
-    segment, host = divmod(within, d.servers_per_segment)
-    return pod, segment, host
