@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from ..fabric.ecmp import ecmp_hash, switch_seed
 from ..fabric.graph import NIC, RAIL, SPINE, TIER_HOST, TIER_SPINE, Fabric, Node
 from ..units import gbps_to_bytes_per_s, ns_to_s
-from .config import DcqcnConfig, LbConfig, NicConfig, PacketConfig, SwitchConfig
+from .config import LbConfig, PacketConfig
 from .network import Network
 from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
@@ -308,12 +308,4 @@ def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRu
     return fn(cfg, **kw)
 
 
-__all__ = [
-    "SCENARIOS",
-    "DcqcnConfig",
-    "NicConfig",
-    "ScenarioRun",
-    "SwitchConfig",
-    "colliding_qpns",
-    "run_scenario",
-]
+__all__ = ["SCENARIOS", "ScenarioRun", "colliding_qpns", "run_scenario"]
