@@ -12,7 +12,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from .direct import all_to_all, direct, send_recv
-from .hierarchical import hierarchical_all_reduce
+from .hierarchical import (
+    hierarchical_all_gather,
+    hierarchical_all_reduce,
+    hierarchical_reduce_scatter,
+)
 from .rhd import rhd
 from .ring import (
     chain_broadcast,
@@ -29,8 +33,8 @@ OPS = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all
        "send-recv", "barrier")
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all-reduce": ("ring", "tree", "direct", "rhd", "hierarchical", "hierarchical-rhd", "nvls"),
-    "reduce-scatter": ("ring", "direct", "rhd"),
-    "all-gather": ("ring", "direct", "rhd"),
+    "reduce-scatter": ("ring", "direct", "rhd", "hierarchical"),
+    "all-gather": ("ring", "direct", "rhd", "hierarchical"),
     "broadcast": ("ring", "tree", "direct"),
     "reduce": ("ring", "tree", "direct"),
     "all-to-all": ("direct", "pxn"),
@@ -94,6 +98,10 @@ def build_schedule(op: str, algorithm: str, ranks: Sequence[int], elements: int,
         return rhd(op, ranks, elements)
     if algorithm.startswith("hierarchical"):
         m = server_matrix(ranks, layout)
+        if op == "reduce-scatter":
+            return hierarchical_reduce_scatter(m, elements)
+        if op == "all-gather":
+            return hierarchical_all_gather(m, elements)
         return hierarchical_all_reduce(m, elements, "rhd" if algorithm == "hierarchical-rhd" else "ring")
     if algorithm == "tree":
         if op == "all-reduce":

@@ -198,6 +198,10 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
                                                                (paths.cross_rail, (n - L) * B / n) if inter else None)
         if algorithm == "rhd":
             return t + _rhd_rounds(shape, paths, B, proto)
+        if algorithm == "hierarchical":
+            local = (L - 1) * _step(proto, (nvl, B / L)) if intra else 0.0
+            cross = (s - 1) * _step(proto, (paths.rail, B / (L * s))) if inter else 0.0
+            return t + local + cross
     if op == "all-reduce":
         if algorithm == "ring":
             return t + 2 * (n - 1) * ring_step(B / (n * c))

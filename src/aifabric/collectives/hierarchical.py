@@ -42,7 +42,7 @@ def _intra(mb: MoveBuilder, m: np.ndarray, shards_of, phase: str, first_step: in
     mb.add(first_step + t, src, dst, shard * s_count, mode, phase, count=s_count)
 
 
-def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
+def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int, parts: tuple[str, ...] = ("rs", "ag")) -> int:
     s_count, local = m.shape
     if s_count < 2:
         return first_step
@@ -53,11 +53,15 @@ def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
     nxt = np.roll(m.T, -1, axis=1).astype(np.int32)[None, :, :]
     # (s - t) mod S and (s + 1 - t) mod S from a sliding window, int32, no division
     window = np.lib.stride_tricks.sliding_window_view(np.tile(np.arange(s_count, dtype=np.int32), 2), s_count)
-    for phase, mode, off, shift in (("inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0, 0),
-                                    ("inter-server all-gather (rail ring)", MODE_COPY, s_count - 1, 1)):
+    off = 0
+    for part, phase, mode, shift in (("rs", "inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0),
+                                     ("ag", "inter-server all-gather (rail ring)", MODE_COPY, 1)):
+        if part not in parts:
+            continue
         sub = window[(shift - np.arange(s_count - 1)) % s_count][:, None, :]
         mb.add(first_step + off + t, members, nxt, shard_base + sub, mode, phase, channel=q)
-    return first_step + 2 * (s_count - 1)
+        off += s_count - 1
+    return first_step + off
 
 
 def _inter_rhd(mb: MoveBuilder, m: np.ndarray, first_step: int, elements_unused: int = 0) -> int:
@@ -88,3 +92,32 @@ def hierarchical_all_reduce(m: np.ndarray, elements: int, inter: str = "ring") -
     return mb.build("all-reduce", "hierarchical" if inter == "ring" else "hierarchical-rhd", m.reshape(-1), elements,
                     chunk_bounds_array(elements, s_count * local), ALL, ALL,
                     notes=f"{s_count} servers × {local} GPUs: NVLink RS, rail {inter} AllReduce per shard, NVLink AG")
+
+
+def hierarchical_owners(m: np.ndarray) -> np.ndarray:
+    """Chunk l·S + j belongs to (ReduceScatter result / AllGather input) server j - 1's GPU position l - 1."""
+    s_count, local = m.shape
+    l, j = np.divmod(np.arange(s_count * local), s_count)
+    return m[(j - 1) % s_count, (l - 1) % local]
+
+
+def hierarchical_reduce_scatter(m: np.ndarray, elements: int) -> Schedule:
+    """NVLink ReduceScatter of shards in every server, then rail-ring ReduceScatter of each shard."""
+    s_count, local = m.shape
+    mb = MoveBuilder()
+    _intra(mb, m, None, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
+    _inter_ring(mb, m, max(0, local - 1), ("rs",))
+    return mb.build("reduce-scatter", "hierarchical", m.reshape(-1), elements,
+                    chunk_bounds_array(elements, s_count * local), ALL, hierarchical_owners(m),
+                    notes=f"{s_count} servers × {local} GPUs: NVLink RS, then rail-ring RS per shard")
+
+
+def hierarchical_all_gather(m: np.ndarray, elements: int) -> Schedule:
+    """Rail-ring AllGather of each shard across servers, then NVLink AllGather in every server."""
+    s_count, local = m.shape
+    mb = MoveBuilder()
+    step = _inter_ring(mb, m, 0, ("ag",))
+    _intra(mb, m, None, "intra-server all-gather (NVLink)", step, MODE_COPY)
+    return mb.build("all-gather", "hierarchical", m.reshape(-1), elements,
+                    chunk_bounds_array(elements, s_count * local), hierarchical_owners(m), ALL,
+                    notes=f"{s_count} servers × {local} GPUs: rail-ring AG per shard, then NVLink AG")
