@@ -19,7 +19,7 @@ RAIL_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 SWITCH_FILL = {"superspine": "#5b3a8c", "spine": "#2b5d8c", "rail": "#3a7d44"}
 SHOW_PODS, SHOW_SEGMENTS, SHOW_SERVERS, SHOW_LEAFS, SHOW_SPINES, SHOW_SUPERSPINES, SHOW_GPUS = 2, 2, 3, 8, 6, 8, 8
 FONT = "font-family='Helvetica,Arial,sans-serif'"
-ROW_SS, ROW_SPINE, ROW_LEAF, ROW_SERVER = 60, 180, 320, 460
+ROW_LEAF, ROW_SERVER = 320, 460  # only their difference matters: rail switches to servers
 SW_W, SW_H, GPU_W = 64, 26, 13
 
 
@@ -111,9 +111,14 @@ def _design_svg(d: Design, title: str) -> str:
     width = 40 + pods * (pod_w + 20) + (150 if more_pods else 0)
     width = max(width, 640)
     has_spines = d.spines_per_pod > 0
-    top = 30
-    row_ss, row_spine = top + ROW_SS - 40, top + ROW_SPINE - 40
-    row_leaf = top + (ROW_LEAF if d.superspines else ROW_LEAF - 110 if has_spines else ROW_LEAF - 230) - 40
+    y = 56
+    row_ss = y
+    if d.superspines:
+        y += 120
+    row_spine = y
+    if has_spines:
+        y += 130
+    row_leaf = y
     row_server = row_leaf + (ROW_SERVER - ROW_LEAF)
     height = row_server + 128
     svg.text(20, 22, title, 14, bold=True)
