@@ -93,3 +93,13 @@ def test_bench_on_a_scenarios_fabric(capsys, tmp_path):
     assert "fabric of" in capsys.readouterr().out
     assert run_app(app, ["collective", "bench", "--ranks", "64", "--scenario", str(path)]) == 2
     assert "--ranks" in capsys.readouterr().err
+
+
+def test_summary_counts_traffic_by_network(capsys):
+    assert run_app(app, ["collective", "allreduce", "--ranks", "16", "--gpus-per-server", "4", "--elements",
+                         "4096"]) == 0
+    out = capsys.readouterr().out
+    # snake ring over 4 servers: 12 of 16 hops on NVLink, 4 on rails, none through a spine
+    assert re.search(r"NVLink \(no QP\)\s*│\s*360 │\s*92,160", out)
+    assert re.search(r"one rail \(RDMA QP\)\s*│\s*120 │\s*30,720", out)
+    assert re.search(r"spine → rail \(RDMA QP\)\s*│\s*0 │\s*0 ", out)

@@ -82,6 +82,23 @@ def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_serve
                           pieces=max(1, pieces), root=root, counts=counts)
 
 
+def _by_network(sched: Schedule, gpus_per_server: int) -> Table:
+    """Moves and elements per network: NVLink, one rail, or across rails through a spine."""
+    src, dst = sched.src.astype(np.int64), sched.dst.astype(np.int64)
+    same_server = src // gpus_per_server == dst // gpus_per_server
+    same_rail = src % gpus_per_server == dst % gpus_per_server
+    kind = np.where(same_server, 0, np.where(same_rail, 1, 2))
+    elements = sched.move_elements()
+    table = Table(title="traffic by network", title_justify="left")
+    for col in ("network", "moves", "elements"):
+        table.add_column(col, justify="left" if col == "network" else "right")
+    cross = "NVLink, then the destination's rail (PXN relay)" if sched.algorithm == "pxn" else \
+        "rail → spine → rail (RDMA QP)"
+    for k, name in enumerate(("NVLink (no QP)", "one rail (RDMA QP)", cross)):
+        table.add_row(name, f"{int((kind == k).sum()):,}", f"{int(elements[kind == k].sum()):,}")
+    return table
+
+
 def print_explanation(sched: Schedule, gpus_per_server: int) -> None:
     n = len(sched.ranks)
     letters = [chunk_letter(c) for c in range(sched.n_chunks)]
@@ -156,6 +173,7 @@ def _explain_command(name: str):
             per_rank = int(sched.move_elements()[sched.src == sched.ranks[0]].sum())
             console.print(f"rank {sched.ranks[0]} sends {per_rank} elements"
                           + (" = 2(n−1)/n × " + str(elements) if op == "all-reduce" and sched.algorithm == "ring" else ""))
+            console.print(_by_network(sched, gpus_per_server))
             return 0
         print_explanation(sched, gpus_per_server)
         if op == "all-reduce":
