@@ -109,17 +109,21 @@ def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.n
         link_bytes[p.link] += p.tx_bytes
     finished = end[~np.isnan(end)]
     makespan = float(finished.max()) if len(finished) else 0.0
-    # link load: 1 us bins of bytes sent per port, merged into at most LINK_LOAD_SEGMENTS segments
-    bin_s = net.link_bin_s
-    last_bin = max((max(p.bins) for p in net.ports if p.bins), default=-1)
-    group = max(1, -(-(last_bin + 1) // LINK_LOAD_SEGMENTS))
+    # link load: each port's bins (1 us, doubled as a long run goes on) re-binned on one grid of at most
+    # LINK_LOAD_SEGMENTS segments
+    binned = [p for p in net.ports if p.bins]
     seg_bytes: dict[int, np.ndarray] = {}
-    for p in net.ports:
-        for b, v in p.bins.items():
-            seg_bytes.setdefault(b // group, np.zeros(n_links))[p.link] += v
+    width = max((p.bin_s for p in binned), default=net.link_bin_s)
+    if binned:
+        t_last = max((max(p.bins) + 1) * p.bin_s for p in binned)
+        while t_last / width > LINK_LOAD_SEGMENTS:
+            width *= 2
+        for p in binned:
+            factor = max(1, round(width / p.bin_s))
+            for b, v in p.bins.items():
+                seg_bytes.setdefault(b // factor, np.zeros(n_links))[p.link] += v
     load = LinkLoad()
     peak = np.zeros(n_links)
-    width = bin_s * group
     for k in sorted(seg_bytes):
         rates = seg_bytes[k] / width
         np.maximum(peak, rates, out=peak)

@@ -40,6 +40,8 @@ from .headers import (
 )
 from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
 
+MAX_RATE_SAMPLES = 20_000
+
 
 class Path:
     """How a flow's packets (or its ACKs/CNPs) are forwarded: the static next link at every node (the
@@ -333,7 +335,7 @@ class QpFlow:
         self.alpha_ref_t = now
         on_cnp(rp, d.g, d.min_rate_gbps * 1e9, d.clamp_target_rate)
         self.bytes_ctr = 0
-        self.rate_log.append((now, rp.rc_bps / 1e9))
+        self._log_rate(now)
         if self.decreases_logged < 3:
             self.decreases_logged += 1
             net.log(now, f"{self.name}: CNP received: DCQCN rate {before / 1e9:.3f} -> {rp.rc_bps / 1e9:.3f} Gb/s "
@@ -350,10 +352,16 @@ class QpFlow:
         if self.rp.rc_bps < self.line_bps:
             self.net.sim.at(self.net.sim.now + self.dc.rate_increase_timer_s, self._inc_timer, gen)
 
+    def _log_rate(self, now: float) -> None:
+        log = self.rate_log
+        log.append((now, self.rp.rc_bps / 1e9))
+        if len(log) > MAX_RATE_SAMPLES:  # long runs: thin the history, keep the latest
+            self.rate_log = log[-1::-2][::-1]
+
     def _increase(self, now: float, why: str) -> None:
         d = self.dc
         increase(self.rp, d.fast_recovery_steps, d.r_ai_gbps * 1e9, d.r_hai_gbps * 1e9, self.line_bps)
-        self.rate_log.append((now, self.rp.rc_bps / 1e9))
+        self._log_rate(now)
         if self.next_t > now:  # the new rate applies to the packet waiting now
             self._kick()
 

@@ -19,12 +19,16 @@ from math import exp, inf
 from .headers import pfc_pause_s
 from .sim import Pkt
 
+MAX_BINS = 4096  # link-load bins per port before they are merged pairwise
+MAX_DEPTH_SAMPLES = 20_000  # depth samples per queue before the series is thinned
+
 
 class Port:
     __slots__ = (
         "_wake_cb",
         "backlog",
         "bins",
+        "bin_s",
         "bps",
         "busy_until",
         "deficit",
@@ -101,7 +105,8 @@ class Port:
         self.pfc_rx = [0] * 8
         self.is_switch_port = False
         self.kmin_watch: int | None = None  # --explain: narrate WRED-min crossings on the ECN queue
-        self.bins: dict[int, int] | None = None  # bytes sent per net.link_bin_s bin, when recorded
+        self.bins: dict[int, int] | None = None  # bytes sent per `bin_s` bin, when recorded
+        self.bin_s = net.link_bin_s
         self.dre_tau: float | None = None  # load estimate for flowlet/adaptive routing (CONGA's DRE)
         self.dre = 0.0
         self.dre_t = 0.0
@@ -119,6 +124,8 @@ class Port:
             if now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now
                 self.depth_series[q].append((now, d))
+                if len(self.depth_series[q]) > MAX_DEPTH_SAMPLES:
+                    self._coarsen_depth()
             k = self.kmin_watch
             if k is not None and d - size <= k < d and q in self.net.cfg.switch.ecn_queues:
                 self.net.log(now, f"{self.name}: egress queue {q} rises above WRED min ({k / 1e3:.0f} KB)", "ecn")
@@ -136,8 +143,11 @@ class Port:
         self.tx_bytes += size
         self.tx_packets += 1
         if self.bins is not None:
-            b = int(now / self.net.link_bin_s)
-            self.bins[b] = self.bins.get(b, 0) + size
+            bins = self.bins
+            b = int(now / self.bin_s)
+            bins[b] = bins.get(b, 0) + size
+            if len(bins) > MAX_BINS:
+                self._coarsen_bins()
         if self.dre_tau is not None:
             self.dre = self.load(now) - self.backlog + size
             self.dre_t = now
@@ -149,6 +159,19 @@ class Port:
             self.wake_t = end
             sim.seq += 1
             heappush(sim.heap, (end, sim.seq, self._wake_cb, None))
+
+    def _coarsen_bins(self) -> None:
+        """Long runs: merge pairs of bins, doubling the bin width (memory stays bounded)."""
+        merged: dict[int, int] = {}
+        for b, v in self.bins.items():
+            merged[b >> 1] = merged.get(b >> 1, 0) + v
+        self.bins = merged
+        self.bin_s *= 2
+
+    def _coarsen_depth(self) -> None:
+        """Long runs: keep every other depth sample and halve the sampling rate from now on."""
+        self.depth_series = [series[::2] for series in self.depth_series]
+        self.sample_s *= 2
 
     def load(self, now: float) -> float:
         """Queued bytes plus a discounting rate estimator of bytes sent (decays with time constant
@@ -165,6 +188,8 @@ class Port:
             if d == 0 or now - self.sample_t[q] >= self.sample_s:
                 self.sample_t[q] = now
                 self.depth_series[q].append((now, d))
+                if len(self.depth_series[q]) > MAX_DEPTH_SAMPLES:
+                    self._coarsen_depth()
             k = self.kmin_watch
             if k is not None and d < k <= d + pkt.size and q in self.net.cfg.switch.ecn_queues:
                 self.net.log(now, f"{self.name}: egress queue {q} falls below WRED min ({k / 1e3:.0f} KB): "
@@ -245,8 +270,11 @@ class Port:
         self.tx_bytes += size
         self.tx_packets += 1
         if self.bins is not None:
-            b = int(now / self.net.link_bin_s)
-            self.bins[b] = self.bins.get(b, 0) + size
+            bins = self.bins
+            b = int(now / self.bin_s)
+            bins[b] = bins.get(b, 0) + size
+            if len(bins) > MAX_BINS:
+                self._coarsen_bins()
         if self.dre_tau is not None:
             self.dre = self.load(now) - self.backlog + size
             self.dre_t = now
