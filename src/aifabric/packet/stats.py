@@ -29,7 +29,8 @@ class PacketStats:
 
     def collect(self, net) -> None:
         self.events = net.sim.events
-        self.end_s = net.sim.now
+        done = [f.done_t for f in net.flows if f.done_t is not None]
+        self.end_s = max(done) if done else net.sim.now  # the last delivery (timers may run on after it)
         self.packet_hops = sum(p.tx_packets for p in net.ports)
         self.ports = []
         for p in net.ports:
