@@ -19,6 +19,8 @@ def test_packet_pfc_cascade_explains_and_writes_outputs(tmp_path):
     data = json.loads((tmp_path / "packet-stats.json").read_text())
     assert data["scenario"] == "pfc-cascade" and data["runs"]["pfc-cascade"]["totals"]["pfc_pause_frames"] > 0
     assert (tmp_path / "pfc-cascade.pcap").stat().st_size > 0
+    page = (tmp_path / "packet.html").read_text()
+    assert "PFC frames sent" in page and "Egress queue depth" in page
 
 
 def test_unknown_scenario_and_bad_option_exit_2(capsys):

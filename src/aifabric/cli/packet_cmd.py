@@ -32,7 +32,7 @@ def packet(
     explain: bool = typer.Option(False, "--explain", help="narrate the events in time order"),
     pcap: Path = typer.Option(None, "--pcap", help="write the traced flows' packets, CNPs, ACKs and PFC frames to FILE"),
     flows: list[int] = typer.Option(None, "--flow", help="flow number to trace into the pcap (repeatable; default 0)"),
-    out: Path = typer.Option(None, "--out", "-o", help="write packet-stats.json (and the pcap) into DIR"),
+    out: Path = typer.Option(None, "--out", "-o", help="write packet-stats.json, packet.html and the pcap into DIR"),
     lb: str = typer.Option(None, "--lb", help="load balancing: " + " | ".join(LB_MODES) + " (incast, dcqcn, pfc-cascade)"),
     transport: str = typer.Option(None, "--transport", help="rc (RoCEv2) | uet (Ultra Ethernet, spraying)"),
     write_only: bool = typer.Option(False, "--write-only", help="RDMA Write Only: a RETH in every packet"),
@@ -94,8 +94,13 @@ def packet(
     files = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        from ..packet.figures import packet_html
+        from ..report import write_atomic
+
         write_json(out / "packet-stats.json", run.to_dict())
+        write_atomic(out / "packet.html", packet_html(run.title, run.findings, [(lb_, st) for lb_, _, st in run.runs]))
         files.append(str(out / "packet-stats.json"))
+        files.append(str(out / "packet.html"))
         if pcap is None:
             pcap = out / f"{scenario}.pcap"
     if pcap is not None:
