@@ -44,7 +44,7 @@ def dcqcn_rates(stats) -> tuple[go.Figure, str]:
 
 def pfc_frames(stats) -> tuple[go.Figure, str]:
     fig = go.Figure()
-    for label, pick, symbol in (("pause", lambda q: q > 0, "square"), ("resume (quanta 0)", lambda q: q == 0,
+    for label, pick, symbol in (("pause (and refreshes)", lambda q: q > 0, "square"), ("resume (quanta 0)", lambda q: q == 0,
                                                                       "circle-open")):
         rows = [(t, p, prio, q) for t, p, prio, q in stats.pfc_frames if pick(q)]
         if rows:
