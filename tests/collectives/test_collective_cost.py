@@ -76,12 +76,14 @@ def test_protocols_trade_latency_for_bandwidth():
 
 def test_in_switch_reduction_moves_the_buffer_about_once():
     """NVLS inside one server: B per link direction (up: (n-1)/n B of contributions + B/n result; down: B/n
-    reduced + (n-1)/n B multicast) vs 2(n-1)/n B for the ring: 1.75x faster at n = 8."""
+    reduced + (n-1)/n B multicast), a two-stage pipeline over P pieces, vs 2(n-1)/n B for the ring."""
     paths = Paths.simple(8, 450, 400)
     shape = Shape.full(8, 8)
     ring = collective_time_s("all-reduce", "ring", shape, 4 * GiB, paths)
-    nvls = collective_time_s("all-reduce", "nvls", shape, 4 * GiB, paths)
-    assert ring / nvls == pytest.approx(2 * 7 / 8, rel=0.02)
+    nvls = collective_time_s("all-reduce", "nvls", shape, 4 * GiB, paths, pieces=16)
+    assert ring / nvls == pytest.approx(2 * 7 / 8 * 16 / 17, rel=0.02)
+    unpiped = collective_time_s("all-reduce", "nvls", shape, 4 * GiB, paths, pieces=1)
+    assert unpiped > ring  # reduce, then multicast: 2 B per link direction in sequence
 
 
 @settings(max_examples=60, deadline=None)

@@ -118,7 +118,7 @@ def test_nvls_puts_the_buffer_once_on_every_nvlink_direction():
     loads = {}
     for alg in ("nvls", "direct"):
         call = CollectiveCall("c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm=alg, protocol="simple",
-                              channels=1)  # nvls: 8 pieces pipelined by default
+                              channels=1, pieces=8)
         graph = lower(one(call), fabric, router)
         timeline = run(graph, fabric, "flow")  # max-min sharing: the analytic engine ignores contention
         nv = [timeline.link_bytes[link.index] for link in fabric.links if link.tier == "nvlink"]
@@ -154,3 +154,25 @@ def test_the_analytic_engine_agrees_with_the_cost_model(algorithm):
         engine = collective_time(graph, run(graph, fabric, "flow"))
         model = collective_time_s("all-reduce", algorithm, Shape.full(16, 4), size, paths, channels=1, pieces=4)
         assert engine == pytest.approx(model, rel=0.25), (size, engine, model)
+
+
+def test_sharp_puts_one_shard_on_every_nic_and_nothing_on_spines():
+    """NVLS + SHARP over 4 servers x 8 GPUs: NVLink links carry B, every NIC cable B / 8 each way
+    (its shard up to the rail switch, the sum back), spines nothing; faster than the flat ring."""
+    fabric, router = fabric_of(4, 8)
+    size = 64 * 1024 * 1024
+    out = {}
+    for alg, channels in (("nvls", 1), ("ring", 8)):
+        call = CollectiveCall("c", "all-reduce", tuple(range(32)), size // 4, 4, algorithm=alg, protocol="simple",
+                              channels=channels, pieces=8)
+        graph = lower(one(call), fabric, router)
+        timeline = run(graph, fabric, "flow")
+        by_tier = {}
+        for link in fabric.links:
+            by_tier.setdefault(link.tier, []).append(timeline.link_bytes[link.index])
+        out[alg] = (by_tier, collective_time(graph, timeline))
+    tiers = out["nvls"][0]
+    assert min(tiers["nvlink"]) == pytest.approx(size) == max(tiers["nvlink"])
+    assert min(tiers["host"]) == pytest.approx(size / 8) == max(tiers["host"])
+    assert max(tiers["spine"]) == 0
+    assert out["nvls"][1] < out["ring"][1]

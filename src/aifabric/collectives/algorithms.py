@@ -16,6 +16,7 @@ from .hierarchical import (
     hierarchical_all_gather,
     hierarchical_all_reduce,
     hierarchical_reduce_scatter,
+    nvls_all_reduce,
 )
 from .rhd import rhd
 from .ring import (
@@ -65,8 +66,8 @@ def not_applicable(op: str, algorithm: str, ranks: Sequence[int], layout: Layout
         return f"unknown operation {op!r}; one of {', '.join(OPS)}"
     if algorithm not in ALGORITHMS[op]:
         return f"{op} has no {algorithm!r} algorithm; one of {', '.join(ALGORITHMS[op])}"
-    if algorithm.startswith("hierarchical") and server_matrix(ranks, layout) is None:
-        return "hierarchical needs the same number of group ranks on every server"
+    if (algorithm.startswith("hierarchical") or algorithm == "nvls") and server_matrix(ranks, layout) is None:
+        return f"{algorithm} needs the same number of group ranks on every server"
     if op == "send-recv" and len(ranks) != 2:
         return "send-recv needs exactly two ranks (sender, receiver)"
     return None
@@ -92,8 +93,10 @@ def build_schedule(op: str, algorithm: str, ranks: Sequence[int], elements: int,
         return send_recv(ranks[0], ranks[1], elements)
     if op in ("all-to-all", "all-to-allv"):
         return all_to_all(ranks, elements, counts if op == "all-to-allv" else None, algorithm)
-    if algorithm in ("direct", "nvls"):
-        return direct(op, ranks, elements, root, algorithm, pieces)
+    if algorithm == "nvls":
+        return nvls_all_reduce(server_matrix(ranks, layout), elements, pieces)
+    if algorithm == "direct":
+        return direct(op, ranks, elements, root, algorithm)
     if algorithm == "rhd":
         return rhd(op, ranks, elements)
     if algorithm.startswith("hierarchical"):

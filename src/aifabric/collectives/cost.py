@@ -235,11 +235,18 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             else:
                 cross = 2 * _rhd_rounds(Shape(s, s, 1), Paths(1, paths.rail, paths.rail, paths.rail), B / L, proto)
             return t + 2 * local + cross
-        if algorithm == "nvls":  # up: (L-1)/L B of contributions + B/L result; down: B/L reduced + (L-1)/L B multicast
-            local = 2 * (nvl.latency_s + proto.step_overhead_s) + B / (
-                proto.bandwidth_efficiency * nvl.bandwidth_bytes_per_s) if intra else 0.0
-            cross = 2 * _step(proto, (paths.rail, B / L)) if inter else 0.0  # SHARP on the rail switch
-            return t + local + cross
+        if algorithm == "nvls":
+            # NVSwitch: each GPU link carries B per direction ((L-1)/L B of contributions + B/L result up,
+            # B/L reduced + (L-1)/L B multicast down); rail switch (SHARP): each NIC carries B/L each way.
+            # A pipeline of k stages (2 in-server, 2 more across servers) over P pieces: (P + k - 1)
+            # times the slowest stage's share of one piece.
+            eff = proto.bandwidth_efficiency
+            local = B / (eff * nvl.bandwidth_bytes_per_s) if intra else 0.0
+            cross = B / (L * eff * paths.rail.bandwidth_bytes_per_s) if inter else 0.0
+            stages = 2 * intra + 2 * inter
+            alphas = 2 * (nvl.latency_s + proto.step_overhead_s) * intra + 2 * (
+                paths.rail.latency_s + proto.step_overhead_s) * inter
+            return t + alphas + (pieces + stages - 1) / pieces * max(local, cross)
     if op in ("broadcast", "reduce"):
         if algorithm == "ring":  # the chain: a piece crosses n - 1 hops, the others follow it
             b = B / (c * pieces)

@@ -7,10 +7,7 @@ the one-shot / two-shot AllReduce on a full NVLink mesh. Also Send/Recv and in-s
 - Broadcast: the root sends the whole buffer to every rank; Reduce: every rank sends to the root.
 - AllToAll(v): rank i's block for rank j goes straight to j; the working buffer holds every (i, j)
   block, block (i, j) is counts[i][j] elements (AllToAll: the buffer split evenly over the ranks).
-- NVLS / SHARP (in-switch reduction, `algorithm="nvls"`): the same data movement as the direct
-  AllReduce, but the switch adds the contributions and multicasts the result, so every GPU link
-  carries the buffer about once per direction instead of twice (the cost model and the lowering
-  account for it; the proof on arrays is the same).
+(In-switch reduction, NVLS / SHARP, is in hierarchical.py: `nvls_all_reduce`.)
 """
 
 from __future__ import annotations
@@ -52,20 +49,6 @@ def direct_all_gather(ranks: Sequence[int], elements: int, first_step: int = 0, 
     return mb
 
 
-def nvls_all_reduce(ranks: Sequence[int], elements: int, pieces: int = 1) -> Schedule:
-    """In-switch AllReduce, pipelined: piece p is reduced into its owners at step p (the switch adds the
-    contributions) and multicast from them at step p + 1, while piece p + 1 is being reduced."""
-    r = np.asarray(ranks, dtype=np.int64)
-    n = len(r)
-    i, j = _pairs(n)
-    p = np.arange(pieces).reshape(-1, 1)
-    mb = MoveBuilder()
-    mb.add(p, r[i], r[j], p * n + j, MODE_REDUCE, "switch reduce")
-    mb.add(p + 1, r[j], r[i], p * n + j, MODE_COPY, "switch multicast")
-    return mb.build("all-reduce", "nvls", r, elements, chunk_bounds_array(elements, n * pieces), ALL, ALL,
-                    notes=f"in-switch reduction and multicast, {pieces} piece(s) pipelined")
-
-
 def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorithm: str = "direct",
            pieces: int = 1) -> Schedule:
     r = np.asarray(ranks, dtype=np.int64)
@@ -75,8 +58,6 @@ def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorit
         return direct_reduce_scatter(r, elements).build(op, algorithm, r, elements, bounds, ALL, r)
     if op == "all-gather":
         return direct_all_gather(r, elements).build(op, algorithm, r, elements, bounds, r, ALL)
-    if op == "all-reduce" and algorithm == "nvls":
-        return nvls_all_reduce(r, elements, pieces)
     if op == "all-reduce":
         mb = direct_reduce_scatter(r, elements, 0)
         direct_all_gather(r, elements, 1, mb)

@@ -121,3 +121,46 @@ def hierarchical_all_gather(m: np.ndarray, elements: int) -> Schedule:
     return mb.build("all-gather", "hierarchical", m.reshape(-1), elements,
                     chunk_bounds_array(elements, s_count * local), hierarchical_owners(m), ALL,
                     notes=f"{s_count} servers × {local} GPUs: rail-ring AG per shard, then NVLink AG")
+
+
+NVLS_REDUCE, NVLS_MULTICAST = "switch reduce (NVLS)", "switch multicast (NVLS)"
+SHARP_REDUCE, SHARP_MULTICAST = "rail-switch reduce (SHARP)", "rail-switch multicast (SHARP)"
+IN_SWITCH_PHASES = frozenset({NVLS_REDUCE, NVLS_MULTICAST, SHARP_REDUCE, SHARP_MULTICAST})
+
+
+def nvls_all_reduce(m: np.ndarray, elements: int, pieces: int = 1) -> Schedule:
+    """In-switch AllReduce (NVLS inside servers, SHARP on the rail switches), pipelined in pieces.
+
+    The buffer is P pieces x L shards x S chunks (chunk p·LS + l·S + j). For piece p:
+    step p: every GPU's shard l goes into the NVSwitch, which adds them and hands the sum to the
+    server's GPU l; step p+1: GPU l of every server sends chunk j of its shard into rail switch l,
+    which adds them and hands the sum to server j's GPU l; step p+2: the rail switch multicasts it
+    back to GPU l of every server; step p+3: the NVSwitch multicasts shard l to the server's GPUs.
+    (With one server the rail-switch steps vanish; with one GPU per server the NVSwitch steps.)
+    """
+    s_count, local = m.shape
+    ls = local * s_count
+    p = np.arange(pieces).reshape(-1, 1, 1, 1)
+    mb = MoveBuilder()
+    inter = 2 if s_count > 1 else 0
+    srv = np.arange(s_count).reshape(1, -1, 1, 1)
+    if local > 1:  # [p, s, owner l, member q]
+        l_idx, q_idx = np.nonzero(~np.eye(local, dtype=bool))
+        l_idx, q_idx = l_idx.reshape(1, 1, -1), q_idx.reshape(1, 1, -1)
+        srv3 = srv[..., 0]
+        p3 = p[..., 0]
+        mb.add(p3, m[srv3, q_idx], m[srv3, l_idx], p3 * ls + l_idx * s_count, MODE_REDUCE, NVLS_REDUCE,
+               count=s_count)
+        mb.add(p3 + 1 + inter, m[srv3, l_idx], m[srv3, q_idx], p3 * ls + l_idx * s_count, MODE_COPY, NVLS_MULTICAST,
+               count=s_count)
+    if s_count > 1:  # [p, l, owner server j, member server t]
+        j_idx, t_idx = np.nonzero(~np.eye(s_count, dtype=bool))
+        j_idx, t_idx = j_idx.reshape(1, 1, -1), t_idx.reshape(1, 1, -1)
+        lane = np.arange(local).reshape(1, -1, 1)
+        p3 = p[..., 0]
+        chunk = p3 * ls + lane * s_count + j_idx
+        mb.add(p3 + 1, m[t_idx, lane], m[j_idx, lane], chunk, MODE_REDUCE, SHARP_REDUCE, channel=lane)
+        mb.add(p3 + 2, m[j_idx, lane], m[t_idx, lane], chunk, MODE_COPY, SHARP_MULTICAST, channel=lane)
+    return mb.build("all-reduce", "nvls", m.reshape(-1), elements, chunk_bounds_array(elements, pieces * ls), ALL, ALL,
+                    notes=f"{s_count} servers × {local} GPUs: NVSwitch reduce, rail-switch reduce + multicast, "
+                          f"NVSwitch multicast; {pieces} piece(s) pipelined")

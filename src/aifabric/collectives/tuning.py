@@ -22,7 +22,7 @@ from .algorithms import ALGORITHMS
 from .cost import PROTOCOLS, Paths, Shape, collective_time_s
 
 PIECES = (1, 2, 4, 8, 16)
-PIPELINED = frozenset({"tree"})  # algorithms whose time depends on the pipeline depth
+PIPELINED = frozenset({"tree", "nvls"})  # algorithms whose time depends on the pipeline depth
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ pipeline pieces, root, redop, AllToAllv counts) says; "auto" asks `collectives.t
 paths measured on this fabric. A plain `Collective` gets NCCL's long-standing defaults: ring (one
 channel) for AllReduce / ReduceScatter / AllGather / Broadcast / Reduce, direct for AllToAll.
 
-NVLS (`algorithm="nvls"`): inside a server every contribution crosses its GPU's NVLink up to the
-NVSwitch once and the owner receives one reduced result; the owner's result goes up once and is
-multicast down (see `_lower_nvls`). An explicit protocol puts 1/efficiency wire bytes per data byte
+NVLS / SHARP (`algorithm="nvls"`): every contribution crosses its GPU's path up to the switch (the
+NVSwitch inside a server, the rail switch between servers) once and the owner receives one reduced
+result; a result goes up once and the switch multicasts it down (see `_lower_in_switch`). An explicit protocol puts 1/efficiency wire bytes per data byte
 on the links and adds its per-step overhead to every transfer's latency.
 
 Every transfer's name ends with the network it crosses: `[NVLink]`, `[rail 3]`, `[rail 0 → spine → rail 2]`.
@@ -30,9 +30,9 @@ import numpy as np
 
 from ..collectives import Layout, build_schedule, network_of, not_applicable
 from ..collectives.cost import PROTOCOLS, Paths, Shape
-from ..collectives.schedule import Schedule
+from ..collectives.schedule import MODE_REDUCE, Schedule
 from ..collectives.tuning import Choice, choose
-from ..fabric.graph import Fabric
+from ..fabric.graph import NVSWITCH, RAIL, Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Collective
 from .taskgraph import TRANSFER, CollectiveInstance, TaskGraph
@@ -40,7 +40,6 @@ from .taskgraph import TRANSFER, CollectiveInstance, TaskGraph
 DEFAULT_ALGORITHM = {"all-to-all": "direct", "all-to-allv": "direct", "send-recv": "direct",
                      "barrier": "dissemination"}
 MAX_PIECES_LOWERED = 16
-NVLS_PIECES = 8  # pipeline depth of in-switch reduction when not given
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,6 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
                         pieces=pieces, in_switch=getattr(op, "in_switch", False),
                         runnable=lambda a: not_applicable(op.op, a, op.group, layout) is None)
         algorithm, channels, pieces = choice.algorithm, channels or choice.channels, pieces or choice.pieces
-    if algorithm == "nvls" and not getattr(op, "pieces", 0):
-        pieces = NVLS_PIECES
     counts = getattr(op, "counts", ())
     n = len(op.group)
     sched = build_schedule(op.op, algorithm, op.group, op.elements, layout, channels=max(1, channels),
@@ -109,70 +106,78 @@ def _wire(op: Collective, choice: Choice | None) -> tuple[float, float]:
     return 1.0 / proto.bandwidth_efficiency, proto.step_overhead_s
 
 
-def _lower_nvls(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
-                done: list[list[int]], ci: int, inst: CollectiveInstance, wire: float, overhead_s: float) -> None:
-    """In-switch reduction inside each server, by data dependencies only (pieces overlap): every
-    contribution of a piece goes up its GPU's NVLink to the NVSwitch once, the switch adds them and
-    sends the owner one result; the owner sends the result up once and the switch multicasts it down
-    to every GPU. Between servers the transfers are direct."""
-    gps = fabric.gpus_per_server
-    b = sched.chunk_bounds
-    reduce_phase = sched.phases.index("switch reduce") if "switch reduce" in sched.phases else -1
-    ends: dict[int, list[int]] = {r: [] for r in op.group}
+def _split_at_switch(fabric: Fabric, links: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A route's links up to the first switch (NVSwitch or rail switch) and from it on."""
+    for k, li in enumerate(links):
+        if fabric.nodes[fabric.links[li].dst].kind in (NVSWITCH, RAIL):
+            return links[:k + 1], links[k + 1:]
+    return links, ()
 
-    def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int) -> int:
-        net = "NVLink (in-switch)" if src // gps == dst // gps else network_of(src, dst, Layout(gps))
-        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * wire, route=tuple(links),
-                  latency_s=latency_s + overhead_s, step=step, collective=ci)
+
+def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
+                     done: list[list[int]], ci: int, inst: CollectiveInstance, wire: float, overhead_s: float) -> None:
+    """In-switch reduction and multicast (NVLS in the NVSwitch, SHARP in the rail switch), by data
+    dependencies only, so pieces overlap: every contribution of a chunk run crosses its GPU's path up
+    to the switch once, the switch adds them and sends the owner one result; a multicast goes up
+    once and the switch copies it down to every member. A GPU pushes its pieces up in step order."""
+    b = sched.chunk_bounds
+    ready: dict[tuple[int, int], list[int]] = {}  # (rank, chunk) -> tasks that delivered its latest value
+    pushed: dict[tuple[int, int], list[int]] = {}  # (rank, step) -> its up-transfers at that step
+
+    def deps_of(rank: int, chunk: int, count: int) -> list[int]:
+        out = list(done[rank])
+        for c in range(chunk, chunk + count):
+            out += ready.get((rank, c), [])
+        return out
+
+    def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int, net: str) -> int:
+        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * wire,
+                  route=tuple(links), latency_s=latency_s + overhead_s, step=step, collective=ci)
         inst.tasks.append(t)
-        ends[src].append(t)
-        if dst != src:
-            ends[dst].append(t)
         return t
 
-    result: dict[tuple[int, int], list[int]] = {}  # (owner, chunk) -> tasks that complete its reduction
-    fans: list[dict[tuple[int, int], list[int]]] = [{}, {}]  # (owner, chunk) -> in-server peers, per phase
-    steps: dict[tuple[int, int], int] = {}
+    groups: dict[tuple[int, int, int, int, int], list[int]] = {}  # (step, phase, owner, chunk, count) -> peers
     for i in range(sched.n_moves):
-        src, dst, c = int(sched.src[i]), int(sched.dst[i]), int(sched.chunk[i])
-        reducing = int(sched.phase[i]) == reduce_phase
-        owner, peer = (dst, src) if reducing else (src, dst)
-        steps[(owner, c)] = int(sched.step[i])
-        if src // gps != dst // gps:
-            size = int(b[c + sched.count[i]] - b[c]) * op.bytes_per_element
-            route = router.route(src, dst, int(sched.channel[i]))
-            deps = list(done[src]) + list(done[dst]) if reducing else result.get((src, c), []) or list(done[src])
-            t = add(src, dst, route.links, route.latency_s, size, deps, int(sched.step[i]))
-            if reducing:
-                result.setdefault((dst, c), []).append(t)
-            continue
-        fans[0 if reducing else 1].setdefault((owner, c), []).append(peer)
-    sent_up: dict[tuple[int, int], list[int]] = {}  # (GPU, piece) -> its up-transfers of that piece
-    for (owner, c), peers in fans[0].items():  # contributions up, one reduced result down
-        size = int(b[c + 1] - b[c]) * op.bytes_per_element
-        routes = [router.route(p, owner) for p in peers]
-        half = routes[0].latency_s / 2
-        k = steps[(owner, c)]
-        ups = []
-        for p, r in zip(peers, routes):  # a GPU pushes its pieces in order (the kernel's FIFO)
-            ups.append(add(p, p, r.links[:1], half, size, list(done[p]) + sent_up.get((p, k - 1), []), k))
-            sent_up.setdefault((p, k), []).append(ups[-1])
-        down = add(owner, owner, routes[0].links[1:], half, size, ups + list(done[owner]) + result.get((owner, c), []),
-                   steps[(owner, c)])
-        result[(owner, c)] = [down]
-    for (owner, c), peers in fans[1].items():  # one copy up, multicast down
-        size = int(b[c + 1] - b[c]) * op.bytes_per_element
-        routes = [router.route(owner, p) for p in peers]
-        half = routes[0].latency_s / 2
-        step = steps[(owner, c)]
-        up = add(owner, owner, routes[0].links[:1], half, size,
-                 (result.get((owner, c), []) or list(done[owner])) + sent_up.get((owner, step - 1), []), step)
-        sent_up.setdefault((owner, step), []).append(up)
-        for p, r in zip(peers, routes):
-            add(owner, p, r.links[1:], half, size, [up], step)
+        reducing = int(sched.mode[i]) == MODE_REDUCE
+        owner, peer = (int(sched.dst[i]), int(sched.src[i])) if reducing else (int(sched.src[i]), int(sched.dst[i]))
+        key = (int(sched.step[i]), int(sched.phase[i]), owner, int(sched.chunk[i]), int(sched.count[i]))
+        groups.setdefault(key, []).append(peer)
+    finals: dict[int, list[int]] = {r: [] for r in op.group}
+    for (step, phase, owner, chunk, count), peers in sorted(groups.items()):
+        size = int(b[chunk + count] - b[chunk]) * op.bytes_per_element
+        name = sched.phases[phase]
+        net = "NVSwitch" if "NVLS" in name else f"rail switch {owner % fabric.gpus_per_server}"
+        reducing = "reduce" in name
+        routes = [router.route(p, owner) if reducing else router.route(owner, p) for p in peers]
+        if reducing:  # contributions up, one reduced result down
+            ups = []
+            for p, r in zip(peers, routes):
+                up_links, _ = _split_at_switch(fabric, r.links)
+                ups.append(add(p, p, up_links, r.latency_s / 2, size, deps_of(p, chunk, count)
+                               + pushed.get((p, step - 1), []), step, net))
+                pushed.setdefault((p, step), []).append(ups[-1])
+                finals[p].append(ups[-1])
+            _, down_links = _split_at_switch(fabric, routes[0].links)
+            t = add(owner, owner, down_links, routes[0].latency_s / 2, size, ups + deps_of(owner, chunk, count), step,
+                    net)
+            for c in range(chunk, chunk + count):
+                ready[(owner, c)] = [t]
+            finals[owner].append(t)
+        else:  # one copy up, multicast down
+            up_links, _ = _split_at_switch(fabric, routes[0].links)
+            up = add(owner, owner, up_links, routes[0].latency_s / 2, size,
+                     deps_of(owner, chunk, count) + pushed.get((owner, step - 1), []), step, net)
+            pushed.setdefault((owner, step), []).append(up)
+            finals[owner].append(up)
+            for p, r in zip(peers, routes):
+                _, down_links = _split_at_switch(fabric, r.links)
+                t = add(owner, p, down_links, r.latency_s / 2, size, [up], step, net)
+                for c in range(chunk, chunk + count):
+                    ready[(p, c)] = [t]
+                finals[p].append(t)
     for r in op.group:
-        if ends[r]:
-            done[r] = ends[r]
+        if finals[r]:
+            done[r] = finals[r]
 
 
 def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Router,
@@ -187,7 +192,7 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
                               n_steps=sched.n_steps)
     g.collectives.append(inst)
     if sched.algorithm == "nvls":
-        _lower_nvls(g, op, sched, fabric, router, done, ci, inst, wire, overhead_s)
+        _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire, overhead_s)
         return ci
     last_in: dict[int, list[int]] = {}
     last_out: dict[int, list[int]] = {}
