@@ -13,6 +13,10 @@ shards of S chunks (chunk l·S + j):
 
 Each NIC carries 2(S-1)/S of one shard, i.e. 1/L of what a flat ring over all ranks puts on the
 busiest NIC, and the network sees 2(S-1) (or 2 log2 S) steps instead of 2(n-1).
+
+ReduceScatter is stages 1 and 2's first half, AllGather stage 2's second half and 3. In-switch
+AllReduce (`nvls_all_reduce`) has the same shape with the switches doing the adding: NVSwitch
+(NVLS) inside servers, the rail switch (SHARP) across them.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from .schedule import (
 )
 
 
-def _intra(mb: MoveBuilder, m: np.ndarray, shards_of, phase: str, first_step: int, mode: int) -> None:
+def _intra(mb: MoveBuilder, m: np.ndarray, phase: str, first_step: int, mode: int) -> None:
     s_count, local = m.shape
     if local < 2:
         return
@@ -64,7 +68,7 @@ def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int, parts: tuple[st
     return first_step + off
 
 
-def _inter_rhd(mb: MoveBuilder, m: np.ndarray, first_step: int, elements_unused: int = 0) -> int:
+def _inter_rhd(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
     s_count, local = m.shape
     if s_count < 2:
         return first_step
@@ -85,10 +89,10 @@ def hierarchical_all_reduce(m: np.ndarray, elements: int, inter: str = "ring") -
     """`m`: (servers, ranks per server) matrix of the group's ranks (topology.server_matrix)."""
     s_count, local = m.shape
     mb = MoveBuilder()
-    _intra(mb, m, None, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
+    _intra(mb, m, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
     step = local - 1
     step = (_inter_ring if inter == "ring" else _inter_rhd)(mb, m, step)
-    _intra(mb, m, None, "intra-server all-gather (NVLink)", step, MODE_COPY)
+    _intra(mb, m, "intra-server all-gather (NVLink)", step, MODE_COPY)
     return mb.build("all-reduce", "hierarchical" if inter == "ring" else "hierarchical-rhd", m.reshape(-1), elements,
                     chunk_bounds_array(elements, s_count * local), ALL, ALL,
                     notes=f"{s_count} servers × {local} GPUs: NVLink RS, rail {inter} AllReduce per shard, NVLink AG")
@@ -105,7 +109,7 @@ def hierarchical_reduce_scatter(m: np.ndarray, elements: int) -> Schedule:
     """NVLink ReduceScatter of shards in every server, then rail-ring ReduceScatter of each shard."""
     s_count, local = m.shape
     mb = MoveBuilder()
-    _intra(mb, m, None, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
+    _intra(mb, m, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
     _inter_ring(mb, m, max(0, local - 1), ("rs",))
     return mb.build("reduce-scatter", "hierarchical", m.reshape(-1), elements,
                     chunk_bounds_array(elements, s_count * local), ALL, hierarchical_owners(m),
@@ -117,7 +121,7 @@ def hierarchical_all_gather(m: np.ndarray, elements: int) -> Schedule:
     s_count, local = m.shape
     mb = MoveBuilder()
     step = _inter_ring(mb, m, 0, ("ag",))
-    _intra(mb, m, None, "intra-server all-gather (NVLink)", step, MODE_COPY)
+    _intra(mb, m, "intra-server all-gather (NVLink)", step, MODE_COPY)
     return mb.build("all-gather", "hierarchical", m.reshape(-1), elements,
                     chunk_bounds_array(elements, s_count * local), hierarchical_owners(m), ALL,
                     notes=f"{s_count} servers × {local} GPUs: rail-ring AG per shard, then NVLink AG")
