@@ -7,8 +7,10 @@ channel) for AllReduce / ReduceScatter / AllGather / Broadcast / Reduce, direct 
 
 NVLS / SHARP (`algorithm="nvls"`): every contribution crosses its GPU's path up to the switch (the
 NVSwitch inside a server, the rail switch between servers) once and the owner receives one reduced
-result; a result goes up once and the switch multicasts it down (see `_lower_in_switch`). An explicit protocol puts 1/efficiency wire bytes per data byte
-on the links and adds its per-step overhead to every transfer's latency.
+result; a result goes up once and the switch multicasts it down (see `_lower_in_switch`).
+
+Protocol (a `CollectiveCall`'s own, or the tuner's): 1/efficiency wire bytes per data byte on the
+links, and its per-step overhead added to every transfer's latency.
 
 Every transfer's name ends with the network it crosses: `[NVLink]`, `[rail 3]`, `[rail 0 → spine → rail 2]`.
 Moves of one step between the same two ranks on the same channel become one transfer (a run of
