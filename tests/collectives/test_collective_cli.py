@@ -50,10 +50,11 @@ def test_bench_prints_the_nccl_tests_columns(capsys):
 
 
 @pytest.mark.parametrize("engine", ["analytic", "flow"])
-def test_bench_on_the_engines(engine, capsys):
-    assert run_app(app, ["collective", "bench", "--op", "allgather", "--ranks", "8", "--gpus-per-server", "4",
-                         "-b", "1M", "-e", "1M", "--engine", engine, "--algorithm", "ring"]) == 0
-    assert "AllGather" in capsys.readouterr().out
+@pytest.mark.parametrize("op", ["allgather", "sendrecv", "alltoall", "broadcast"])
+def test_bench_on_the_engines(engine, op, capsys):
+    assert run_app(app, ["collective", "bench", "--op", op, "--ranks", "8", "--gpus-per-server", "4",
+                         "-b", "1M", "-e", "1M", "--engine", engine]) == 0
+    assert "(GB/s)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv,field", [

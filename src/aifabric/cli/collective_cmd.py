@@ -236,8 +236,9 @@ def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, route
     for size in sizes:
         call = CollectiveCall(f"bench/{size}", op, group, max(1, size // type_bytes), type_bytes, algorithm=algorithm,
                               protocol=protocol, in_switch=in_switch)
-        workload = Workload("bench", [[call] for _ in range(max(group) + 1)], params=0, iterations=1,
-                            flops_per_iteration=0.0)
+        members = set(group)
+        workload = Workload("bench", [[call] if r in members else [] for r in range(max(group) + 1)], params=0,
+                            iterations=1, flops_per_iteration=0.0)
         graph = lower(workload, fabric, router)
         timeline = run(graph, fabric, engine)
         sched, choice = plan(call, fabric, router)
