@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aifabric.collectives import ALGORITHMS
 from aifabric.engines import lower, run
@@ -176,3 +178,24 @@ def test_sharp_puts_one_shard_on_every_nic_and_nothing_on_spines():
     assert min(tiers["host"]) == pytest.approx(size / 8) == max(tiers["host"])
     assert max(tiers["spine"]) == 0
     assert out["nvls"][1] < out["ring"][1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(op_alg=st.sampled_from([(op, a) for op, algs in ALGORITHMS.items() for a in algs
+                               if op not in ("send-recv", "all-to-allv")]),
+       n=st.integers(1, 12), gpus=st.integers(1, 4), elements=st.integers(0, 500), channels=st.integers(1, 3))
+def test_merged_transfers_carry_every_moved_element_once(op_alg, n, gpus, elements, channels):
+    from aifabric.collectives import Layout, build_schedule, not_applicable
+    from aifabric.engines.lower_collective import transfers
+
+    op, alg = op_alg
+    layout = Layout(gpus)
+    group = list(range(n))
+    if not_applicable(op, alg, group, layout):
+        return
+    sched = build_schedule(op, alg, group, elements, layout, channels=channels, pieces=2)
+    step, src, dst, channel, elems = transfers(sched)
+    assert int(elems.sum()) == int(sched.move_elements().sum())
+    keys = set(zip(step.tolist(), src.tolist(), dst.tolist(), channel.tolist()))
+    assert len(keys) == len(step)  # one transfer per (step, src, dst, channel)
+    assert (src != dst).all()
