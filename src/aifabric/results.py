@@ -8,7 +8,7 @@ Definitions (also in docs/summary-schema.md):
 - exposed_communication_s: the part of that communication time during which the rank does not
   compute (what overlap would hide); the largest over ranks.
 - algbw = bytes per rank / collective time; busbw = algbw x 2(n-1)/n for AllReduce, x (n-1)/n for
-  AllGather and ReduceScatter (nccl-tests' definitions).
+  AllGather, ReduceScatter and AlltoAll (nccl-tests' definitions, collectives.cost.BUSBW_FACTOR).
 """
 
 from __future__ import annotations
@@ -17,22 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .collectives.cost import busbw_factor
 from .engines.executor import Timeline
 from .engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
 from .fabric.graph import SCALE_UP_TIERS, Fabric
 from .workload.ops import Workload
-
-BUSBW_FACTOR = {
-    "all-reduce": lambda n: 2 * (n - 1) / n,
-    "all-gather": lambda n: (n - 1) / n,
-    "reduce-scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-}
-
-
-def busbw_factor(op: str, n: int) -> float:
-    return BUSBW_FACTOR[op](n) if n > 1 else 0.0
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .engines import Interrupted, TaskGraph, Timeline, lower, run
 from .catalog import gpu
@@ -21,6 +22,7 @@ class Run:
     graph: TaskGraph
     timeline: Timeline
     results: Results
+    packet_stats: Any = None  # packet.stats.PacketStats when the packet engine ran (None otherwise)
 
 
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
@@ -50,6 +52,12 @@ def simulate(s: Scenario, engine: str | None = None,
              progress: Callable[[int, int], None] | None = None, workload: Workload | None = None) -> Run:
     """Run a scenario; `workload` replaces the one the scenario describes (e.g. a replayed trace)."""
     engine = engine or s.engine
+    if engine == "packet":
+        from .engines.packet import simulate_packet
+
+        packet_run, stats = simulate_packet(s, progress, workload=workload)
+        packet_run.packet_stats = stats
+        return packet_run
     fabric, router = build_fabric(s)
     workload = workload or build_workload(s)
     graph = lower(workload, fabric, router)

@@ -66,3 +66,36 @@ def test_packet_runs_a_scenario_file(tmp_path, capsys):
     data = json.loads((tmp_path / "o" / "packet-stats.json").read_text())
     assert data["iteration_time_s"] > 0 and data["packet_hops"] > 0
     assert run_app(app, ["packet", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_simulate_engine_packet_reports_the_fabric(demo_data, write_scenario, tmp_path):
+    """`aifabric simulate --engine packet`: the run's report carries the packet engine's statistics."""
+    demo_data["workload"]["model"]["layer_widths"] = [512, 1024, 512]  # ~1 M parameters: a fast test
+    path = write_scenario(demo_data)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["simulate", str(path), "--engine", "packet", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "packet engine" in res.output and "ECN marks" in res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "packet" and summary["complete"] is True
+    packet = summary["packet"]
+    assert packet["packet_hops"] > 0 and "pfc_pause_frames" in packet["totals"]
+    transfers = summary["flows"]["count"]
+    assert len(packet["flows"]) == transfers
+    trace = json.loads((out / "trace.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    assert "queues (KB)" in names
+    assert "Egress queue depth" in (out / "report.html").read_text()
+    # the same scenario on the flow engine: no packet section
+    res = runner.invoke(app, ["simulate", str(path), "--out", str(tmp_path / "flow")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "flow" / "summary.json").read_text())["packet"] is None
+
+
+def test_scenario_engine_packet_validates_and_bad_engine_names_the_field(demo_data, write_scenario, capsys):
+    demo_data["engine"] = "packet"
+    assert run_app(app, ["validate", str(write_scenario(demo_data))]) == 0
+    demo_data["engine"] = "ns3"
+    assert run_app(app, ["validate", str(write_scenario(demo_data))]) == 2
+    out = capsys.readouterr()
+    assert "engine" in out.out + out.err and "packet" in out.out + out.err

@@ -26,7 +26,7 @@ TIME_KEYS = ("iteration_time_s", "compute_time_s", "communication_time_s", "expo
 def compare(
     files: list[Path] = typer.Argument(..., help="scenario files (two or more, or one with --vary)"),
     vary: str = typer.Option(None, "--vary", help="vary one field of the one scenario: FIELD=V1,V2,..."),
-    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: each scenario's)"),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
     """Compare runs: iteration time, exposed communication, MFU, bandwidths, link utilization per tier."""

@@ -77,7 +77,7 @@ def write_report(run, out_dir: Path, scenario_text: str | None) -> None:
 @app.command()
 def demo(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
-    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: the scenario's)"),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
 ) -> int:
     """Run the embedded default scenario end to end and write its report (no arguments, no network)."""
     scenario = demo_scenario()
@@ -97,7 +97,7 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
 @app.command()
 def simulate_cmd(
     file: Path = typer.Argument(..., help="scenario YAML file"),
-    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: the scenario's)"),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
     """Simulate a scenario and write its report."""

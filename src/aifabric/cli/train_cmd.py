@@ -125,7 +125,7 @@ def _print(s: dict) -> None:
 def replay(
     trace: Path = typer.Argument(..., help="trace.jsonl from `aifabric train` (or its folder)"),
     scenario: Path = typer.Option(..., "--scenario", "-s", help="scenario YAML: the cluster and fabric"),
-    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic (default: the scenario's)"),
+    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
     compute: str = typer.Option("measured", "--compute", help="measured (gaps between ops) | zero"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:

@@ -2,6 +2,6 @@ from .executor import Interrupted, Timeline, run
 from .taskgraph import TaskGraph
 from .tasks import lower
 
-ENGINES = ("flow", "analytic")
+ENGINES = ("flow", "analytic", "packet")  # packet: engines/packet.py (aifabric.packet)
 
 __all__ = ["ENGINES", "Interrupted", "TaskGraph", "Timeline", "lower", "run"]

@@ -183,6 +183,10 @@ def build_html(run: Run) -> str:
     figures.append(("Flows", flow_cdfs(run), ""))
     if run.results.collectives:
         figures.append(("Collectives", collective_breakdown(run), ""))
+    if run.packet_stats is not None:  # the packet engine: queues, DCQCN rates, PFC frames
+        from ..packet.figures import packet_figures
+
+        figures.extend(packet_figures(run.packet_stats))
     for k, (title, fig, note) in enumerate(figures):
         if title:
             parts.append(f"<h2>{html.escape(title)}</h2>")

@@ -74,4 +74,6 @@ def build_summary(run: Run) -> dict[str, Any]:
             "by_dimension": bytes_by_dimension(flows(run.graph, run.fabric, run.timeline)),
         },
         "mfu": r.mfu,
+        # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise
+        "packet": run.packet_stats.to_dict(series=False) if run.packet_stats is not None else None,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
 
@@ -24,6 +25,20 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def fabric_headline(fabric, topology: str) -> str:
+    """'rail-optimized, 8 rail switches, 2 spines': the switches the fabric really has, by tier."""
+    names = {RAIL: ("rail switch", "rail switches"), SPINE: ("spine", "spines"),
+             SUPERSPINE: ("super-spine", "super-spines")}
+    if topology == "single-switch":
+        names[RAIL] = ("switch", "switches")
+    parts = []
+    for kind, (one, many) in names.items():
+        n = len(fabric.nodes_of_kind(kind))
+        if n:
+            parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join([topology, *parts])
+
+
 def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     r = run.results
     s = run.scenario
@@ -31,7 +46,7 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_column(style="bold")
     head.add_column()
     head.add_row("cluster", f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu}"
-                 f" = {run.fabric.world_size} GPUs, {s.fabric.topology}, {s.fabric.spines} spines")
+                 f" = {run.fabric.world_size} GPUs, {fabric_headline(run.fabric, s.fabric.topology)}")
     head.add_row("workload", run.workload.description)
     head.add_row("iteration time", fmt_time(r.iteration_time_s))
     head.add_row("compute", fmt_time(r.compute_time_s))
@@ -40,6 +55,11 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
     head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
                  f" network {fmt_bytes(r.scale_out_bytes)})")
+    if run.packet_stats is not None:
+        tot = run.packet_stats.to_dict(series=False)["totals"]
+        head.add_row("fabric (packet engine)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"
+                     f" PFC pauses {tot['pfc_pause_frames']:,}, drops {tot['drops']:,},"
+                     f" retransmissions {tot['retransmissions']:,}")
     if not r.complete:
         head.add_row("[red]status", "[red]interrupted: partial results")
     console.print(head)

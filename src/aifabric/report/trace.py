@@ -64,5 +64,9 @@ def build_trace(run: Run) -> dict[str, Any]:
         if value:
             events.append({"ph": "C", "name": fabric.links[li].id, "pid": LINKS_PID, "ts": tl.makespan_s * 1e6,
                            "args": {"Gb/s": 0.0}})
+    if run.packet_stats is not None:  # queue depth, DCQCN rate and PFC counters of the packet engine
+        from ..packet.trace import packet_trace_events
+
+        events.extend(packet_trace_events(run.packet_stats))
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"scenario": run.scenario.name, "engine": run.results.engine}}

@@ -24,7 +24,7 @@ class Scenario(Strict):
     cluster: ClusterSpec
     fabric: FabricSpec = FabricSpec()
     workload: WorkloadSpec
-    engine: Literal["flow", "analytic"] = "flow"
+    engine: Literal["flow", "analytic", "packet"] = "flow"
 
 
 __all__ = ["SCHEMA_VERSION", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "Scenario", "WorkloadSpec"]
