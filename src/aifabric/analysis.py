@@ -5,7 +5,7 @@ Pure functions of (task graph, fabric, timeline); computed on demand, nothing st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,8 +28,17 @@ def rank_segments(graph: TaskGraph, tl: Timeline) -> list[Segment]:
     out: list[Segment] = []
     ran = ~np.isnan(tl.end_s)
     for t in np.flatnonzero(ran):
+        a, b = float(tl.start_s[t]), float(tl.end_s[t])
         if graph.kind[t] == COMPUTE:
-            out.append(Segment(graph.rank[t], "compute", graph.name[t], float(tl.start_s[t]), float(tl.end_s[t])))
+            c = graph.comm_s.get(t, 0.0)
+            for r in graph.ranks_of(t):
+                if b - c > a:
+                    out.append(Segment(r, "compute", graph.name[t], a, b - c))
+                if c:  # folded scale-up collectives, interleaved with the compute; drawn after it
+                    out.append(Segment(r, "communication", f"{graph.name[t]}: folded collectives", b - c, b))
+        elif graph.collective[t] < 0:
+            for r in (graph.rank[t], graph.dst[t]):
+                out.append(Segment(r, "communication", graph.name[t], a, b))
     for inst in graph.collectives:
         span: dict[int, list[float]] = {}
         for t in inst.tasks:
@@ -55,6 +64,12 @@ class Flows:
     end_s: np.ndarray
     scale_up: np.ndarray  # bool: NVLink only
     dim: np.ndarray  # parallel dimension (str): dp, tp, pp, ep, cp, zero, or "" when unknown
+    # collectives folded into GPU time (engines/fold.py): bytes per (src, dst, dim), all NVLink; not flows,
+    # but counted in traffic matrices and bytes per dimension
+    folded_src: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    folded_dst: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    folded_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    folded_dim: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
 
     @property
     def completion_s(self) -> np.ndarray:
@@ -75,6 +90,10 @@ def flows(graph: TaskGraph, fabric: Fabric, tl: Timeline) -> Flows:
         end_s=tl.end_s[ids] if len(ids) else np.zeros(0),
         scale_up=scale_up,
         dim=np.array([task_dim(graph, int(t)) for t in ids], dtype=object),
+        folded_src=np.array([k[0] for k in graph.folded_pairs], dtype=np.int64),
+        folded_dst=np.array([k[1] for k in graph.folded_pairs], dtype=np.int64),
+        folded_bytes=np.array(list(graph.folded_pairs.values()), dtype=float),
+        folded_dim=np.array([k[2] for k in graph.folded_pairs], dtype=object),
     )
 
 
@@ -100,15 +119,18 @@ def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "al
     n = (world + group_size - 1) // group_size
     m = np.zeros((n, n))
     np.add.at(m, (f.src[mask] // group_size, f.dst[mask] // group_size), f.size_bytes[mask])
+    if network != "scale-out" and len(f.folded_src):
+        fm = np.ones(len(f.folded_src), dtype=bool) if dim is None else f.folded_dim == dim
+        np.add.at(m, (f.folded_src[fm] // group_size, f.folded_dst[fm] // group_size), f.folded_bytes[fm])
     return m
 
 
 def bytes_by_dimension(f: Flows) -> dict[str, dict[str, float]]:
     """Bytes per parallel dimension, split by network (NVLink only vs crossed a NIC)."""
     out: dict[str, dict[str, float]] = {}
-    for d in sorted(set(f.dim.tolist())):
+    for d in sorted(set(f.dim.tolist()) | set(f.folded_dim.tolist())):
         m = f.dim == d
-        out[d] = {"scale_up_bytes": float(f.size_bytes[m & f.scale_up].sum()),
+        out[d] = {"scale_up_bytes": float(f.size_bytes[m & f.scale_up].sum() + f.folded_bytes[f.folded_dim == d].sum()),
                   "scale_out_bytes": float(f.size_bytes[m & ~f.scale_up].sum())}
     return out
 

@@ -4,7 +4,9 @@ Definitions (also in docs/summary-schema.md):
 - iteration_time_s: simulated time of all iterations / iterations.
 - compute_time_s: GPU busy time per iteration of the busiest rank.
 - communication_time_s: per rank, the union of the intervals in which it takes part in a collective
-  (its first transfer's start to its last transfer's end), per iteration; the largest over ranks.
+  (its first transfer's start to its last transfer's end), sends or receives a point-to-point transfer
+  (pipeline), or runs a folded scale-up collective (engines/fold.py), per iteration; the largest over ranks.
+- compute_time_s: a merged task's folded collectives are not compute.
 - exposed_communication_s: the part of that communication time during which the rank does not
   compute (what overlap would hide); the largest over ranks.
 - algbw = bytes per rank / collective time; busbw = algbw x 2(n-1)/n for AllReduce, x (n-1)/n for
@@ -36,6 +38,7 @@ class CollectiveResult:
     end_s: float
     transfers: int
     steps: int
+    count: int = 1  # instances this row stands for (folded scale-up collectives are one row per kind)
 
     @property
     def time_s(self) -> float:
@@ -112,8 +115,16 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
     compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(world)]
     comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(world)]
     for t in np.flatnonzero(ran):
+        a, b = float(tl.start_s[t]), float(tl.end_s[t])
         if graph.kind[t] == COMPUTE:
-            compute_iv[graph.rank[t]].append((tl.start_s[t], tl.end_s[t]))
+            c = graph.comm_s.get(t, 0.0)  # folded collectives inside the task: communication, exposed
+            for r in graph.ranks_of(t):
+                compute_iv[r].append((a, b - c))
+                if c:
+                    comm_iv[r].append((b - c, b))
+        elif graph.collective[t] < 0:  # point-to-point: pipeline activations and gradients
+            comm_iv[graph.rank[t]].append((a, b))
+            comm_iv[graph.dst[t]].append((a, b))
     collectives = []
     for inst in graph.collectives:
         ts = [t for t in inst.tasks if ran[t]]
@@ -130,6 +141,9 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         collectives.append(CollectiveResult(
             inst.key, inst.op, inst.algorithm, len(inst.group), inst.size_bytes, inst.label,
             float(min(tl.start_s[t] for t in ts)), float(max(tl.end_s[t] for t in ts)), len(ts), inst.n_steps))
+    for (op, dim, n, size), (count, time_s, label, _) in graph.folded.items():
+        collectives.append(CollectiveResult(f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label,
+                                            0.0, time_s, 0, 0, count))
     rank_compute = np.array([_union_length(iv) for iv in compute_iv]) / its
     rank_comm = np.array([_union_length(iv) for iv in comm_iv]) / its
     rank_exposed = np.array([_minus(comm_iv[r], compute_iv[r]) for r in range(world)]) / its
@@ -143,7 +157,9 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
     transfers = [t for t in range(len(graph)) if graph.kind[t] == TRANSFER and ran[t]]
     scale_up = sum(graph.size_bytes[t] for t in transfers
                    if all(fabric.links[li].tier in SCALE_UP_TIERS for li in graph.route[t]))
-    total = float(sum(graph.size_bytes[t] for t in transfers))
+    folded = float(sum(count * payload for count, _, _, payload in graph.folded.values()))
+    scale_up += folded
+    total = float(sum(graph.size_bytes[t] for t in transfers)) + folded
     return Results(
         engine=engine,
         iterations=its,

@@ -48,6 +48,12 @@ def build_workload(s: Scenario) -> Workload:
     return build_data_parallel(s)
 
 
+def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
+    """The bytes of collectives folded at lowering (engines/fold.py) onto their links' totals."""
+    if graph.folded_link_bytes is not None:
+        timeline.link_bytes = timeline.link_bytes + graph.folded_link_bytes
+
+
 def simulate(s: Scenario, engine: str | None = None,
              progress: Callable[[int, int], None] | None = None, workload: Workload | None = None) -> Run:
     """Run a scenario; `workload` replaces the one the scenario describes (e.g. a replayed trace)."""
@@ -60,12 +66,13 @@ def simulate(s: Scenario, engine: str | None = None,
         return packet_run
     fabric, router = build_fabric(s)
     workload = workload or build_workload(s)
-    graph = lower(workload, fabric, router)
+    graph = lower(workload, fabric, router, **s.lowering_options())
     try:
         timeline = run(graph, fabric, engine, progress)
         complete = True
     except Interrupted as exc:
         timeline, complete = exc.timeline, False
+    add_folded_bytes(graph, timeline)
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
     results = summarize(engine, workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
     return Run(s, fabric, workload, graph, timeline, results)

@@ -182,8 +182,41 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
             done[r] = finals[r]
 
 
+def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
+                      done: list[list[int]], ci: int, inst: CollectiveInstance, wire: float, overhead_s: float) -> None:
+    """A ring as one transfer per ring edge (src, dst, channel) carrying the bytes of all its steps, with
+    the latency of all its steps; it starts when both ends have reached the collective.
+
+    On its own an edge then takes steps x alpha + bytes / bandwidth, the ring's alpha-beta time, and
+    edges that share a link share it max-min fairly for the whole collective. What is lost is the
+    step-by-step lockstep: in a real ring a slow edge holds every edge back at each step; here the
+    other edges finish early and free their links (a mildly optimistic approximation, used for
+    `fidelity.ring_steps: merged`, the default of LLM workloads where rings have thousands of steps).
+    """
+    steps, srcs, dsts, chans, elems = transfers(sched)
+    layout = Layout(fabric.gpus_per_server)
+    edges: dict[tuple[int, int, int], list[int]] = {}
+    for i in range(len(steps)):
+        e = edges.setdefault((int(srcs[i]), int(dsts[i]), int(chans[i])), [0, 0])
+        e[0] += int(elems[i])
+        e[1] += 1
+    finals: dict[int, list[int]] = {r: [] for r in op.group}
+    for (src, dst, channel), (elements, n_steps) in edges.items():
+        route = router.route(src, dst, channel)
+        net = network_of(src, dst, layout)
+        t = g.add(TRANSFER, src, dst, f"{op.key}/ring [{net}]", sorted(set(done[src] + done[dst])),
+                  size_bytes=elements * op.bytes_per_element * wire, route=route.links,
+                  latency_s=n_steps * (route.latency_s + overhead_s), step=-1, collective=ci)
+        inst.tasks.append(t)
+        finals[src].append(t)
+        finals[dst].append(t)
+    for r in op.group:
+        if finals[r]:
+            done[r] = finals[r]
+
+
 def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Router,
-                     done: list[list[int]]) -> int:
+                     done: list[list[int]], merge_ring_steps: bool = False) -> int:
     sched, choice = plan(op, fabric, router)
     wire, overhead_s = _wire(op, choice)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
@@ -195,6 +228,9 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
     g.collectives.append(inst)
     if sched.algorithm == "nvls":
         _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire, overhead_s)
+        return ci
+    if merge_ring_steps and sched.algorithm == "ring" and not pxn:
+        _lower_ring_edges(g, op, sched, fabric, router, done, ci, inst, wire, overhead_s)
         return ci
     last_in: dict[int, list[int]] = {}
     last_out: dict[int, list[int]] = {}

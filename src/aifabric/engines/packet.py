@@ -156,7 +156,7 @@ def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None
 
     fabric, router = build_fabric(scenario)
     workload = workload or build_workload(scenario)
-    graph = lower(workload, fabric, router)
+    graph = lower(workload, fabric, router, **scenario.lowering_options())
     cfg = packet_config(scenario, cfg)
     if lb is not None:
         cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
@@ -166,6 +166,9 @@ def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None
         timeline, stats, complete = pr.timeline, pr.stats, True
     except Interrupted as exc:
         timeline, stats, complete = exc.timeline, None, False
+    from ..simulate import add_folded_bytes
+
+    add_folded_bytes(graph, timeline)
     peak = gpu(scenario.cluster.gpu).peak_flops(scenario.workload.precision)
     results = summarize("packet", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
     return Run(scenario, fabric, workload, graph, timeline, results), stats

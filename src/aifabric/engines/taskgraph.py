@@ -35,6 +35,19 @@ class TaskGraph:
     collective: list[int] = field(default_factory=list)  # index into collectives, or -1
     dim: list[str] = field(default_factory=list)  # parallel dimension of the task ("" if none)
     collectives: list[CollectiveInstance] = field(default_factory=list)
+    # merged tasks (engines/tasks.py): a compute task may stand for several ops, on several ranks in lockstep
+    members: dict[int, tuple[int, ...]] = field(default_factory=dict)  # task -> its ranks (absent: (rank,))
+    comm_s: dict[int, float] = field(default_factory=dict)  # task -> seconds of folded collectives inside it
+    ops: dict[int, int] = field(default_factory=dict)  # task -> workload ops merged into it (absent: 1)
+    folded: dict[tuple[str, str, int, int], list] = field(default_factory=dict)
+    # (op, dim, group size, bytes) -> [count, time_s of one, label, payload bytes of one]: the collectives
+    # folded into their GPUs' time (engines/fold.py)
+    folded_link_bytes: object = None  # numpy array per link: the folded collectives' bytes, or None
+    folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes
+
+    def ranks_of(self, t: int) -> tuple[int, ...]:
+        """The ranks a compute task occupies."""
+        return self.members.get(t) or (self.rank[t],)
 
     def __len__(self) -> int:
         return len(self.kind)

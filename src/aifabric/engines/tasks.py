@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..fabric.graph import Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Collective, Compute, Recv, Send, Wait, Workload
+from .fold import ScaleUpFolder
 from .lower_collective import lower_collective
 from .taskgraph import COMPUTE, TRANSFER, TaskGraph
 
@@ -29,7 +30,103 @@ def _ready(workload: Workload, cursor: list[int], op: Collective) -> bool:
     return True
 
 
-def lower(workload: Workload, fabric: Fabric, router: Router) -> TaskGraph:
+class _Merger:
+    """Merges runs of compute ops and folded collectives into single tasks (exact, see `lower`)."""
+
+    def __init__(self, g: TaskGraph, done: list[list[int]]):
+        self.g = g
+        self.done = done
+        self.open: dict[int, int] = {}  # rank -> the task its next compute op may extend
+        self.closed: set[int] = set()  # group tasks that no longer extend
+        self.pending: dict[int, dict[int, list[float]]] = {}  # group task -> rank -> [seconds, ops]
+
+    def _extendable(self, r: int) -> int | None:
+        t = self.open.get(r)
+        if t is None or self.done[r] != [t] or t in self.closed:
+            return None
+        return t
+
+    def compute(self, r: int, op: Compute) -> None:
+        g = self.g
+        t = self._extendable(r)
+        if t is not None and t in g.members:  # a group task: remember, merge at the next folded collective
+            p = self.pending[t].setdefault(r, [0.0, 0])
+            p[0] += op.duration_s
+            p[1] += 1
+            return
+        if t is None:
+            self.flush(r)
+            t = self._extendable(r)
+        if t is not None and t not in g.members:
+            g.duration_s[t] += op.duration_s
+            g.ops[t] = g.ops.get(t, 1) + 1
+            return
+        t = g.add(COMPUTE, r, -1, op.name, list(self.done[r]), duration_s=op.duration_s)
+        self.done[r] = [t]
+        self.open[r] = t
+
+    def collective(self, op: Collective, time_s: float) -> None:
+        """A folded collective: extend the group's task when every member is in it, else a new one."""
+        g = self.g
+        group = op.group
+        t = self._extendable(group[0])
+        if t is not None and g.members.get(t) == group and all(self._extendable(m) == t for m in group):
+            pend = self.pending[t]
+            seconds = [pend.get(m, [0.0, 0])[0] for m in group]
+            if max(seconds) - min(seconds) <= 1e-12 * max(1.0, max(seconds)):
+                g.duration_s[t] += seconds[0] + time_s
+                g.comm_s[t] = g.comm_s.get(t, 0.0) + time_s
+                g.ops[t] = g.ops.get(t, 1) + 1 + pend.get(group[0], [0.0, 0])[1]
+                pend.clear()
+                return
+        deps: list[int] = []
+        for m in group:
+            self.flush(m)
+            deps += self.done[m]
+        t = g.add(COMPUTE, group[0], -1, op.key, sorted(set(deps)), duration_s=time_s, dim=op.dim)
+        g.members[t] = group
+        g.comm_s[t] = time_s
+        self.pending[t] = {}
+        for m in group:
+            self.done[m] = [t]
+            self.open[m] = t
+
+    def flush(self, r: int) -> None:
+        """Rank r leaves its open task: its pending compute becomes a task of its own; nothing extends
+        the task any more (something is about to depend on it)."""
+        t = self.open.pop(r, None)
+        if t is None:
+            return
+        if t in self.g.members:
+            self.closed.add(t)
+            p = self.pending[t].pop(r, None)
+            if p is not None and self.done[r] == [t]:
+                e = self.g.add(COMPUTE, r, -1, f"compute after {self.g.name[t]}", [t], duration_s=p[0])
+                self.g.ops[e] = p[1]
+                self.done[r] = [e]
+                self.open[r] = e
+
+    def finish(self) -> None:
+        for r in list(self.open):
+            self.flush(r)
+            self.open.pop(r, None)
+        for t, n in self.g.ops.items():
+            if n > 1:
+                self.g.name[t] = f"{self.g.name[t]} (+{n - 1} ops)"
+
+
+def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: bool = False,
+          merge_ring_steps: bool = False) -> TaskGraph:
+    """The task graph of `workload` on `fabric`.
+
+    fold_scale_up: blocking collectives inside one server's NVLink domain become time on their members
+    (engines/fold.py), and consecutive compute ops / folded collectives of the same ranks merge into one
+    task. Merging is exact: a task that nothing else depends on yet is extended only by ops that would
+    have started the moment it ended (same ranks, same stream); a group of ranks merges only while all
+    its members run equal work between rendezvous.
+    merge_ring_steps: ring collectives between servers become one transfer per ring edge
+    (engines/lower_collective.py).
+    """
     g = TaskGraph()
     world = workload.world_size
     if world > fabric.world_size:
@@ -38,6 +135,8 @@ def lower(workload: Workload, fabric: Fabric, router: Router) -> TaskGraph:
     streams: list[dict[str, list[int]]] = [{} for _ in range(world)]  # last tasks of each side stream
     cursor = [0] * world
     sent: dict[str, int] = {}  # Send key -> its transfer task
+    folder = ScaleUpFolder(fabric, router) if fold_scale_up else None
+    merge = _Merger(g, done)
     # Advance all ranks in program order; a collective is lowered once, when its first member reaches it.
     progressed = True
     while progressed:
@@ -47,9 +146,13 @@ def lower(workload: Workload, fabric: Fabric, router: Router) -> TaskGraph:
             while cursor[r] < len(ops):
                 op = ops[cursor[r]]
                 if isinstance(op, Compute):
-                    t = g.add(COMPUTE, r, -1, op.name, list(done[r]), duration_s=op.duration_s)
-                    done[r] = [t]
+                    if fold_scale_up:
+                        merge.compute(r, op)
+                    else:
+                        t = g.add(COMPUTE, r, -1, op.name, list(done[r]), duration_s=op.duration_s)
+                        done[r] = [t]
                 elif isinstance(op, Send):
+                    merge.flush(r)
                     route = router.route(op.src, op.dst)
                     sent[op.key] = g.add(TRANSFER, op.src, op.dst, op.key, list(done[r]), size_bytes=op.size_bytes,
                                          route=route.links, latency_s=route.latency_s, dim=op.dim)
@@ -57,26 +160,44 @@ def lower(workload: Workload, fabric: Fabric, router: Router) -> TaskGraph:
                     t = sent.get(op.key)
                     if t is None:
                         break  # the sender has not reached its Send yet
+                    merge.flush(r)
                     done[r] = done[r] + [t]
                 elif isinstance(op, Wait):
+                    merge.flush(r)
                     done[r] = done[r] + streams[r].pop(op.stream, [])
                 else:
                     if not _ready(workload, cursor, op):
                         break
-                    if op.blocking:
-                        ci = lower_collective(g, op, fabric, router, done)
+                    if folder is not None and folder.foldable(op):
+                        time_s = folder.fold(op)
+                        merge.collective(op, time_s)
+                        key = (op.op, op.dim, len(op.group), op.size_bytes)
+                        entry = g.folded.get(key)
+                        if entry is None:
+                            entry = g.folded[key] = [0, time_s, op.label, folder.payload_bytes(op)]
+                        entry[0] += 1
                     else:
-                        side = {m: done[m] + streams[m].get(op.stream, []) for m in op.group}
-                        ci = lower_collective(g, op, fabric, router, side)  # type: ignore[arg-type]
                         for m in op.group:
-                            streams[m][op.stream] = side[m]
-                    if op.dim and not g.collectives[ci].dim:
-                        g.collectives[ci].dim = op.dim
+                            merge.flush(m)
+                        if op.blocking:
+                            ci = lower_collective(g, op, fabric, router, done, merge_ring_steps=merge_ring_steps)
+                        else:
+                            side = {m: done[m] + streams[m].get(op.stream, []) for m in op.group}
+                            ci = lower_collective(g, op, fabric, router, side,  # type: ignore[arg-type]
+                                                  merge_ring_steps=merge_ring_steps)
+                            for m in op.group:
+                                streams[m][op.stream] = side[m]
+                        if op.dim and not g.collectives[ci].dim:
+                            g.collectives[ci].dim = op.dim
                     for m in op.group:
                         if m != r:
                             cursor[m] += 1
                 cursor[r] += 1
                 progressed = True
+    merge.finish()
+    if folder is not None:
+        g.folded_link_bytes = folder.link_bytes
+        g.folded_pairs = folder.pairs
     stuck = [r for r in range(world) if cursor[r] < len(workload.ranks[r])]
     if stuck:
         op = workload.ranks[stuck[0]][cursor[stuck[0]]]

@@ -17,6 +17,18 @@ from .workload_spec import FeedForwardSpec, WorkloadSpec
 SCHEMA_VERSION = 1
 
 
+class FidelitySpec(Strict):
+    """How much of the run is simulated flow by flow (docs/validation.md, "Fidelity")."""
+
+    scale_up_collectives: Literal["analytic", "flows"] | None = Field(
+        None, description="collectives inside one server's NVLink domain: analytic = timed once on their own "
+        "and folded into their GPUs' time (engines/fold.py); flows = every transfer simulated. "
+        "Default: analytic for llm-training, flows for data-parallel")
+    ring_steps: Literal["merged", "each"] | None = Field(
+        None, description="ring collectives between servers: merged = one transfer per ring edge for the "
+        "whole collective; each = one transfer per step. Default: merged for llm-training, each for data-parallel")
+
+
 class Scenario(Strict):
     schema_version: int = Field(SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
     name: str = "scenario"
@@ -25,6 +37,14 @@ class Scenario(Strict):
     fabric: FabricSpec = FabricSpec()
     workload: WorkloadSpec
     engine: Literal["flow", "analytic", "packet"] = "flow"
+    fidelity: FidelitySpec = FidelitySpec()
+
+    def lowering_options(self) -> dict[str, bool]:
+        """`engines.lower` keyword arguments from `fidelity` and the workload kind's defaults."""
+        llm = self.workload.kind == "llm-training"
+        up = self.fidelity.scale_up_collectives or ("analytic" if llm else "flows")
+        ring = self.fidelity.ring_steps or ("merged" if llm else "each")
+        return {"fold_scale_up": up == "analytic", "merge_ring_steps": ring == "merged"}
 
 
-__all__ = ["SCHEMA_VERSION", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "Scenario", "WorkloadSpec"]
+__all__ = ["SCHEMA_VERSION", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario", "WorkloadSpec"]

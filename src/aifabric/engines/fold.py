@@ -1,0 +1,111 @@
+"""Scale-up collectives folded into their GPUs' time (scenario `fidelity.scale_up_collectives: analytic`).
+
+A blocking collective whose group sits in one server and whose routes stay on NVLink (tensor
+parallelism, mostly) is not expanded into transfers for the whole run. It is lowered once, on its own,
+and executed by the flow engine with nothing else in the network; the time that takes becomes a task
+that occupies every member from the moment the last member arrives (NCCL's rendezvous). Compute ops
+and folded collectives that follow one another on the same ranks are then merged into one task per
+group (engines/tasks.py), because ranks that rendezvous at every collective run in lockstep.
+
+Why this is sound: inside a server the NVSwitch is non-blocking, so a TP collective contends only with
+other traffic on the same GPU's NVLink ports: PXN relays and the intra-server hops of DP/PP rings,
+which cross NVLink at a small fraction of its bandwidth. What is lost: that contention, and NVLink
+load over time (each folded collective's bytes are still added to its links' byte counts). The
+agreement with the expanded form is a test (tests/test_fold.py).
+
+The time of a collective depends only on (operation, sizes, the members' local GPU indices), so the
+flow run is done once per distinct shape on server 0 and reused for every server by translating link
+names (`s0/...` -> `s<k>/...`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..fabric.graph import Fabric
+from ..fabric.routing import Router
+from ..workload.ops import Collective
+from .taskgraph import TRANSFER, TaskGraph
+
+
+@dataclass(frozen=True)
+class FoldedCost:
+    time_s: float
+    link_bytes: tuple[tuple[int, float], ...]  # (link index on server 0, bytes)
+    pairs: tuple[tuple[int, int, float], ...]  # (src, dst, payload bytes), local GPU indices
+
+
+class ScaleUpFolder:
+    """Decides which collectives fold, and what each costs (cached per shape)."""
+
+    def __init__(self, fabric: Fabric, router: Router):
+        self.fabric = fabric
+        self.router = router
+        self.gps = fabric.gpus_per_server
+        self._cost: dict[Collective, FoldedCost] = {}
+        self._link_index = {link.id: link.index for link in fabric.links}
+        self._translated: dict[tuple[int, int], int] = {}
+        self.link_bytes = np.zeros(len(fabric.links))  # every folded collective's bytes, per link
+        self.pairs: dict[tuple[int, int, str], float] = {}  # (src rank, dst rank, dim) -> payload bytes
+
+    def foldable(self, op: Collective) -> bool:
+        group = op.group
+        if not op.blocking or len(group) < 2:
+            return False
+        server = self.fabric.server_of(group[0])
+        if any(self.fabric.server_of(r) != server for r in group):
+            return False
+        return self.router.route(group[0], group[1]).scale_up
+
+    def fold(self, op: Collective) -> float:
+        """The collective's time on its own; its bytes are added to `link_bytes` (on its own server)."""
+        server = self.fabric.server_of(op.group[0])
+        base = server * self.gps
+        shape = replace(op, key="", label="", dim="", group=tuple(r - base for r in op.group))
+        cost = self._cost.get(shape)
+        if cost is None:
+            cost = self._cost[shape] = self._run(shape)
+        for li, b in cost.link_bytes:
+            self.link_bytes[self._on_server(li, server)] += b
+        dim = op.dim or "other"
+        for a, b, size in cost.pairs:
+            key = (a + base, b + base, dim)
+            self.pairs[key] = self.pairs.get(key, 0.0) + size
+        return cost.time_s
+
+    def payload_bytes(self, op: Collective) -> float:
+        """Bytes the transfers of one folded collective carry (after `fold`)."""
+        base = self.fabric.server_of(op.group[0]) * self.gps
+        shape = replace(op, key="", label="", dim="", group=tuple(r - base for r in op.group))
+        return sum(size for _, _, size in self._cost[shape].pairs)
+
+    def _on_server(self, li: int, server: int) -> int:
+        if server == 0:
+            return li
+        key = (li, server)
+        out = self._translated.get(key)
+        if out is None:
+            link = self.fabric.links[li]
+            name = f"s{server}/" + link.src[3:] + "->" + f"s{server}/" + link.dst[3:]
+            out = self._translated[key] = self._link_index[name]
+        return out
+
+    def _run(self, op: Collective) -> FoldedCost:
+        from .executor import run
+        from .lower_collective import lower_collective
+
+        g = TaskGraph()
+        done: list[list[int]] = [[] for _ in range(self.gps)]
+        lower_collective(g, op, self.fabric, self.router, done)
+        if not len(g):
+            return FoldedCost(0.0, (), ())
+        tl = run(g, self.fabric, "flow")
+        nz = np.flatnonzero(tl.link_bytes)
+        pairs: dict[tuple[int, int], float] = {}
+        for t in range(len(g)):
+            if g.kind[t] == TRANSFER and g.rank[t] != g.dst[t]:
+                pairs[(g.rank[t], g.dst[t])] = pairs.get((g.rank[t], g.dst[t]), 0.0) + g.size_bytes[t]
+        return FoldedCost(float(tl.makespan_s), tuple((int(i), float(tl.link_bytes[i])) for i in nz),
+                          tuple((a, b, s) for (a, b), s in pairs.items()))
