@@ -49,6 +49,8 @@ class ScaleUpFolder:
         self._translated: dict[tuple[int, int], int] = {}
         self.link_bytes = np.zeros(len(fabric.links))  # every folded collective's bytes, per link
         self.pairs: dict[tuple[int, int, str], float] = {}  # (src rank, dst rank, dim) -> payload bytes
+        self._blocks: dict[tuple, tuple] = {}
+        self._group_ok: dict[tuple[int, ...], bool] = {}
 
     def foldable(self, op: Collective) -> bool:
         group = op.group
@@ -74,6 +76,53 @@ class ScaleUpFolder:
             key = (a + base, b + base, dim)
             self.pairs[key] = self.pairs.get(key, 0.0) + size
         return cost.time_s
+
+    def block_foldable(self, block) -> bool:
+        """Every collective of the block folds (checked once per group)."""
+        ok = self._group_ok.get(block.group)
+        if ok is None:
+            ok = self._group_ok[block.group] = all(self.foldable(op) for op in block.ops
+                                                   if isinstance(op, Collective))
+        return ok
+
+    def fold_block(self, block, folded: dict) -> float:
+        """The folded collectives of a `Block`: their total time; bytes and per-kind counts recorded
+        (into `folded`, the TaskGraph's table). Cached per (shape, GPU indices in the server)."""
+        server = self.fabric.server_of(block.group[0])
+        base = server * self.gps
+        key = (block.shape, tuple(r - base for r in block.group))
+        cached = self._blocks.get(key)
+        if cached is None:
+            before_links, before_pairs = self.link_bytes, self.pairs
+            self.link_bytes, self.pairs = np.zeros(len(self.fabric.links)), {}
+            time_s, kinds = 0.0, {}
+            for op in block.ops:
+                if isinstance(op, Collective):
+                    t = self.fold(replace(op, group=key[1]))  # on server 0
+                    time_s += t
+                    k = (op.op, op.dim, len(op.group), op.size_bytes)
+                    if k in kinds:
+                        kinds[k][0] += 1
+                    else:
+                        kinds[k] = [1, t, op.label, self.payload_bytes(replace(op, group=key[1]))]
+            nz = np.flatnonzero(self.link_bytes)
+            cached = self._blocks[key] = (time_s, nz, self.link_bytes[nz],
+                                          [(a, b, d, v) for (a, b, d), v in self.pairs.items()], kinds)
+            self.link_bytes, self.pairs = before_links, before_pairs
+        time_s, links, values, pairs, kinds = cached
+        if server:
+            links = np.fromiter((self._on_server(int(li), server) for li in links), dtype=np.int64, count=len(links))
+        self.link_bytes[links] += values
+        for a, b, d, v in pairs:
+            k = (a + base, b + base, d)
+            self.pairs[k] = self.pairs.get(k, 0.0) + v
+        for k, (count, t, label, payload) in kinds.items():
+            entry = folded.get(k)
+            if entry is None:
+                folded[k] = [count, t, label, payload]
+            else:
+                entry[0] += count
+        return time_s
 
     def payload_bytes(self, op: Collective) -> float:
         """Bytes the transfers of one folded collective carry (after `fold`)."""

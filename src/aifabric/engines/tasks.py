@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from ..fabric.graph import Fabric
 from ..fabric.routing import Router
-from ..workload.ops import Collective, Compute, Recv, Send, Wait, Workload
+from ..workload.ops import Block, Collective, Compute, Recv, Send, Wait, Workload
 from .fold import ScaleUpFolder
 from .lower_collective import lower_collective
 from .taskgraph import COMPUTE, TRANSFER, TaskGraph
 
 
-def _ready(workload: Workload, cursor: list[int], op: Collective) -> bool:
-    """Every member's cursor points at this collective."""
+def _ready(program: list[list], cursor: list[int], op: Collective | Block) -> bool:
+    """Every member's cursor points at this collective (or block)."""
     for m in op.group:
-        ops = workload.ranks[m]
+        ops = program[m]
         if cursor[m] >= len(ops):
             return False
         other = ops[cursor[m]]
-        if not isinstance(other, Collective) or other.key != op.key:
+        if other is not op and (type(other) is not type(op) or other.key != op.key):
             return False
     return True
 
@@ -67,25 +67,33 @@ class _Merger:
 
     def collective(self, op: Collective, time_s: float) -> None:
         """A folded collective: extend the group's task when every member is in it, else a new one."""
+        self.lockstep(op.group, op.key, 0.0, time_s, op.dim, 1)
+
+    def lockstep(self, group: tuple[int, ...], name: str, compute_s: float, comm_s: float, dim: str,
+                 n_ops: int) -> None:
+        """Work the whole group does together after a rendezvous: `compute_s` of compute and `comm_s` of
+        folded collectives. Extends the group's task when every member is in it, else starts a new one."""
         g = self.g
-        group = op.group
+        time_s = compute_s + comm_s
         t = self._extendable(group[0])
         if t is not None and g.members.get(t) == group and all(self._extendable(m) == t for m in group):
             pend = self.pending[t]
             seconds = [pend.get(m, [0.0, 0])[0] for m in group]
             if max(seconds) - min(seconds) <= 1e-12 * max(1.0, max(seconds)):
                 g.duration_s[t] += seconds[0] + time_s
-                g.comm_s[t] = g.comm_s.get(t, 0.0) + time_s
-                g.ops[t] = g.ops.get(t, 1) + 1 + pend.get(group[0], [0.0, 0])[1]
+                g.comm_s[t] = g.comm_s.get(t, 0.0) + comm_s
+                g.ops[t] = g.ops.get(t, 1) + n_ops + pend.get(group[0], [0.0, 0])[1]
                 pend.clear()
                 return
         deps: list[int] = []
         for m in group:
             self.flush(m)
             deps += self.done[m]
-        t = g.add(COMPUTE, group[0], -1, op.key, sorted(set(deps)), duration_s=time_s, dim=op.dim)
+        t = g.add(COMPUTE, group[0], -1, name, sorted(set(deps)), duration_s=time_s, dim=dim)
         g.members[t] = group
-        g.comm_s[t] = time_s
+        g.comm_s[t] = comm_s
+        if n_ops > 1:
+            g.ops[t] = n_ops
         self.pending[t] = {}
         for m in group:
             self.done[m] = [t]
@@ -115,6 +123,16 @@ class _Merger:
                 self.g.name[t] = f"{self.g.name[t]} (+{n - 1} ops)"
 
 
+def _first_blocks(blocked: list[list]) -> list[Block]:
+    """A block of every group (a rank's blocks all belong to its group)."""
+    out: dict[tuple[int, ...], Block] = {}
+    for ops in blocked:
+        b = next((op for op in ops if isinstance(op, Block)), None)
+        if b is not None:
+            out.setdefault(b.group, b)
+    return list(out.values())
+
+
 def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: bool = False,
           merge_ring_steps: bool = False) -> TaskGraph:
     """The task graph of `workload` on `fabric`.
@@ -137,15 +155,27 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     sent: dict[str, int] = {}  # Send key -> its transfer task
     folder = ScaleUpFolder(fabric, router) if fold_scale_up else None
     merge = _Merger(g, done)
+    program = workload.ranks
+    if folder is not None and workload.blocked is not None and all(
+            folder.block_foldable(b) for b in _first_blocks(workload.blocked)):
+        program = workload.blocked  # lockstep runs as one op each: far fewer ops at thousands of GPUs
     # Advance all ranks in program order; a collective is lowered once, when its first member reaches it.
     progressed = True
     while progressed:
         progressed = False
         for r in range(world):
-            ops = workload.ranks[r]
+            ops = program[r]
             while cursor[r] < len(ops):
                 op = ops[cursor[r]]
-                if isinstance(op, Compute):
+                if isinstance(op, Block):
+                    if not _ready(program, cursor, op):
+                        break
+                    comm_s = folder.fold_block(op, g.folded)
+                    merge.lockstep(op.group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
+                    for m in op.group:
+                        if m != r:
+                            cursor[m] += 1
+                elif isinstance(op, Compute):
                     if fold_scale_up:
                         merge.compute(r, op)
                     else:
@@ -166,7 +196,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                     merge.flush(r)
                     done[r] = done[r] + streams[r].pop(op.stream, [])
                 else:
-                    if not _ready(workload, cursor, op):
+                    if not _ready(program, cursor, op):
                         break
                     if folder is not None and folder.foldable(op):
                         time_s = folder.fold(op)
@@ -198,8 +228,8 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     if folder is not None:
         g.folded_link_bytes = folder.link_bytes
         g.folded_pairs = folder.pairs
-    stuck = [r for r in range(world) if cursor[r] < len(workload.ranks[r])]
+    stuck = [r for r in range(world) if cursor[r] < len(program[r])]
     if stuck:
-        op = workload.ranks[stuck[0]][cursor[stuck[0]]]
+        op = program[stuck[0]][cursor[stuck[0]]]
         raise ValueError(f"deadlock: rank {stuck[0]} waits in {getattr(op, 'key', op)} for ranks that never arrive")
     return g

@@ -32,7 +32,7 @@ from ..models.transformer import Transformer
 from ..units import BYTES_PER_ELEMENT
 from .compute import LayerFlops, duration_s, iteration_flops, layer_flops, logits_flops
 from .memory import is_moe_layer, stage_layers, stage_params
-from .ops import Collective, Compute, Op, Recv, Send, Wait, Workload
+from .ops import Block, Collective, Compute, Op, Recv, Send, Wait, Workload
 from .pipeline import F, stage_order
 from .plan import Plan
 from .ranks import RankLayout
@@ -277,6 +277,34 @@ class _Buckets:
 
 
 
+def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]]:
+    """A stage's op list cut into items (lo, hi, shape, compute seconds, first collective): a maximal run ops[lo:hi] of
+    compute ops and blocking tensor-parallel collectives that holds at least one collective (a `Block`),
+    or a single op (lo, lo, ...), in order. Runs with the same ops in the same order share a shape."""
+    items: list[tuple[int, int, int, float, int]] = []
+    shapes: dict[tuple, int] = {}
+    i, n = 0, len(ops)
+
+    def lockstep(op) -> bool:
+        return isinstance(op, Compute) or (isinstance(op, Collective) and op.dim == "tp" and op.blocking)
+
+    while i < n:
+        j = i
+        while j < n and lockstep(ops[j]):
+            j += 1
+        first = next((k for k in range(i, j) if isinstance(ops[k], Collective)), -1)
+        if first >= 0:
+            sig = tuple((op.name, op.duration_s) if isinstance(op, Compute) else (op.op, op.elements)
+                        for op in ops[i:j])
+            shape = shapes.setdefault(sig, len(shapes)) + template * 1_000_000
+            items.append((i, j, shape, sum(op.duration_s for op in ops[i:j] if isinstance(op, Compute)), first))
+            i = j
+        else:
+            items.append((i, i, -1, 0.0, -1))
+            i += 1
+    return items
+
+
 def _groups(lay: RankLayout, rank: int) -> dict[str, tuple[int, ...]]:
     return {d: lay.group(rank, d) for d in ("tp", "cp", "dp-cp", "ep", "edp", "embd")}
 
@@ -315,6 +343,7 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
     lay = plan.layout
     world = lay.world_size
     ranks: list[list[Op]] = [[] for _ in range(world)]
+    blocked: list[list] = [[] for _ in range(world)]
     templates: dict[int, tuple[_StageBuilder, dict[str, tuple[int, ...]], list[int], list[int]]] = {}
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
     for group in lay.groups("tp"):
@@ -326,12 +355,15 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
             tp_idx = [i for i, op in enumerate(b.ops) if isinstance(op, Collective) and op.dim == "tp"]
             rank_idx = [i for i, op in enumerate(b.ops) if isinstance(op, _Placeholder)
                         or (isinstance(op, Collective) and op.dim != "tp")]
-            templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx)
-        b, base, tp_idx, rank_idx = templates[stage]
+            templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx, _skeleton(b.ops, len(templates)))
+        b, base, tp_idx, rank_idx, skeleton = templates[stage]
         group_ops = list(b.ops)
         if group != base["tp"]:
             for i in tp_idx:
                 group_ops[i] = _moved(b.ops[i], group)
+        blocks = {k: _new(Block, key=f"{group_ops[first].key}+{hi - lo - 1}", group=group,
+                          ops=tuple(group_ops[lo:hi]), shape=shape, compute_s=compute_s)
+                  for k, (lo, hi, shape, compute_s, first) in enumerate(skeleton) if hi > lo}
         for r in group:
             target = _groups(lay, r)
             mapping = {base[d]: target[d] for d in base}
@@ -355,6 +387,7 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
                     ops[i] = _new(Recv, key=f"{op.key}@{peer}", src=peer, dst=r, size_bytes=op.size_bytes,
                                   label=op.label, dim="pp")
             ranks[r] = ops
+            blocked[r] = [blocks[k] if lo < hi else ops[lo] for k, (lo, hi, *_) in enumerate(skeleton)]
     par = f"tp{plan.tp} pp{plan.pp} dp{plan.dp}" + (f" cp{plan.cp}" if plan.cp > 1 else "") + \
         (f" ep{plan.ep}" if plan.ep > 1 else "")
     extras = [plan.schedule, f"m={plan.micro_batches}"]
@@ -372,6 +405,7 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
         flops_per_iteration=iteration_flops(model, plan.global_batch_size, plan.seq_len),  # model FLOPs (MFU)
         description=f"{model.name} ({model.params / 1e9:.1f} B parameters), {par}, {', '.join(extras)}, "
         f"batch {plan.global_batch_size} x {plan.seq_len} tokens, {plan.precision}",
+        blocked=blocked if plan.tp > 1 else None,
     )
 
 

@@ -74,6 +74,20 @@ class Wait:
     stream: str = "comm"
 
 
+@dataclass(frozen=True)
+class Block:
+    """A run of a group's main-stream ops that its members execute in lockstep: compute ops and blocking
+    collectives of `group` (tensor parallelism), as the same objects on every member. Only in
+    `Workload.blocked`, the form the engines lower when scale-up collectives are folded
+    (engines/fold.py); `Workload.ranks` keeps the ops one by one."""
+
+    key: str  # identifies the instance across the group's members
+    group: tuple[int, ...]
+    ops: tuple  # Compute and Collective ops, in program order
+    shape: int  # blocks with the same shape hold the same op sequence (on another group): a cache key
+    compute_s: float  # the compute ops' durations, summed
+
+
 Op = Compute | Collective | Send | Recv | Wait
 
 
@@ -87,6 +101,7 @@ class Workload:
     iterations: int
     flops_per_iteration: float  # model FLOPs of one iteration, all ranks together (no recomputation: MFU)
     description: str = ""
+    blocked: list[list] | None = None  # per rank, runs of lockstep ops as `Block`s (None: not built)
 
     @property
     def world_size(self) -> int:
