@@ -45,6 +45,7 @@ def build_summary(run: Run) -> dict[str, Any]:
                 "bytes_per_rank": c.size_bytes,
                 "algorithm": c.algorithm,
                 "steps": c.steps,
+                "count": c.count,
                 "transfers": c.transfers,
                 "start_s": c.start_s,
                 "time_s": c.time_s,

@@ -1,0 +1,142 @@
+"""Fidelity choices (engines/fold.py, ring edges): folding scale-up collectives into GPU time and merging
+ring steps give the same iteration as simulating every transfer when nothing contends, with far fewer
+tasks; merged tasks are exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aifabric.analysis import bytes_by_dimension, flows, traffic_matrix
+from aifabric.engines import lower, run
+from aifabric.scenario.schema import FidelitySpec, Scenario
+from aifabric.simulate import build_fabric, build_workload, simulate
+
+LLM = {
+    "name": "gpt-small",
+    "seed": 1,
+    "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 8, "nic_speed_gbps": 400},
+    "fabric": {"topology": "rail-optimized", "spines": 4, "link_speed_gbps": 400},
+    "workload": {
+        "kind": "llm-training",
+        "model": "gpt3-1.3b",
+        "parallelism": {"tp": 8, "pp": 2, "dp": 2, "schedule": "1f1b", "micro_batch_size": 1,
+                        "sequence_parallel": True},
+        "global_batch_size": 16,
+        "seq_len": 2048,
+        "precision": "bf16",
+    },
+}
+
+
+def _scenario(up: str, ring: str, **changes) -> Scenario:
+    data = {**LLM, **changes, "fidelity": {"scale_up_collectives": up, "ring_steps": ring}}
+    return Scenario.model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {(up, ring): simulate(_scenario(up, ring))
+            for up in ("flows", "analytic") for ring in ("each", "merged")}
+
+
+def test_llm_defaults_fold_and_merge_and_data_parallel_defaults_do_not():
+    assert _scenario("analytic", "merged").lowering_options() == {"fold_scale_up": True, "merge_ring_steps": True}
+    s = Scenario.model_validate(LLM)
+    assert s.fidelity == FidelitySpec() and s.lowering_options() == {"fold_scale_up": True, "merge_ring_steps": True}
+    from aifabric.scenario import demo_scenario
+
+    assert demo_scenario().lowering_options() == {"fold_scale_up": False, "merge_ring_steps": False}
+
+
+def test_every_fidelity_gives_the_same_iteration_within_2_percent(runs):
+    full = runs[("flows", "each")].results
+    for key, run_ in runs.items():
+        r = run_.results
+        assert r.iteration_time_s == pytest.approx(full.iteration_time_s, rel=0.02), key
+        assert r.compute_time_s == pytest.approx(full.compute_time_s, rel=0.02), key
+        assert r.communication_time_s == pytest.approx(full.communication_time_s, rel=0.02), key
+        assert r.exposed_communication_s == pytest.approx(full.exposed_communication_s, rel=0.02), key
+
+
+def test_folding_cuts_tasks_by_orders_of_magnitude(runs):
+    full = len(runs[("flows", "each")].graph)
+    folded = len(runs[("analytic", "merged")].graph)
+    assert folded * 100 < full
+
+
+def test_folded_bytes_land_on_the_same_links_pairs_and_dimensions(runs):
+    a, b = runs[("flows", "merged")], runs[("analytic", "merged")]
+    np.testing.assert_allclose(a.timeline.link_bytes, b.timeline.link_bytes, rtol=1e-9)
+    fa, fb = flows(a.graph, a.fabric, a.timeline), flows(b.graph, b.fabric, b.timeline)
+    da, db = bytes_by_dimension(fa), bytes_by_dimension(fb)
+    assert set(da) == set(db) == {"tp", "pp", "dp"}
+    for dim in da:
+        assert db[dim] == pytest.approx(da[dim]), dim
+    world = a.fabric.world_size
+    for dim in ("tp", "pp", "dp"):
+        np.testing.assert_allclose(traffic_matrix(fa, world, dim=dim), traffic_matrix(fb, world, dim=dim))
+    assert b.results.scale_up_bytes == pytest.approx(a.results.scale_up_bytes)
+    assert b.results.flow_bytes == pytest.approx(a.results.flow_bytes)
+
+
+def test_folded_collectives_are_reported_per_kind_with_their_count(runs):
+    a, b = runs[("flows", "merged")].results, runs[("analytic", "merged")].results
+    folded = [c for c in b.collectives if c.algorithm == "folded"]
+    assert folded and {c.op for c in folded} == {"all-gather", "reduce-scatter"}  # sequence parallelism
+    n_tp = sum(1 for c in a.collectives if c.group_size == 8 and c.op in ("all-gather", "reduce-scatter"))
+    assert n_tp > 0 and sum(c.count for c in folded) == n_tp
+    # the time of one folded instance is what the flow engine gave each of them
+    for c in folded:
+        times = [x.time_s for x in a.collectives if x.op == c.op and x.group_size == 8 and x.size_bytes == c.size_bytes]
+        assert c.time_s == pytest.approx(float(np.median(times)), rel=1e-6)
+
+
+def test_ring_edges_carry_the_steps_bytes_and_latency():
+    """One transfer per ring edge with all its steps: on its own it takes the ring's alpha-beta time."""
+    from aifabric.scenario import demo_scenario
+
+    s = demo_scenario()
+    fabric, router = build_fabric(s)
+    w = build_workload(s)
+    each = lower(w, fabric, router)
+    merged = lower(w, fabric, router, merge_ring_steps=True)
+    n = fabric.world_size
+    ring = [t for t in range(len(merged)) if merged.collective[t] >= 0]
+    assert len(ring) == n  # one per edge
+    bytes_each = sum(each.size_bytes[t] for t in range(len(each)) if each.collective[t] >= 0)
+    assert sum(merged.size_bytes[t] for t in ring) == pytest.approx(bytes_each)
+    t_each = run(each, fabric, "flow").makespan_s
+    t_merged = run(merged, fabric, "flow").makespan_s
+    assert t_merged == pytest.approx(t_each, rel=0.02)
+
+
+def test_merged_tasks_are_exact_for_data_parallel_computes():
+    """Merging consecutive compute ops keeps every bucket's start: the iteration is unchanged."""
+    from aifabric.scenario import demo_scenario
+
+    s = demo_scenario()
+    fabric, router = build_fabric(s)
+    w = build_workload(s)
+    plain = run(lower(w, fabric, router), fabric, "flow").makespan_s
+    folded = run(lower(w, fabric, router, fold_scale_up=True), fabric, "flow").makespan_s
+    assert folded == pytest.approx(plain, rel=1e-9)
+
+
+def test_unequal_members_do_not_merge():
+    """A group whose members compute different amounts between rendezvous gets separate tasks, and the
+    rendezvous waits for the slowest: the fold keeps the barrier semantics."""
+    from aifabric.workload.ops import Collective, Compute, Workload
+
+    s = _scenario("analytic", "merged")
+    fabric, router = build_fabric(s)
+    group = (0, 1)
+    ranks = [[Compute("a", 0, 1e-3), Collective("c1", "all-reduce", group, 1 << 20, 2, dim="tp"),
+              Compute("b", 0, d), Collective("c2", "all-reduce", group, 1 << 20, 2, dim="tp")]
+             for d in (1e-3, 3e-3)]
+    w = Workload("t", ranks, params=0, iterations=1, flops_per_iteration=0.0)
+    g = lower(w, fabric, router, fold_scale_up=True)
+    tl = run(g, fabric, "flow")
+    t_coll = g.folded[("all-reduce", "tp", 2, 2 << 20)][1]
+    assert tl.makespan_s == pytest.approx(1e-3 + t_coll + 3e-3 + t_coll, rel=1e-9)
+    assert len(g.members) == 2  # one group task per collective: the second could not extend the first
