@@ -124,9 +124,10 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
             if dirty:
                 links, row = _gather(route_ptr, route_flat, act_task)
                 act_rate = share(row, links, len(act_task), capacity)
-                load = np.bincount(links, weights=act_rate[row], minlength=n_links) if len(links) else np.zeros(n_links)
-                np.maximum(link_peak, load, out=link_peak)
-                link_load.set(now, load)
+                used, inverse = np.unique(links, return_inverse=True)
+                load = np.bincount(inverse, weights=act_rate[row], minlength=len(used))
+                link_peak[used] = np.maximum(link_peak[used], load)
+                link_load.set_sparse(now, used, load)
                 state["recomputations"] += 1
                 dirty = False
             t_event = events[0][0] if events else np.inf

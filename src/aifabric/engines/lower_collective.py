@@ -195,13 +195,16 @@ def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fab
     """
     steps, srcs, dsts, chans, elems = transfers(sched)
     layout = Layout(fabric.gpus_per_server)
-    edges: dict[tuple[int, int, int], list[int]] = {}
-    for i in range(len(steps)):
-        e = edges.setdefault((int(srcs[i]), int(dsts[i]), int(chans[i])), [0, 0])
-        e[0] += int(elems[i])
-        e[1] += 1
+    n = int(max(srcs.max(), dsts.max())) + 1 if len(srcs) else 0
+    ch = int(chans.max()) + 1 if len(chans) else 1
+    key = (srcs.astype(np.int64) * n + dsts) * ch + chans
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    edge_elements = np.bincount(inverse, weights=elems, minlength=len(uniq))
+    edge_steps = np.bincount(inverse, minlength=len(uniq))
     finals: dict[int, list[int]] = {r: [] for r in op.group}
-    for (src, dst, channel), (elements, n_steps) in edges.items():
+    for k in np.argsort(first, kind="stable"):  # in order of first appearance
+        src, dst, channel = int(srcs[first[k]]), int(dsts[first[k]]), int(chans[first[k]])
+        elements, n_steps = int(round(edge_elements[k])), int(edge_steps[k])
         route = router.route(src, dst, channel)
         net = network_of(src, dst, layout)
         t = g.add(TRANSFER, src, dst, f"{op.key}/ring [{net}]", sorted(set(done[src] + done[dst])),

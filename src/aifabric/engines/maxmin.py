@@ -21,27 +21,27 @@ def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capaci
     rates = np.full(n_flows, np.inf)
     if n_flows == 0 or len(flow_of) == 0:
         return rates
-    n_links = len(capacity)
-    residual = capacity.astype(float).copy()
+    # work on the links in use only (a fabric of 8,192 GPUs has ~10^5 links, a moment uses a few thousand)
+    used_links, pl = np.unique(link_of, return_inverse=True)
+    n_used = len(used_links)
+    residual = capacity[used_links].astype(float)
     active = np.zeros(n_flows, dtype=bool)
     active[flow_of] = True
-    pair_active = np.ones(len(flow_of), dtype=bool)
-    while pair_active.any():
-        links_now = link_of[pair_active]
-        counts = np.bincount(links_now, minlength=n_links)
-        used = counts > 0
-        share = np.full(n_links, np.inf)
-        share[used] = residual[used] / counts[used]
+    pf = flow_of
+    while len(pf):
+        counts = np.bincount(pl, minlength=n_used)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(counts > 0, residual / counts, np.inf)
         level = share.min()
         saturated = share <= level * (1 + 1e-12)
-        freeze_pairs = pair_active & saturated[link_of]
-        frozen = np.unique(flow_of[freeze_pairs])
+        frozen = np.unique(pf[saturated[pl]])
         rates[frozen] = level
         active[frozen] = False
-        newly = pair_active & ~active[flow_of]
-        residual -= np.bincount(link_of[newly], minlength=n_links) * level
+        gone = ~active[pf]
+        residual -= np.bincount(pl[gone], minlength=n_used) * level
         np.maximum(residual, 0.0, out=residual)
-        pair_active &= active[flow_of]
+        keep = ~gone
+        pf, pl = pf[keep], pl[keep]
     return rates
 
 
