@@ -123,8 +123,8 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
                 dirty = True
             if dirty:
                 links, row = _gather(route_ptr, route_flat, act_task)
-                act_rate = share(row, links, len(act_task), capacity)
-                used, inverse = np.unique(links, return_inverse=True)
+                used, inverse = np.unique(links, return_inverse=True)  # the links in use, compacted
+                act_rate = share(row, inverse, len(act_task), capacity[used])
                 load = np.bincount(inverse, weights=act_rate[row], minlength=len(used))
                 link_peak[used] = np.maximum(link_peak[used], load)
                 link_load.set_sparse(now, used, load)

@@ -1,25 +1,43 @@
-"""Link load over time: piecewise-constant segments, recorded sparsely (only loaded links), binned on demand."""
+"""Link load over time: piecewise-constant segments, recorded sparsely (only loaded links), binned on demand.
+
+Small runs keep every segment exactly (one per rate recomputation). Past `max_entries` stored
+(link, rate) pairs, the record switches to a time grid: every segment so far and from then on is
+spread over bins of equal width (bytes per link and bin are exact; the rate inside a bin becomes its
+average), and the width doubles whenever the run outgrows `max_bins` bins. Memory stays bounded
+however long and large the run (8,192 GPUs: ~10^5 segments of ~5,000 links each would be GBs).
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
 
-@dataclass
+def _merge(links: list[np.ndarray], values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Sum values per link over several sparse (links, values) arrays."""
+    if len(links) == 1:
+        return links[0], values[0]
+    u, inv = np.unique(np.concatenate(links), return_inverse=True)
+    return u.astype(np.int32), np.bincount(inv, weights=np.concatenate(values), minlength=len(u))
+
+
 class LinkLoad:
     """Segments [t_start, t_end) during which `links` carried `rates_bytes_per_s`."""
 
-    t_start: list[float] = field(default_factory=list)
-    t_end: list[float] = field(default_factory=list)
-    links: list[np.ndarray] = field(default_factory=list)
-    rates_bytes_per_s: list[np.ndarray] = field(default_factory=list)
-    _open: bool = False
-    max_entries: int = 4_000_000  # (link, rate) pairs kept; beyond, neighbouring segments merge (~50 MB)
-    _entries: int = 0
-    coarsened: int = 0  # times the segments were halved
+    def __init__(self, max_entries: int = 8_000_000, max_bins: int = 2048):
+        self.max_entries = max_entries  # (link, rate) pairs kept exactly (~100 MB) before binning
+        self.max_bins = max_bins
+        self._start: list[float] = []
+        self._end: list[float] = []
+        self._links: list[np.ndarray] = []
+        self._rates: list[np.ndarray] = []
+        self._entries = 0
+        self._open: tuple[float, np.ndarray, np.ndarray] | None = None
+        self.bin_s: float | None = None  # set once binned
+        self._bins: dict[int, list[list[np.ndarray]]] = {}  # bin -> [[links...], [bytes...]]
+        self._dirty: set[int] = set()  # bins holding more than one array
+        self._t_last = 0.0
 
+    # -- recording --------------------------------------------------------------------------------
     def set(self, now: float, load: np.ndarray) -> None:
         """From `now` on, every link carries `load` (a dense vector over all links)."""
         nz = np.flatnonzero(load)
@@ -28,50 +46,111 @@ class LinkLoad:
     def set_sparse(self, now: float, links: np.ndarray, rates: np.ndarray) -> None:
         """From `now` on, `links` carry `rates` (bytes/s) and every other link nothing."""
         self.close(now)
-        if len(links) and self.t_start and self.t_start[-1] == now:  # replaced at the same instant
-            self.t_start.pop(), self.t_end.pop(), self.links.pop()
-            self._entries -= len(self.rates_bytes_per_s.pop())
         nz = rates > 0
         if nz.any():
-            self.t_start.append(now)
-            self.t_end.append(now)
-            self.links.append(links[nz].astype(np.int32))
-            self.rates_bytes_per_s.append(rates[nz].astype(np.float64))
-            self._entries += int(nz.sum())
-            self._open = True
-            if self._entries > self.max_entries:
-                self._coarsen()
-
-    def _coarsen(self) -> None:
-        """Halve the stored segments: each pair of neighbours becomes one segment with, per link, the
-        time-averaged rate (bytes per link are kept exactly). Bounds memory on long, large runs."""
-        keep_open = self._open
-        starts, ends, links, rates = self.t_start, self.t_end, self.links, self.rates_bytes_per_s
-        n = len(starts) - (1 if keep_open else 0)  # the open segment stays as it is
-        out_s, out_e, out_l, out_r = [], [], [], []
-        for k in range(0, n - 1, 2):
-            a, b = starts[k], ends[k + 1]
-            span = b - a
-            if span <= 0:
-                out_s.append(a), out_e.append(b), out_l.append(links[k + 1]), out_r.append(rates[k + 1])
-                continue
-            w0, w1 = (ends[k] - starts[k]) / span, (ends[k + 1] - starts[k + 1]) / span
-            both = np.concatenate((links[k], links[k + 1]))
-            u, inv = np.unique(both, return_inverse=True)
-            r = np.bincount(inv, weights=np.concatenate((rates[k] * w0, rates[k + 1] * w1)), minlength=len(u))
-            out_s.append(a), out_e.append(b), out_l.append(u.astype(np.int32)), out_r.append(r)
-        if n % 2:
-            out_s.append(starts[n - 1]), out_e.append(ends[n - 1]), out_l.append(links[n - 1]), out_r.append(rates[n - 1])
-        if keep_open:
-            out_s.append(starts[-1]), out_e.append(ends[-1]), out_l.append(links[-1]), out_r.append(rates[-1])
-        self.t_start, self.t_end, self.links, self.rates_bytes_per_s = out_s, out_e, out_l, out_r
-        self._entries = sum(len(x) for x in out_r)
-        self.coarsened += 1
+            self._open = (now, links[nz].astype(np.int32), rates[nz].astype(np.float64))
 
     def close(self, now: float) -> None:
-        if self._open:
-            self.t_end[-1] = now
-            self._open = False
+        if self._open is None:
+            return
+        a, links, rates = self._open
+        self._open = None
+        if now <= a:
+            return
+        self._t_last = max(self._t_last, now)
+        if self.bin_s is None:
+            self._start.append(a)
+            self._end.append(now)
+            self._links.append(links)
+            self._rates.append(rates)
+            self._entries += len(links)
+            if self._entries > self.max_entries:
+                self._to_bins(now)
+        else:
+            self._add_to_bins(a, now, links, rates)
+
+    def _to_bins(self, now: float) -> None:
+        width = 1e-9
+        while now / width > self.max_bins:
+            width *= 2
+        self.bin_s = width
+        segments = list(zip(self._start, self._end, self._links, self._rates))
+        self._start, self._end, self._links, self._rates, self._entries = [], [], [], [], 0
+        for a, b, links, rates in segments:
+            self._add_to_bins(a, b, links, rates)
+
+    def _add_to_bins(self, a: float, b: float, links: np.ndarray, rates: np.ndarray) -> None:
+        while b / self.bin_s > self.max_bins:
+            self._widen()
+        w = self.bin_s
+        first = int(a // w)
+        for k in [k for k in self._dirty if k < first]:  # bins time has left behind: one array each
+            self._consolidate(k)
+        for k in range(first, int(b // w) + 1):
+            overlap = min(b, (k + 1) * w) - max(a, k * w)
+            if overlap <= 0:
+                continue
+            acc = self._bins.setdefault(k, [[], []])
+            acc[0].append(links)
+            acc[1].append(rates * overlap)
+            self._dirty.add(k)
+            if len(acc[0]) >= 16:
+                self._consolidate(k)
+
+    def _consolidate(self, k: int) -> None:
+        acc = self._bins[k]
+        if len(acc[0]) > 1:
+            u, v = _merge(acc[0], acc[1])
+            acc[0], acc[1] = [u], [v]
+        self._dirty.discard(k)
+
+    def _widen(self) -> None:
+        """Double the bin width: neighbouring bins merge."""
+        merged: dict[int, list[list[np.ndarray]]] = {}
+        for k, (links, values) in self._bins.items():
+            acc = merged.setdefault(k // 2, [[], []])
+            acc[0] += links
+            acc[1] += values
+        self._bins = {}
+        self._dirty = set()
+        for k, (ls, vs) in merged.items():
+            u, v = _merge(ls, vs)
+            self._bins[k] = [[u], [v]]
+        self.bin_s *= 2
+
+    # -- reading ----------------------------------------------------------------------------------
+    def segments(self) -> tuple[list[float], list[float], list[np.ndarray], list[np.ndarray]]:
+        """(t_start, t_end, links, rates) of every recorded segment (bins once binned), in time order."""
+        if self.bin_s is None:
+            return self._start, self._end, self._links, self._rates
+        starts, ends, links, rates = [], [], [], []
+        w = self.bin_s
+        for k in sorted(self._bins):
+            ls, vs = _merge(*self._bins[k])
+            a, b = k * w, min((k + 1) * w, self._t_last)  # the last bin ends where the record ends
+            if b <= a:
+                continue
+            starts.append(a)
+            ends.append(b)
+            links.append(ls)
+            rates.append(vs / (b - a))
+        return starts, ends, links, rates
+
+    @property
+    def t_start(self) -> list[float]:
+        return self.segments()[0]
+
+    @property
+    def t_end(self) -> list[float]:
+        return self.segments()[1]
+
+    @property
+    def links(self) -> list[np.ndarray]:
+        return self.segments()[2]
+
+    @property
+    def rates_bytes_per_s(self) -> list[np.ndarray]:
+        return self.segments()[3]
 
     def binned(self, n_links: int, t_end: float, bins: int) -> tuple[np.ndarray, np.ndarray]:
         """Bytes each link carried in each of `bins` equal time bins over [0, t_end]: (edges, bytes[link, bin])."""
@@ -80,7 +159,7 @@ class LinkLoad:
         if t_end <= 0:
             return edges, out
         width = t_end / bins
-        for a, b, links, rates in zip(self.t_start, self.t_end, self.links, self.rates_bytes_per_s):
+        for a, b, links, rates in zip(*self.segments()):
             if b <= a:
                 continue
             first, last = int(a // width), min(int(b // width), bins - 1)

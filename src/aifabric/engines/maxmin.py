@@ -21,10 +21,12 @@ def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capaci
     rates = np.full(n_flows, np.inf)
     if n_flows == 0 or len(flow_of) == 0:
         return rates
-    # work on the links in use only (a fabric of 8,192 GPUs has ~10^5 links, a moment uses a few thousand)
-    used_links, pl = np.unique(link_of, return_inverse=True)
-    n_used = len(used_links)
-    residual = capacity[used_links].astype(float)
+    if len(capacity) > 4 * len(link_of):  # work on the links in use only (engines pass them compacted)
+        used_links, pl = np.unique(link_of, return_inverse=True)
+        residual = capacity[used_links].astype(float)
+    else:
+        pl, residual = link_of, capacity.astype(float)
+    n_used = len(residual)
     active = np.zeros(n_flows, dtype=bool)
     active[flow_of] = True
     pf = flow_of
@@ -34,7 +36,8 @@ def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capaci
             share = np.where(counts > 0, residual / counts, np.inf)
         level = share.min()
         saturated = share <= level * (1 + 1e-12)
-        frozen = np.unique(pf[saturated[pl]])
+        frozen = np.zeros(n_flows, dtype=bool)
+        frozen[pf[saturated[pl]]] = True
         rates[frozen] = level
         active[frozen] = False
         gone = ~active[pf]
