@@ -13,12 +13,12 @@ import resource
 import time
 
 from aifabric.engines import lower, run
-from aifabric.scenario import demo_scenario
+from aifabric.scenario import ch14_scenario
 from aifabric.simulate import build_fabric, build_workload
 
 
 def scenario(gpus: int):
-    base = demo_scenario()
+    base = ch14_scenario()
     servers = max(1, gpus // 8)
     data = base.model_dump()
     data["cluster"].update(servers=servers, gpus_per_server=min(8, gpus))

@@ -5,13 +5,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aifabric.scenario import demo_scenario_text
+from aifabric.scenario import ch14_scenario_text
 
 
 @pytest.fixture
-def demo_data() -> dict:
+def ch14_data() -> dict:
     """The embedded demo scenario as a plain mapping, to mutate in tests."""
-    return yaml.safe_load(demo_scenario_text())
+    return yaml.safe_load(ch14_scenario_text())
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ def validate(path, capsys):
     return code, out.out + out.err
 
 
-def test_valid_scenario_exits_0(demo_data, write_scenario, capsys):
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_valid_scenario_exits_0(ch14_data, write_scenario, capsys):
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 0, text
     assert "ok" in text and "8 GPUs" in text
 
@@ -48,83 +48,83 @@ def test_not_a_mapping(write_scenario, capsys, content):
     assert "must be a YAML mapping" in text
 
 
-def test_unknown_field_suggests_the_right_one(demo_data, write_scenario, capsys):
-    demo_data["cluster"]["gpus_per_srever"] = 4
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_unknown_field_suggests_the_right_one(ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["gpus_per_srever"] = 4
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "cluster.gpus_per_srever: unknown field; did you mean 'gpus_per_server'?" in text
 
 
-def test_wrong_type(demo_data, write_scenario, capsys):
-    demo_data["cluster"]["servers"] = "two"
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_wrong_type(ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["servers"] = "two"
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "cluster.servers: must be an integer (got 'two')" in text
 
 
-def test_out_of_range(demo_data, write_scenario, capsys):
-    demo_data["cluster"]["gpus_per_server"] = 0
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_out_of_range(ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["gpus_per_server"] = 0
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "cluster.gpus_per_server: must be >= 1 (got 0)" in text
 
 
-def test_list_item_path(demo_data, write_scenario, capsys):
-    demo_data["workload"]["model"]["layer_widths"] = [4096, "wide", 10]
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_list_item_path(ch14_data, write_scenario, capsys):
+    ch14_data["workload"]["model"]["layer_widths"] = [4096, "wide", 10]
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "workload.model.layer_widths[1]: must be an integer" in text
 
 
-def test_missing_required_field(demo_data, write_scenario, capsys):
-    del demo_data["cluster"]["servers"]
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_missing_required_field(ch14_data, write_scenario, capsys):
+    del ch14_data["cluster"]["servers"]
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "cluster.servers: required field is missing" in text
 
 
-def test_unknown_gpu_lists_the_catalog(demo_data, write_scenario, capsys):
-    demo_data["cluster"]["gpu"] = "Z9000"
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_unknown_gpu_lists_the_catalog(ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["gpu"] = "Z9000"
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "cluster.gpu: unknown GPU 'Z9000'; known: A100, H100" in text
 
 
-def test_bad_choice(demo_data, write_scenario, capsys):
-    demo_data["engine"] = "quantum"
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_bad_choice(ch14_data, write_scenario, capsys):
+    ch14_data["engine"] = "quantum"
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "engine: must be one of" in text and "'quantum'" in text
 
 
-def test_gpu_count_that_does_not_match(demo_data, write_scenario, capsys):
-    demo_data["workload"]["data_parallel"] = 6  # the cluster has 2 x 4 = 8 GPUs
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_gpu_count_that_does_not_match(ch14_data, write_scenario, capsys):
+    ch14_data["workload"]["data_parallel"] = 6  # the cluster has 2 x 4 = 8 GPUs
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "workload.data_parallel: must equal the cluster's GPU count 8" in text
 
 
-def test_batch_not_divisible(demo_data, write_scenario, capsys):
-    demo_data["workload"]["global_batch_size"] = 1001
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_batch_not_divisible(ch14_data, write_scenario, capsys):
+    ch14_data["workload"]["global_batch_size"] = 1001
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "workload.global_batch_size: must be divisible by the 8 data-parallel ranks" in text
 
 
-def test_ports_beyond_radix(demo_data, write_scenario, capsys):
-    demo_data["cluster"]["servers"] = 70
-    demo_data["workload"]["global_batch_size"] = 280 * 64
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_ports_beyond_radix(ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["servers"] = 70
+    ch14_data["workload"]["global_batch_size"] = 280 * 64
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "fabric.switch_radix:" in text and "needs 72 ports" in text
 
 
-def test_every_problem_is_listed(demo_data, write_scenario, capsys):
-    demo_data["cluster"]["gpus_per_server"] = 0
-    demo_data["cluster"]["servers"] = -3
-    demo_data["fabric"]["spines"] = "many"
-    demo_data["workload"]["compute_efficiency"] = 1.5
-    code, text = validate(write_scenario(demo_data), capsys)
+def test_every_problem_is_listed(ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["gpus_per_server"] = 0
+    ch14_data["cluster"]["servers"] = -3
+    ch14_data["fabric"]["spines"] = "many"
+    ch14_data["workload"]["compute_efficiency"] = 1.5
+    code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
     assert "4 problems" in text
     for path in ("cluster.gpus_per_server", "cluster.servers", "fabric.spines", "workload.compute_efficiency"):
@@ -132,9 +132,9 @@ def test_every_problem_is_listed(demo_data, write_scenario, capsys):
     assert "Traceback" not in text
 
 
-def test_real_command_exit_code_and_no_traceback(demo_data, write_scenario):
-    demo_data["cluster"]["gpus_per_server"] = 0
-    path = write_scenario(demo_data)
+def test_real_command_exit_code_and_no_traceback(ch14_data, write_scenario):
+    ch14_data["cluster"]["gpus_per_server"] = 0
+    path = write_scenario(ch14_data)
     proc = subprocess.run([sys.executable, "-m", "aifabric", "validate", str(path)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "cluster.gpus_per_server: must be >= 1" in proc.stderr

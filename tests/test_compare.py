@@ -8,8 +8,8 @@ from aifabric.cli import run_app
 from aifabric.cli.app import app
 
 
-def test_slower_nic_gives_a_slower_iteration(demo_data, write_scenario, tmp_path, capsys):
-    base = write_scenario(demo_data)
+def test_slower_nic_gives_a_slower_iteration(ch14_data, write_scenario, tmp_path, capsys):
+    base = write_scenario(ch14_data)
     out = tmp_path / "cmp"
     assert run_app(app, ["compare", str(base), "--vary", "cluster.nic_speed_gbps=200,400", "--out", str(out)]) == 0
     rows = json.loads((out / "compare.json").read_text())["variants"]
@@ -22,18 +22,18 @@ def test_slower_nic_gives_a_slower_iteration(demo_data, write_scenario, tmp_path
     assert "iteration_time_s" in capsys.readouterr().out
 
 
-def test_two_files(demo_data, write_scenario, tmp_path):
-    a = write_scenario(demo_data, "a.yaml")
-    demo_data["workload"]["precision"] = "fp32"
-    b = write_scenario(demo_data, "b.yaml")
+def test_two_files(ch14_data, write_scenario, tmp_path):
+    a = write_scenario(ch14_data, "a.yaml")
+    ch14_data["workload"]["precision"] = "fp32"
+    b = write_scenario(ch14_data, "b.yaml")
     out = tmp_path / "cmp"
     assert run_app(app, ["compare", str(a), str(b), "--out", str(out)]) == 0
     ra, rb = json.loads((out / "compare.json").read_text())["variants"]
     assert rb["network_bytes"] == 2 * ra["network_bytes"]  # fp32 gradients are twice the bf16 bytes
 
 
-def test_bad_requests(demo_data, write_scenario, capsys):
-    a = write_scenario(demo_data)
+def test_bad_requests(ch14_data, write_scenario, capsys):
+    a = write_scenario(ch14_data)
     assert run_app(app, ["compare", str(a)]) == 2
     assert run_app(app, ["compare", str(a), "--vary", "fabric.nope=1"]) == 2
     assert run_app(app, ["compare", str(a), "--vary", "cluster.servers=0"]) == 2

@@ -1,4 +1,8 @@
-"""`aifabric demo` end to end: summary on the terminal, a valid summary.json, numbers that hold up."""
+"""`aifabric demo` end to end: summary on the terminal, a valid summary.json, numbers that hold up.
+
+The default is the showcase (GPT-style 3D parallelism on 4 servers x 8 H100); `--scenario ch14` is the
+seeds' Chapter 14 cluster (data-parallel feed-forward on 2 servers x 4 GPUs), whose ring AllReduce is
+checked against the alpha-beta bound."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import pytest
 
 from aifabric.cli import run_app
 from aifabric.cli.app import app
-from aifabric.scenario import demo_scenario
+from aifabric.scenario import ch14_scenario
 from aifabric.simulate import simulate
 
 REQUIRED = {
@@ -18,17 +22,49 @@ REQUIRED = {
 }
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("demo")
+def _run_demo(out: Path, *args: str) -> str:
     import contextlib
     import io
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = run_app(app, ["demo", "--out", str(out)])
+        code = run_app(app, ["demo", "--out", str(out), *args])
     assert code == 0
-    return out, buf.getvalue()
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> tuple[Path, str]:
+    """The seeds' Ch. 14 cluster (the skeleton's demo)."""
+    out = tmp_path_factory.mktemp("demo")
+    return out, _run_demo(out, "--scenario", "ch14")
+
+
+@pytest.fixture(scope="module")
+def showcase(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("showcase")
+    return out, _run_demo(out)
+
+
+def test_default_demo_is_gpt_3d_parallel_on_32_h100(showcase):
+    out, text = showcase
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["world_size"] == 32
+    plan = summary["scenario"]["workload"]["parallelism"]
+    assert (plan["tp"], plan["pp"], plan["dp"]) == (8, 2, 2)
+    dims = summary["flows"]["by_dimension"]
+    assert dims["tp"]["scale_up_bytes"] > 0 and dims["tp"]["scale_out_bytes"] == 0  # TP stays on NVLink
+    assert dims["pp"]["scale_out_bytes"] > 0 and dims["dp"]["scale_out_bytes"] > 0  # PP and DP cross the rails
+    assert 0.1 < summary["mfu"] < 0.8
+    assert summary["compute_time_s"] < summary["iteration_time_s"]
+    assert any(c["algorithm"] == "folded" and c["count"] > 1000 for c in summary["collectives"])
+    # ends with the path of the report it wrote
+    assert text.rstrip().splitlines()[-1].endswith("report.html") and (out / "report.html").exists()
+
+
+def test_demo_scenarios_by_name(tmp_path, capsys):
+    assert run_app(app, ["demo", "--scenario", "nope", "--out", str(tmp_path)]) == 2
+    assert "--scenario: must be one of demo, ch14" in capsys.readouterr().err
 
 
 def test_demo_prints_the_summary_and_writes_summary_json(demo_run):
@@ -74,15 +110,15 @@ def test_scenario_copy_validates(demo_run):
 
 
 def test_same_input_same_output():
-    a = simulate(demo_scenario()).results
-    b = simulate(demo_scenario()).results
+    a = simulate(ch14_scenario()).results
+    b = simulate(ch14_scenario()).results
     assert a.iteration_time_s == b.iteration_time_s
     assert [link.bytes for link in a.links] == [link.bytes for link in b.links]
 
 
 def test_flow_and_analytic_engines_agree_without_contention():
-    flow = simulate(demo_scenario(), "flow").results
-    analytic = simulate(demo_scenario(), "analytic").results
+    flow = simulate(ch14_scenario(), "flow").results
+    analytic = simulate(ch14_scenario(), "analytic").results
     assert analytic.iteration_time_s == pytest.approx(flow.iteration_time_s, rel=0.02)
 
 

@@ -44,9 +44,9 @@ def test_llm_defaults_fold_and_merge_and_data_parallel_defaults_do_not():
     assert _scenario("analytic", "merged").lowering_options() == {"fold_scale_up": True, "merge_ring_steps": True}
     s = Scenario.model_validate(LLM)
     assert s.fidelity == FidelitySpec() and s.lowering_options() == {"fold_scale_up": True, "merge_ring_steps": True}
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
 
-    assert demo_scenario().lowering_options() == {"fold_scale_up": False, "merge_ring_steps": False}
+    assert ch14_scenario().lowering_options() == {"fold_scale_up": False, "merge_ring_steps": False}
 
 
 def test_every_fidelity_gives_the_same_iteration_within_2_percent(runs):
@@ -94,9 +94,9 @@ def test_folded_collectives_are_reported_per_kind_with_their_count(runs):
 
 def test_ring_edges_carry_the_steps_bytes_and_latency():
     """One transfer per ring edge with all its steps: on its own it takes the ring's alpha-beta time."""
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
 
-    s = demo_scenario()
+    s = ch14_scenario()
     fabric, router = build_fabric(s)
     w = build_workload(s)
     each = lower(w, fabric, router)
@@ -113,9 +113,9 @@ def test_ring_edges_carry_the_steps_bytes_and_latency():
 
 def test_merged_tasks_are_exact_for_data_parallel_computes():
     """Merging consecutive compute ops keeps every bucket's start: the iteration is unchanged."""
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
 
-    s = demo_scenario()
+    s = ch14_scenario()
     fabric, router = build_fabric(s)
     w = build_workload(s)
     plain = run(lower(w, fabric, router), fabric, "flow").makespan_s

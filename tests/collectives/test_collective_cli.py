@@ -85,10 +85,10 @@ def test_bootstrap_command_prints_figure_14_2(capsys):
 
 
 def test_bench_on_a_scenarios_fabric(capsys, tmp_path):
-    from aifabric.scenario import demo_scenario_text
+    from aifabric.scenario import ch14_scenario_text
 
     path = tmp_path / "s.yaml"
-    path.write_text(demo_scenario_text())
+    path.write_text(ch14_scenario_text())
     assert run_app(app, ["collective", "bench", "--ranks", "8", "-b", "64K", "-e", "64K", "--scenario", str(path),
                          "--engine", "analytic"]) == 0
     assert "fabric of" in capsys.readouterr().out

@@ -12,16 +12,16 @@ from aifabric.collectives import ALGORITHMS
 from aifabric.engines import lower, run
 from aifabric.engines.lower_collective import CollectiveCall, plan
 from aifabric.fabric.graph import TIER_SPINE
-from aifabric.scenario import demo_scenario
+from aifabric.scenario import ch14_scenario
 from aifabric.simulate import build_fabric
 from aifabric.workload.ops import Collective, Workload
 
 
 def fabric_of(servers: int, gpus: int, nic_gbps: float = 400):
-    data = demo_scenario().model_dump()
+    data = ch14_scenario().model_dump()
     data["cluster"].update(servers=servers, gpus_per_server=gpus, nic_speed_gbps=nic_gbps)
     data["fabric"].update(spines=gpus, link_speed_gbps=nic_gbps)
-    return build_fabric(type(demo_scenario()).model_validate(data))
+    return build_fabric(type(ch14_scenario()).model_validate(data))
 
 
 def one(op, n=None):

@@ -79,9 +79,9 @@ def test_custom_topology_problems():
     assert paths_of(problems) == {"fabric.custom.switches[0].radix"}
 
 
-def test_validate_reports_fabric_problems_with_exit_2(demo_data, write_scenario, capsys):
-    demo_data["fabric"].update(rails_per_switch=3)
-    code = run_app(app, ["validate", str(write_scenario(demo_data))])
+def test_validate_reports_fabric_problems_with_exit_2(ch14_data, write_scenario, capsys):
+    ch14_data["fabric"].update(rails_per_switch=3)
+    code = run_app(app, ["validate", str(write_scenario(ch14_data))])
     assert code == 2
     assert "fabric.rails_per_switch" in capsys.readouterr().err
 
@@ -178,11 +178,11 @@ def test_custom_islands_that_cannot_reach_each_other():
 
 def test_the_html_report_embeds_the_topology():
     from aifabric.report.html import topology_svg
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
     from aifabric.simulate import build_fabric
 
     class _Run:  # topology_svg reads only run.fabric
-        fabric = build_fabric(demo_scenario())[0]
+        fabric = build_fabric(ch14_scenario())[0]
 
     svg = topology_svg(_Run())
     assert svg.startswith("<svg") and "Spine-2" in svg and "Rail-4" in svg

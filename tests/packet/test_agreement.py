@@ -38,10 +38,10 @@ def test_no_contention_flow_completion_times_agree_within_5_percent(size):
 
 
 def test_demo_iteration_runs_on_the_packet_engine():
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
     from aifabric.simulate import simulate
 
-    base = demo_scenario()
+    base = ch14_scenario()
     data = base.model_dump()
     data["workload"]["model"]["layer_widths"] = [512, 1024, 512]  # ~1 M parameters: a fast test
     s = type(base).model_validate(data)

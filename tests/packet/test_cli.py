@@ -54,9 +54,9 @@ def test_packet_trace_events_for_perfetto():
 def test_packet_runs_a_scenario_file(tmp_path, capsys):
     import yaml
 
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
 
-    data = demo_scenario().model_dump(mode="json", exclude_none=True)
+    data = ch14_scenario().model_dump(mode="json", exclude_none=True)
     data["workload"]["model"]["layer_widths"] = [256, 512, 256]
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -68,10 +68,10 @@ def test_packet_runs_a_scenario_file(tmp_path, capsys):
     assert run_app(app, ["packet", str(tmp_path / "missing.yaml")]) == 2
 
 
-def test_simulate_engine_packet_reports_the_fabric(demo_data, write_scenario, tmp_path):
+def test_simulate_engine_packet_reports_the_fabric(ch14_data, write_scenario, tmp_path):
     """`aifabric simulate --engine packet`: the run's report carries the packet engine's statistics."""
-    demo_data["workload"]["model"]["layer_widths"] = [512, 1024, 512]  # ~1 M parameters: a fast test
-    path = write_scenario(demo_data)
+    ch14_data["workload"]["model"]["layer_widths"] = [512, 1024, 512]  # ~1 M parameters: a fast test
+    path = write_scenario(ch14_data)
     out = tmp_path / "out"
     res = runner.invoke(app, ["simulate", str(path), "--engine", "packet", "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -92,10 +92,10 @@ def test_simulate_engine_packet_reports_the_fabric(demo_data, write_scenario, tm
     assert json.loads((tmp_path / "flow" / "summary.json").read_text())["packet"] is None
 
 
-def test_scenario_engine_packet_validates_and_bad_engine_names_the_field(demo_data, write_scenario, capsys):
-    demo_data["engine"] = "packet"
-    assert run_app(app, ["validate", str(write_scenario(demo_data))]) == 0
-    demo_data["engine"] = "ns3"
-    assert run_app(app, ["validate", str(write_scenario(demo_data))]) == 2
+def test_scenario_engine_packet_validates_and_bad_engine_names_the_field(ch14_data, write_scenario, capsys):
+    ch14_data["engine"] = "packet"
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 0
+    ch14_data["engine"] = "ns3"
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 2
     out = capsys.readouterr()
     assert "engine" in out.out + out.err and "packet" in out.out + out.err

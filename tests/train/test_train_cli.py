@@ -36,8 +36,8 @@ def test_train_writes_trace_report_and_the_single_process_weights(train_dir, tra
     assert summary["losses"] == pytest.approx(ref.losses, abs=1e-5)
 
 
-def test_replay_on_the_demo_fabric(train_dir, demo_data, write_scenario, tmp_path, capsys):
-    scen = write_scenario(demo_data)
+def test_replay_on_the_demo_fabric(train_dir, ch14_data, write_scenario, tmp_path, capsys):
+    scen = write_scenario(ch14_data)
     out = tmp_path / "replay"
     assert run_app(app, ["replay", str(train_dir / "trace.jsonl"), "--scenario", str(scen), "--out", str(out),
                          "--compute", "zero"]) == 0
@@ -50,9 +50,9 @@ def test_replay_on_the_demo_fabric(train_dir, demo_data, write_scenario, tmp_pat
     capsys.readouterr()
 
 
-def test_replay_refuses_a_trace_larger_than_the_cluster(train_dir, demo_data, write_scenario, capsys):
-    demo_data["cluster"]["servers"] = 1
-    code = run_app(app, ["replay", str(train_dir), "--scenario", str(write_scenario(demo_data))])
+def test_replay_refuses_a_trace_larger_than_the_cluster(train_dir, ch14_data, write_scenario, capsys):
+    ch14_data["cluster"]["servers"] = 1
+    code = run_app(app, ["replay", str(train_dir), "--scenario", str(write_scenario(ch14_data))])
     assert code == 2 and "cluster" in capsys.readouterr().err
 
 

@@ -57,18 +57,18 @@ def test_3d_trace_is_complete_and_consistent(trained):
     assert ops == {"broadcast", "all-gather", "all-reduce", "send", "recv"}
 
 
-def _dp_scenario(demo_data, world, steps):
-    d = dict(demo_data)
+def _dp_scenario(ch14_data, world, steps):
+    d = dict(ch14_data)
     d["cluster"] = {**d["cluster"], "servers": 1, "gpus_per_server": world}
     d["workload"] = {**d["workload"], "model": {"kind": "feed-forward", "layer_widths": [64, 128, 10]},
                      "global_batch_size": 32, "precision": "fp32", "iterations": steps}
     return parse_scenario(d)
 
 
-def test_data_parallel_fnn_trace_equals_the_workload_model(trained, demo_data):
+def test_data_parallel_fnn_trace_equals_the_workload_model(trained, ch14_data):
     steps = 2
     par, _ = trained("fnn", steps=steps, dp=2)
-    predicted = build_workload(_dp_scenario(demo_data, 2, steps))
+    predicted = build_workload(_dp_scenario(ch14_data, 2, steps))
     t = read_trace(par.trace_path)
     for r in range(2):
         want = [(op.op, op.group, op.size_bytes) for op in predicted.ranks[r] if isinstance(op, Collective)]

@@ -46,8 +46,8 @@ def test_pipeline_bad_input_exits_2(capsys):
     assert code == 2 and "--stages" in text
 
 
-def test_workload_command_on_the_demo(capsys, demo_data, write_scenario):
-    code, text = run(["workload", str(write_scenario(demo_data))], capsys)
+def test_workload_command_on_the_demo(capsys, ch14_data, write_scenario):
+    code, text = run(["workload", str(write_scenario(ch14_data))], capsys)
     assert code == 0
     assert "data parallel" in text and "scale-out" in text
 

@@ -4,14 +4,14 @@ import pytest
 
 from aifabric.engines import lower, run
 from aifabric.engines.taskgraph import COMPUTE, TRANSFER
-from aifabric.scenario import demo_scenario
+from aifabric.scenario import ch14_scenario
 from aifabric.simulate import build_fabric
 from aifabric.workload.ops import Collective, Compute, Recv, Send, Wait, Workload
 
 
 @pytest.fixture(scope="module")
 def fabric_router():
-    return build_fabric(demo_scenario())  # 2 servers x 4 H100, rail-optimized
+    return build_fabric(ch14_scenario())  # 2 servers x 4 H100, rail-optimized
 
 
 def _workload(ranks):

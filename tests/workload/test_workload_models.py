@@ -78,13 +78,13 @@ def test_unknown_model_names_the_field():
 
 
 def test_seed_models_train_data_parallel():
-    from aifabric.scenario import demo_scenario
+    from aifabric.scenario import ch14_scenario
     from aifabric.simulate import build_workload
 
-    base = demo_scenario().model_dump()
+    base = ch14_scenario().model_dump()
     for name in ("mnist-784-128-10", "ch4-cnn", "ch6-lstm"):
         base["workload"]["model"] = {"name": name}
-        w = build_workload(type(demo_scenario()).model_validate(base))
+        w = build_workload(type(ch14_scenario()).model_validate(base))
         assert w.params == MODELS[name].params
         assert w.ranks[0][-1].size_bytes == MODELS[name].params * 2  # bf16 gradients in the AllReduce
 

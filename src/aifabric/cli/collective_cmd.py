@@ -210,7 +210,7 @@ def _sizes(lo: int, hi: int, factor: int) -> list[int]:
 
 def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_path: str | None):
     """The fabric of a scenario file, or a rail-optimized one with one spine per rail and links at NIC speed."""
-    from ..scenario import demo_scenario, load_scenario
+    from ..scenario import ch14_scenario, load_scenario
     from ..simulate import build_fabric
 
     if scenario_path:
@@ -218,11 +218,11 @@ def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_pa
         if ranks > fabric.world_size:
             raise InputError(Problem("--ranks", f"the scenario's fabric has {fabric.world_size} GPUs (got {ranks})"))
         return fabric, router
-    base = demo_scenario().model_dump()
+    base = ch14_scenario().model_dump()
     servers = math.ceil(ranks / gpus_per_server)
     base["cluster"].update(servers=servers, gpus_per_server=gpus_per_server, nic_speed_gbps=nic_gbps)
     base["fabric"].update(spines=gpus_per_server, link_speed_gbps=nic_gbps, switch_radix=max(64, 2 * servers + 8))
-    return build_fabric(type(demo_scenario()).model_validate(base))
+    return build_fabric(type(ch14_scenario()).model_validate(base))
 
 
 def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, router, sizes: list[int],

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..report import build_html, build_summary, build_trace, new_run_dir, print_summary, write_atomic, write_json, write_tables
-from ..scenario import demo_scenario, demo_scenario_text, load_scenario
+from ..scenario import embedded_scenario, embedded_scenario_text, load_scenario
 from ..scenario.schema import Scenario
 from ..simulate import simulate
 from .app import app
@@ -78,12 +78,16 @@ def write_report(run, out_dir: Path, scenario_text: str | None) -> None:
 def demo(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
+    name: str = typer.Option("demo", "--scenario", "-s",
+                             help="embedded scenario: demo (GPT 3D parallelism, 4 x 8 H100) | ch14 (the seeds' "
+                                  "Ch. 14 data-parallel cluster, 2 x 4 GPUs)"),
 ) -> int:
-    """Run the embedded default scenario end to end and write its report (no arguments, no network)."""
-    scenario = demo_scenario()
+    """Run an embedded scenario end to end and write its report (no arguments, no network)."""
+    text = embedded_scenario_text(name)
+    scenario = embedded_scenario(name)
     if engine:
         scenario = scenario.model_copy(update={"engine": _engine(engine)})
-    return run_and_report(scenario, out, engine, demo_scenario_text())
+    return run_and_report(scenario, out, engine, text)
 
 
 @app.command()

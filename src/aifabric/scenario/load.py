@@ -15,7 +15,11 @@ from ..errors import InputError, Problem
 from .checks import check_scenario
 from .schema import Scenario
 
-DEMO_SCENARIO = "demo.yaml"
+# scenarios shipped with the package (aifabric/scenarios/), by the name `aifabric demo --scenario` takes
+EMBEDDED = {
+    "demo": "demo.yaml",  # the default: GPT-style 3D parallelism on 4 servers x 8 H100
+    "ch14": "ch14.yaml",  # the seeds' Ch. 14 shape: data-parallel feed-forward on 2 servers x 4 GPUs
+}
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -135,9 +139,29 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(read_yaml(text, str(path)), str(path))
 
 
+def embedded_scenario_text(name: str = "demo") -> str:
+    if name not in EMBEDDED:
+        raise InputError(f"--scenario: must be one of {', '.join(EMBEDDED)} (got {name!r})", "--scenario")
+    return resources.files("aifabric.scenarios").joinpath(EMBEDDED[name]).read_text(encoding="utf-8")
+
+
+def embedded_scenario(name: str = "demo") -> Scenario:
+    return parse_scenario(read_yaml(embedded_scenario_text(name), f"<embedded {name}>"), f"<embedded {name}>")
+
+
 def demo_scenario_text() -> str:
-    return resources.files("aifabric.scenarios").joinpath(DEMO_SCENARIO).read_text(encoding="utf-8")
+    """The default of `aifabric demo`."""
+    return embedded_scenario_text("demo")
 
 
 def demo_scenario() -> Scenario:
-    return parse_scenario(read_yaml(demo_scenario_text(), "<embedded demo>"), "<embedded demo>")
+    return embedded_scenario("demo")
+
+
+def ch14_scenario_text() -> str:
+    """The seeds' Ch. 14 cluster: data-parallel feed-forward on 2 servers x 4 GPUs (the skeleton's demo)."""
+    return embedded_scenario_text("ch14")
+
+
+def ch14_scenario() -> Scenario:
+    return embedded_scenario("ch14")
