@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from aifabric.cli import run_app
 from aifabric.cli.app import app
 
@@ -39,3 +41,23 @@ def test_bad_requests(ch14_data, write_scenario, capsys):
     assert run_app(app, ["compare", str(a), "--vary", "cluster.servers=0"]) == 2
     err = capsys.readouterr().err
     assert "two or more scenarios" in err and "no such field" in err and "cluster.servers: must be >= 1" in err
+
+
+def test_vary_load_balancing_spreads_spine_load(ch14_data, write_scenario, tmp_path):
+    """ECMP vs spraying on a fabric whose rings cross spines: the same bytes, spread over every spine
+    uplink under spraying (max spine utilization falls); a field derived at validation (spines from the
+    oversubscription ratio) is derived again for each variant."""
+    from aifabric.compare import variants
+    from aifabric.simulate import simulate
+
+    ch14_data["cluster"].update(servers=8, gpus_per_server=8)
+    ch14_data["fabric"].pop("spines")
+    ch14_data["fabric"].update(servers_per_segment=2, leaf_oversubscription=1)
+    path = write_scenario(ch14_data)
+    vs = variants([path], "fabric.load_balancing=ecmp,spray")
+    runs = [simulate(v.scenario).results for v in vs]
+    spine = [[link for link in r.links if link.tier == "spine"] for r in runs]
+    assert sum(link.bytes for link in spine[0]) == pytest.approx(sum(link.bytes for link in spine[1]))
+    used = [sum(1 for link in s if link.bytes > 0) for s in spine]
+    assert used[1] > used[0] and used[1] == len(spine[1])  # spraying loads every spine link
+    assert max(link.utilization for link in spine[1]) < max(link.utilization for link in spine[0])

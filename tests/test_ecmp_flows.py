@@ -114,3 +114,37 @@ def test_intra_server_traffic_uses_nvlink_only():
     assert route.scale_up
     assert [fabric.links[li].tier for li in route.links] == ["nvlink", "nvlink"]
     np.testing.assert_allclose(fabric.links[route.links[0]].capacity_bytes_per_s, 450e9)  # 900 GB/s / 2
+
+
+def test_spraying_splits_colliding_flows_over_both_spines():
+    """The flow engine's spraying (fluid per-packet spray): the two flows ECMP put on one uplink now
+    spread over both spines, each at the full NIC rate; every link's bytes are the split shares."""
+    from aifabric.engines.tasks import spread_over_paths
+
+    same, _ = _find_seeds()
+    fabric, a, b = _cross_rail_pair(same)
+    router = Router(fabric, hash_seed=same, seed=1)
+    g = TaskGraph()
+    for src, dst, route in ((0, 3, a), (2, 1, b)):
+        g.add(TRANSFER, src, dst, "flow", [], size_bytes=SIZE_BYTES, route=route.links, latency_s=route.latency_s)
+    spread_over_paths(g, fabric, router)
+    assert g.route_weight and all(len(g.route[t]) > len(r.links) for t, r in ((0, a), (1, b)))
+    tl = run(g, fabric, "flow")
+    full = SIZE_BYTES / LINK_BYTES_PER_S
+    assert tl.end_s[0] - a.latency_s == pytest.approx(full, rel=1e-6)
+    assert tl.end_s[1] - b.latency_s == pytest.approx(full, rel=1e-6)
+    spine_up = [li for li, link in enumerate(fabric.links) if link.tier == "spine" and link.src.startswith("rail")]
+    loaded = [tl.link_bytes[li] for li in spine_up if tl.link_bytes[li] > 0]
+    assert len(loaded) == 2 and loaded == pytest.approx([SIZE_BYTES, SIZE_BYTES])  # half of each flow per spine
+    analytic = run(g, fabric, "analytic")
+    assert analytic.end_s[0] - a.latency_s == pytest.approx(full, rel=1e-6)
+
+
+def test_weighted_max_min_matches_a_hand_computed_split():
+    """A flow with half its rate on each of two links next to a full-path flow on one of them."""
+    from aifabric.engines.maxmin import max_min_pairs
+
+    cap = np.array([10.0, 10.0])
+    rates = max_min_pairs(np.array([0, 0, 1]), np.array([0, 1, 0]), 2, cap, np.array([0.5, 0.5, 1.0]))
+    # link 0: 0.5 r0 + r1 <= 10 with r0 = r1 at the first level -> 6.67 each; link 1 has room left
+    assert rates == pytest.approx([20 / 3, 20 / 3])

@@ -37,15 +37,18 @@ def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
 
 def varied(base: Scenario, path: tuple[str, ...], values: list, source: str) -> list[Variant]:
     out = []
+    node = base.model_dump(mode="json")
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            raise InputError(Problem("--vary", f"{'.'.join(path)}: no such field in the scenario"))
+        node = node[key]
     for v in values:
-        data = base.model_dump(mode="json")
+        # what the file gave, not what validation derived from it (derived fields, e.g. spines from an
+        # oversubscription ratio, are derived again for the new value)
+        data = base.model_dump(mode="json", exclude_unset=True)
         node = data
         for key in path[:-1]:
-            if not isinstance(node, dict) or key not in node:
-                raise InputError(Problem("--vary", f"{'.'.join(path)}: no such field in the scenario"))
-            node = node[key]
-        if not isinstance(node, dict) or path[-1] not in node:
-            raise InputError(Problem("--vary", f"{'.'.join(path)}: no such field in the scenario"))
+            node = node.setdefault(key, {})
         node[path[-1]] = v
         label = f"{'.'.join(path)}={v}"
         out.append(Variant(label, parse_scenario(data, f"{source} with {label}")))

@@ -66,7 +66,8 @@ def simulate(s: Scenario, engine: str | None = None,
         return packet_run
     fabric, router = build_fabric(s)
     workload = workload or build_workload(s)
-    graph = lower(workload, fabric, router, **s.lowering_options())
+    graph = lower(workload, fabric, router, **s.lowering_options(),
+                  spread_paths=s.fabric.load_balancing != "ecmp")
     try:
         timeline = run(graph, fabric, engine, progress)
         complete = True

@@ -57,13 +57,14 @@ def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
     return ptr, flat
 
 
-def _gather(ptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenated values of `rows`, and for each value the position of its row in `rows`."""
+def _gather(ptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenated values of `rows`, for each value the position of its row in `rows`, and its index in `flat`."""
     lengths = ptr[rows + 1] - ptr[rows]
     total = int(lengths.sum())
     row_of = np.repeat(np.arange(len(rows)), lengths)
     offsets = np.repeat(ptr[rows] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return flat[offsets + np.arange(total)], row_of
+    at = offsets + np.arange(total)
+    return flat[at], row_of, at
 
 
 def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
@@ -77,6 +78,11 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     size = np.asarray(graph.size_bytes, dtype=float)
     latency = graph.latency_s
     route_ptr, route_flat = _csr(graph.route, n)
+    # share of a transfer's rate on each of its links: 1 on a path; less where a sprayed transfer splits
+    weight_flat = np.ones(len(route_flat))
+    for t, w in graph.route_weight.items():
+        weight_flat[route_ptr[t]:route_ptr[t + 1]] = w
+    weighted = bool(graph.route_weight)
     # plain lists: the per-completion bookkeeping is scalar work, where lists beat numpy
     waiting = [len(d) for d in graph.deps]
     dependents: list[list[int]] = [[] for _ in range(n)]
@@ -116,16 +122,18 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
             if started:
                 new = np.array(started, dtype=np.int64)
                 started.clear()
-                links, row = _gather(route_ptr, route_flat, new)
-                np.add.at(link_bytes, links, size[new][row])
+                links, row, at = _gather(route_ptr, route_flat, new)
+                np.add.at(link_bytes, links, size[new][row] * weight_flat[at])
                 act_task = np.concatenate((act_task, new))
                 act_rem = np.concatenate((act_rem, size[new]))
                 dirty = True
             if dirty:
-                links, row = _gather(route_ptr, route_flat, act_task)
+                links, row, at = _gather(route_ptr, route_flat, act_task)
                 used, inverse = np.unique(links, return_inverse=True)  # the links in use, compacted
-                act_rate = share(row, inverse, len(act_task), capacity[used])
-                load = np.bincount(inverse, weights=act_rate[row], minlength=len(used))
+                w = weight_flat[at] if weighted else None
+                act_rate = share(row, inverse, len(act_task), capacity[used], w)
+                load = np.bincount(inverse, weights=act_rate[row] if w is None else act_rate[row] * w,
+                                   minlength=len(used))
                 link_peak[used] = np.maximum(link_peak[used], load)
                 link_load.set_sparse(now, used, load)
                 state["recomputations"] += 1

@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 
-def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rates for `n_flows` flows; pair k says flow `flow_of[k]` crosses link `link_of[k]`.
+def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray,
+                  weight: np.ndarray | None = None) -> np.ndarray:
+    """Max-min fair rates for `n_flows` flows; pair k says flow `flow_of[k]` crosses link `link_of[k]`,
+    putting `weight[k]` of its rate there (1 on a path; a sprayed flow splits over equal-cost links).
 
     Flows that cross no link get an infinite rate (the network does not limit them).
     """
@@ -30,8 +32,9 @@ def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capaci
     active = np.zeros(n_flows, dtype=bool)
     active[flow_of] = True
     pf = flow_of
+    pw = weight
     while len(pf):
-        counts = np.bincount(pl, minlength=n_used)
+        counts = np.bincount(pl, weights=pw, minlength=n_used)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(counts > 0, residual / counts, np.inf)
         level = share.min()
@@ -41,18 +44,22 @@ def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capaci
         rates[frozen] = level
         active[frozen] = False
         gone = ~active[pf]
-        residual -= np.bincount(pl[gone], minlength=n_used) * level
+        residual -= np.bincount(pl[gone], weights=None if pw is None else pw[gone], minlength=n_used) * level
         np.maximum(residual, 0.0, out=residual)
         keep = ~gone
         pf, pl = pf[keep], pl[keep]
+        if pw is not None:
+            pw = pw[keep]
     return rates
 
 
-def bottleneck_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray) -> np.ndarray:
-    """No sharing: every flow gets its slowest link's full capacity (the analytic engine's model)."""
+def bottleneck_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray,
+                     weight: np.ndarray | None = None) -> np.ndarray:
+    """No sharing: every flow gets its slowest link's full capacity (the analytic engine's model); a
+    flow with a share w of its rate on a link may go at capacity / w there."""
     rates = np.full(n_flows, np.inf)
     if len(flow_of):
-        np.minimum.at(rates, flow_of, capacity[link_of])
+        np.minimum.at(rates, flow_of, capacity[link_of] if weight is None else capacity[link_of] / weight)
     return rates
 
 

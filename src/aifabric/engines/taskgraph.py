@@ -39,6 +39,9 @@ class TaskGraph:
     members: dict[int, tuple[int, ...]] = field(default_factory=dict)  # task -> its ranks (absent: (rank,))
     comm_s: dict[int, float] = field(default_factory=dict)  # task -> seconds of folded collectives inside it
     ops: dict[int, int] = field(default_factory=dict)  # task -> workload ops merged into it (absent: 1)
+    # sprayed transfers (load balancing other than ECMP on the flow/analytic engines): the route holds every
+    # link of every equal-cost path, and this the share of the transfer's rate on each (absent: 1 each)
+    route_weight: dict[int, tuple[float, ...]] = field(default_factory=dict)
     folded: dict[tuple[str, str, int, int], list] = field(default_factory=dict)
     # (op, dim, group size, bytes) -> [count, time_s of one, label, payload bytes of one]: the collectives
     # folded into their GPUs' time (engines/fold.py)

@@ -10,7 +10,7 @@ receiver until that transfer has arrived.
 
 from __future__ import annotations
 
-from ..fabric.graph import Fabric
+from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Block, Collective, Compute, Recv, Send, Wait, Workload
 from .fold import ScaleUpFolder
@@ -133,8 +133,31 @@ def _first_blocks(blocked: list[list]) -> list[Block]:
     return list(out.values())
 
 
+def spread_over_paths(g: TaskGraph, fabric: Fabric, router: Router) -> None:
+    """Transfers that cross a spine tier split evenly over every equal-cost path (the fluid limit of
+    per-packet spraying; flowlet switching and adaptive routing spread the same way over the long run,
+    seeds Ch. 12): the route becomes every link of every path, weighted by the share of the transfer's
+    bytes it carries (`Router.spray_split`). ECMP keeps one hashed path per QP."""
+    multi = {li for li, link in enumerate(fabric.links) if link.tier in (TIER_SPINE, TIER_SUPERSPINE)}
+    if not multi:
+        return
+    cache: dict[tuple[int, int], tuple[tuple[int, ...], tuple[float, ...]]] = {}
+    for t in range(len(g)):
+        if g.kind[t] != TRANSFER or not any(li in multi for li in g.route[t]):
+            continue
+        pair = (g.rank[t], g.dst[t])
+        split = cache.get(pair)
+        if split is None:
+            shares = router.spray_split(*pair)
+            links = tuple(sorted(shares))
+            split = cache[pair] = (links, tuple(shares[li] for li in links))
+        g.route[t] = split[0]
+        if any(w != 1.0 for w in split[1]):
+            g.route_weight[t] = split[1]
+
+
 def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: bool = False,
-          merge_ring_steps: bool = False) -> TaskGraph:
+          merge_ring_steps: bool = False, spread_paths: bool = False) -> TaskGraph:
     """The task graph of `workload` on `fabric`.
 
     fold_scale_up: blocking collectives inside one server's NVLink domain become time on their members
@@ -144,6 +167,8 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     its members run equal work between rendezvous.
     merge_ring_steps: ring collectives between servers become one transfer per ring edge
     (engines/lower_collective.py).
+    spread_paths: transfers split over every equal-cost path (`spread_over_paths`; the flow and analytic
+    engines' model of spraying, flowlets and adaptive routing; the packet engine balances per packet).
     """
     g = TaskGraph()
     world = workload.world_size
@@ -225,6 +250,8 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                 cursor[r] += 1
                 progressed = True
     merge.finish()
+    if spread_paths:
+        spread_over_paths(g, fabric, router)
     if folder is not None:
         g.folded_link_bytes = folder.link_bytes
         g.folded_pairs = folder.pairs
