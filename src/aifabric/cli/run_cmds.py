@@ -39,16 +39,18 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err_console, transient=True)
     task_id = None
+    # the packet engine spends long on each transfer (every packet of it): a bar from the first task
+    min_tasks = 1 if (engine or scenario.engine) == "packet" else PROGRESS_MIN_TASKS
 
     def on_progress(done: int, total: int) -> None:
         nonlocal task_id
-        if total < PROGRESS_MIN_TASKS:
+        if total < min_tasks:
             return
         if task_id is None:
             err_console.print(f"simulating {total:,} tasks (Ctrl-C stops and writes the results so far)")
             progress.start()
             task_id = progress.add_task("sim", total=total)
-        if done % 1000 == 0 or done == total:
+        if done % 1000 == 0 or done == total or min_tasks == 1:
             progress.update(task_id, completed=done)
 
     try:
