@@ -67,3 +67,16 @@ def test_vary_load_balancing_spreads_spine_load(ch14_data, write_scenario, tmp_p
     busy = [b for b in up.values() if max(b) > 0]
     assert busy and all(min(b) == pytest.approx(max(b)) for b in busy)
     assert max(link.utilization for link in spine[1]) < max(link.utilization for link in spine[0])
+
+
+def test_several_fields_vary_together(write_scenario, tmp_path, capsys):
+    """TP 8 vs TP 4 on the 3D demo needs dp to follow: two --vary options, zipped."""
+    from aifabric.compare import variants
+    from aifabric.scenario import demo_scenario_text
+
+    path = write_scenario(demo_scenario_text())
+    vs = variants([path], ["workload.parallelism.tp=8,4", "workload.parallelism.dp=2,4"])
+    assert [(v.scenario.workload.parallelism.tp, v.scenario.workload.parallelism.dp) for v in vs] == [(8, 2), (4, 4)]
+    assert run_app(app, ["compare", str(path), "--vary", "workload.parallelism.tp=8,4",
+                         "--vary", "workload.parallelism.dp=2", "--out", str(tmp_path)]) == 2
+    assert "same number of values" in capsys.readouterr().err

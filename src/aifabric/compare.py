@@ -35,32 +35,45 @@ def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
     return path, vals
 
 
-def varied(base: Scenario, path: tuple[str, ...], values: list, source: str) -> list[Variant]:
+def varied(base: Scenario, path: tuple[str, ...] | list[tuple[str, ...]], values: list, source: str) -> list[Variant]:
+    """One variant per value; with several paths, `values` holds one tuple per variant (fields varied together)."""
+    paths = [path] if isinstance(path, tuple) else path
+    rows = [v if isinstance(path, list) else (v,) for v in values]
+    full = base.model_dump(mode="json")
+    for p in paths:
+        node = full
+        for key in p:
+            if not isinstance(node, dict) or key not in node:
+                raise InputError(Problem("--vary", f"{'.'.join(p)}: no such field in the scenario"))
+            node = node[key]
     out = []
-    node = base.model_dump(mode="json")
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            raise InputError(Problem("--vary", f"{'.'.join(path)}: no such field in the scenario"))
-        node = node[key]
-    for v in values:
+    for row in rows:
         # what the file gave, not what validation derived from it (derived fields, e.g. spines from an
         # oversubscription ratio, are derived again for the new value)
         data = base.model_dump(mode="json", exclude_unset=True)
-        node = data
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = v
-        label = f"{'.'.join(path)}={v}"
+        for p, v in zip(paths, row):
+            node = data
+            for key in p[:-1]:
+                node = node.setdefault(key, {})
+            node[p[-1]] = v
+        label = ", ".join(f"{'.'.join(p)}={v}" for p, v in zip(paths, row))
         out.append(Variant(label, parse_scenario(data, f"{source} with {label}")))
     return out
 
 
-def variants(files: list[Path], vary: str | None) -> list[Variant]:
-    if vary:
+def variants(files: list[Path], vary: str | list[str] | None) -> list[Variant]:
+    specs = [vary] if isinstance(vary, str) else list(vary or [])
+    if specs:
         if len(files) != 1:
             raise InputError(Problem("--vary", "give exactly one base scenario with --vary"))
-        path, values = parse_vary(vary)
-        return varied(load_scenario(files[0]), path, values, str(files[0]))
+        parsed = [parse_vary(s) for s in specs]
+        if len({len(values) for _, values in parsed}) > 1:
+            raise InputError(Problem("--vary", "fields varied together need the same number of values "
+                                     f"(got {', '.join(str(len(v)) for _, v in parsed)})"))
+        if len(parsed) == 1:
+            return varied(load_scenario(files[0]), parsed[0][0], parsed[0][1], str(files[0]))
+        rows = list(zip(*(values for _, values in parsed)))
+        return varied(load_scenario(files[0]), [p for p, _ in parsed], rows, str(files[0]))
     if len(files) < 2:
         raise InputError(Problem("FILES", "give two or more scenarios, or one with --vary FIELD=V1,V2"))
     out = []

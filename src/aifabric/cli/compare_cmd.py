@@ -25,7 +25,9 @@ TIME_KEYS = ("iteration_time_s", "compute_time_s", "communication_time_s", "expo
 @app.command()
 def compare(
     files: list[Path] = typer.Argument(..., help="scenario files (two or more, or one with --vary)"),
-    vary: str = typer.Option(None, "--vary", help="vary one field of the one scenario: FIELD=V1,V2,..."),
+    vary: list[str] = typer.Option(None, "--vary", help="vary a field of the one scenario: FIELD=V1,V2,...; "
+                                   "repeat to vary several fields together (same number of values: "
+                                   "--vary workload.parallelism.tp=8,4 --vary workload.parallelism.dp=2,4)"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
