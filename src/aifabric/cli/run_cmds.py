@@ -53,6 +53,8 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
         if done % 1000 == 0 or done == total or min_tasks == 1:
             progress.update(task_id, completed=done)
 
+    if scenario.cluster.total_gpus >= 256:
+        err_console.print(f"building {scenario.cluster.total_gpus:,} GPUs' fabric, workload and task graph ...")
     try:
         run = simulate(scenario, engine, on_progress)
     finally:
