@@ -44,9 +44,13 @@ class Comm:
         return self._groups[tuple(group)]
 
     # collectives -------------------------------------------------------------------------------------
-    def all_reduce(self, t: torch.Tensor, group: tuple[int, ...], tag: str, async_op: bool = False):
+    def all_reduce(self, t: torch.Tensor, group: tuple[int, ...], tag: str, async_op: bool = False,
+                   op: str = "sum"):
+        """Sum (or with op="max", the maximum) over the group, in place. The trace does not record the
+        reduction operator (it moves the same bytes); the tag says what is reduced."""
         ev = self.tracer.begin("all-reduce", group, _dtype(t), t.numel(), t.numel() * t.element_size(), tag)
-        work = dist.all_reduce(t, group=self.pg(group), async_op=async_op)
+        red = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
+        work = dist.all_reduce(t, op=red, group=self.pg(group), async_op=async_op)
         if async_op:
             if ev is not None:
                 ev["async_op"] = True

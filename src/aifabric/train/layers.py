@@ -12,6 +12,8 @@ split along across the TP group, or None when replicated) so the launcher can re
 - TPLSTM: hidden units split; h AllGathered every time step.
 - TPBlock: attention heads split (Q, K, V column-parallel, output projection row-parallel) and the MLP
   column -> row, Megatron style.
+- Embed, Head: the token embedding and the LM head split by vocabulary, the loss a vocabulary-parallel
+  cross-entropy (Megatron's VocabParallelEmbedding and vocab_parallel_cross_entropy).
 """
 
 from __future__ import annotations
@@ -138,7 +140,8 @@ class TPLSTM(nn.Module):
 
 
 class Replicated(nn.Module):
-    """A layer every TP rank holds whole (embeddings, layer norms): its gradients are already identical."""
+    """A layer every TP rank holds whole (position embedding, layer norms): its gradients are already
+    identical."""
 
     def __init__(self, full: nn.Module, name: str):
         super().__init__()
@@ -182,10 +185,32 @@ class TPBlock(nn.Module):
         return x + self.out(self.fc(self.ln2(x)))
 
 
-class Embed(nn.Module):
-    def __init__(self, full: nn.ModuleDict, name: str):
+class VocabEmbedding(nn.Module):
+    """Megatron's VocabParallelEmbedding: each TP rank holds rows [a, b) of the token table; a token
+    outside them looks up zeros, and the partial outputs are summed by an AllReduce (g) in forward. The
+    backward needs no collective: the output gradient is the same on every TP rank, and each rank's rows
+    receive the gradient of its own tokens."""
+
+    def __init__(self, full: nn.Embedding, name: str, tp: TP, tag: str = "tp/embed"):
         super().__init__()
-        self.tok = Replicated(full["tok"], f"{name}.tok")
+        self.lo, self.hi = tp.bounds(full.num_embeddings)
+        self.tp, self.tag = tp, tag
+        self.weight = param(full.weight[self.lo:self.hi], f"{name}.weight", 0)
+
+    def forward(self, idx):
+        if self.tp.comm is None or self.tp.size == 1:
+            return F.embedding(idx, self.weight)
+        outside = (idx < self.lo) | (idx >= self.hi)
+        y = F.embedding((idx - self.lo).masked_fill(outside, 0), self.weight).masked_fill(outside.unsqueeze(-1), 0.0)
+        return reduce_from_tp(y, self.tp.comm, self.tp.group, f"{self.tag}/fwd/all-reduce")
+
+
+class Embed(nn.Module):
+    """Token embedding split by vocabulary across the TP group (Megatron), learned positions replicated."""
+
+    def __init__(self, full: nn.ModuleDict, name: str, tp: TP):
+        super().__init__()
+        self.tok = VocabEmbedding(full["tok"], f"{name}.tok", tp)
         self.pos = Replicated(full["pos"], f"{name}.pos")
 
     def forward(self, idx):
@@ -193,10 +218,54 @@ class Embed(nn.Module):
 
 
 class Head(nn.Module):
+    """Final norm (replicated) and the LM head split by vocabulary (column parallel, its output kept
+    split: f's AllReduce of the input gradient in backward); `loss` is the vocabulary-parallel
+    cross-entropy on the split logits (no AllGather of the logits)."""
+
     def __init__(self, full: nn.ModuleDict, name: str, tp: TP):
         super().__init__()
+        self.tp = tp
         self.ln = Replicated(full["ln"], f"{name}.ln")
-        self.lm = ColumnLinear(full["lm"], f"{name}.lm", tp, gather=True, tag="tp/head")
+        self.lm = ColumnLinear(full["lm"], f"{name}.lm", tp, gather=False, tag="tp/head")
 
     def forward(self, x):
         return self.lm(self.ln(x))
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over the tokens, from this rank's slice of the logits."""
+        logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+        if self.tp.comm is None or self.tp.size == 1:
+            return F.cross_entropy(logits, target)
+        return VocabParallelCrossEntropy.apply(logits, target, self.tp.comm, self.tp.group, self.tp.index).mean()
+
+
+class VocabParallelCrossEntropy(torch.autograd.Function):
+    """Megatron's vocab_parallel_cross_entropy: per token, the maximum logit (AllReduce MAX), the target's
+    logit (AllReduce SUM: only the rank holding the target contributes) and the sum of the exponentials
+    (AllReduce SUM), each of one fp32 value per token; loss = log(sum exp) - target logit. The backward
+    is local: softmax minus one-hot on this rank's slice of the vocabulary."""
+
+    @staticmethod
+    def forward(ctx, logits, target, comm: Comm, group: tuple[int, ...], index: int):
+        logits = logits.float()
+        width = logits.shape[-1]
+        lo = index * width
+        top = logits.max(dim=-1)[0].contiguous()
+        comm.all_reduce(top, group, "tp/xent/max-logit", op="max")
+        shifted = logits - top.unsqueeze(-1)
+        outside = (target < lo) | (target >= lo + width)
+        local = (target - lo).masked_fill(outside, 0)
+        picked = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0).contiguous()
+        comm.all_reduce(picked, group, "tp/xent/target-logit")
+        exp = shifted.exp()
+        total = exp.sum(dim=-1).contiguous()
+        comm.all_reduce(total, group, "tp/xent/sum-exp")
+        ctx.save_for_backward(exp / total.unsqueeze(-1), outside, local)
+        return total.log() - picked
+
+    @staticmethod
+    def backward(ctx, g):
+        softmax, outside, local = ctx.saved_tensors
+        grad = softmax.clone()
+        grad.scatter_add_(-1, local.unsqueeze(-1), -(~outside).to(grad.dtype).unsqueeze(-1))
+        return grad * g.unsqueeze(-1), None, None, None, None

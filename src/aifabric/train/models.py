@@ -5,7 +5,8 @@
 - lstm: the Ch. 6 LSTM reading each digit row by row (8 steps of 8 pixels), hidden 32 -> 10.
 - gpt: a Ch. 7-style decoder: token + position embedding, 2 pre-norm blocks (4 heads, width 32,
   MLP 128), final norm and LM head (no bias, untied, as GPT-2's), on generated text (16 characters of
-  context).
+  context). Under TP the token embedding and the LM head are split by vocabulary and the loss is a
+  vocabulary-parallel cross-entropy (Megatron).
 
 `full_units` builds the single-process model from a seed (PyTorch's default initialisation, in a fixed
 order); `build_stage` slices it for one (pipeline stage, tensor-parallel rank).
@@ -86,7 +87,7 @@ def build_stage(units: list[Unit], start: int, stop: int, tp: TP) -> nn.Sequenti
         elif u.kind == "lstm":
             mods.append(TPLSTM(u.module, name, tp))
         elif u.kind == "embed":
-            mods.append(Embed(u.module, name))
+            mods.append(Embed(u.module, name, tp))
         elif u.kind == "block":
             mods.append(TPBlock(u.module, name, tp, GPT_HEADS))
         elif u.kind == "head":
@@ -131,6 +132,13 @@ def dataset(model: str, seed: int) -> Dataset:
 
 def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def stage_loss(stage: nn.Sequential):
+    """The loss of a stage's output: the GPT head's vocabulary-parallel cross-entropy (its logits stay
+    split across the TP group), else the cross-entropy of the full output."""
+    last = stage[-1] if len(stage) else None
+    return last.loss if isinstance(last, Head) else loss_fn
 
 
 def default_batch(model: str) -> int:

@@ -29,7 +29,7 @@ from .data import batch_indices
 from .grad_sync import GradSync
 from .layers import TP
 from .layout import Layout, split_evenly, stage_bounds
-from .models import build_stage, dataset, default_batch, full_units, loss_fn
+from .models import build_stage, dataset, default_batch, full_units, stage_loss
 from .schedule import Pipe, run_schedule
 from .tracer import Tracer
 
@@ -129,7 +129,7 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
             p.grad = None
         pipe = Pipe(stage, comm, layout.prev_stage(rank), layout.next_stage(rank),
                     shapes[start] if start > 0 else None, shapes[stop] if c.pp < cfg.pp - 1 else None,
-                    cfg.n_micro, xs if c.pp == 0 else [], ys if c.pp == cfg.pp - 1 else [], loss_fn,
+                    cfg.n_micro, xs if c.pp == 0 else [], ys if c.pp == cfg.pp - 1 else [], stage_loss(stage),
                     (lambda: setattr(sync, "final", True)) if sync else (lambda: None))
         loss = run_schedule(cfg.schedule, pipe, c.pp, cfg.pp)
         if sync:
