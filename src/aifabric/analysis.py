@@ -1,11 +1,17 @@
 """Derived views of a run for reports: per-rank activity segments, traffic matrices, flow distributions.
 
-Pure functions of (task graph, fabric, timeline); computed on demand, nothing stored twice.
+Pure functions of (task graph, fabric, timeline); computed on demand, nothing stored twice. Loops over
+tasks are numpy operations on columns of the task graph, so that 1,000-GPU runs (10^5-10^6 tasks) stay
+quick to report.
 """
 
 from __future__ import annotations
 
+import re
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -13,43 +19,268 @@ from .engines.executor import Timeline
 from .engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
 from .fabric.graph import SCALE_UP_TIERS, Fabric
 
+# segment kinds, in drawing order; `RankTimeline.kind` holds indices into this tuple
+KINDS = ("compute", "communication", "idle", "bubble")
+COMPUTE_K, COMM_K, IDLE_K, BUBBLE_K = range(4)
+# what a communication segment is, beside its collective's parallel dimension
+FOLDED = "folded scale-up collectives"
+P2P = "pipeline send/recv"
+
+_ITERATION = re.compile(r"it(\d+)/")
+_MEMO: dict[tuple, tuple] = {}
+_MEMO_SIZE = 8
+
+
+def _memo(fn: Callable, graph: TaskGraph, tl: Timeline, *args):
+    """fn(graph, tl, *args), remembered for the same graph and timeline objects (a report asks several times)."""
+    key = (fn.__name__, id(graph), id(tl), len(graph), float(tl.makespan_s),
+           *(a if a is None or isinstance(a, (bool, int, str)) else id(a) for a in args))
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0]() is graph and hit[1]() is tl:
+        return hit[2]
+    out = fn(graph, tl, *args)
+    try:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = (weakref.ref(graph), weakref.ref(tl), out)
+    except TypeError:  # not weak-referenceable: not remembered
+        pass
+    return out
+
 
 @dataclass(frozen=True)
 class Segment:
     rank: int
-    kind: str  # "compute" or "communication"
-    name: str  # compute op name or collective key
+    kind: str  # "compute", "communication", "idle" or "bubble"
+    name: str  # compute op name or collective key ("" for idle and bubble)
     start_s: float
     end_s: float
 
 
-def rank_segments(graph: TaskGraph, tl: Timeline) -> list[Segment]:
-    """Compute tasks per rank, plus one segment per (rank, collective) from its first to its last transfer."""
-    out: list[Segment] = []
-    ran = ~np.isnan(tl.end_s)
-    for t in np.flatnonzero(ran):
-        a, b = float(tl.start_s[t]), float(tl.end_s[t])
-        if graph.kind[t] == COMPUTE:
-            c = graph.comm_s.get(t, 0.0)
-            for r in graph.ranks_of(t):
-                if b - c > a:
-                    out.append(Segment(r, "compute", graph.name[t], a, b - c))
-                if c:  # folded scale-up collectives, interleaved with the compute; drawn after it
-                    out.append(Segment(r, "communication", f"{graph.name[t]}: folded collectives", b - c, b))
-        elif graph.collective[t] < 0:
-            for r in (graph.rank[t], graph.dst[t]):
-                out.append(Segment(r, "communication", graph.name[t], a, b))
-    for inst in graph.collectives:
-        span: dict[int, list[float]] = {}
-        for t in inst.tasks:
-            if not ran[t]:
-                continue
-            for r in (graph.rank[t], graph.dst[t]):
-                lo_hi = span.setdefault(r, [np.inf, -np.inf])
-                lo_hi[0] = min(lo_hi[0], tl.start_s[t])
-                lo_hi[1] = max(lo_hi[1], tl.end_s[t])
-        out += [Segment(r, "communication", inst.key, float(a), float(b)) for r, (a, b) in span.items()]
+@dataclass(frozen=True)
+class RankTimeline:
+    """What every rank does over the run, as arrays aligned by segment (sorted by rank, then start).
+
+    compute: its compute tasks (a merged task's folded collectives excluded); communication: each
+    collective it takes part in (first to last transfer of the instance that involves it), each pipeline
+    send or receive, the folded scale-up collectives of a merged task (drawn at its end); idle: the time
+    it neither computes nor communicates; bubble (pipeline-parallel runs only): the idle time before its
+    first and after its last compute of each iteration (the pipeline's fill and drain), cut from idle. The
+    iteration of a compute task is its name's `it<k>/` prefix; compute without one (the optimizer step)
+    does not bound the pipeline, so waiting around it counts as bubble.
+    Compute and communication may overlap; idle and bubble never overlap anything.
+    """
+
+    world: int
+    iterations: int
+    makespan_s: float
+    pipeline: bool
+    rank: np.ndarray  # int64
+    kind: np.ndarray  # int8, index into KINDS
+    category: np.ndarray  # object: "compute", FOLDED, P2P, "<dim> collectives", "idle", "bubble"
+    name: np.ndarray  # object: op name, collective key, or ""
+    start_s: np.ndarray
+    end_s: np.ndarray
+    idle_s: np.ndarray  # per rank, per iteration: idle time including the bubble
+    bubble_s: np.ndarray  # per rank, per iteration: the part of idle_s that is pipeline bubble
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def segments(self, mask: np.ndarray | None = None) -> list[Segment]:
+        idx = np.arange(len(self.rank)) if mask is None else np.flatnonzero(mask)
+        return [Segment(int(r), KINDS[k], n, float(a), float(b)) for r, k, n, a, b in zip(
+            self.rank[idx].tolist(), self.kind[idx].tolist(), self.name[idx].tolist(), self.start_s[idx].tolist(),
+            self.end_s[idx].tolist())]
+
+
+def _order(rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Indices sorting by rank, then time; ties keep their order (two stable sorts: radix on small ranks)."""
+    o = np.argsort(t, kind="stable")
+    r = rank[o]
+    if len(r) and 0 <= r.min() and r.max() < 2**15:
+        r = r.astype(np.int16)
+    return o[np.argsort(r, kind="stable")]
+
+
+def _union(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-rank union of intervals [a, b): the maximal covered runs (rank, start, end), sorted by rank, start.
+    A sweep: +1 at every start, -1 at every end, sorted by (rank, time, starts first); a run starts where
+    the depth becomes 1 and ends where it returns to 0 (each rank's deltas sum to 0, so ranks never mix)."""
+    keep = b > a
+    rank, a, b = rank[keep], a[keep], b[keep]
+    t = np.concatenate((a, b))
+    r = np.concatenate((rank, rank))
+    d = np.concatenate((np.ones(len(a), dtype=np.int64), -np.ones(len(b), dtype=np.int64)))
+    order = _order(r, t)  # starts come first in `t`: at equal times they stay before ends
+    t, r, d = t[order], r[order], d[order]
+    depth = np.cumsum(d)
+    starts = (d == 1) & (depth == 1)
+    ends = (d == -1) & (depth == 0)
+    return r[starts], t[starts], t[ends]
+
+
+def _gaps(r: np.ndarray, s: np.ndarray, e: np.ndarray, world: int, t_end: float
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The complement of covered runs (sorted by rank, start) within [0, t_end] for every rank."""
+    first = np.ones(len(r), dtype=bool)
+    first[1:] = r[1:] != r[:-1]
+    last = np.ones(len(r), dtype=bool)
+    last[:-1] = r[1:] != r[:-1]
+    inner = ~first  # a gap before every run but the rank's first
+    idle_ranks = np.setdiff1d(np.arange(world), r)
+    gr = np.concatenate((r[first], r[inner], r[last], idle_ranks))
+    ga = np.concatenate((np.zeros(first.sum()), e[np.flatnonzero(inner) - 1], e[last], np.zeros(len(idle_ranks))))
+    gb = np.concatenate((s[first], s[inner], np.full(last.sum(), t_end), np.full(len(idle_ranks), t_end)))
+    keep = gb > ga
+    order = np.lexsort((ga[keep], gr[keep]))
+    return gr[keep][order], ga[keep][order], gb[keep][order]
+
+
+def _inside(r: np.ndarray, t: np.ndarray, hr: np.ndarray, h0: np.ndarray, h1: np.ndarray) -> np.ndarray:
+    """For points (r, t): whether t lies strictly inside one of rank r's intervals [h0, h1] (disjoint per rank)."""
+    n, m = len(r), len(hr)
+    rr = np.concatenate((hr, hr, r))
+    tt = np.concatenate((h0, h1, t))
+    dd = np.concatenate((np.ones(m, dtype=np.int64), -np.ones(m, dtype=np.int64), np.zeros(n, dtype=np.int64)))
+    order = np.lexsort((dd == 0, tt, rr))  # at equal times, interval boundaries before points
+    depth = np.cumsum(dd[order])
+    out = np.zeros(n, dtype=bool)
+    is_point = order >= 2 * m
+    out[order[is_point] - 2 * m] = depth[is_point] > 0
     return out
+
+
+def is_pipeline(graph: TaskGraph) -> bool:
+    """The run has pipeline parallelism: point-to-point transfers (pipeline sends) or tasks of dimension pp."""
+    if "pp" in graph.dim:
+        return True
+    return any(c < 0 for k, c in zip(graph.kind, graph.collective) if k == TRANSFER)
+
+
+def rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None = None, iterations: int = 1,
+                  pipeline: bool | None = None) -> RankTimeline:
+    """Every rank's compute, communication, idle and bubble segments (see `RankTimeline`), and per rank its
+    idle and bubble time per iteration. `pipeline`: count bubbles (default: `is_pipeline(graph)`)."""
+    return _memo(_rank_timeline, graph, tl, world, iterations, pipeline)
+
+
+def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations: int,
+                   pipeline: bool | None) -> RankTimeline:
+    n = len(graph)
+    kind = np.fromiter(graph.kind, dtype=np.int8, count=n)
+    start, end = np.asarray(tl.start_s[:n], dtype=float), np.asarray(tl.end_s[:n], dtype=float)
+    ran = ~np.isnan(end)
+    coll = np.fromiter(graph.collective, dtype=np.int64, count=n)
+    src = np.fromiter(graph.rank, dtype=np.int64, count=n)
+    dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
+    names = np.empty(n, dtype=object)
+    names[:] = graph.name
+    if world is None:
+        world = int(max(src.max(initial=-1), dst.max(initial=-1), max((max(m) for m in graph.members.values()),
+                                                                         default=-1))) + 1
+    pipeline = is_pipeline(graph) if pipeline is None else pipeline
+    makespan = float(tl.makespan_s)
+
+    # compute tasks, one row per rank they occupy; folded collectives at the end of a merged task
+    ct = np.flatnonzero(ran & (kind == COMPUTE))
+    ranks_of = [graph.members.get(t) or (graph.rank[t],) for t in ct.tolist()]
+    width = np.fromiter(map(len, ranks_of), dtype=np.int64, count=len(ct))
+    c_rank = np.fromiter(chain.from_iterable(ranks_of), dtype=np.int64, count=int(width.sum()))
+    c_task = np.repeat(ct, width)
+    comm = np.zeros(n)
+    if graph.comm_s:
+        folded_t = np.fromiter(graph.comm_s.keys(), dtype=np.int64, count=len(graph.comm_s))
+        comm[folded_t] = np.fromiter(graph.comm_s.values(), dtype=float, count=len(graph.comm_s))
+    c_a, c_b = start[c_task], end[c_task] - comm[c_task]
+    is_c = c_b > c_a
+    is_f = comm[c_task] > 0
+    folded_names = {t: f"{graph.name[t]}: folded collectives" for t in np.unique(c_task[is_f]).tolist()}
+    f_task = c_task[is_f]
+    f_names = np.empty(len(f_task), dtype=object)
+    f_names[:] = [folded_names[t] for t in f_task.tolist()]
+
+    # point-to-point transfers (pipeline): on the sender and on the receiver
+    pt = np.flatnonzero(ran & (kind == TRANSFER) & (coll < 0))
+    # collectives: one span per (instance, rank) from its first to its last transfer involving the rank
+    xt = np.flatnonzero(ran & (kind == TRANSFER) & (coll >= 0))
+    x_coll = np.concatenate((coll[xt], coll[xt]))
+    x_rank = np.concatenate((src[xt], dst[xt]))
+    x_a, x_b = np.concatenate((start[xt], start[xt])), np.concatenate((end[xt], end[xt]))
+    key = x_coll * world + x_rank
+    uniq, inv = np.unique(key, return_inverse=True)
+    s_a = np.full(len(uniq), np.inf)
+    s_b = np.full(len(uniq), -np.inf)
+    np.minimum.at(s_a, inv, x_a)
+    np.maximum.at(s_b, inv, x_b)
+    s_coll, s_rank = uniq // world, uniq % world
+    coll_keys = np.array([c.key for c in graph.collectives] or [""], dtype=object)
+    coll_cat = np.array([f"{c.dim or 'other'} collectives" for c in graph.collectives] or [""], dtype=object)
+
+    def objs(value: str, count: int) -> np.ndarray:
+        out = np.empty(count, dtype=object)
+        out[:] = value
+        return out
+
+    parts = [  # (rank, kind, category, name, start, end)
+        (c_rank[is_c], COMPUTE_K, objs("compute", int(is_c.sum())), names[c_task[is_c]], c_a[is_c], c_b[is_c]),
+        (c_rank[is_f], COMM_K, objs(FOLDED, len(f_task)), f_names, c_b[is_f], end[f_task]),
+        (np.concatenate((src[pt], dst[pt])), COMM_K, objs(P2P, 2 * len(pt)), np.concatenate((names[pt], names[pt])),
+         np.concatenate((start[pt], start[pt])), np.concatenate((end[pt], end[pt]))),
+        (s_rank, COMM_K, coll_cat[s_coll], coll_keys[s_coll], s_a, s_b),
+    ]
+    busy_r = np.concatenate([p[0] for p in parts])
+    busy_a = np.concatenate([p[4] for p in parts])
+    busy_b = np.concatenate([p[5] for p in parts])
+    ur, us, ue = _union(busy_r, busy_a, busy_b)
+    gr, ga, gb = _gaps(ur, us, ue, world, makespan)
+
+    bubble = np.zeros(len(gr), dtype=bool)
+    if pipeline and len(gr):
+        # compute hulls per (rank, iteration): first compute start to last compute end
+        hr, ha, hb = c_rank[is_c], c_a[is_c], c_b[is_c]
+        it_of = {}
+        for t in np.unique(c_task[is_c]).tolist():
+            m = _ITERATION.match(graph.name[t])
+            it_of[t] = int(m.group(1)) if m else -1
+        hit = np.fromiter((it_of[t] for t in c_task[is_c].tolist()), dtype=np.int64, count=len(hr))
+        if (hit >= 0).any():  # the schedule's compute carries its iteration; the optimizer step does not
+            sel = hit >= 0
+            hr, ha, hb, hit = hr[sel], ha[sel], hb[sel], hit[sel]
+        else:
+            hit = np.zeros(len(hr), dtype=np.int64)
+        order = np.lexsort((ha, hr))
+        hr, ha, hb, hit = hr[order], ha[order], hb[order], hit[order]
+        k = int(hit.max(initial=0)) + 1
+        group = hr * k + hit
+        first = np.ones(len(group), dtype=bool)
+        first[1:] = group[1:] != group[:-1]
+        at = np.flatnonzero(first)
+        hull_r, hull_a, hull_b = hr[at], ha[at], np.maximum.reduceat(hb, at) if len(at) else hb[:0]
+        bubble = ~_inside(gr, (ga + gb) / 2, hull_r, hull_a, hull_b)
+    parts.append((gr[~bubble], IDLE_K, objs("idle", int((~bubble).sum())), objs("", int((~bubble).sum())),
+                  ga[~bubble], gb[~bubble]))
+    parts.append((gr[bubble], BUBBLE_K, objs("bubble", int(bubble.sum())), objs("", int(bubble.sum())),
+                  ga[bubble], gb[bubble]))
+
+    rank = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    kinds = np.concatenate([np.full(len(p[0]), p[1], dtype=np.int8) for p in parts])
+    a = np.concatenate([p[4] for p in parts])
+    order = _order(rank, a)
+    its = max(iterations, 1)
+    return RankTimeline(
+        world=world, iterations=its, makespan_s=makespan, pipeline=pipeline,
+        rank=rank[order], kind=kinds[order],
+        category=np.concatenate([p[2] for p in parts])[order], name=np.concatenate([p[3] for p in parts])[order],
+        start_s=a[order], end_s=np.concatenate([p[5] for p in parts])[order],
+        idle_s=np.bincount(gr, weights=gb - ga, minlength=world)[:world] / its,
+        bubble_s=np.bincount(gr[bubble], weights=(gb - ga)[bubble], minlength=world)[:world] / its,
+    )
+
+
+def rank_segments(graph: TaskGraph, tl: Timeline, world: int | None = None, iterations: int = 1) -> list[Segment]:
+    """Every rank's segments (compute, communication, idle, bubble) as objects; see `rank_timeline`."""
+    return rank_timeline(graph, tl, world, iterations).segments()
 
 
 @dataclass(frozen=True)
@@ -63,7 +294,7 @@ class Flows:
     start_s: np.ndarray
     end_s: np.ndarray
     scale_up: np.ndarray  # bool: NVLink only
-    dim: np.ndarray  # parallel dimension (str): dp, tp, pp, ep, cp, zero, or "" when unknown
+    dim: np.ndarray  # parallel dimension (str): dp, tp, pp, ep, cp, zero, or "other" when unknown
     # collectives folded into GPU time (engines/fold.py): bytes per (src, dst, dim), all NVLink; not flows,
     # but counted in traffic matrices and bytes per dimension
     folded_src: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -75,25 +306,57 @@ class Flows:
     def completion_s(self) -> np.ndarray:
         return self.end_s - self.start_s
 
+    @property
+    def dims(self) -> list[str]:
+        """The parallel dimensions present (transfers and folded collectives), sorted."""
+        return sorted(set(np.unique(self.dim).tolist()) | set(np.unique(self.folded_dim).tolist()))
+
+
+def _task_dims(graph: TaskGraph, ids: np.ndarray) -> np.ndarray:
+    """The parallel dimension of each task in `ids`: its own, else its collective's, else "other"."""
+    own = np.empty(len(graph), dtype=object)
+    own[:] = ""
+    own[:len(graph.dim)] = graph.dim[:len(graph)]
+    d = own[ids]
+    coll = np.fromiter(graph.collective, dtype=np.int64, count=len(graph))[ids]
+    coll_dim = np.empty(len(graph.collectives) + 1, dtype=object)
+    coll_dim[:] = [c.dim for c in graph.collectives] + [""]
+    d = np.where(d == "", coll_dim[coll], d)  # coll = -1 picks the trailing ""
+    return np.where(d == "", "other", d).astype(object)
+
 
 def flows(graph: TaskGraph, fabric: Fabric, tl: Timeline) -> Flows:
-    ids = np.array([t for t in range(len(graph)) if graph.kind[t] == TRANSFER and not np.isnan(tl.end_s[t])],
-                    dtype=np.int64)
-    scale_up = np.array([all(fabric.links[li].tier in SCALE_UP_TIERS for li in graph.route[t]) for t in ids],
-                        dtype=bool)
+    """Every transfer that ran, and the folded collectives' bytes per rank pair."""
+    return _memo(_flows, graph, tl, fabric)
+
+
+def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:
+    n = len(graph)
+    kind = np.fromiter(graph.kind, dtype=np.int8, count=n)
+    ids = np.flatnonzero((kind == TRANSFER) & ~np.isnan(tl.end_s[:n])).astype(np.int64)
+    routes = [graph.route[t] for t in ids.tolist()]
+    lengths = np.fromiter(map(len, routes), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(lengths.sum()))
+    out_of_server = np.array([link.tier not in SCALE_UP_TIERS for link in fabric.links], dtype=bool)
+    crossings = np.bincount(np.repeat(np.arange(len(ids)), lengths), weights=out_of_server[flat],
+                            minlength=len(ids)) if len(flat) else np.zeros(len(ids))
+    src = np.fromiter(graph.rank, dtype=np.int64, count=n)
+    dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
+    size = np.fromiter(graph.size_bytes, dtype=float, count=n)
+    pairs = graph.folded_pairs
     return Flows(
         task=ids,
-        src=np.array([graph.rank[t] for t in ids], dtype=np.int64),
-        dst=np.array([graph.dst[t] for t in ids], dtype=np.int64),
-        size_bytes=np.array([graph.size_bytes[t] for t in ids], dtype=float),
-        start_s=tl.start_s[ids] if len(ids) else np.zeros(0),
-        end_s=tl.end_s[ids] if len(ids) else np.zeros(0),
-        scale_up=scale_up,
-        dim=np.array([task_dim(graph, int(t)) for t in ids], dtype=object),
-        folded_src=np.array([k[0] for k in graph.folded_pairs], dtype=np.int64),
-        folded_dst=np.array([k[1] for k in graph.folded_pairs], dtype=np.int64),
-        folded_bytes=np.array(list(graph.folded_pairs.values()), dtype=float),
-        folded_dim=np.array([k[2] for k in graph.folded_pairs], dtype=object),
+        src=src[ids],
+        dst=dst[ids],
+        size_bytes=size[ids],
+        start_s=np.asarray(tl.start_s[ids], dtype=float),
+        end_s=np.asarray(tl.end_s[ids], dtype=float),
+        scale_up=crossings == 0,
+        dim=_task_dims(graph, ids),
+        folded_src=np.fromiter((k[0] for k in pairs), dtype=np.int64, count=len(pairs)),
+        folded_dst=np.fromiter((k[1] for k in pairs), dtype=np.int64, count=len(pairs)),
+        folded_bytes=np.fromiter(pairs.values(), dtype=float, count=len(pairs)),
+        folded_dim=np.array([k[2] for k in pairs], dtype=object),
     )
 
 
@@ -105,10 +368,16 @@ def task_dim(graph: TaskGraph, t: int) -> str:
     return d or "other"
 
 
+NETWORKS = ("all", "scale-up", "scale-out")
+
+
 def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "all", dim: str | None = None
                    ) -> np.ndarray:
     """Bytes from each source to each destination; ranks grouped by `group_size` (e.g. per server).
-    `network`: "all", "scale-up" (NVLink only) or "scale-out" (crossed a NIC); `dim`: one parallel dimension."""
+    `network`: "all", "scale-up" (NVLink only) or "scale-out" (crossed a NIC); `dim`: one parallel dimension.
+    Folded scale-up collectives count as scale-up traffic."""
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {', '.join(NETWORKS)} (got {network!r})")
     mask = np.ones(len(f.src), dtype=bool)
     if network == "scale-up":
         mask = f.scale_up
@@ -117,18 +386,19 @@ def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "al
     if dim is not None:
         mask = mask & (f.dim == dim)
     n = (world + group_size - 1) // group_size
-    m = np.zeros((n, n))
-    np.add.at(m, (f.src[mask] // group_size, f.dst[mask] // group_size), f.size_bytes[mask])
+    src, dst, w = f.src[mask] // group_size, f.dst[mask] // group_size, f.size_bytes[mask]
     if network != "scale-out" and len(f.folded_src):
         fm = np.ones(len(f.folded_src), dtype=bool) if dim is None else f.folded_dim == dim
-        np.add.at(m, (f.folded_src[fm] // group_size, f.folded_dst[fm] // group_size), f.folded_bytes[fm])
-    return m
+        src = np.concatenate((src, f.folded_src[fm] // group_size))
+        dst = np.concatenate((dst, f.folded_dst[fm] // group_size))
+        w = np.concatenate((w, f.folded_bytes[fm]))
+    return np.bincount(src * n + dst, weights=w, minlength=n * n).reshape(n, n)
 
 
 def bytes_by_dimension(f: Flows) -> dict[str, dict[str, float]]:
     """Bytes per parallel dimension, split by network (NVLink only vs crossed a NIC)."""
     out: dict[str, dict[str, float]] = {}
-    for d in sorted(set(f.dim.tolist()) | set(f.folded_dim.tolist())):
+    for d in f.dims:
         m = f.dim == d
         out[d] = {"scale_up_bytes": float(f.size_bytes[m & f.scale_up].sum() + f.folded_bytes[f.folded_dim == d].sum()),
                   "scale_out_bytes": float(f.size_bytes[m & ~f.scale_up].sum())}
