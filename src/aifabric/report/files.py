@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,18 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write to a temporary file beside `path`, then rename over it (atomic on POSIX)."""
+def write_atomic(path: Path, text: str | Iterable[str]) -> Path:
+    """Write to a temporary file beside `path`, then rename over it (atomic on POSIX). `text`: a string, or
+    pieces of one (written as they come: large files need not be held in memory whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            if isinstance(text, str):
+                fh.write(text)
+            else:
+                for piece in text:
+                    fh.write(piece)
         os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, path)
     except BaseException:
@@ -35,6 +41,9 @@ def write_atomic(path: Path, text: str) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
+    """Indented JSON; an object with a `json_chunks()` method (report.trace.Trace) writes itself."""
+    if hasattr(data, "json_chunks"):
+        return write_atomic(path, data.json_chunks())
     return write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 

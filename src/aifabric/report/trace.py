@@ -1,72 +1,225 @@
 """trace.json in Chrome's trace-event format (opens in Perfetto and chrome://tracing).
 
-One process per server, one thread per rank (its compute and its part in each collective) and one
-per rank for the transfers it sends; a "links" process with one counter track per loaded link
-(Gb/s over time). Timestamps in microseconds, as the format requires.
+One process per server; per rank three threads: "rank r" (its GPU's compute stream: compute, folded
+scale-up collectives, pipeline bubbles; idle time is the gaps), "rank r comm" (its part in each
+collective, its pipeline sends and receives: these overlap compute, hence their own track) and
+"rank r sends" (the transfers it sends, with bytes and route); a "links" process with one counter track
+per loaded link (Gb/s over time). Timestamps in
+microseconds, as the format requires, rounded to the nanosecond.
+
+Large runs: every rank's track is complete up to `MAX_SEGMENT_EVENTS` events in all (beyond that,
+whole tracks of evenly spaced ranks); per-transfer events are capped at `MAX_TRANSFER_EVENTS`
+(collective transfers first, then pipeline sends in time order); `otherData` says what was left out.
+The bulk is encoded to JSON text straight from numpy columns (`Trace.json_chunks`), one event per line.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..analysis import rank_segments
+from ..analysis import BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS, rank_timeline
 from ..engines.taskgraph import TRANSFER
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
 
 LINKS_PID = 1_000_000
-MAX_COUNTER_LINKS = 256
+MAX_COUNTER_LINKS = 64
 SEND_TID_OFFSET = 100_000
+COMM_TID_OFFSET = 200_000
+MAX_TRANSFER_EVENTS = 20_000
+MAX_SEGMENT_EVENTS = 2_500_000
+CHUNK = 50_000
+
+_enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
-def build_trace(run: Run) -> dict[str, Any]:
+def _us(x: np.ndarray) -> list[float]:
+    """Seconds -> microseconds rounded to the nanosecond, as Python floats (short JSON numbers)."""
+    return np.round(np.asarray(x, dtype=float) * 1e6, 3).tolist()
+
+
+def _span_us(start_s: np.ndarray, end_s: np.ndarray) -> tuple[list[float], list[float]]:
+    """(ts, dur) in microseconds from rounded ends: back-to-back spans stay back to back."""
+    a, b = np.round(start_s * 1e6, 3), np.round(end_s * 1e6, 3)
+    return a.tolist(), np.round(b - a, 3).tolist()
+
+
+class Trace(Mapping):
+    """The trace: small events as dicts (metadata, counters, the packet engine's tracks) and the bulk as
+    pre-encoded JSON lines. `json_chunks()` streams the file; as a mapping it reads like the JSON object
+    (`trace["traceEvents"]` decodes the bulk on first use: fine for small runs and tests)."""
+
+    def __init__(self, head: list[dict], bulk: list[list[str]], tail: list[dict], other: dict[str, Any]):
+        self.head, self.bulk, self.tail, self.other = head, bulk, tail, other
+        self._dict: dict[str, Any] | None = None
+
+    @property
+    def n_events(self) -> int:
+        return len(self.head) + sum(len(b) for b in self.bulk) + len(self.tail)
+
+    def json_chunks(self) -> Iterator[str]:
+        yield '{"traceEvents":[\n'
+        first = True
+        for part in ([json.dumps(e, separators=(",", ":")) for e in self.head], *self.bulk,
+                     [json.dumps(e, separators=(",", ":")) for e in self.tail]):
+            for k in range(0, len(part), CHUNK):
+                yield ("" if first else ",\n") + ",\n".join(part[k:k + CHUNK])
+                first = False
+        yield '\n],"displayTimeUnit":"ns","otherData":' + json.dumps(self.other) + "}\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self._dict is None:
+            self._dict = json.loads("".join(self.json_chunks()))
+        return self._dict
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(("traceEvents", "displayTimeUnit", "otherData"))
+
+    def __len__(self) -> int:
+        return 3
+
+
+def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
+    fabric = run.fabric
+    rt = rank_timeline(run.graph, run.timeline, fabric.world_size, run.workload.iterations)
+    keep = rt.kind != 2  # idle: the gaps of the track
+    kept_ranks = None
+    if keep.sum() > MAX_SEGMENT_EVENTS:
+        stride = int(np.ceil(keep.sum() / MAX_SEGMENT_EVENTS))
+        keep &= rt.rank % stride == 0
+        kept_ranks = stride
+    idx = np.flatnonzero(keep)
+    pid = (rt.rank[idx] // fabric.gpus_per_server).tolist()
+    kinds = rt.kind[idx]
+    folded = rt.category[idx] == FOLDED
+    tid = (rt.rank[idx] + np.where((kinds == COMM_K) & ~folded, COMM_TID_OFFSET, 0)).tolist()
+    ts, dur = _span_us(rt.start_s[idx], rt.end_s[idx])
+    # names: compute and collectives by their task or key; folded collectives and bubbles by their kind
+    names = rt.name[idx].copy()
+    names[folded] = "folded collectives"
+    names[kinds == BUBBLE_K] = "bubble"
+    cache: dict[str, str] = {}
+
+    def q(s: str) -> str:
+        out = cache.get(s)
+        if out is None:
+            out = cache[s] = _enc(s)
+        return out
+
+    cats = [_enc(KINDS[k]) for k in range(len(KINDS))]
+    lines = [f'{{"ph":"X","name":{q(n)},"cat":{cats[k]},"pid":{p},"tid":{r},"ts":{a},"dur":{d}}}'
+             for n, k, p, r, a, d in zip(names.tolist(), kinds.tolist(), pid, tid, ts, dur)]
+    other["rank_tracks"] = {
+        "kinds": [KINDS[COMPUTE_K], KINDS[COMM_K], KINDS[BUBBLE_K]],
+        "idle": "the gaps of a rank's track (ranks.csv and summary.json give idle_s per rank)",
+        "events": len(lines),
+        "complete": kept_ranks is None,
+    }
+    if kept_ranks is not None:
+        other["rank_tracks"]["note"] = (f"more than {MAX_SEGMENT_EVENTS:,} events: segments of every "
+                                        f"{kept_ranks}th rank (rank % {kept_ranks} == 0) only")
+    return lines
+
+
+def _transfer_lines(run: Run, other: dict[str, Any]) -> list[str]:
     g, tl, fabric = run.graph, run.timeline, run.fabric
+    n = len(g)
+    kind = np.fromiter(g.kind, dtype=np.int8, count=n)
+    ids = np.flatnonzero((kind == TRANSFER) & ~np.isnan(tl.end_s[:n]))
+    total = len(ids)
+    coll = np.fromiter(g.collective, dtype=np.int64, count=n)
+    if total > MAX_TRANSFER_EVENTS:
+        # collective transfers first, then point-to-point (pipeline) sends, each in time order
+        order = np.lexsort((tl.start_s[ids], coll[ids] < 0))
+        ids = np.sort(ids[order[:MAX_TRANSFER_EVENTS]])
+        p2p = coll[ids] < 0
+        last = float(tl.start_s[ids][p2p].max()) if p2p.any() else 0.0
+        other["transfer_events"] = {
+            "total": total, "written": len(ids), "limit": MAX_TRANSFER_EVENTS,
+            "rule": "every collective transfer first, then pipeline sends in order of start time "
+                    f"(those starting up to {last * 1e3:.3f} ms); every transfer is in flows.csv",
+        }
+    else:
+        other["transfer_events"] = {"total": total, "written": total, "limit": MAX_TRANSFER_EVENTS}
+    link_json = [_enc(link.id) for link in fabric.links]
+    src = np.fromiter(g.rank, dtype=np.int64, count=n)[ids]
+    dst = np.fromiter(g.dst, dtype=np.int64, count=n)[ids]
     gps = fabric.gpus_per_server
-    events: list[dict[str, Any]] = []
+    size = np.fromiter(g.size_bytes, dtype=float, count=n)[ids].tolist()
+    ts, dur = _span_us(tl.start_s[ids], tl.end_s[ids])
+    return [f'{{"ph":"X","name":"→ rank {d}","cat":"transfer","pid":{s // gps},"tid":{SEND_TID_OFFSET + s},'
+            f'"ts":{a},"dur":{u},"args":{{"bytes":{b!r},"op":{_enc(g.name[t])},'
+            f'"route":[{",".join(link_json[li] for li in g.route[t])}]}}}}'
+            for t, s, d, a, u, b in zip(ids.tolist(), src.tolist(), dst.tolist(), ts, dur, size)]
+
+
+def _counter_events(run: Run) -> list[dict[str, Any]]:
+    """Per loaded link (the `MAX_COUNTER_LINKS` that carried most bytes over time), an event whenever its
+    rate changes, and a 0 when it stops carrying anything."""
+    tl, fabric = run.timeline, run.fabric
+    load = tl.link_load
+    starts, ends, links, rates = (load.segments() if hasattr(load, "segments")
+                                  else (load.t_start, load.t_end, load.links, load.rates_bytes_per_s))
+    if not len(starts):
+        return []
+    starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+    lens = np.fromiter(map(len, links), dtype=np.int64, count=len(links))
+    seg = np.repeat(np.arange(len(starts)), lens)
+    li = np.concatenate(links).astype(np.int64)
+    rate = np.concatenate(rates).astype(float)
+    per_link = np.bincount(li, weights=rate * (ends - starts)[seg], minlength=len(fabric.links))
+    top = np.argsort(-per_link, kind="stable")[:MAX_COUNTER_LINKS]
+    top = top[per_link[top] > 0]
+    m = np.isin(li, top)
+    seg, li, rate = seg[m], li[m], rate[m]
+    order = np.lexsort((seg, li))
+    seg, li, rate = seg[order], li[order], rate[order]
+    same_prev = np.zeros(len(li), dtype=bool)
+    same_prev[1:] = (li[1:] == li[:-1]) & (seg[1:] == seg[:-1] + 1) & (starts[seg[1:]] == ends[seg[:-1]])
+    changed = ~same_prev
+    changed[1:] |= same_prev[1:] & (rate[1:] != rate[:-1])
+    stops = np.ones(len(li), dtype=bool)
+    stops[:-1] = ~same_prev[1:]
+    t = np.concatenate((starts[seg[changed]], ends[seg[stops]]))
+    v = np.concatenate((rate[changed], np.zeros(int(stops.sum()))))
+    lk = np.concatenate((li[changed], li[stops]))
+    order = np.lexsort((np.concatenate((np.ones(int(changed.sum())), np.zeros(int(stops.sum())))), t, lk))
+    names = [link.id for link in fabric.links]
+    return [{"ph": "C", "name": names[k], "pid": LINKS_PID, "ts": a, "args": {"Gb/s": g}}
+            for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())]
+
+
+def build_trace(run: Run) -> Trace:
+    fabric = run.fabric
+    gps = fabric.gpus_per_server
+    head: list[dict[str, Any]] = []
     servers = sorted({fabric.server_of(r) for r in range(fabric.world_size)})
     for s in servers:
-        events.append({"ph": "M", "name": "process_name", "pid": s, "args": {"name": f"server {s}"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": s, "args": {"sort_index": s}})
+        head.append({"ph": "M", "name": "process_name", "pid": s, "args": {"name": f"server {s}"}})
+        head.append({"ph": "M", "name": "process_sort_index", "pid": s, "args": {"sort_index": s}})
     for r in range(fabric.world_size):
         pid = fabric.server_of(r)
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": r,
-                       "args": {"name": f"rank {r} (gpu{r % gps})"}})
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": SEND_TID_OFFSET + r,
-                       "args": {"name": f"rank {r} sends"}})
-    for seg in rank_segments(g, tl):
-        events.append({"ph": "X", "name": seg.name, "cat": seg.kind, "pid": fabric.server_of(seg.rank),
-                       "tid": seg.rank, "ts": seg.start_s * 1e6, "dur": (seg.end_s - seg.start_s) * 1e6})
-    for t in range(len(g)):
-        if g.kind[t] != TRANSFER or np.isnan(tl.end_s[t]):
-            continue
-        src = g.rank[t]
-        events.append({"ph": "X", "name": f"→ rank {g.dst[t]}", "cat": "transfer", "pid": fabric.server_of(src),
-                       "tid": SEND_TID_OFFSET + src, "ts": tl.start_s[t] * 1e6,
-                       "dur": (tl.end_s[t] - tl.start_s[t]) * 1e6,
-                       "args": {"bytes": g.size_bytes[t], "op": g.name[t], "route": [fabric.links[li].id for li in g.route[t]]}})
-    events.append({"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links (Gb/s)"}})
-    loaded = np.argsort(-tl.link_bytes)[:MAX_COUNTER_LINKS]
-    loaded = [int(i) for i in loaded if tl.link_bytes[i] > 0]
-    keep = set(loaded)
-    last: dict[int, float] = {}
-    load = tl.link_load
-    for a, b, links, rates in zip(load.t_start, load.t_end, load.links, load.rates_bytes_per_s):
-        now = dict(zip(links.tolist(), rates.tolist()))
-        for li in keep:
-            value = now.get(li, 0.0)
-            if last.get(li, 0.0) != value:
-                events.append({"ph": "C", "name": fabric.links[li].id, "pid": LINKS_PID, "ts": a * 1e6,
-                               "args": {"Gb/s": value * BITS_PER_BYTE / 1e9}})
-                last[li] = value
-    for li, value in last.items():
-        if value:
-            events.append({"ph": "C", "name": fabric.links[li].id, "pid": LINKS_PID, "ts": tl.makespan_s * 1e6,
-                           "args": {"Gb/s": 0.0}})
+        for k, (tid, name) in enumerate(((r, f"rank {r} (gpu{r % gps})"), (COMM_TID_OFFSET + r, f"rank {r} comm"),
+                                         (SEND_TID_OFFSET + r, f"rank {r} sends"))):
+            head.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+            head.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                         "args": {"sort_index": 3 * r + k}})
+    head.append({"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links (Gb/s)"}})
+    other: dict[str, Any] = {"scenario": run.scenario.name, "engine": run.results.engine}
+    bulk = [_segment_lines(run, other), _transfer_lines(run, other)]
+    tail = _counter_events(run)
+    other["counter_links"] = {"limit": MAX_COUNTER_LINKS,
+                              "note": "the links that carried most bytes as transfers (collectives folded "
+                                      "into GPU time have no load over time)"}
     if run.packet_stats is not None:  # queue depth, DCQCN rate and PFC counters of the packet engine
         from ..packet.trace import packet_trace_events
 
-        events.extend(packet_trace_events(run.packet_stats))
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"scenario": run.scenario.name, "engine": run.results.engine}}
+        tail.extend(packet_trace_events(run.packet_stats))
+    return Trace(head, bulk, tail, other)
