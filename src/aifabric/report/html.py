@@ -1,21 +1,26 @@
 """report.html: one self-contained file (plotly.js embedded), readable offline.
 
-Sections: headline figures, rank timeline (Gantt), link utilization over time by tier (heatmaps),
-traffic matrix, flow-size and flow-completion-time CDFs, collective breakdown, topology drawing,
-and the scenario itself. Large runs are cut to what a page can show, and the page says so.
+Sections: headline figures, rank timeline (Gantt: compute, communication, idle, pipeline bubble), link
+utilization over time by tier (heatmaps), traffic matrices per network and parallel dimension,
+flow-size and flow-completion-time CDFs, collective breakdown, topology drawing, and the scenario
+itself. Large runs are cut to what a page can show, and the page says so: the Gantt shows at most
+`MAX_GANTT_RANKS` ranks (chosen along the parallelism plan), heatmaps the busiest links, matrices per
+server (or group of servers), CDFs through quantiles. Numeric arrays are embedded as typed arrays
+(plotly's base64 "bdata"), and every figure holds few traces, so writing stays fast at 1,000+ GPUs.
 """
 
 from __future__ import annotations
 
 import html
-from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 import yaml
 from plotly.offline import get_plotlyjs
 
-from ..analysis import cdf, flows, rank_segments, traffic_matrix
+from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, rank_timeline, traffic_matrix
+from ..analysis import flows as run_flows
 from ..fabric.graph import TIERS
 from ..simulate import Run
 from .terminal import fmt_bytes, fmt_time
@@ -23,41 +28,131 @@ from .terminal import fmt_bytes, fmt_time
 MAX_GANTT_RANKS = 64
 MAX_HEATMAP_LINKS = 48
 MAX_MATRIX = 128
+MAX_CDF_POINTS = 2000
 TIME_BINS = 120
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC"]
+# Gantt colors by category; "<dim> collectives" not listed take the palette in turn
+GANTT_COLORS = {"compute": "#4C78A8", FOLDED: "#F2B880", P2P: "#54A24B", "dp collectives": "#F58518",
+                "idle": "#D5D5D5", "bubble": "#E45756"}
+NETWORK_LABELS = {"all": "all networks", "scale-up": "NVLink (scale-up)", "scale-out": "scale-out network"}
 
 
 def _fig_html(fig: go.Figure, div_id: str) -> str:
-    fig.update_layout(margin=dict(l=60, r=20, t=40, b=40), template="plotly_white")
+    m = fig.layout.margin  # defaults where the figure did not set its own
+    fig.update_layout(margin={k: getattr(m, k) if getattr(m, k) is not None else v
+                              for k, v in dict(l=60, r=20, t=40, b=40).items()}, template="plotly_white")
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
-def gantt(run: Run) -> tuple[go.Figure, str]:
-    segs = rank_segments(run.graph, run.timeline)
+@dataclass
+class _Context:
+    """What several figures use, computed once per report."""
+
+    run: Run
+    flows: Flows
+    timeline: RankTimeline
+
+
+def _context(run: Run) -> _Context:
+    return _Context(run, run_flows(run.graph, run.fabric, run.timeline),
+                    rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations))
+
+
+def _layout(run: Run):
+    """The rank layout of an LLM-training run's parallelism plan (None for other workloads)."""
+    s = run.scenario
+    if getattr(s.workload, "kind", "") != "llm-training":
+        return None
+    try:
+        from ..workload.from_spec import resolve_plan
+
+        _, plan, problems = resolve_plan(s)
+        lay = plan.layout
+    except Exception:  # noqa: BLE001 - no plan: the generic choice of ranks
+        return None
+    return lay if not problems and lay.world_size == run.fabric.world_size else None
+
+
+def gantt_ranks(run: Run, limit: int | None = None) -> tuple[list[int], list[str], str]:
+    """The ranks the Gantt shows (at most `limit`), their row labels, and a note saying which they are.
+
+    Small runs: every rank. LLM training: tensor-parallel rank 0 of every pipeline stage (top to bottom)
+    of the first data-parallel replicas; without pipeline, tensor-parallel rank 0 of the first replicas.
+    Other workloads: GPU 0 of servers spread evenly over the cluster. `limit`: MAX_GANTT_RANKS by default."""
+    limit = MAX_GANTT_RANKS if limit is None else limit
     world = run.fabric.world_size
-    shown = min(world, MAX_GANTT_RANKS)
-    note = "" if shown == world else f"first {shown} of {world} ranks shown"
-    by_name: dict[tuple[str, str], list] = defaultdict(list)
-    for s in segs:
-        if s.rank < shown:
-            label = s.name.split("/", 1)[-1]
-            by_name[(s.kind, label)].append(s)
+    if world <= limit:
+        return list(range(world)), [f"rank {r}" for r in range(world)], ""
+    lay = _layout(run)
+    if lay is not None:
+        stages = [int(p) for p in np.unique(np.linspace(0, lay.pp - 1, min(lay.pp, limit)).round())]
+        replicas = max(1, min(lay.dp, limit // len(stages)))
+        ranks = [lay.rank(dp=d, pp=p) for d in range(replicas) for p in stages]
+        labels = [f"rank {lay.rank(dp=d, pp=p)} · dp{d} pp{p}" if lay.pp > 1 else f"rank {lay.rank(dp=d)} · dp{d}"
+                  for d in range(replicas) for p in stages]
+        which = (f"every pipeline stage ({len(stages)} of {lay.pp})" if len(stages) < lay.pp
+                 else f"each of the {lay.pp} pipeline stages") if lay.pp > 1 else "one rank"
+        note = (f"{len(ranks)} of {world} ranks shown: {which} of data-parallel replicas 0–{replicas - 1}"
+                f" (of {lay.dp}), tensor-parallel rank 0 (of {lay.tp})"
+                + (", context-parallel rank 0" if lay.cp > 1 else "")
+                + ". Every rank is in trace.json, ranks.csv and summary.json.")
+        return ranks, labels, note
+    gps = run.fabric.gpus_per_server
+    servers = (world + gps - 1) // gps
+    picked = [int(s) for s in np.unique(np.linspace(0, servers - 1, min(servers, limit)).round())]
+    ranks = [s * gps for s in picked]
+    note = (f"{len(ranks)} of {world} ranks shown: GPU 0 of {len(ranks)} servers spread over the cluster "
+            f"({', '.join(f'rank {r}' for r in ranks[:4])}, …, rank {ranks[-1]}). "
+            "Every rank is in trace.json, ranks.csv and summary.json.")
+    return ranks, [f"rank {r}" for r in ranks], note
+
+
+def gantt(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
+    """Per shown rank: compute, communication (by kind), idle and pipeline-bubble segments, one trace per
+    category (a few traces whatever the run's size)."""
+    ctx = ctx or _context(run)
+    rt = ctx.timeline
+    ranks, labels, note = gantt_ranks(run)
+    row_of = np.full(rt.world, -1, dtype=np.int64)
+    row_of[ranks] = np.arange(len(ranks))
+    shown = row_of[rt.rank] >= 0
     fig = go.Figure()
-    for i, ((kind, label), ss) in enumerate(sorted(by_name.items())):
+    cats = [c for c in ("compute", FOLDED, P2P) if (rt.category[shown] == c).any()]
+    cats += sorted({c for c in np.unique(rt.category[shown]).tolist()} - set(cats) - {"idle", "bubble"})
+    cats += [c for c in ("idle", "bubble") if (rt.category[shown] == c).any()]
+    spare = iter(PALETTE[4:] * 4)
+    for cat in cats:
+        m = shown & (rt.category == cat)
+        start = rt.start_s[m] * 1e3
+        dur = (rt.end_s[m] - rt.start_s[m]) * 1e3
+        rows = row_of[rt.rank[m]]
+        quiet = cat in ("idle", "bubble")
         fig.add_trace(go.Bar(
-            name=f"{label} ({kind})",
-            y=[f"rank {s.rank}" for s in ss],
-            x=[(s.end_s - s.start_s) * 1e3 for s in ss],
-            base=[s.start_s * 1e3 for s in ss],
-            orientation="h",
-            marker_color=PALETTE[i % len(PALETTE)],
-            hovertemplate="%{y}: " + label + "<br>start %{base:.4f} ms<br>duration %{x:.4f} ms<extra></extra>",
+            name=cat, orientation="h", y=rows.astype(np.int16), x=dur.astype(np.float32), base=start,
+            customdata=rt.rank[m].astype(np.int32),
+            hovertext=None if quiet else rt.name[m],
+            marker=dict(color=GANTT_COLORS.get(cat) or next(spare), line=dict(width=0)),
+            hovertemplate="rank %{customdata}: " + ("" if quiet else "%{hovertext}<br>") + cat
+                          + "<br>start %{base:.4f} ms<br>duration %{x:.4f} ms<extra></extra>",
         ))
-    fig.update_layout(barmode="overlay", title="Timeline per rank (compute and collectives)",
-                      xaxis_title="time (ms)", height=max(300, 22 * shown + 120),
-                      yaxis=dict(autorange="reversed", categoryorder="array",
-                                 categoryarray=[f"rank {r}" for r in range(shown)]))
-    return fig, note
+    its = rt.iterations
+    bubble = f", pipeline bubble {fmt_time(float(rt.bubble_s[ranks].mean()))}" if rt.pipeline else ""
+    fig.update_layout(
+        barmode="overlay", bargap=0.15, legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        title=dict(text=f"Timeline per rank — idle {fmt_time(float(rt.idle_s[ranks].mean()))}{bubble}"
+                        f" per rank shown and iteration{' (mean)' if len(ranks) > 1 else ''}",
+                   y=0.995, yanchor="top"),
+        xaxis_title="time (ms)", height=max(320, 20 * len(ranks) + 160),
+        yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(len(ranks))), ticktext=labels,
+                   range=[len(ranks) - 0.5, -0.5]),
+        margin=dict(t=90))
+    explain = ("Idle: the GPU neither computes nor communicates. "
+               + ("Bubble: idle before a rank's first and after its last compute of an iteration (pipeline fill "
+                  "and drain). " if rt.pipeline else "")
+               + ("Folded scale-up collectives run inside their merged compute task and are drawn at its end. "
+                  if (rt.category[shown] == FOLDED).any() else "")
+               + (f"{its} iterations." if its > 1 else ""))
+    return fig, " ".join(x for x in (note, explain) if x)
 
 
 def link_heatmaps(run: Run) -> list[tuple[go.Figure, str]]:
@@ -66,54 +161,115 @@ def link_heatmaps(run: Run) -> list[tuple[go.Figure, str]]:
     width = edges[1] - edges[0] if len(edges) > 1 else 1.0
     cap = np.array([link.capacity_bytes_per_s for link in fabric.links])
     util = 100 * bytes_ / (cap[:, None] * width) if width > 0 else bytes_
+    over_time = bytes_.sum(axis=1)  # what the load over time shows (folded collectives are not in it)
+    tier_of = np.array([link.tier for link in fabric.links], dtype=object)
+    folded = getattr(run.graph, "folded_link_bytes", None) is not None and bool(run.graph.folded)
     figs = []
     for tier in TIERS:
-        idx = [link.index for link in fabric.links if link.tier == tier and tl.link_bytes[link.index] > 0]
-        if not idx:
+        idx = np.flatnonzero((tier_of == tier) & (over_time > 0))
+        if not len(idx):
             continue
-        idx.sort(key=lambda i: -tl.link_bytes[i])
-        note = "" if len(idx) <= MAX_HEATMAP_LINKS else f"busiest {MAX_HEATMAP_LINKS} of {len(idx)} loaded links"
-        idx = sorted(idx[:MAX_HEATMAP_LINKS], key=lambda i: fabric.links[i].id)
+        idx = idx[np.argsort(-over_time[idx], kind="stable")]
+        notes = [] if len(idx) <= MAX_HEATMAP_LINKS else [f"busiest {MAX_HEATMAP_LINKS} of {len(idx)} loaded links"]
+        if folded and tier == "nvlink":
+            notes.append("collectives folded into GPU time are not in the load over time (they are in links.csv)")
+        idx = sorted(idx[:MAX_HEATMAP_LINKS].tolist(), key=lambda i: fabric.links[i].id)
         fig = go.Figure(go.Heatmap(
-            z=util[idx], x=(edges[:-1] + width / 2) * 1e3, y=[fabric.links[i].id for i in idx],
+            z=util[idx].astype(np.float32), x=((edges[:-1] + width / 2) * 1e3).astype(np.float32),
+            y=[fabric.links[i].id for i in idx],
             zmin=0, zmax=100, colorscale="Viridis", colorbar=dict(title="%"),
             hovertemplate="%{y}<br>t=%{x:.3f} ms<br>%{z:.1f}%<extra></extra>",
         ))
         fig.update_layout(title=f"Link utilization over time — {tier} tier", xaxis_title="time (ms)",
                           height=max(260, 16 * len(idx) + 120))
-        figs.append((fig, note))
+        figs.append((fig, "; ".join(notes)))
     return figs
 
 
-def matrix(run: Run) -> tuple[go.Figure, str]:
-    f = flows(run.graph, run.fabric, run.timeline)
+def matrix_grouping(world: int, gps: int) -> tuple[int, str]:
+    """Ranks per matrix row and the row's name: rank, server, or k servers (at most MAX_MATRIX rows)."""
+    if world <= MAX_MATRIX:
+        return 1, "rank"
+    servers = (world + gps - 1) // gps
+    if servers <= MAX_MATRIX:
+        return gps, "server"
+    k = -(-servers // MAX_MATRIX)
+    return gps * k, f"{k} servers"
+
+
+def matrix(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
+    """Traffic matrices, one per (parallel dimension, network) that carried bytes; a dropdown picks one."""
+    ctx = ctx or _context(run)
+    f = ctx.flows
     world = run.fabric.world_size
-    group, unit = (1, "rank") if world <= MAX_MATRIX else (run.fabric.gpus_per_server, "server")
-    m = traffic_matrix(f, world, group)
-    labels = [f"{unit} {i}" for i in range(m.shape[0])]
-    fig = go.Figure(go.Heatmap(z=m / 1e6, x=labels, y=labels, colorscale="Blues", colorbar=dict(title="MB"),
-                               hovertemplate="%{y} → %{x}<br>%{z:.2f} MB<extra></extra>"))
-    fig.update_layout(title=f"Traffic matrix (bytes per {unit} pair, source → destination)",
-                      xaxis_title="destination", yaxis_title="source", yaxis_autorange="reversed",
-                      height=min(900, max(360, 14 * m.shape[0] + 160)))
-    return fig, "" if group == 1 else f"{world} ranks grouped by server"
+    group, unit = matrix_grouping(world, run.fabric.gpus_per_server)
+    gps = run.fabric.gpus_per_server
+    n = (world + group - 1) // group
+    labels = [f"{unit} {i}" if group == 1 or unit == "server"
+              else f"servers {i * group // gps}–{min(world, (i + 1) * group) // gps - 1}" for i in range(n)]
+    fig = go.Figure()
+    buttons: list[tuple[str, float]] = []
+    for dim in [None, *f.dims]:
+        for network in NETWORKS:
+            m = traffic_matrix(f, world, group, network, dim)
+            total = float(m.sum())
+            if total <= 0 and (dim, network) != (None, "all"):
+                continue
+            label = f"{dim or 'all dimensions'} · {NETWORK_LABELS[network]}"
+            unit_name, scale = next(((u, x) for u, x in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+                                     if m.max() >= x), ("B", 1.0))
+            fig.add_trace(go.Heatmap(
+                z=(m / scale).astype(np.float32), x=labels, y=labels, colorscale="Blues",
+                colorbar=dict(title=unit_name), visible=False, name=label,
+                hovertemplate="%{y} → %{x}<br>%{z:.3g} " + unit_name + "<extra>" + html.escape(label) + "</extra>"))
+            buttons.append((label, total))
+    # grouped by server, everything inside a server sits on the diagonal: start with the network between them
+    first = next((i for i, (label, total) in enumerate(buttons)
+                  if group > 1 and label == f"all dimensions · {NETWORK_LABELS['scale-out']}"), 0)
+    fig.data[first].visible = True
+    title = f"Traffic matrix per {unit} pair (source → destination)"
+    fig.update_layout(
+        title=dict(text=f"{title} — {buttons[first][0]}: {fmt_bytes(buttons[first][1])}", y=0.98, yanchor="top"),
+        xaxis_title="destination", yaxis_title="source", yaxis_autorange="reversed",
+        height=min(900, max(400, 14 * n + 200)),
+        updatemenus=[dict(
+            type="dropdown", x=0.0, xanchor="left", y=1.01, yanchor="bottom", showactive=True, active=first,
+            buttons=[dict(label=f"{label} ({fmt_bytes(total)})", method="update",
+                          args=[{"visible": [j == i for j in range(len(buttons))]},
+                                {"title.text": f"{title} — {label}: {fmt_bytes(total)}"}])
+                     for i, (label, total) in enumerate(buttons)])],
+        margin=dict(t=110))
+    note = ("The menu picks a parallel dimension and a network. Folded scale-up collectives count as NVLink traffic. "
+            + ("" if group == 1 else f"{world} ranks grouped by {unit}: traffic inside a group is on the diagonal."))
+    return fig, note
 
 
-def flow_cdfs(run: Run) -> go.Figure:
-    f = flows(run.graph, run.fabric, run.timeline)
+def _quantiles(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most MAX_CDF_POINTS points of an empirical CDF (every point when there are fewer)."""
+    if len(x) <= MAX_CDF_POINTS:
+        return x, y
+    at = np.unique(np.linspace(0, len(x) - 1, MAX_CDF_POINTS).round().astype(np.int64))
+    return x[at], y[at]
+
+
+def flow_cdfs(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
+    ctx = ctx or _context(run)
+    f = ctx.flows
     fig = go.Figure()
     for name, mask in (("NVLink", f.scale_up), ("network", ~f.scale_up)):
         if mask.any():
-            x, y = cdf(f.size_bytes[mask])
+            x, y = _quantiles(*cdf(f.size_bytes[mask]))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"size, {name}"))
-            x, y = cdf(f.completion_s[mask] * 1e6)
+            x, y = _quantiles(*cdf(f.completion_s[mask] * 1e6))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"completion time (µs), {name}",
                                      xaxis="x2"))
     fig.update_layout(title="Flow sizes and flow completion times (CDF)", yaxis_title="fraction of flows",
                       xaxis=dict(title="flow size (bytes)", type="log", domain=[0, 0.45]),
                       xaxis2=dict(title="completion time (µs)", type="log", domain=[0.55, 1], anchor="y"),
                       height=380)
-    return fig
+    note = (f"{len(f.src):,} flows; each curve drawn through at most {MAX_CDF_POINTS:,} quantiles."
+            if len(f.src) > MAX_CDF_POINTS else "")
+    return fig, note
 
 
 def collective_breakdown(run: Run) -> go.Figure:
@@ -121,12 +277,14 @@ def collective_breakdown(run: Run) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[c.key for c in cs], y=[c.time_s * 1e3 for c in cs],
         customdata=[[c.op, c.algorithm, c.group_size, c.size_bytes / 1e6, c.algbw_bytes_per_s / 1e9,
-                     c.busbw_bytes_per_s / 1e9] for c in cs],
+                     c.busbw_bytes_per_s / 1e9, c.count] for c in cs],
         hovertemplate="%{x}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]} ranks, %{customdata[3]:.2f} MB"
-                      "<br>%{y:.3f} ms, algbw %{customdata[4]:.2f} GB/s, busbw %{customdata[5]:.2f} GB/s<extra></extra>",
+                      " ×%{customdata[6]}<br>%{y:.3f} ms, algbw %{customdata[4]:.2f} GB/s, busbw %{customdata[5]:.2f}"
+                      " GB/s<extra></extra>",
         marker_color=PALETTE[1],
     ))
-    fig.update_layout(title="Collectives: time per instance", yaxis_title="time (ms)", height=360)
+    fig.update_layout(title="Collectives: time per instance (folded: one instance of the kind)",
+                      yaxis_title="time (ms)", height=360)
     return fig
 
 
@@ -139,8 +297,13 @@ def topology_svg(run: Run) -> str:
         return ""
 
 
-def _headline(run: Run) -> str:
-    r, s = run.results, run.scenario
+def _headline(run: Run, ctx: _Context) -> str:
+    r, s, rt = run.results, run.scenario, ctx.timeline
+    it = r.iteration_time_s
+
+    def pct(x: float) -> str:
+        return f" ({100 * x / it:.0f}% of the iteration)" if it > 0 else ""
+
     rows = [
         ("scenario", s.name),
         ("cluster", f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu} = "
@@ -152,6 +315,12 @@ def _headline(run: Run) -> str:
         ("compute", fmt_time(r.compute_time_s)),
         ("communication", fmt_time(r.communication_time_s)),
         ("exposed communication", fmt_time(r.exposed_communication_s)),
+        ("GPU idle (mean over ranks)", fmt_time(float(rt.idle_s.mean())) + pct(float(rt.idle_s.mean()))),
+    ]
+    if rt.pipeline:
+        rows.append(("pipeline bubble (mean over ranks)", fmt_time(float(rt.bubble_s.mean()))
+                     + pct(float(rt.bubble_s.mean()))))
+    rows += [
         ("MFU", f"{100 * r.mfu:.1f}%"),
         ("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)}, "
                       f"network {fmt_bytes(r.scale_out_bytes)})"),
@@ -172,15 +341,17 @@ pre{background:#f6f6f6;padding:12px;overflow:auto;font-size:12px} #js-errors{col
 
 
 def build_html(run: Run) -> str:
-    parts = [f"<h1>aifabric report — {html.escape(run.scenario.name)}</h1>", _headline(run)]
+    ctx = _context(run)
+    parts = [f"<h1>aifabric report — {html.escape(run.scenario.name)}</h1>", _headline(run, ctx)]
     figures: list[tuple[str, go.Figure, str]] = []
-    fig, note = gantt(run)
+    fig, note = gantt(run, ctx)
     figures.append(("Timeline", fig, note))
     for fig, note in link_heatmaps(run):
         figures.append(("", fig, note))
-    fig, note = matrix(run)
+    fig, note = matrix(run, ctx)
     figures.append(("Traffic matrix", fig, note))
-    figures.append(("Flows", flow_cdfs(run), ""))
+    fig, note = flow_cdfs(run, ctx)
+    figures.append(("Flows", fig, note))
     if run.results.collectives:
         figures.append(("Collectives", collective_breakdown(run), ""))
     if run.packet_stats is not None:  # the packet engine: queues, DCQCN rates, PFC frames
