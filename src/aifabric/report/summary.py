@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..analysis import bytes_by_dimension, flows
+from ..analysis import bytes_by_dimension, flows, rank_timeline
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
+from .tables import flow_rows
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -19,6 +20,9 @@ def _gB(x: float) -> float:
 def build_summary(run: Run) -> dict[str, Any]:
     r = run.results
     s = run.scenario
+    rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
+    n_ranks = len(r.rank_compute_s)
+    idle, bubble = rt.idle_s[:n_ranks], rt.bubble_s[:n_ranks]
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "aifabric_version": __version__,
@@ -36,6 +40,15 @@ def build_summary(run: Run) -> dict[str, Any]:
         "compute_time_s": r.compute_time_s,
         "communication_time_s": r.communication_time_s,
         "exposed_communication_s": r.exposed_communication_s,
+        "idle_time_s": float(idle.max(initial=0.0)),
+        "bubble_time_s": float(bubble.max(initial=0.0)),
+        "pipeline_bubble_fraction": (float(bubble.mean()) / r.iteration_time_s
+                                     if n_ranks and r.iteration_time_s > 0 else 0.0),
+        "ranks": [
+            {"rank": k, "compute_s": c, "communication_s": m, "exposed_communication_s": e, "idle_s": i, "bubble_s": b}
+            for k, (c, m, e, i, b) in enumerate(zip(r.rank_compute_s.tolist(), r.rank_comm_s.tolist(),
+                                                    r.rank_exposed_s.tolist(), idle.tolist(), bubble.tolist()))
+        ],
         "collectives": [
             {
                 "key": c.key,
@@ -73,6 +86,7 @@ def build_summary(run: Run) -> dict[str, Any]:
             "scale_up_bytes": r.scale_up_bytes,
             "scale_out_bytes": r.scale_out_bytes,
             "by_dimension": bytes_by_dimension(flows(run.graph, run.fabric, run.timeline)),
+            "table_rows": len(flow_rows(run)),
         },
         "mfu": r.mfu,
         # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise

@@ -1,4 +1,9 @@
-"""Tables of a run as CSV (and Parquet when pyarrow is installed): links, collectives, ranks, flows."""
+"""Tables of a run as CSV (and Parquet when pyarrow is installed): links, collectives, ranks, flows.
+
+Columns are built as numpy arrays / lists and written with the csv module's C writer. flows.csv holds
+at most `MAX_FLOW_ROWS` rows (every collective transfer first, then pipeline sends in order of start
+time); summary.json's `flows.table_rows` says how many it holds, `flows.count` how many ran.
+"""
 
 from __future__ import annotations
 
@@ -6,56 +11,89 @@ import csv
 import io
 from pathlib import Path
 
-from ..analysis import flows
+import numpy as np
+
+from ..analysis import flows, rank_timeline
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
 from .files import write_atomic
 
+MAX_FLOW_ROWS = 1_000_000
 
-def _csv(rows: list[dict]) -> str:
+Columns = dict[str, list]
+
+
+def _csv(cols: Columns) -> str:
     buf = io.StringIO()
-    if rows:
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    if cols and len(next(iter(cols.values()))):
+        w = csv.writer(buf, lineterminator="\r\n")
+        w.writerow(list(cols))
+        w.writerows(zip(*cols.values()))
     return buf.getvalue()
 
 
-def tables(run: Run) -> dict[str, list[dict]]:
+def flow_rows(run: Run) -> np.ndarray:
+    """Indices into `analysis.flows(...)` of the flows flows.csv holds (all, or MAX_FLOW_ROWS chosen)."""
+    f = flows(run.graph, run.fabric, run.timeline)
+    if len(f.task) <= MAX_FLOW_ROWS:
+        return np.arange(len(f.task))
+    p2p = np.fromiter(run.graph.collective, dtype=np.int64, count=len(run.graph))[f.task] < 0
+    return np.sort(np.lexsort((f.start_s, p2p))[:MAX_FLOW_ROWS])
+
+
+def table_columns(run: Run) -> dict[str, Columns]:
     r = run.results
     f = flows(run.graph, run.fabric, run.timeline)
+    rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
+    keep = flow_rows(run)
+    names = run.graph.name
+    n_ranks = len(r.rank_compute_s)
     return {
-        "links": [{"id": x.id, "src": x.src, "dst": x.dst, "tier": x.tier,
-                   "capacity_gbps": x.capacity_bytes_per_s * BITS_PER_BYTE / 1e9, "bytes": x.bytes,
-                   "utilization": x.utilization, "peak_gbps": x.peak_bytes_per_s * BITS_PER_BYTE / 1e9}
-                  for x in r.links],
-        "collectives": [{"key": c.key, "op": c.op, "algorithm": c.algorithm, "group_size": c.group_size,
-                         "bytes_per_rank": c.size_bytes, "start_s": c.start_s, "time_s": c.time_s,
-                         "algbw_GBps": c.algbw_bytes_per_s / 1e9, "busbw_GBps": c.busbw_bytes_per_s / 1e9}
-                        for c in r.collectives],
-        "ranks": [{"rank": k, "compute_s": float(r.rank_compute_s[k]), "communication_s": float(r.rank_comm_s[k]),
-                   "exposed_communication_s": float(r.rank_exposed_s[k])} for k in range(len(r.rank_compute_s))],
-        "flows": [{"task": int(t), "name": run.graph.name[int(t)], "src": int(s), "dst": int(d), "bytes": float(b),
-                   "start_s": float(a), "end_s": float(e), "network": "nvlink" if u else "scale-out"}
-                  for t, s, d, b, a, e, u in zip(f.task, f.src, f.dst, f.size_bytes, f.start_s, f.end_s, f.scale_up)],
+        "links": {
+            "id": [x.id for x in r.links], "src": [x.src for x in r.links], "dst": [x.dst for x in r.links],
+            "tier": [x.tier for x in r.links],
+            "capacity_gbps": [x.capacity_bytes_per_s * BITS_PER_BYTE / 1e9 for x in r.links],
+            "bytes": [x.bytes for x in r.links], "utilization": [x.utilization for x in r.links],
+            "peak_gbps": [x.peak_bytes_per_s * BITS_PER_BYTE / 1e9 for x in r.links]},
+        "collectives": {
+            "key": [c.key for c in r.collectives], "op": [c.op for c in r.collectives],
+            "algorithm": [c.algorithm for c in r.collectives], "group_size": [c.group_size for c in r.collectives],
+            "bytes_per_rank": [c.size_bytes for c in r.collectives], "count": [c.count for c in r.collectives],
+            "start_s": [c.start_s for c in r.collectives], "time_s": [c.time_s for c in r.collectives],
+            "algbw_GBps": [c.algbw_bytes_per_s / 1e9 for c in r.collectives],
+            "busbw_GBps": [c.busbw_bytes_per_s / 1e9 for c in r.collectives]},
+        "ranks": {
+            "rank": list(range(n_ranks)), "compute_s": r.rank_compute_s.tolist(),
+            "communication_s": r.rank_comm_s.tolist(), "exposed_communication_s": r.rank_exposed_s.tolist(),
+            "idle_s": rt.idle_s[:n_ranks].tolist(), "bubble_s": rt.bubble_s[:n_ranks].tolist()},
+        "flows": {
+            "task": f.task[keep].tolist(), "name": [names[t] for t in f.task[keep].tolist()],
+            "src": f.src[keep].tolist(), "dst": f.dst[keep].tolist(), "bytes": f.size_bytes[keep].tolist(),
+            "start_s": f.start_s[keep].tolist(), "end_s": f.end_s[keep].tolist(),
+            "network": np.where(f.scale_up[keep], "nvlink", "scale-out").tolist(), "dim": f.dim[keep].tolist()},
     }
+
+
+def tables(run: Run) -> dict[str, list[dict]]:
+    """The tables as lists of rows (dicts)."""
+    return {name: [dict(zip(cols, row)) for row in zip(*cols.values())] for name, cols in table_columns(run).items()}
 
 
 def write_tables(run: Run, out_dir: Path) -> list[Path]:
     written = []
-    data = tables(run)
-    for name, rows in data.items():
-        written.append(write_atomic(out_dir / f"{name}.csv", _csv(rows)))
+    data = table_columns(run)
+    for name, cols in data.items():
+        written.append(write_atomic(out_dir / f"{name}.csv", _csv(cols)))
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         return written
-    for name, rows in data.items():
-        if rows:
+    for name, cols in data.items():
+        if cols and len(next(iter(cols.values()))):
             path = out_dir / f"{name}.parquet"
             tmp = out_dir / f".{name}.parquet.tmp"
-            pq.write_table(pa.Table.from_pylist(rows), tmp)
+            pq.write_table(pa.table(cols), tmp)
             tmp.replace(path)
             written.append(path)
     return written

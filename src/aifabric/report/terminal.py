@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..analysis import rank_timeline
 from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
@@ -53,6 +54,12 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("communication", fmt_time(r.communication_time_s))
     exposed_pct = 100 * r.exposed_communication_s / r.iteration_time_s if r.iteration_time_s else 0
     head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
+    rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
+    if len(rt.idle_s) and r.iteration_time_s:
+        idle, bubble = float(rt.idle_s.mean()), float(rt.bubble_s.mean())
+        head.add_row("GPU idle", f"{fmt_time(idle)} per rank on average ({100 * idle / r.iteration_time_s:.0f}%)"
+                     + (f", of which pipeline bubble {fmt_time(bubble)} ({100 * bubble / r.iteration_time_s:.0f}%)"
+                        if rt.pipeline else ""))
     head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
                  f" network {fmt_bytes(r.scale_out_bytes)})")
     if run.packet_stats is not None:
