@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aifabric.report import build_summary
-from aifabric.scenario import demo_scenario
+from aifabric.scenario import ch14_scenario, demo_scenario
 from aifabric.simulate import simulate
 
 
@@ -21,6 +21,16 @@ def run_dir(tmp_path_factory) -> Path:
     from aifabric.cli.run_cmds import write_report
 
     out = tmp_path_factory.mktemp("report")
+    write_report(simulate(ch14_scenario()), out, "name: x\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def llm_run_dir(tmp_path_factory) -> Path:
+    """The embedded demo: LLM training in 3D parallelism (tensor, pipeline, data), folded NVLink collectives."""
+    from aifabric.cli.run_cmds import write_report
+
+    out = tmp_path_factory.mktemp("report-llm")
     write_report(simulate(demo_scenario()), out, "name: x\n")
     return out
 
@@ -67,7 +77,9 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def test_report_renders_in_headless_chromium(run_dir, tmp_path):
+@pytest.mark.parametrize("which", ["run_dir", "llm_run_dir"])
+def test_report_renders_in_headless_chromium(which, request, tmp_path):
+    run_dir = request.getfixturevalue(which)
     browser = _chromium()
     if browser is None:
         if os.environ.get("CI"):
@@ -86,6 +98,8 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
     assert dom.count('class="main-svg"') >= n_plots  # every plot was drawn by plotly.js
     errors = dom.split('id="js-errors">')[1].split("</div>")[0]
     assert errors.strip() == "", errors
+    if which == "llm_run_dir":  # the Gantt's legend names the bubble; the traffic matrix has its menu
+        assert ">bubble<" in dom and "updatemenu" in dom
 
 
 def test_interrupted_run_leaves_valid_partial_results():
@@ -96,25 +110,25 @@ def test_interrupted_run_leaves_valid_partial_results():
         if done >= 40:
             raise KeyboardInterrupt
 
-    run = simulate(demo_scenario(), progress=progress)
+    run = simulate(ch14_scenario(), progress=progress)
     assert run.results.complete is False
     summary = build_summary(run)
     assert summary["complete"] is False
     json.dumps(summary)  # serializable
-    full = simulate(demo_scenario()).results
+    full = simulate(ch14_scenario()).results
     assert run.results.flow_count < full.flow_count
 
 
-def test_ctrl_c_on_the_command_leaves_a_readable_folder(demo_data, write_scenario, tmp_path):
+def test_ctrl_c_on_the_command_leaves_a_readable_folder(ch14_data, write_scenario, tmp_path):
     """A real SIGINT to `aifabric simulate`: exit 130, and every file written, summary.json saying complete=false."""
     import signal
     import sys
     import time
 
-    demo_data["cluster"].update(servers=64, gpus_per_server=8)
-    demo_data["fabric"].update(spines=8, switch_radix=128)
-    demo_data["workload"]["global_batch_size"] = 512 * 64
-    path = write_scenario(demo_data)
+    ch14_data["cluster"].update(servers=64, gpus_per_server=8)
+    ch14_data["fabric"].update(spines=8, switch_radix=128)
+    ch14_data["workload"]["global_batch_size"] = 512 * 64
+    path = write_scenario(ch14_data)
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "aifabric", "simulate", str(path), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
