@@ -141,7 +141,7 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         collectives.append(CollectiveResult(
             inst.key, inst.op, inst.algorithm, len(inst.group), inst.size_bytes, inst.label,
             float(min(tl.start_s[t] for t in ts)), float(max(tl.end_s[t] for t in ts)), len(ts), inst.n_steps))
-    for (op, dim, n, size), (count, time_s, label, _) in graph.folded.items():
+    for (op, dim, n, size, label), (count, time_s, _, _) in graph.folded.items():
         collectives.append(CollectiveResult(f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label,
                                             0.0, time_s, 0, 0, count))
     rank_compute = np.array([_union_length(iv) for iv in compute_iv]) / its

@@ -100,7 +100,7 @@ class ScaleUpFolder:
                 if isinstance(op, Collective):
                     t = self.fold(replace(op, group=key[1]))  # on server 0
                     time_s += t
-                    k = (op.op, op.dim, len(op.group), op.size_bytes)
+                    k = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
                     if k in kinds:
                         kinds[k][0] += 1
                     else:

@@ -42,8 +42,8 @@ class TaskGraph:
     # sprayed transfers (load balancing other than ECMP on the flow/analytic engines): the route holds every
     # link of every equal-cost path, and this the share of the transfer's rate on each (absent: 1 each)
     route_weight: dict[int, tuple[float, ...]] = field(default_factory=dict)
-    folded: dict[tuple[str, str, int, int], list] = field(default_factory=dict)
-    # (op, dim, group size, bytes) -> [count, time_s of one, label, payload bytes of one]: the collectives
+    folded: dict[tuple[str, str, int, int, str], list] = field(default_factory=dict)
+    # (op, dim, group size, bytes, label) -> [count, time_s of one, label, payload bytes of one]: the collectives
     # folded into their GPUs' time (engines/fold.py)
     folded_link_bytes: object = None  # numpy array per link: the folded collectives' bytes, or None
     folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes

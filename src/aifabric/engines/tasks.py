@@ -226,7 +226,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                     if folder is not None and folder.foldable(op):
                         time_s = folder.fold(op)
                         merge.collective(op, time_s)
-                        key = (op.op, op.dim, len(op.group), op.size_bytes)
+                        key = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
                         entry = g.folded.get(key)
                         if entry is None:
                             entry = g.folded[key] = [0, time_s, op.label, folder.payload_bytes(op)]

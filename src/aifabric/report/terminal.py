@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis import rank_timeline
+from ..collectives.cost import busbw_factor
 from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
@@ -40,6 +41,14 @@ def fabric_headline(fabric, topology: str) -> str:
     return ", ".join([topology, *parts])
 
 
+def collective_groups(collectives) -> list[list]:
+    """Instances alike (operation, label, ranks, size, algorithm) in one group; groups by total time."""
+    groups: dict[tuple, list] = {}
+    for c in collectives:
+        groups.setdefault((c.op, c.label, c.group_size, c.size_bytes, c.algorithm), []).append(c)
+    return sorted(groups.values(), key=lambda g: -sum(x.time_s * x.count for x in g))
+
+
 def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     r = run.results
     s = run.scenario
@@ -71,15 +80,26 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
         head.add_row("[red]status", "[red]interrupted: partial results")
     console.print(head)
 
-    coll = Table(title="collectives (nccl-tests: algbw = size / time, busbw = algbw × 2(n−1)/n for AllReduce)",
-                 title_justify="left")
-    for col in ("collective", "op", "ranks", "size", "algorithm", "steps", "time", "algbw GB/s", "busbw GB/s"):
-        coll.add_column(col, justify="right" if col not in ("collective", "op", "algorithm") else "left")
-    for c in r.collectives[:20]:
-        coll.add_row(c.key, c.op, str(c.group_size), fmt_bytes(c.size_bytes), c.algorithm, str(c.steps),
-                     fmt_time(c.time_s), f"{c.algbw_bytes_per_s / 1e9:.2f}", f"{c.busbw_bytes_per_s / 1e9:.2f}")
-    if len(r.collectives) > 20:
-        coll.caption = f"... and {len(r.collectives) - 20} more in summary.json"
+    groups = collective_groups(r.collectives)
+    coll = Table(title="collectives, alike instances in one row, by total time (time per instance; nccl-tests' "
+                 "busbw = size / time × 2(n−1)/n for AllReduce)", title_justify="left")
+    for col in ("collective", "count", "op", "ranks", "size", "algorithm", "mean", "max", "busbw GB/s"):
+        coll.add_column(col, justify="right" if col not in ("collective", "op", "algorithm") else "left",
+                        no_wrap=True, max_width=30 if col == "collective" else None)
+    for g in groups[:20]:
+        c = g[0]
+        count = sum(x.count for x in g)
+        mean = sum(x.time_s * x.count for x in g) / count
+        worst = max(x.time_s for x in g)
+        algbw = c.size_bytes / mean if mean > 0 else 0.0
+        if c.algorithm == "folded":  # key "<dim>:<op> (folded)"
+            name = f"{c.key.split(':')[0]} {c.label} (folded)"
+        else:
+            name = c.key if len(g) == 1 else (c.label or c.key)
+        coll.add_row(name, f"{count:,}", c.op, str(c.group_size), fmt_bytes(c.size_bytes), c.algorithm,
+                     fmt_time(mean), fmt_time(worst), f"{algbw * busbw_factor(c.op, c.group_size) / 1e9:.2f}")
+    if len(groups) > 20:
+        coll.caption = f"... and {len(groups) - 20} more kinds; every instance in summary.json and collectives.csv"
     console.print(coll)
 
     links = Table(title=f"busiest links (top {top_links} by utilization)", title_justify="left")
