@@ -45,30 +45,67 @@ def test_buckets_are_launched_during_the_last_backward(h100):
     assert bwd_before > per_micro_batch  # gradient accumulation: nothing reduced after micro-batch 0
 
 
+def _tp_ops(w, rank=0, labels=None):
+    return [op for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "tp"
+            and (labels is None or op.label in labels)]
+
+
 def test_tensor_parallel_two_allreduces_per_block_each_way(h100):
     t, s, b = 4, 256, 2
     plan = Plan(tp=t, global_batch_size=b, micro_batch_size=b, seq_len=s)
     w = build_llm_training(SMALL, plan, h100)
     act = b * s * SMALL.hidden * 2  # bytes of one block output (bf16)
     per_layer = 4 * 2 * (t - 1) / t * act  # 2 AllReduce forward + 2 backward
-    assert sent(w, "tp").per_gpu_max_bytes == pytest.approx(SMALL.layers * per_layer)
+    blocks = _tp_ops(w, labels={"activations"})
+    assert len(blocks) == 4 * SMALL.layers and {op.size_bytes for op in blocks} == {act}
+    # Megatron's vocabulary parallelism: the embedding output summed in forward, the LM head's input
+    # gradient in backward (b.s.h each), and the cross-entropy's three AllReduces of one fp32 value per token
+    vocab = [(op.label, op.size_bytes) for op in _tp_ops(w) if op.label != "activations"]
+    assert vocab == [("embedding output", act), ("cross-entropy max-logit", b * s * 4),
+                     ("cross-entropy target-logit", b * s * 4), ("cross-entropy sum-exp", b * s * 4),
+                     ("LM head input gradient", act)]
+    extra = 2 * (t - 1) / t * (2 * act + 3 * b * s * 4)
+    assert sent(w, "tp").per_gpu_max_bytes == pytest.approx(SMALL.layers * per_layer + extra)
     assert sent(w, "tp").scale_out_bytes == 0  # tp=4 inside an 8-GPU server
+
+
+def test_vocabulary_parallel_exchanges_sit_where_megatron_issues_them(h100):
+    plan = Plan(tp=2, pp=2, global_batch_size=2, micro_batch_size=1, seq_len=256, schedule="gpipe")
+    w = build_llm_training(SMALL, plan, h100)
+    first, last = w.ranks[0], w.ranks[plan.layout.rank(pp=1)]
+    names = [getattr(op, "name", None) or getattr(op, "label", None) or type(op).__name__ for op in first]
+    # first stage: the embedding's AllReduce opens each forward; its backward needs none
+    assert names[0] == "embedding output"
+    assert [op.label for op in _tp_ops(w) if "embedding" in op.label] == ["embedding output"] * 2
+    names = [getattr(op, "name", None) or getattr(op, "label", None) or type(op).__name__ for op in last]
+    i = names.index("fwd/logits")
+    assert names[i + 1:i + 4] == ["cross-entropy max-logit", "cross-entropy target-logit", "cross-entropy sum-exp"]
+    j = names.index("bwd/logits")
+    assert names[j + 1] == "LM head input gradient"
+    assert all(op.blocking and op.stream == "comm" for op in _tp_ops(w, plan.layout.rank(pp=1)))
 
 
 def test_sequence_parallel_moves_the_same_bytes_as_allreduce(h100):
     kw = {"tp": 4, "global_batch_size": 1, "seq_len": 256}
     ar = build_llm_training(SMALL, Plan(**kw), h100)
     sp = build_llm_training(SMALL, Plan(sequence_parallel=True, **kw), h100)
-    ops = {op.op for op in sp.ranks[0] if isinstance(op, Collective) and op.dim == "tp"}
+    ops = {op.op for op in _tp_ops(sp) if not op.label.startswith("cross-entropy")}
     assert ops == {"all-gather", "reduce-scatter"}
     assert sent(sp, "tp").per_gpu_max_bytes == pytest.approx(sent(ar, "tp").per_gpu_max_bytes)
 
 
 def test_full_recompute_repeats_the_forward_exchanges(h100):
     kw = {"tp": 4, "global_batch_size": 1, "seq_len": 256}
-    base = sent(build_llm_training(SMALL, Plan(**kw), h100), "tp").per_gpu_max_bytes
-    full = sent(build_llm_training(SMALL, Plan(recompute="full", **kw), h100), "tp").per_gpu_max_bytes
-    assert full == pytest.approx(1.5 * base)
+    base = build_llm_training(SMALL, Plan(**kw), h100)
+    full = build_llm_training(SMALL, Plan(recompute="full", **kw), h100)
+
+    def block_bytes(w):
+        return sum(op.size_bytes for op in _tp_ops(w, labels={"activations"}))
+
+    assert block_bytes(full) == pytest.approx(1.5 * block_bytes(base))
+    # the embedding, the LM head and the loss are not recomputed
+    outside = [[(op.label, op.size_bytes) for op in _tp_ops(w) if op.label != "activations"] for w in (base, full)]
+    assert outside[0] == outside[1] and outside[0]
 
 
 def test_pipeline_sends_one_activation_per_micro_batch_each_way(h100):
@@ -133,6 +170,21 @@ def test_data_parallel_grads_of_a_pipeline_stage(h100):
         dense, _ = stage_params(SMALL, plan, stage)
         dp_sent = sum(2 * 3 / 4 * op.size_bytes for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "dp")
         assert dp_sent == pytest.approx(2 * 3 / 4 * dense * 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("model", [SMALL, MOE], ids=["dense", "moe"])
+def test_tensor_parallel_ranks_split_matrices_and_replicate_row_biases_and_norms(model):
+    # Megatron: weight matrices, column-parallel biases, the embedding and the output layer split by tp;
+    # the row-parallel biases (attention output, MLP down projection), norms, positions and the router
+    # whole on every TP rank; the model's parameter count is unchanged
+    t = 4
+    plan = Plan(tp=t, global_batch_size=1, seq_len=128)
+    dense, expert = stage_params(model, plan, 0)
+    h = model.hidden
+    per_layer = 2 * model.norm_params + (2 * h if model.bias else 0) + (h * model.moe.experts if model.moe else 0)
+    replicated = model.layers * per_layer + model.position_params + model.norm_params
+    assert (dense + expert) * t - (t - 1) * replicated == pytest.approx(model.params, rel=1e-12)
+    assert sum(stage_params(model, Plan(global_batch_size=1, seq_len=128), 0)) == pytest.approx(model.params, rel=1e-12)
 
 
 def test_gpt3_175b_on_8192_gpus_shape(h100):

@@ -9,14 +9,21 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
   part; context parallelism gathers K and V of the sequence chunks (AllGather over the cp group, dK
   and dV reduce-scattered in the backward); an MoE layer sends each token to its experts and back with
   an AllToAll (dispatch, combine) over the expert-parallel group; the last stage adds the logits. Then
-  send the activations to the next stage.
+  send the activations to the next stage. Vocabulary parallelism (Megatron's VocabParallelEmbedding and
+  vocab_parallel_cross_entropy): the first stage's forward starts with the AllReduce of the embedding
+  output (b x s x h); the last stage's logits are followed by the cross-entropy's three AllReduces of
+  one fp32 value per token (maximum logit, target logit, sum of exponentials).
 - Backward: receive the gradient, recompute (none / selective / full, where full re-runs the forward
-  including its tensor-parallel exchanges), the blocks in reverse with the same exchanges mirrored, send
-  the gradient to the previous stage.
+  including its tensor-parallel exchanges), the LM head's AllReduce of its input gradient on the last
+  stage, the blocks in reverse with the same exchanges mirrored, send the gradient to the previous
+  stage (the embedding's backward needs no collective).
 - Data parallelism: gradients are summed over the data (and context) parallel ranks in buckets of
   `bucket_mb` MiB filled in backward order, as PyTorch DDP does; with overlap each bucket's AllReduce
-  is launched on the "dp" stream as soon as it is full during the last micro-batch's backward, and the
-  optimizer step waits for all of them. ZeRO-1/2 (Megatron's distributed optimizer): ReduceScatter of
+  is launched on the "dp" stream as soon as it is full during the last micro-batch's backward (the last,
+  partly filled one when the stage's last backward has produced every gradient, before it sends its
+  gradient back), and the optimizer step waits for all of them. A GPU's gradients are those of the
+  parameters it holds (workload/memory.py: row-parallel biases and norms are whole on every
+  tensor-parallel rank). ZeRO-1/2 (Megatron's distributed optimizer): ReduceScatter of
   the buckets, optimizer step on the shard, AllGather of the updated weights. ZeRO-3 / FSDP: each
   block's weights are gathered (AllGather) before its forward and again before its backward, and its
   gradients reduce-scattered right after its backward, every micro-batch. Expert weights are reduced
@@ -31,7 +38,7 @@ from ..catalog import GpuSpec
 from ..models.transformer import Transformer
 from ..units import BYTES_PER_ELEMENT
 from .compute import LayerFlops, duration_s, iteration_flops, layer_flops, logits_flops
-from .memory import is_moe_layer, stage_layers, stage_params
+from .memory import block_params_per_gpu, is_moe_layer, outer_params_per_gpu, stage_layers, stage_params
 from .ops import Block, Collective, Compute, Op, Recv, Send, Wait, Workload
 from .pipeline import F, stage_order
 from .plan import Plan
@@ -70,8 +77,9 @@ class _StageBuilder:
         self.flops = {moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
                       for moe in ((False, True) if model.moe else (False,))}
         self._compute_cache: dict[tuple[str, float], Compute] = {}
-        dense, _ = stage_params(model, plan, self.stage)
-        self.extra_params = dense - sum(self.layer_params(layer)[0] for layer in self.layers)  # embedding, head
+        # outside the blocks: token embedding + positions (first stage), final norm + output layer (last)
+        self.first_params, self.last_params = outer_params_per_gpu(model, plan, self.stage)
+        self.extra_params = self.first_params + self.last_params
         self.ops: list[Op | _Placeholder] = []
 
     # ---- small emitters -------------------------------------------------------------------
@@ -83,21 +91,29 @@ class _StageBuilder:
         self.ops.append(op)
 
     def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
-             blocking: bool = True, stream: str = "comm") -> None:
+             blocking: bool = True, stream: str = "comm", bpe: int = 0) -> None:
         if len(group) > 1 and elements > 0:
-            self.ops.append(Collective(f"{key}@{group[0]}", op, group, int(elements), self.bpe, label, blocking,
-                                       stream, dim))
+            self.ops.append(Collective(f"{key}@{group[0]}", op, group, int(elements), bpe or self.bpe, label,
+                                       blocking, stream, dim))
 
     # ---- per-block exchanges --------------------------------------------------------------
-    def tp_exchange(self, key: str, before: bool) -> None:
+    def tp_exchange(self, key: str, before: bool, label: str = "activations") -> None:
         """Megatron: AllReduce after a block part (fwd) / before it (bwd); with sequence parallelism an
         AllGather before and a ReduceScatter after (mirrored in the backward)."""
         elements = self.tokens / self.p.cp * self.m.hidden
         if self.p.sequence_parallel:
             op = "all-gather" if before else "reduce-scatter"
-            self.coll(key, op, self.tp_group, elements, "activations", "tp")
+            self.coll(key, op, self.tp_group, elements, label, "tp")
         elif not before:
-            self.coll(key, "all-reduce", self.tp_group, elements, "activations", "tp")
+            self.coll(key, "all-reduce", self.tp_group, elements, label, "tp")
+
+    def cross_entropy(self, pre: str) -> None:
+        """Megatron's vocabulary-parallel cross-entropy on the logits split by vocabulary: AllReduce (MAX) of
+        the maximum logit, AllReduce (SUM) of the target's logit, AllReduce (SUM) of the sum of the
+        exponentials, one fp32 value per token each. Its backward is local."""
+        for part in ("max-logit", "target-logit", "sum-exp"):
+            self.coll(f"{pre}/xent-{part}", "all-reduce", self.tp_group, self.tokens / self.p.cp,
+                      f"cross-entropy {part}", "tp", bpe=BYTES_PER_ELEMENT["fp32"])
 
     def cp_exchange(self, key: str, backward: bool) -> None:
         elements = 2 * self.tokens * self.m.kv_dim / self.p.tp  # K and V of the whole sequence
@@ -110,14 +126,8 @@ class _StageBuilder:
         self.coll(key, "all-to-all", self.ep_group, elements, "tokens", "ep")
 
     def layer_params(self, layer: int) -> tuple[float, float]:
-        """(dense, expert) parameters of one block on this GPU."""
-        m, t = self.m, self.p.tp
-        dense = m.attention_params / t + 2 * m.norm_params
-        if is_moe_layer(m, layer):
-            e = m.moe
-            return (dense + e.shared_experts * m.expert_params / t + m.hidden * e.experts,
-                    e.experts / self.p.ep * m.expert_params / t)
-        return dense + m.dense_mlp_params / t, 0.0
+        """(dense, expert) parameters of one block on this GPU (row-parallel biases and norms replicated)."""
+        return block_params_per_gpu(self.m, self.p, layer)
 
     def zero3_gather(self, key: str, layer: int) -> None:
         """ZeRO-3 / FSDP: the block's weight shards gathered (dense over data parallel, experts over
@@ -184,7 +194,14 @@ class _StageBuilder:
             elements /= self.p.tp
         return int(elements) * self.bpe
 
-    def run_pass(self, it: int, kind: str, mb: int, chunk: int, last_mb: bool) -> None:
+    def run_pass(self, it: int, kind: str, mb: int, chunk: int, last_mb: bool, final: bool = False) -> None:
+        """One forward or backward pass of a micro-batch over a chunk of layers. Vocabulary parallelism
+        (Megatron): the first virtual stage's forward starts with the embedding's AllReduce (with sequence
+        parallelism a ReduceScatter; its backward then AllGathers the gradient), the last one's ends with
+        the cross-entropy's three small AllReduces after the logits, and its backward starts with the LM
+        head's AllReduce of the input gradient (with sequence parallelism an AllGather of the input in
+        forward and a ReduceScatter backward). `final`: the stage's last backward of the iteration, when
+        DDP's last bucket is launched (its last gradient is ready), before the gradient is sent back."""
         p, m = self.p, self.m
         vs = chunk * p.pp + self.stage
         last_vs = p.virtual_stages - 1
@@ -197,22 +214,35 @@ class _StageBuilder:
         if kind == F:
             if vs > 0 and p.pp > 1:
                 self.ops.append(_Placeholder("recv", f"{pre}/act{vs - 1}to{vs}", vs - 1, size, "activations"))
+            if vs == 0:
+                self.tp_exchange(f"{pre}/fwd/embedding", False, "embedding output")
             for layer in layers:
                 moe = is_moe_layer(m, layer)
                 self.block_forward(f"{pre}/fwd", layer, self.flops[moe], moe)
             if vs == last_vs:
+                self.tp_exchange(f"{pre}/fwd/head-in", True, "LM head input")
                 self.compute("fwd/logits", logits_flops(m, self.tokens, p.tp, p.cp))
+                self.cross_entropy(f"{pre}/fwd")
             elif p.pp > 1:
                 self.ops.append(_Placeholder("send", f"{pre}/act{vs}to{vs + 1}", vs + 1, size, "activations"))
             return
         if vs < last_vs and p.pp > 1:
             self.ops.append(_Placeholder("recv", f"{pre}/grad{vs + 1}to{vs}", vs + 1, size, "activation gradients"))
+        buckets = self.buckets if (last_mb and p.zero < 3) else None
         if vs == last_vs:
             self.compute("bwd/logits", 2 * logits_flops(m, self.tokens, p.tp, p.cp))
-        buckets = self.buckets if (last_mb and p.zero < 3) else None
+            self.tp_exchange(f"{pre}/bwd/head-in", False, "LM head input gradient")
+            if buckets is not None:  # output layer and final norm: the first gradients of the backward
+                buckets.add(self.last_params, 0.0)
         for layer in reversed(layers):
             moe = is_moe_layer(m, layer)
             self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
+        if vs == 0:
+            self.tp_exchange(f"{pre}/bwd/embedding", True, "embedding output gradient")
+            if buckets is not None:
+                buckets.add(self.first_params, 0.0)
+        if final and p.zero < 3:
+            self.buckets.flush()
         if vs > 0 and p.pp > 1:
             self.ops.append(_Placeholder("send", f"{pre}/grad{vs}to{vs - 1}", vs - 1, size, "activation gradients"))
         if zero3_extra:
@@ -224,15 +254,14 @@ class _StageBuilder:
         self.buckets = _Buckets(self, it)
         order = stage_order(p.schedule, p.pp, p.micro_batches, self.stage, p.chunks)
         # a (micro-batch, chunk) backward is the last to touch a chunk's weights when it is the last micro-batch
-        for ref in order:
+        final = max(i for i, ref in enumerate(order) if ref.kind != F)
+        for i, ref in enumerate(order):
             last = ref.micro_batch == p.micro_batches - 1
-            self.run_pass(it, ref.kind, ref.micro_batch, ref.chunk, last)
+            self.run_pass(it, ref.kind, ref.micro_batch, ref.chunk, last, i == final)
         dense, expert = stage_params(self.m, p, self.stage)
         if p.zero >= 3:
             self.ops.append(Wait("dp"))
         else:
-            self.buckets.add(self.extra_params, 0.0)
-            self.buckets.flush()
             self.ops.append(Wait("dp"))
             self.ops.append(Wait("edp"))
         if self.m.tied_embeddings and p.pp > 1:  # the first and last stage sum their copies' gradients

@@ -86,27 +86,53 @@ def is_moe_layer(model: Transformer, layer: int) -> bool:
     return model.moe is not None and layer >= model.moe.first_dense_layers
 
 
-def stage_params(model: Transformer, plan: Plan, stage: int) -> tuple[float, float]:
-    """(dense, expert) parameters one GPU of the stage holds: weight matrices split by tp, experts by ep,
-    norms replicated; the token embedding on the first stage and the output projection on the last (a
-    tied embedding is held by both when pp > 1, as Megatron does)."""
+def block_params_per_gpu(model: Transformer, plan: Plan, layer: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one decoder block on one GPU, as Megatron splits it: the weight
+    matrices and the column-parallel biases (Q, K, V; the MLP's up/gate projections) divided by tp, the
+    row-parallel biases (the attention output projection's and each MLP's down projection's, added after
+    the AllReduce) and the norms replicated (every tensor-parallel rank holds them whole, and their
+    gradients are in every rank's buckets); routed experts divided by ep, the router replicated."""
     t = plan.tp
+    row_bias = model.hidden if model.bias else 0
+    attn_row_bias = 0 if model.mla else row_bias  # MLA's projections carry no biases
+
+    def split(params: float, replicated: float) -> float:
+        return (params - replicated) / t + replicated
+
+    dense = split(model.attention_params, attn_row_bias) + 2 * model.norm_params
+    if is_moe_layer(model, layer):
+        m = model.moe
+        one_expert = split(model.expert_params, row_bias)
+        return dense + m.shared_experts * one_expert + model.hidden * m.experts, m.experts / plan.ep * one_expert
+    return dense + split(model.dense_mlp_params, row_bias), 0.0
+
+
+def outer_params_per_gpu(model: Transformer, plan: Plan, stage: int) -> tuple[float, float]:
+    """Parameters outside the blocks on one GPU of the stage: (the first stage's token embedding, split by
+    vocabulary across tp (Megatron's VocabParallelEmbedding), and learned positions, replicated; the last
+    stage's final norm, replicated, and output projection, split by vocabulary). A tied embedding is held
+    by both the first and the last stage when pp > 1, as Megatron does."""
+    t = plan.tp
+    first = last = 0.0
+    if stage == 0:
+        first = model.embedding_params / t + model.position_params
+    if stage == plan.pp - 1:
+        last = model.norm_params
+        if not model.tied_embeddings or plan.pp > 1:
+            last += model.embedding_params / t
+    return first, last
+
+
+def stage_params(model: Transformer, plan: Plan, stage: int) -> tuple[float, float]:
+    """(dense, expert) parameters one GPU of the stage holds: its blocks (block_params_per_gpu) and the
+    embedding / final norm / output projection (outer_params_per_gpu)."""
     dense = expert = 0.0
     for layer in stage_layers(model, plan, stage):
-        dense += model.attention_params / t + 2 * model.norm_params
-        if is_moe_layer(model, layer):
-            m = model.moe
-            expert += m.experts / plan.ep * model.expert_params / t
-            dense += m.shared_experts * model.expert_params / t + model.hidden * m.experts
-        else:
-            dense += model.dense_mlp_params / t
-    if stage == 0:
-        dense += model.embedding_params / t + model.position_params
-    if stage == plan.pp - 1:
-        dense += model.norm_params
-        if not model.tied_embeddings or plan.pp > 1:
-            dense += model.embedding_params / t
-    return dense, expert
+        d, e = block_params_per_gpu(model, plan, layer)
+        dense += d
+        expert += e
+    first, last = outer_params_per_gpu(model, plan, stage)
+    return dense + first + last, expert
 
 
 def layer_activation_bytes_per_token(model: Transformer, plan: Plan, moe_layer: bool) -> float:
