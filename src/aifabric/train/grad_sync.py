@@ -1,31 +1,24 @@
 """Data-parallel gradient AllReduce, bucketed and overlapped with backward (what DDP's reducer does, in a
 page): parameters are grouped into buckets in reverse registration order (about the order backward
-produces their gradients); when the last gradient of a bucket is accumulated in the last micro-batch's
-backward, the bucket is flattened and its AllReduce launched without waiting; `finish` waits for all
+produces their gradients), a bucket closed once it holds at least the cap (DDP's rule,
+workload/buckets.py); when the last gradient of a bucket is accumulated in the last micro-batch's
+backward, the bucket is flattened and its AllReduce launched without waiting, in bucket order (DDP's
+reducer: a full bucket waits for the buckets before it); `finish` waits for all
 buckets and divides by the data-parallel size (the average of Ch. 14)."""
 
 from __future__ import annotations
 
 import torch
 
+from ..workload.buckets import ddp_buckets
 from .comm import Comm
 
 
 def make_buckets(sizes_bytes: list[int], cap_bytes: int) -> list[list[int]]:
-    """Indices of parameters, in reverse order, cut into buckets of at most `cap_bytes` (a parameter larger
-    than the cap gets a bucket of its own)."""
-    buckets: list[list[int]] = []
-    cur: list[int] = []
-    total = 0
-    for i in reversed(range(len(sizes_bytes))):
-        if cur and total + sizes_bytes[i] > cap_bytes:
-            buckets.append(cur)
-            cur, total = [], 0
-        cur.append(i)
-        total += sizes_bytes[i]
-    if cur:
-        buckets.append(cur)
-    return buckets
+    """Indices of parameters, in reverse order, cut into buckets as DDP cuts them (workload/buckets.py): a
+    bucket closes once it holds at least `cap_bytes`."""
+    order = list(reversed(range(len(sizes_bytes))))
+    return [[order[k] for k in b] for b in ddp_buckets([sizes_bytes[i] for i in order], cap_bytes)]
 
 
 class GradSync:
@@ -35,6 +28,7 @@ class GradSync:
         self.bucket_of = {i: b for b, idx in enumerate(self.buckets) for i in idx}
         self.final = False
         self._ready: list[int] = [0] * len(self.buckets)
+        self._next = 0  # the next bucket to launch
         self._pending: dict[int, tuple[object, torch.Tensor]] = {}
         for i, p in enumerate(params):
             p.register_post_accumulate_grad_hook(self._hook(i))
@@ -45,8 +39,11 @@ class GradSync:
                 return
             b = self.bucket_of[i]
             self._ready[b] += 1
-            if self._ready[b] == len(self.buckets[b]):
-                self._launch(b)
+            # DDP's reducer launches buckets in index order: a full bucket waits for the ones before it
+            # (every rank then issues the AllReduces in the same order, whatever order autograd accumulates in)
+            while self._next < len(self.buckets) and self._ready[self._next] == len(self.buckets[self._next]):
+                self._launch(self._next)
+                self._next += 1
         return hook
 
     def _launch(self, b: int) -> None:
@@ -71,4 +68,5 @@ class GradSync:
                 offset += g.numel()
         self._pending.clear()
         self._ready = [0] * len(self.buckets)
+        self._next = 0
         self.final = False
