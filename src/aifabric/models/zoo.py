@@ -32,6 +32,11 @@ MODELS: dict[str, Model] = {
     "ch4-cnn": CNN("ch4-cnn", 96, 3, (Conv(8, 3, 1, pool=2), Conv(16, 3, 1, pool=2)), (4000, 1000, 10)),
     # Ch. 6: two LSTM layers and a SoftMax over the 4-letter vocabulary of "alley" (sizes are ours).
     "ch6-lstm": LSTM("ch6-lstm", input_size=4, hidden=16, layers=2, output_size=4, bias=False),
+    # `aifabric train`'s models on the 8x8 digits (train/models.py; workload/small_models.py): Ch. 3's network,
+    # a Ch. 4-style CNN (conv 3x3 x8, ReLU, max-pool 2, 72-32-10), Ch. 6's LSTM reading 8 rows of 8 pixels
+    "digits-fnn": FeedForward((64, 128, 10)),
+    "digits-cnn": CNN("digits-cnn", 8, 1, (Conv(8, 3, 1, pool=2),), (32, 10), bias=True),
+    "digits-lstm": LSTM("digits-lstm", input_size=8, hidden=32, output_size=10, time_steps=8),
     # Ch. 7/8: GPT-3 175B as the book counts it (vocabulary 50,000; no position table in its sum).
     "gpt3-175b-book": Transformer("gpt3-175b-book", 96, 12288, 96, 4 * 12288, 50_000, max_seq_len=2048,
                                   learned_positions=False, published_params=175e9, source="seeds Ch. 7/8"),

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..workload.pipeline import stage_bounds  # noqa: F401 - the trainer's stage split, shared with the workload layer
+
 
 @dataclass(frozen=True)
 class Coords:
@@ -81,10 +83,3 @@ def split_evenly(n: int, parts: int, index: int) -> tuple[int, int]:
     """[start, stop) of part `index` when n items are split into `parts` contiguous parts (n % parts == 0)."""
     size = n // parts
     return index * size, (index + 1) * size
-
-
-def stage_bounds(n_units: int, pp: int, stage: int) -> tuple[int, int]:
-    """[start, stop) of the units held by pipeline stage `stage`: contiguous, the first stages get the extra."""
-    base, extra = divmod(n_units, pp)
-    start = stage * base + min(stage, extra)
-    return start, start + base + (1 if stage < extra else 0)

@@ -70,6 +70,14 @@ def stage_order(schedule: str, p: int, m: int, stage: int, v: int = 1) -> list[P
     return order + bwd[total - warmup:]
 
 
+def stage_bounds(n_units: int, pp: int, stage: int) -> tuple[int, int]:
+    """[start, stop) of the units (layers) held by pipeline stage `stage`: contiguous, the first stages get
+    the extra (aifabric.train splits its small models so)."""
+    base, extra = divmod(n_units, pp)
+    start = stage * base + min(stage, extra)
+    return start, start + base + (1 if stage < extra else 0)
+
+
 @dataclass(frozen=True)
 class StepTable:
     """steps[t][s] = the passes stage s runs in time step t (empty = idle)."""

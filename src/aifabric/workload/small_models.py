@@ -1,0 +1,309 @@
+"""The seeds' small models (feed-forward, CNN, LSTM) trained in data, tensor and pipeline parallelism, as
+`aifabric train` runs them (src/aifabric/train/models.py, layers.py, schedule.py, grad_sync.py) -> every
+rank's ordered operations.
+
+A model is a sequence of units: a linear layer, a convolution (with ReLU and max-pool), an LSTM layer
+(read over its time steps). A pipeline stage holds a contiguous run of units (`stage_bounds`, the first
+stages get the extra). Inside a stage, tensor parallelism splits the units as the trainer does:
+
+- two linear units in a row: column -> row parallel (Megatron): the row-parallel partial outputs summed
+  by an AllReduce in forward (b x out); in backward the AllReduce of the column-parallel layer's input
+  gradient (b x in);
+- a linear unit alone: column parallel with an AllGather of its output (b x out) in forward, the AllReduce
+  of its input gradient in backward;
+- a convolution: output channels split, an AllGather of the pooled feature maps (b x flatten width), the
+  input gradient's AllReduce in backward;
+- an LSTM layer: hidden units split, h AllGathered after every time step (b x hidden); in backward the
+  AllReduce of h's gradient for every step but the first (h_0 is zero), then the input's.
+
+An input gradient is only computed (and AllReduced) when something needs it: not for the first unit of
+the first stage (the data). Parameters held by a GPU: weights and column-parallel biases split by tp,
+row-parallel biases whole.
+
+Pipeline: the schedule's passes in order (workload/pipeline.py `stage_order`, GPipe or 1F1B); a forward
+receives the activations (b x the stage's input width) and sends its output on, a backward receives the
+output gradient and sends the input gradient back. Data parallelism: gradients of the last micro-batch's
+backward are AllReduced in DDP buckets (workload/buckets.py: whole parameters in reverse registration
+order, closed once they hold `bucket_mb`), each launched on the "dp" stream the moment its last gradient
+is accumulated (before the unit's input-gradient AllReduce: PyTorch's autograd runs gradient
+accumulation first), and the optimizer step (SGD, 2 FLOP per parameter) waits for them.
+
+Compute durations: forward FLOPs (2 per multiply-accumulate: linear in x out + out, each kernel at every
+output position, each LSTM weight at every time step) / tp, backward twice that, at the plan's
+efficiency of the GPU's dense peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog import GpuSpec
+from ..models.cnn import CNN, conv_output_side
+from ..models.feedforward import FeedForward
+from ..models.lstm import GATES, LSTM
+from ..units import BYTES_PER_ELEMENT
+from .buckets import ddp_buckets
+from .compute import duration_s
+from .ops import Collective, Compute, Op, Recv, Send, Wait, Workload
+from .pipeline import F, stage_order, stage_bounds
+from .plan import Plan
+
+MIB = 2**20
+SmallModel = FeedForward | CNN | LSTM
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One layer of a small model, as the trainer holds it; `split`: the dimension tensor parallelism
+    divides (output features, kernels, hidden units)."""
+
+    kind: str  # linear | conv | lstm
+    in_width: int  # elements per sample entering the unit
+    out_width: int  # elements per sample leaving it (the full width, after any AllGather)
+    flops: float  # forward FLOPs per sample, whole unit
+    split: int
+    weight: int  # elements of the full weight(s)
+    bias: int  # elements of the full bias(es)
+    steps: int = 1  # LSTM time steps
+    hidden: int = 0  # LSTM hidden units
+
+
+def units_of(model: SmallModel) -> list[Unit]:
+    """The trainer's units of a zoo model (train/models.py `full_units`)."""
+    if isinstance(model, FeedForward):
+        w = model.layer_widths
+        return [_linear(a, b, model.bias) for a, b in zip(w, w[1:])]
+    if isinstance(model, CNN):
+        out: list[Unit] = []
+        side, ch = model.input_side, model.input_channels
+        for c in model.convs:
+            o = conv_output_side(side, c.size, c.stride)
+            pooled = o // c.pool if c.pool else o
+            out.append(Unit("conv", side * side * ch, pooled * pooled * c.kernels,
+                            2.0 * o * o * c.kernels * c.size * c.size * ch, c.kernels,
+                            c.kernels * c.size * c.size * ch, c.kernels if model.bias else 0))
+            side, ch = pooled, c.kernels
+        widths = (model.flatten_width, *model.dense)
+        return out + [_linear(a, b, model.bias) for a, b in zip(widths, widths[1:])]
+    if isinstance(model, LSTM):
+        out, width = [], model.input_size
+        for _ in range(model.layers):
+            h = model.hidden
+            params = model.layer_params(width)
+            out.append(Unit("lstm", model.time_steps * width, h, 2.0 * params * model.time_steps, h,
+                            GATES * h * (width + h), params - GATES * h * (width + h),
+                            steps=model.time_steps, hidden=h))
+            width = h
+        if model.output_size:
+            out.append(_linear(model.hidden, model.output_size, model.bias))
+        return out
+    raise TypeError(f"not a small model: {type(model).__name__}")
+
+
+def _linear(a: int, b: int, bias: bool) -> Unit:
+    return Unit("linear", a, b, 2.0 * (a * b + (b if bias else 0)), b, a * b, b if bias else 0)
+
+
+@dataclass(frozen=True)
+class _Module:
+    """What one TP rank runs: `units` (one, or a column -> row pair of linear units)."""
+
+    kind: str  # column | pair | conv | lstm
+    units: tuple[int, ...]
+
+
+def stage_modules(units: list[Unit], start: int, stop: int) -> list[_Module]:
+    """train/models.py `build_stage`: two linear units in a row become column -> row parallel."""
+    mods, i = [], start
+    while i < stop:
+        u = units[i]
+        if u.kind == "linear" and i + 1 < stop and units[i + 1].kind == "linear":
+            mods.append(_Module("pair", (i, i + 1)))
+            i += 2
+            continue
+        mods.append(_Module("column" if u.kind == "linear" else u.kind, (i,)))
+        i += 1
+    return mods
+
+
+def module_params(units: list[Unit], mod: _Module, tp: int) -> list[int]:
+    """Elements of the parameters one GPU holds, in the trainer's registration order."""
+    if mod.kind == "pair":
+        col, row = units[mod.units[0]], units[mod.units[1]]
+        return [p for p in (col.weight // tp, col.bias // tp, row.weight // tp, row.bias) if p]
+    u = units[mod.units[0]]
+    if mod.kind == "lstm":  # TPLSTM: the four gates' weights, then their biases
+        return [u.weight // GATES // tp] * GATES + ([u.bias // GATES // tp] * GATES if u.bias else [])
+    return [p for p in (u.weight // tp, u.bias // tp) if p]
+
+
+def check_plan(model: SmallModel, plan: Plan) -> list[str]:
+    """What makes the plan impossible for the model (empty: none)."""
+    units = units_of(model)
+    out = []
+    if plan.cp > 1 or plan.ep > 1 or plan.zero or plan.sequence_parallel:
+        out.append("the small models' trainer has data, tensor and pipeline parallelism only")
+    if plan.schedule not in ("gpipe", "1f1b"):
+        out.append(f"schedule {plan.schedule!r}: gpipe or 1f1b")
+    if plan.pp > len(units):
+        out.append(f"pp={plan.pp} exceeds the model's {len(units)} layers")
+    for stage in range(min(plan.pp, len(units))):
+        for mod in stage_modules(units, *stage_bounds(len(units), plan.pp, stage)):
+            u = units[mod.units[0]]  # the column-parallel part (a pair's row-parallel part splits its input)
+            if u.split % plan.tp:
+                out.append(f"tp={plan.tp} must divide layer {mod.units[0]}'s {u.split} "
+                           f"{'channels' if u.kind == 'conv' else 'outputs'}")
+    if plan.global_batch_size % (plan.dp * plan.micro_batch_size):
+        out.append(f"global batch {plan.global_batch_size} must be divisible by dp x micro-batch size")
+    return out
+
+
+class _Rank:
+    def __init__(self, model: SmallModel, plan: Plan, gpu: GpuSpec, rank: int):
+        self.p, self.gpu = plan, gpu
+        lay = plan.layout
+        self.c = lay.coords(rank)
+        self.rank = rank
+        self.stage = self.c["pp"]
+        self.tp_group = lay.group(rank, "tp")
+        self.dp_group = lay.group(rank, "dp")
+        self.peers = [lay.rank(tp=self.c["tp"], dp=self.c["dp"], pp=s) for s in range(plan.pp)]
+        self.bpe = BYTES_PER_ELEMENT[plan.precision]
+        self.b = plan.micro_batch_size
+        self.units = units_of(model)
+        self.start, self.stop = stage_bounds(len(self.units), plan.pp, self.stage)
+        self.mods = stage_modules(self.units, self.start, self.stop)
+        self.params = [module_params(self.units, m, plan.tp) for m in self.mods]
+        self.ops: list[Op] = []
+
+    def compute(self, name: str, flops: float) -> None:
+        self.ops.append(Compute(name, flops, duration_s(flops, self.gpu, self.p.precision,
+                                                        self.p.compute_efficiency)))
+
+    def tp(self, key: str, op: str, elements: int, label: str) -> None:
+        if self.p.tp > 1:
+            self.ops.append(Collective(f"{key}@{self.tp_group[0]}", op, self.tp_group, elements, self.bpe, label,
+                                       dim="tp"))
+
+    def forward(self, pre: str) -> None:
+        p, b = self.p, self.b
+        for mod in self.mods:
+            k = mod.units[0]
+            u = self.units[k]
+            if mod.kind == "pair":
+                row = self.units[mod.units[1]]
+                self.compute("fwd/linear", b * (u.flops + row.flops) / p.tp)
+                self.tp(f"{pre}/u{k}/fwd-ar", "all-reduce", b * row.out_width, "activations")
+            elif mod.kind == "lstm":
+                for t in range(u.steps):
+                    self.compute("fwd/lstm-step", b * u.flops / u.steps / p.tp)
+                    self.tp(f"{pre}/u{k}/t{t}/fwd-ag", "all-gather", b * u.hidden, "hidden state")
+            else:
+                self.compute(f"fwd/{u.kind}", b * u.flops / p.tp)
+                self.tp(f"{pre}/u{k}/fwd-ag", "all-gather", b * u.out_width, "activations")
+
+    def backward(self, pre: str, buckets: _Buckets | None) -> None:
+        p, b = self.p, self.b
+        for j in reversed(range(len(self.mods))):
+            mod = self.mods[j]
+            k = mod.units[0]
+            u = self.units[k]
+            if mod.kind == "lstm":
+                for t in reversed(range(u.steps)):
+                    self.compute("bwd/lstm-step", 2 * b * u.flops / u.steps / p.tp)
+                    if t > 0:
+                        self.tp(f"{pre}/u{k}/t{t}/bwd-ar", "all-reduce", b * u.hidden, "hidden state gradient")
+            else:
+                flops = u.flops + (self.units[mod.units[1]].flops if mod.kind == "pair" else 0.0)
+                self.compute(f"bwd/{'linear' if mod.kind in ('pair', 'column') else u.kind}", 2 * b * flops / p.tp)
+            if buckets is not None:
+                buckets.add(j)
+            if k > self.start or self.stage > 0:  # the input needs its gradient
+                self.tp(f"{pre}/u{k}/bwd-ar", "all-reduce", b * u.in_width, "input gradient")
+
+    def iteration(self, it: int) -> None:
+        p, s = self.p, self.stage
+        m = p.micro_batches
+        width_in = self.units[self.start].in_width * self.b * self.bpe
+        width_out = self.units[self.stop - 1].out_width * self.b * self.bpe
+        order = stage_order(p.schedule, p.pp, m, s)
+        last_b = max(i for i, ref in enumerate(order) if ref.kind != F)
+        for i, ref in enumerate(order):
+            pre = f"it{it}/mb{ref.micro_batch}"
+            if ref.kind == F:
+                if s > 0:
+                    self.recv(f"{pre}/act{s - 1}to{s}", s - 1, width_in, "activations")
+                self.forward(pre)
+                if s < p.pp - 1:
+                    self.send(f"{pre}/act{s}to{s + 1}", s + 1, width_out, "activations")
+                continue
+            if s < p.pp - 1:
+                self.recv(f"{pre}/grad{s + 1}to{s}", s + 1, width_out, "activation gradients")
+            self.backward(pre, _Buckets(self, it) if i == last_b and p.dp > 1 else None)
+            if s > 0:
+                self.send(f"{pre}/grad{s}to{s - 1}", s - 1, width_in, "activation gradients")
+        if p.dp > 1:
+            self.ops.append(Wait("dp"))
+        self.compute("optimizer", 2.0 * sum(map(sum, self.params)))
+
+    def send(self, key: str, stage: int, size: int, label: str) -> None:
+        self.ops.append(Send(f"{key}@{self.rank}", self.rank, self.peers[stage], size, label))
+
+    def recv(self, key: str, stage: int, size: int, label: str) -> None:
+        peer = self.peers[stage]
+        self.ops.append(Recv(f"{key}@{peer}", peer, self.rank, size, label))
+
+
+class _Buckets:
+    """The stage's DDP buckets over its parameters in reverse registration order; `add(j)`: module j's
+    gradients are accumulated, so every bucket whose last gradient that was is launched."""
+
+    def __init__(self, r: _Rank, it: int):
+        self.r, self.it = r, it
+        # reverse registration order: modules last to first, each module's parameters last to first
+        self.order = [(j, q) for j in reversed(range(len(r.params))) for q in reversed(range(len(r.params[j])))]
+        sizes = [r.params[j][q] for j, q in self.order]
+        self.buckets = ddp_buckets(sizes, r.p.bucket_mb * MIB / r.bpe)
+        self.sizes = sizes
+        self.done = 0  # parameters (in self.order) whose gradients are ready
+        self.launched = 0
+
+    def add(self, module: int) -> None:
+        while self.done < len(self.order) and self.order[self.done][0] == module:
+            self.done += 1
+        while self.launched < len(self.buckets) and self.buckets[self.launched][-1] < self.done:
+            idx = self.buckets[self.launched]
+            r = self.r
+            r.ops.append(Collective(f"it{self.it}/dp-bucket{self.launched}@{r.dp_group[0]}", "all-reduce",
+                                    r.dp_group, int(sum(self.sizes[i] for i in idx)), r.bpe, "gradients",
+                                    blocking=False, stream="dp", dim="dp"))
+            self.launched += 1
+
+
+def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str = "small-training",
+                         iterations: int = 1) -> Workload:
+    """Every rank's ops for `iterations` training steps of a feed-forward network, CNN or LSTM under the
+    plan's data, tensor and pipeline parallelism (rank order: `plan.order`; the trainer's is tp-cp-pp-dp)."""
+    problems = check_plan(model, plan)
+    if problems:
+        raise ValueError("; ".join(problems))
+    ranks: list[list[Op]] = []
+    for r in range(plan.world_size):
+        b = _Rank(model, plan, gpu, r)
+        for it in range(iterations):
+            b.iteration(it)
+        ranks.append(b.ops)
+    per_sample = sum(u.flops for u in units_of(model))
+    label = model.name if not isinstance(model, FeedForward) else f"feed-forward {list(model.layer_widths)}"
+    return Workload(
+        name=name,
+        ranks=ranks,
+        params=model.params,
+        iterations=iterations,
+        flops_per_iteration=3.0 * per_sample * plan.global_batch_size,
+        description=f"{label}, {model.params:,} parameters, tp{plan.tp} pp{plan.pp} dp{plan.dp}, {plan.schedule}, "
+        f"m={plan.micro_batches}, batch {plan.global_batch_size}, {plan.precision}",
+    )
+
+
+__all__ = ["Unit", "build_small_training", "check_plan", "stage_modules", "units_of"]
