@@ -32,7 +32,7 @@ def _model_and_plan(cfg):
                         max_seq_len=GPT_CONTEXT, tied_embeddings=False)
     plan = Plan(tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, schedule=cfg.schedule, micro_batch_size=cfg.global_batch //
                 cfg.dp // cfg.n_micro, global_batch_size=cfg.global_batch, seq_len=GPT_CONTEXT, precision="fp32",
-                order="tp-cp-pp-dp")
+                order="tp-cp-pp-dp", bucket_mb=cfg.bucket_bytes / 2**20)
     return model, plan
 
 
@@ -58,13 +58,15 @@ def _traced(trace, rank):
 
 PLANS = [dict(tp=2, pp=2, schedule="gpipe"), dict(dp=2, tp=2, pp=2, schedule="1f1b"), dict(dp=2, tp=2),
          dict(dp=2)]
+# small DDP buckets: several per block, launched between the block's exchanges (see SMALL_BUCKETS' test)
+SMALL_BUCKETS = [dict(dp=2, tp=2, pp=2, schedule="1f1b", bucket_bytes=4096), dict(dp=2, bucket_bytes=1024)]
 
 
 def _ids(plans):
     return ["-".join(str(v) if k == "schedule" else f"{k}{v}" for k, v in p.items()) for p in plans]
 
 
-@pytest.mark.parametrize("plan", PLANS, ids=_ids(PLANS))
+@pytest.mark.parametrize("plan", PLANS + SMALL_BUCKETS, ids=_ids(PLANS + SMALL_BUCKETS))
 def test_gpt_traced_operations_equal_the_llm_workload(trained, plan):
     run, _ = trained("gpt", **plan)
     cfg = run.config
@@ -81,6 +83,12 @@ def test_gpt_traced_operations_equal_the_llm_workload(trained, plan):
         assert {"pp/act", "pp/grad"} <= tags
     if cfg.dp > 1:
         assert "grad-bucket0" in tags
+    if plan in SMALL_BUCKETS:  # several buckets, some launched between a block's tensor-parallel exchanges
+        ops = [e["tag"] for e in trace.comms[0] if e["step"] == 0]
+        buckets = [i for i, t in enumerate(ops) if t.startswith("grad-bucket")]
+        assert len(buckets) > 3
+        if cfg.tp > 1:
+            assert any(ops[i + 1].startswith("tp/") for i in buckets), "a bucket launched before a TP exchange"
 
 
 @pytest.mark.parametrize("plan", PLANS[1:], ids=_ids(PLANS[1:]))

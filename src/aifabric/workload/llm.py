@@ -18,8 +18,12 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
   stage, the blocks in reverse with the same exchanges mirrored, send the gradient to the previous
   stage (the embedding's backward needs no collective).
 - Data parallelism: gradients are summed over the data (and context) parallel ranks in buckets of
-  `bucket_mb` MiB filled in backward order, as PyTorch DDP does; with overlap each bucket's AllReduce
-  is launched on the "dp" stream as soon as it is full during the last micro-batch's backward (the last,
+  `bucket_mb` MiB filled with whole parameter tensors in backward order, a bucket closed once it holds at
+  least the cap, as PyTorch DDP does (workload/buckets.py; each tensor taken when backward has produced
+  it: a block's MLP tensors before the MLP input's AllReduce, its attention and second norm before the
+  attention input's, its first norm after; the output layer before the LM head's AllReduce); with overlap
+  each bucket's AllReduce is launched on the "dp" stream as soon as it is full during the last
+  micro-batch's backward (the last,
   partly filled one when the stage's last backward has produced every gradient, before it sends its
   gradient back), and the optimizer step waits for all of them. A GPU's gradients are those of the
   parameters it holds (workload/memory.py: row-parallel biases and norms are whole on every
@@ -38,7 +42,15 @@ from ..catalog import GpuSpec
 from ..models.transformer import Transformer
 from ..units import BYTES_PER_ELEMENT
 from .compute import LayerFlops, duration_s, iteration_flops, layer_flops, logits_flops
-from .memory import block_params_per_gpu, is_moe_layer, outer_params_per_gpu, stage_layers, stage_params
+from .memory import (
+    block_param_tensors,
+    block_params_per_gpu,
+    is_moe_layer,
+    outer_param_tensors,
+    outer_params_per_gpu,
+    stage_layers,
+    stage_params,
+)
 from .ops import Block, Collective, Compute, Op, Recv, Send, Wait, Workload
 from .pipeline import F, stage_order
 from .plan import Plan
@@ -81,6 +93,8 @@ class _StageBuilder:
         self.first_params, self.last_params = outer_params_per_gpu(model, plan, self.stage)
         self.extra_params = self.first_params + self.last_params
         self.ops: list[Op | _Placeholder] = []
+        self._tensors: dict[bool, tuple[list[float], list[float], list[float]]] = {}
+        self.head_tensors, self.final_norm_tensors, self.embed_tensors = outer_param_tensors(model, plan, self.stage)
 
     # ---- small emitters -------------------------------------------------------------------
     def compute(self, name: str, flops: float) -> None:
@@ -124,6 +138,12 @@ class _StageBuilder:
         m = self.m.moe
         elements = self.tokens / (self.p.cp * self.p.tp) * m.top_k * self.m.hidden
         self.coll(key, "all-to-all", self.ep_group, elements, "tokens", "ep")
+
+    def tensors(self, layer: int) -> tuple[list[float], list[float], list[float]]:
+        key = is_moe_layer(self.m, layer)
+        if key not in self._tensors:
+            self._tensors[key] = block_param_tensors(self.m, self.p, layer)
+        return self._tensors[key]
 
     def layer_params(self, layer: int) -> tuple[float, float]:
         """(dense, expert) parameters of one block on this GPU (row-parallel biases and norms replicated)."""
@@ -169,20 +189,27 @@ class _StageBuilder:
         self.compute(f"bwd/{'moe' if moe else 'mlp'}", 2 * lf.mlp)
         if moe and p.ep > 1:
             self.moe_exchange(f"{pre}/L{layer}/dispatch")
+        dense, expert = self.layer_params(layer)
+        # DDP buckets take each gradient when backward has produced it (the MLP's, the attention's and the
+        # second norm's, the first norm's), so a bucket can be launched between the block's exchanges
+        mlp, attn, norm1 = self.tensors(layer) if buckets is not None else ((), (), ())
+        if buckets is not None:
+            buckets.add(mlp, expert)
         self.tp_exchange(f"{pre}/L{layer}/mlp-in", False)
         self.tp_exchange(f"{pre}/L{layer}/attn-out", True)
         self.compute("bwd/attn", 2 * lf.attention)
         if p.cp > 1:
             self.cp_exchange(f"{pre}/L{layer}/kv", True)
+        if buckets is not None:
+            buckets.add(attn)
         self.tp_exchange(f"{pre}/L{layer}/attn-in", False)
-        dense, expert = self.layer_params(layer)
         if p.zero >= 3:  # FSDP: each unit's gradients reduce-scattered right after its backward
             self.coll(f"{pre}/L{layer}/zero3-rs", "reduce-scatter", self.dp_group, dense, "gradients", "zero",
                       blocking=False, stream="dp")
             self.coll(f"{pre}/L{layer}/zero3-rs-experts", "reduce-scatter", self.edp_group, expert, "gradients",
                       "zero", blocking=False, stream="dp")
         elif buckets is not None:
-            buckets.add(dense, expert)
+            buckets.add(norm1)
 
     def chunk_layers(self, chunk: int) -> list[int]:
         vs = chunk * self.p.pp + self.stage
@@ -231,16 +258,18 @@ class _StageBuilder:
         buckets = self.buckets if (last_mb and p.zero < 3) else None
         if vs == last_vs:
             self.compute("bwd/logits", 2 * logits_flops(m, self.tokens, p.tp, p.cp))
+            if buckets is not None:  # the output layer's gradient: the first of the backward
+                buckets.add(self.head_tensors)
             self.tp_exchange(f"{pre}/bwd/head-in", False, "LM head input gradient")
-            if buckets is not None:  # output layer and final norm: the first gradients of the backward
-                buckets.add(self.last_params, 0.0)
+            if buckets is not None:  # the final norm's, after the LM head's input gradient
+                buckets.add(self.final_norm_tensors)
         for layer in reversed(layers):
             moe = is_moe_layer(m, layer)
             self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
         if vs == 0:
             self.tp_exchange(f"{pre}/bwd/embedding", True, "embedding output gradient")
             if buckets is not None:
-                buckets.add(self.first_params, 0.0)
+                buckets.add(self.embed_tensors)
         if final and p.zero < 3:
             self.buckets.flush()
         if vs > 0 and p.pp > 1:
@@ -275,7 +304,8 @@ class _StageBuilder:
 
 
 class _Buckets:
-    """PyTorch DDP's gradient buckets: filled in backward order, reduced when full."""
+    """PyTorch DDP's gradient buckets (workload/buckets.py): whole parameter tensors in backward order, a
+    bucket reduced as soon as it holds at least the cap, the last one at the stage's last backward."""
 
     def __init__(self, b: _StageBuilder, it: int):
         self.b, self.it = b, it
@@ -283,11 +313,14 @@ class _Buckets:
         self.fill = {"dp": 0.0, "edp": 0.0}
         self.count = {"dp": 0, "edp": 0}
 
-    def add(self, dense: float, expert: float) -> None:
-        for stream, n in (("dp", dense), ("edp", expert)):
-            self.fill[stream] += n
-            if self.fill[stream] >= self.cap:
-                self._reduce(stream)
+    def add(self, dense, expert: float = 0.0) -> None:
+        """`dense`: the tensors (elements each) whose gradients are now ready, in bucket order; `expert`:
+        the experts' (one tensor)."""
+        for stream, tensors in (("dp", dense), ("edp", (expert,) if expert else ())):
+            for n in tensors:
+                self.fill[stream] += n
+                if self.fill[stream] >= self.cap:
+                    self._reduce(stream)
 
     def flush(self) -> None:
         for stream in ("dp", "edp"):

@@ -107,6 +107,49 @@ def block_params_per_gpu(model: Transformer, plan: Plan, layer: int) -> tuple[fl
     return dense + split(model.dense_mlp_params, row_bias), 0.0
 
 
+def block_param_tensors(model: Transformer, plan: Plan, layer: int) -> tuple[list[float], list[float], list[float]]:
+    """One GPU's dense parameters of a block as tensors, in reverse registration order (the order DDP
+    buckets them; registration as aifabric.train's block: ln1, ln2, Q, K, V, output projection, MLP up,
+    MLP down, each weight then bias), in three groups by when backward has produced their gradients:
+    (the MLP's, before the MLP input's tensor-parallel AllReduce; the attention's and the second norm's,
+    before the attention input's AllReduce; the first norm's, after it). Sums to block_params_per_gpu's
+    dense part (an MoE layer's shared experts and router count as one MLP tensor, an MLA attention as one)."""
+    t, h, kv = plan.tp, model.hidden, model.kv_dim
+    bias = model.bias
+    norm = [h, h] if model.norm == "layernorm" else [h]
+    if is_moe_layer(model, layer):
+        dense, _ = block_params_per_gpu(model, plan, layer)
+        mlp = [dense - _attention_params_per_gpu(model, plan) - 2 * model.norm_params]
+    else:
+        f = model.ffn_hidden
+        up = (2 if model.gated_mlp else 1) * f
+        mlp = [h if bias else 0, f * h / t, up / t if bias else 0, up * h / t]
+    if model.mla:
+        attn = [_attention_params_per_gpu(model, plan)]
+    else:
+        attn = [h if bias else 0, h * h / t] + [kv / t if bias else 0, kv * h / t] * 2 + [h / t if bias else 0,
+                                                                                       h * h / t]
+    keep = lambda xs: [x for x in xs if x]  # noqa: E731
+    return keep(mlp), keep(attn + norm[::-1]), keep(norm[::-1])
+
+
+def _attention_params_per_gpu(model: Transformer, plan: Plan) -> float:
+    row_bias = model.hidden if model.bias and not model.mla else 0
+    return (model.attention_params - row_bias) / plan.tp + row_bias
+
+
+def outer_param_tensors(model: Transformer, plan: Plan, stage: int) -> tuple[list[float], list[float], list[float]]:
+    """outer_params_per_gpu as tensors in reverse registration order: (the output layer, whose gradient
+    comes before the LM head input's AllReduce; the final norm, after it; the first stage's learned
+    positions and token embedding)."""
+    first, last = outer_params_per_gpu(model, plan, stage)
+    norm = model.norm_params if stage == plan.pp - 1 else 0
+    head = [last - norm] if last - norm else []
+    final_norm = ([model.hidden, model.hidden] if model.norm == "layernorm" else [model.hidden]) if norm else []
+    embed = [x for x in ((model.position_params, first - model.position_params) if first else ()) if x]
+    return head, final_norm, embed
+
+
 def outer_params_per_gpu(model: Transformer, plan: Plan, stage: int) -> tuple[float, float]:
     """Parameters outside the blocks on one GPU of the stage: (the first stage's token embedding, split by
     vocabulary across tp (Megatron's VocabParallelEmbedding), and learned positions, replicated; the last
