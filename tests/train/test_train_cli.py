@@ -27,6 +27,10 @@ def test_train_writes_trace_report_and_the_single_process_weights(train_dir, tra
                                                                "recv"}
     assert (train_dir / "trace.jsonl").exists()
     assert not list(train_dir.glob("*-rank*"))  # per-rank files merged and cleaned up
+    page = (train_dir / "report.html").read_text()
+    assert "Communication per rank" in page and "Loss and step time" in page
+    assert all(f'"rank {r}"' in page for r in range(8))  # every rank has a row in the timeline
+    assert "pipeline send" in page and "tensor-parallel" in page and "gradient buckets" in page
     _, ref = trained("fnn", dp=2, tp=2, pp=2, schedule="1f1b")
     from aifabric.train.summary import assemble_weights
 

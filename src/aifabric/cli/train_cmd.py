@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError, Problem
-from ..report import new_run_dir, write_json
+from ..report import new_run_dir, write_atomic, write_json
 from .app import app
 from .console import make_console
 from .run_cmds import OUT_HELP, _engine, _out_dir, write_report
@@ -86,8 +86,13 @@ def train(
         f.unlink()
     summary = build_train_summary(run, measured)
     write_json(out_dir / "train.json", summary)
+    from ..train.report_html import build_train_html
+    from ..train.tracer import read_trace
+
+    write_atomic(out_dir / "report.html", build_train_html(summary, read_trace(run.trace_path) if run.trace_path
+                                                            else None))
     _print(summary)
-    files = "train.json, weights.pt" + (", trace.jsonl" if run.trace_path else "")
+    files = "train.json, report.html, weights.pt" + (", trace.jsonl" if run.trace_path else "")
     console.print(f"\nwrote {out_dir}/: {files}")
     if run.trace_path:
         console.print(f"replay it: aifabric replay {run.trace_path} --scenario FILE")
