@@ -138,3 +138,19 @@ def test_llm_training_simulates_end_to_end():
     for dim, m in moved.items():
         assert m["scale_up_bytes"] == pytest.approx(predicted[dim].scale_up_bytes, rel=1e-6)
         assert m["scale_out_bytes"] == pytest.approx(predicted[dim].scale_out_bytes, rel=1e-6)
+
+
+def test_default_gradient_bucket_is_megatron_cores(tmp_path):
+    """No bucket_mb: Megatron-core's max(40 M, 1 M x dp) parameters of gradients; given: as given (MiB)."""
+    from aifabric.scenario import demo_scenario
+    from aifabric.workload.from_spec import megatron_bucket_mb, resolve_plan
+
+    s = demo_scenario()
+    assert s.workload.parallelism.bucket_mb is None
+    _, plan, problems = resolve_plan(s)
+    assert not problems and plan.bucket_mb == pytest.approx(40e6 * 2 / 2**20)  # dp 2: the 40 M floor, bf16
+    assert megatron_bucket_mb(128, "bf16") == pytest.approx(128e6 * 2 / 2**20)  # 1 M per data-parallel rank
+    data = s.model_dump(mode="json", exclude_unset=True)
+    data["workload"]["parallelism"]["bucket_mb"] = 25
+    _, plan, _ = resolve_plan(type(s).model_validate(data))
+    assert plan.bucket_mb == 25

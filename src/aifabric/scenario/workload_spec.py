@@ -87,7 +87,9 @@ class ParallelismSpec(Strict):
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 + weights")
     fsdp: bool = Field(False, description="PyTorch FSDP full shard (= ZeRO-3)")
     recompute: Literal["none", "selective", "full"] = "none"
-    bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (PyTorch default 25)")
+    bucket_mb: float | None = Field(
+        None, gt=0, description="gradient bucket size, MiB; default: Megatron-core's, max(40 M, 1 M x dp) "
+        "parameters (PyTorch DDP's default is 25)")
     overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
     order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
 

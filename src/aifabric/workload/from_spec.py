@@ -11,6 +11,14 @@ from .ranks import parse_order
 P = "workload.parallelism"
 
 
+
+def megatron_bucket_mb(dp: int, precision: str) -> float:
+    """Megatron-core's default gradient bucket (DistributedDataParallel: `bucket_size = max(40_000_000,
+    1_000_000 * data_parallel_world_size)` parameters), in MiB of gradients of `precision`."""
+    from ..units import BYTES_PER_ELEMENT
+
+    return max(40_000_000, 1_000_000 * dp) * BYTES_PER_ELEMENT[precision] / 2**20
+
 def resolve_model(spec, field: str = "workload.model") -> Transformer:
     """The transformer a `workload.model` section names or describes."""
     if spec.name is not None:
@@ -92,7 +100,8 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
     plan = Plan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, schedule=par.schedule, chunks=chunks,
                 micro_batch_size=par.micro_batch_size, global_batch_size=w.global_batch_size, seq_len=seq,
                 precision=w.precision, recompute=par.recompute, sequence_parallel=par.sequence_parallel and par.tp > 1,
-                zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb, overlap_grad_reduce=par.overlap_grad_reduce,
+                zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb or megatron_bucket_mb(dp, w.precision),
+                overlap_grad_reduce=par.overlap_grad_reduce,
                 order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
                 compute_efficiency=w.efficiency)
     return model, plan, out
