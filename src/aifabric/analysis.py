@@ -65,9 +65,11 @@ class RankTimeline:
     collective it takes part in (first to last transfer of the instance that involves it), each pipeline
     send or receive, the folded scale-up collectives of a merged task (drawn at its end); idle: the time
     it neither computes nor communicates; bubble (pipeline-parallel runs only): the idle time before its
-    first and after its last compute of each iteration (the pipeline's fill and drain), cut from idle. The
-    iteration of a compute task is its name's `it<k>/` prefix; compute without one (the optimizer step)
-    does not bound the pipeline, so waiting around it counts as bubble.
+    first and after its last compute of each iteration (the pipeline's fill and drain), and any idle time
+    that ends when a pipeline transfer to the rank starts (waiting for another stage, e.g. 1F1B's stage 0
+    between its warm-up forwards and its first backward), cut from idle. The iteration of a compute task
+    is its name's `it<k>/` prefix; compute without one (the optimizer step) does not bound the pipeline,
+    so waiting around it counts as bubble.
     Compute and communication may overlap; idle and bubble never overlap anything.
     """
 
@@ -258,6 +260,11 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
         at = np.flatnonzero(first)
         hull_r, hull_a, hull_b = hr[at], ha[at], np.maximum.reduceat(hb, at) if len(at) else hb[:0]
         bubble = ~_inside(gr, (ga + gb) / 2, hull_r, hull_a, hull_b)
+        # inside the hull: waiting for the previous (or next) stage, the gap ends where a pipeline transfer
+        # to this rank starts (1F1B's stage 0 waits there for its first backward)
+        if len(pt):
+            recv_key = np.unique(dst[pt] * (makespan + 1.0) + start[pt])
+            bubble |= np.isin(gr * (makespan + 1.0) + gb, recv_key)
     parts.append((gr[~bubble], IDLE_K, objs("idle", int((~bubble).sum())), objs("", int((~bubble).sum())),
                   ga[~bubble], gb[~bubble]))
     parts.append((gr[bubble], BUBBLE_K, objs("bubble", int(bubble.sum())), objs("", int(bubble.sum())),
