@@ -141,3 +141,19 @@ def test_unequal_members_do_not_merge():
     t_coll = g.folded[("all-reduce", "tp", 2, 2 << 20, "")][1]
     assert tl.makespan_s == pytest.approx(1e-3 + t_coll + 3e-3 + t_coll, rel=1e-9)
     assert len(g.members) == 2  # one group task per collective: the second could not extend the first
+
+
+def test_folded_traffic_is_on_the_links_over_time_with_its_peak(runs):
+    """Folded bytes are spread over the time their merged task ran: the link load over time integrates to
+    every link's bytes, as when every transfer is simulated; NVLink peaks are the collectives' own."""
+    a, b = runs[("flows", "merged")], runs[("analytic", "merged")]
+    for run_ in (a, b):
+        tl = run_.timeline
+        integral = np.zeros(len(run_.fabric.links))
+        for start, end, links, rates in zip(*tl.link_load.segments()):
+            np.add.at(integral, links, rates * (end - start))
+        np.testing.assert_allclose(integral, tl.link_bytes, rtol=1e-6, atol=1.0)
+    nvlink = [link.index for link in b.fabric.links if link.tier == "nvlink"]
+    np.testing.assert_allclose(b.timeline.link_peak_bytes_per_s[nvlink], a.timeline.link_peak_bytes_per_s[nvlink],
+                               rtol=1e-9)
+    assert b.timeline.link_peak_bytes_per_s[nvlink].max() > 0

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .engines import Interrupted, TaskGraph, Timeline, lower, run
 from .catalog import gpu
 from .fabric import Fabric, Router, build
@@ -49,9 +51,22 @@ def build_workload(s: Scenario) -> Workload:
 
 
 def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
-    """The bytes of collectives folded at lowering (engines/fold.py) onto their links' totals."""
+    """The collectives folded at lowering (engines/fold.py) onto their links: bytes, peak rates, and load
+    over time (each task's folded bytes spread evenly over the time the task ran)."""
     if graph.folded_link_bytes is not None:
         timeline.link_bytes = timeline.link_bytes + graph.folded_link_bytes
+    if graph.folded_link_peak is not None:
+        timeline.link_peak_bytes_per_s = np.maximum(timeline.link_peak_bytes_per_s, graph.folded_link_peak)
+    items = []
+    for t, parts in graph.folded_task_bytes.items():
+        a, b = float(timeline.start_s[t]), float(timeline.end_s[t])
+        if not b > a:  # did not run (interrupted) or took no time
+            continue
+        links = np.concatenate([p[0] for p in parts])
+        values = np.concatenate([p[1] for p in parts])
+        items.append((a, b, links, values))
+    if items:
+        timeline.link_load.add_spread(items)
 
 
 def simulate(s: Scenario, engine: str | None = None,

@@ -10,7 +10,8 @@ group (engines/tasks.py), because ranks that rendezvous at every collective run 
 Why this is sound: inside a server the NVSwitch is non-blocking, so a TP collective contends only with
 other traffic on the same GPU's NVLink ports: PXN relays and the intra-server hops of DP/PP rings,
 which cross NVLink at a small fraction of its bandwidth. What is lost: that contention, and NVLink
-load over time (each folded collective's bytes are still added to its links' byte counts). The
+load inside the task (each folded collective's bytes are spread evenly over its merged task's run when
+the link load over time is recorded, and added to its links' byte counts and peaks). The
 agreement with the expanded form is a test (tests/test_fold.py).
 
 The time of a collective depends only on (operation, sizes, the members' local GPU indices), so the
@@ -35,6 +36,7 @@ class FoldedCost:
     time_s: float
     link_bytes: tuple[tuple[int, float], ...]  # (link index on server 0, bytes)
     pairs: tuple[tuple[int, int, float], ...]  # (src, dst, payload bytes), local GPU indices
+    link_peak: tuple[tuple[int, float], ...] = ()  # (link index on server 0, highest rate, bytes/s)
 
 
 class ScaleUpFolder:
@@ -48,6 +50,8 @@ class ScaleUpFolder:
         self._link_index = {link.id: link.index for link in fabric.links}
         self._translated: dict[tuple[int, int], int] = {}
         self.link_bytes = np.zeros(len(fabric.links))  # every folded collective's bytes, per link
+        self.link_peak = np.zeros(len(fabric.links))  # the highest rate a folded collective put on each link
+        self.last: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))  # last fold's bytes
         self.pairs: dict[tuple[int, int, str], float] = {}  # (src rank, dst rank, dim) -> payload bytes
         self._blocks: dict[tuple, tuple] = {}
         self._group_ok: dict[tuple[int, ...], bool] = {}
@@ -69,8 +73,14 @@ class ScaleUpFolder:
         cost = self._cost.get(shape)
         if cost is None:
             cost = self._cost[shape] = self._run(shape)
-        for li, b in cost.link_bytes:
-            self.link_bytes[self._on_server(li, server)] += b
+        links = np.fromiter((self._on_server(li, server) for li, _ in cost.link_bytes), dtype=np.int64,
+                            count=len(cost.link_bytes))
+        values = np.fromiter((b for _, b in cost.link_bytes), dtype=float, count=len(cost.link_bytes))
+        self.link_bytes[links] += values
+        self.last = (links, values)
+        for li, rate in cost.link_peak:
+            at = self._on_server(li, server)
+            self.link_peak[at] = max(self.link_peak[at], rate)
         dim = op.dim or "other"
         for a, b, size in cost.pairs:
             key = (a + base, b + base, dim)
@@ -93,8 +103,9 @@ class ScaleUpFolder:
         key = (block.shape, tuple(r - base for r in block.group))
         cached = self._blocks.get(key)
         if cached is None:
-            before_links, before_pairs = self.link_bytes, self.pairs
+            before_links, before_pairs, before_peak = self.link_bytes, self.pairs, self.link_peak
             self.link_bytes, self.pairs = np.zeros(len(self.fabric.links)), {}
+            self.link_peak = np.zeros(len(self.fabric.links))
             time_s, kinds = 0.0, {}
             for op in block.ops:
                 if isinstance(op, Collective):
@@ -107,12 +118,15 @@ class ScaleUpFolder:
                         kinds[k] = [1, t, op.label, self.payload_bytes(replace(op, group=key[1]))]
             nz = np.flatnonzero(self.link_bytes)
             cached = self._blocks[key] = (time_s, nz, self.link_bytes[nz],
-                                          [(a, b, d, v) for (a, b, d), v in self.pairs.items()], kinds)
-            self.link_bytes, self.pairs = before_links, before_pairs
-        time_s, links, values, pairs, kinds = cached
+                                          [(a, b, d, v) for (a, b, d), v in self.pairs.items()], kinds,
+                                          self.link_peak[nz])
+            self.link_bytes, self.pairs, self.link_peak = before_links, before_pairs, before_peak
+        time_s, links, values, pairs, kinds, peaks = cached
         if server:
             links = np.fromiter((self._on_server(int(li), server) for li in links), dtype=np.int64, count=len(links))
         self.link_bytes[links] += values
+        self.link_peak[links] = np.maximum(self.link_peak[links], peaks)
+        self.last = (links, values)
         for a, b, d, v in pairs:
             k = (a + base, b + base, d)
             self.pairs[k] = self.pairs.get(k, 0.0) + v
@@ -157,4 +171,5 @@ class ScaleUpFolder:
             if g.kind[t] == TRANSFER and g.rank[t] != g.dst[t]:
                 pairs[(g.rank[t], g.dst[t])] = pairs.get((g.rank[t], g.dst[t]), 0.0) + g.size_bytes[t]
         return FoldedCost(float(tl.makespan_s), tuple((int(i), float(tl.link_bytes[i])) for i in nz),
-                          tuple((a, b, s) for (a, b), s in pairs.items()))
+                          tuple((a, b, s) for (a, b), s in pairs.items()),
+                          tuple((int(i), float(tl.link_peak_bytes_per_s[i])) for i in nz))

@@ -118,6 +118,18 @@ class LinkLoad:
             self._bins[k] = [[u], [v]]
         self.bin_s *= 2
 
+    def add_spread(self, items: list[tuple[float, float, np.ndarray, np.ndarray]]) -> None:
+        """Add (start, end, links, bytes) intervals, each link's bytes spread evenly over the interval, on
+        top of what was recorded (folded collectives inside merged tasks). Moves the record to the grid."""
+        if not items:
+            return
+        t_end = max(b for _, b, _, _ in items)
+        self._t_last = max(self._t_last, t_end)
+        if self.bin_s is None:
+            self._to_bins(self._t_last)
+        for a, b, links, values in sorted(items, key=lambda x: x[0]):
+            self._add_to_bins(a, b, links, values / (b - a))
+
     # -- reading ----------------------------------------------------------------------------------
     def segments(self) -> tuple[list[float], list[float], list[np.ndarray], list[np.ndarray]]:
         """(t_start, t_end, links, rates) of every recorded segment (bins once binned), in time order."""

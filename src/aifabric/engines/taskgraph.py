@@ -47,6 +47,8 @@ class TaskGraph:
     # folded into their GPUs' time (engines/fold.py)
     folded_link_bytes: object = None  # numpy array per link: the folded collectives' bytes, or None
     folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes
+    folded_link_peak: object = None  # numpy array per link: the highest rate a folded collective reached
+    folded_task_bytes: dict[int, list] = field(default_factory=dict)  # task -> [(links, bytes)] folded into it
 
     def ranks_of(self, t: int) -> tuple[int, ...]:
         """The ranks a compute task occupies."""

@@ -197,6 +197,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                         break
                     comm_s = folder.fold_block(op, g.folded)
                     merge.lockstep(op.group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
+                    g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
                     for m in op.group:
                         if m != r:
                             cursor[m] += 1
@@ -226,6 +227,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                     if folder is not None and folder.foldable(op):
                         time_s = folder.fold(op)
                         merge.collective(op, time_s)
+                        g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
                         key = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
                         entry = g.folded.get(key)
                         if entry is None:
@@ -254,6 +256,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
         spread_over_paths(g, fabric, router)
     if folder is not None:
         g.folded_link_bytes = folder.link_bytes
+        g.folded_link_peak = folder.link_peak
         g.folded_pairs = folder.pairs
     stuck = [r for r in range(world) if cursor[r] < len(program[r])]
     if stuck:
