@@ -23,8 +23,8 @@ from aifabric.train.models import GPT_CONTEXT, GPT_HEADS, GPT_LAYERS, GPT_WIDTH,
 from aifabric.train.tracer import read_trace
 from aifabric.workload.llm import build_llm_training
 from aifabric.workload.memory import stage_params
-from aifabric.workload.ops import Collective, Recv, Send
 from aifabric.workload.plan import Plan
+from agreement import predicted_ops, traced_ops
 
 
 def _model_and_plan(cfg):
@@ -39,21 +39,6 @@ def _model_and_plan(cfg):
 def predicted(run):
     model, plan = _model_and_plan(run.config)
     return build_llm_training(model, plan, gpu("H100"), iterations=run.config.steps)
-
-
-def _ops(workload, rank):
-    out = []
-    for op in workload.ranks[rank]:
-        if isinstance(op, Collective):
-            out.append((op.op, op.group, op.size_bytes, op.blocking))
-        elif isinstance(op, (Send, Recv)):
-            out.append(("send" if isinstance(op, Send) else "recv", (op.src, op.dst), op.size_bytes, True))
-    return out
-
-
-def _traced(trace, rank):
-    return [(e["op"], tuple(e["group"]), e["bytes"], not e["async_op"]) for e in trace.comms[rank]
-            if e["tag"] != "init/broadcast"]
 
 
 PLANS = [dict(tp=2, pp=2, schedule="gpipe"), dict(dp=2, tp=2, pp=2, schedule="1f1b"), dict(dp=2, tp=2),
@@ -72,9 +57,9 @@ def test_gpt_traced_operations_equal_the_llm_workload(trained, plan):
     cfg = run.config
     work, trace = predicted(run), read_trace(run.trace_path)
     for r in range(cfg.layout.world_size):
-        want = _ops(work, r)
+        want = predicted_ops(work, r)
         assert want, "the builder predicts operations"
-        assert _traced(trace, r) == want, f"rank {r}"
+        assert traced_ops(trace, r) == want, f"rank {r}"
     # every kind the plan implies is in the comparison
     tags = {"/".join(e["tag"].split("/")[:2]) for ev in trace.comms.values() for e in ev}
     if cfg.tp > 1:

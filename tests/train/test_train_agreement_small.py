@@ -15,8 +15,8 @@ pytest.importorskip("torch")
 from aifabric.catalog import gpu
 from aifabric.models import MODELS
 from aifabric.train.tracer import read_trace
-from aifabric.workload.ops import Collective, Recv, Send
 from aifabric.workload.plan import Plan
+from agreement import predicted_ops, traced_ops
 from aifabric.workload.small_models import build_small_training, module_params, stage_modules, units_of
 
 ZOO = {"fnn": "digits-fnn", "cnn": "digits-cnn", "lstm": "digits-lstm"}
@@ -31,21 +31,6 @@ def plan_of(cfg) -> Plan:
 def predicted(run):
     cfg = run.config
     return build_small_training(MODELS[ZOO[cfg.model]], plan_of(cfg), gpu("H100"), iterations=cfg.steps)
-
-
-def _ops(workload, rank):
-    out = []
-    for op in workload.ranks[rank]:
-        if isinstance(op, Collective):
-            out.append((op.op, op.group, op.size_bytes, op.blocking))
-        elif isinstance(op, (Send, Recv)):
-            out.append(("send" if isinstance(op, Send) else "recv", (op.src, op.dst), op.size_bytes, True))
-    return out
-
-
-def _traced(trace, rank):
-    return [(e["op"], tuple(e["group"]), e["bytes"], not e["async_op"]) for e in trace.comms[rank]
-            if e["tag"] != "init/broadcast"]
 
 
 PLANS = [
@@ -72,9 +57,9 @@ def test_small_model_traced_operations_equal_the_workload(trained, model, plan):
     cfg = run.config
     work, trace = predicted(run), read_trace(run.trace_path)
     for r in range(cfg.layout.world_size):
-        want = _ops(work, r)
+        want = predicted_ops(work, r)
         assert want, "the builder predicts operations"
-        assert _traced(trace, r) == want, f"rank {r}"
+        assert traced_ops(trace, r) == want, f"rank {r}"
     kinds = {e["tag"].split("/")[0].rstrip("0123456789") for ev in trace.comms.values() for e in ev}
     assert ({"tp"} if cfg.tp > 1 else set()) | ({"pp"} if cfg.pp > 1 else set()) <= kinds
     if cfg.dp > 1:
