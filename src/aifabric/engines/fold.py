@@ -65,11 +65,16 @@ class ScaleUpFolder:
             return False
         return self.router.route(group[0], group[1]).scale_up
 
-    def fold(self, op: Collective) -> float:
-        """The collective's time on its own; its bytes are added to `link_bytes` (on its own server)."""
+    def _shape(self, op: Collective) -> tuple[int, Collective]:
+        """The server of the op's group, and the op as a cache key: on server 0, without its names."""
         server = self.fabric.server_of(op.group[0])
         base = server * self.gps
-        shape = replace(op, key="", label="", dim="", group=tuple(r - base for r in op.group))
+        return server, replace(op, key="", label="", dim="", group=tuple(r - base for r in op.group))
+
+    def fold(self, op: Collective) -> float:
+        """The collective's time on its own; its bytes are added to `link_bytes` (on its own server)."""
+        server, shape = self._shape(op)
+        base = server * self.gps
         cost = self._cost.get(shape)
         if cost is None:
             cost = self._cost[shape] = self._run(shape)
@@ -140,9 +145,7 @@ class ScaleUpFolder:
 
     def payload_bytes(self, op: Collective) -> float:
         """Bytes the transfers of one folded collective carry (after `fold`)."""
-        base = self.fabric.server_of(op.group[0]) * self.gps
-        shape = replace(op, key="", label="", dim="", group=tuple(r - base for r in op.group))
-        return sum(size for _, _, size in self._cost[shape].pairs)
+        return sum(size for _, _, size in self._cost[self._shape(op)[1]].pairs)
 
     def _on_server(self, li: int, server: int) -> int:
         if server == 0:

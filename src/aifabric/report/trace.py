@@ -165,8 +165,7 @@ def _counter_events(run: Run) -> list[dict[str, Any]]:
     rate changes, and a 0 when it stops carrying anything."""
     tl, fabric = run.timeline, run.fabric
     load = tl.link_load
-    starts, ends, links, rates = (load.segments() if hasattr(load, "segments")
-                                  else (load.t_start, load.t_end, load.links, load.rates_bytes_per_s))
+    starts, ends, links, rates = load.segments()
     if not len(starts):
         return []
     starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
