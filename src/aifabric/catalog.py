@@ -1,22 +1,34 @@
-"""GPU catalog: the figures the simulator needs for each accelerator.
+"""GPU catalog: the figures the simulator needs for each accelerator, datasheet and measured.
 
-All figures are per GPU, dense (no structured sparsity), from the vendor's public datasheets:
+Two kinds of figures, kept apart:
 
-- A100 SXM4 80 GB: NVIDIA A100 Tensor Core GPU datasheet (2021). FP32 19.5, TF32 156, BF16/FP16 312
-  TFLOP/s; HBM2e 2,039 GB/s; NVLink 3, 12 links, 600 GB/s total; DGX A100 pairs each GPU with a
-  200 Gb/s ConnectX-6.
-- H100 SXM5 80 GB: NVIDIA H100 Tensor Core GPU datasheet (2023); the datasheet's sparse figures halved.
-  FP32 67, TF32 494.7, BF16/FP16 989.4, FP8 1,978.9 TFLOP/s; HBM3 3.35 TB/s; NVLink 4, 18 links,
-  900 GB/s total (seeds Ch. 13: 5+4+4+5 links to four NVSwitch chips); ConnectX-7 400 Gb/s per GPU in
-  DGX H100.
-- H200 SXM 141 GB: NVIDIA H200 datasheet (2024): H100 compute, HBM3e 141 GB at 4.8 TB/s.
-- B200 (HGX B200) 180 GB: NVIDIA HGX/DGX B200 datasheets (2024), sparse figures halved: FP8 4.5,
-  BF16 2.25, TF32 1.1 PFLOP/s; HBM3e 8 TB/s; NVLink 5, 18 links, 1.8 TB/s total; ConnectX-8 800 Gb/s.
-- GB200 (one Blackwell GPU of a GB200 NVL72), 186 GB: NVIDIA GB200 NVL72 datasheet (2024), per-GPU
-  share of the rack figures (FP8 5, BF16 2.5, TF32 1.25 PFLOP/s dense); HBM3e 8 TB/s; NVLink 5 1.8 TB/s.
-
-"NVLink bandwidth" here is NVIDIA's headline figure: the sum of both directions. Each direction
-carries half (H100: 450 GB/s each way).
+- **Datasheet** (dense, no structured sparsity; sparse figures halved): SMs, the clock the tensor peak
+  is quoted at, peak FLOP/s per precision, HBM size and bandwidth, L2 size, NVLink links and bandwidth
+  (NVIDIA's headline figure: both directions summed; each direction carries half), PCIe generation.
+  Sources: NVIDIA A100 datasheet (2021) and whitepaper; NVIDIA H100 datasheet (2023) and whitepaper
+  (H100 PCIe: 114 SMs, tensor peak at 1,620 MHz); NVIDIA H200 datasheet (2024); NVIDIA HGX/DGX B200 and
+  GB200 NVL72 datasheets (2024; GB200 per GPU = the rack's figures / 72); AMD Instinct MI300X data sheet
+  and ROCm GPU specifications (304 CUs, 2,100 MHz, 256 MiB Infinity Cache, 32 MiB L2).
+- **Measured** (hardware characterization, never fitted to a training run):
+  - `matmul_tflops`: the maximum achievable matmul throughput found by a brute-force shape search
+    (S. Bekman, "Machine Learning Engineering", compute/accelerator, MAMF table: mean of 100 iterations
+    after 50 warm-ups; `mamf-finder.py`), with the shape it was found on (`matmul_best_shape`). The GEMM
+    model (kernels/gemm.py) is anchored to it.
+  - `hbm_efficiency`: BabelStream Triad over the peak (A100-SXM4-40GB 1,377.5 of 1,555 GB/s, ALCF
+    Polaris; A100-SXM4-80GB 1,724.8 of 2,039, Tursa; H100 NVL 3,303.8 of 3,900; MI300X 3,948.1 of 5,300,
+    AMD ROCm system validation guide). H100 SXM, H200, B200 have no published run we could check: they
+    take the H100 NVL figure (same HBM3/HBM3e generation), stated as such.
+  - `attention_tflops`: fused attention (FlashAttention) forward and backward, from its papers'
+    benchmarks: A100 FlashAttention-2, "up to 230 TFLOPs/s, 73% of the theoretical maximum" and "50-73%"
+    overall (Dao 2023; we take the 50% end for the backward pass); Hopper FlashAttention-3 FP16 at head
+    dimension 128, sequence 8,448: 661 TFLOP/s forward (Shah et al. 2024, §4.2), backward "up to 450"
+    scaled by the same 661/740 (derived).
+  - `nvlink_efficiency`: NCCL's ring bus bandwidth inside one server over the per-direction NVLink line
+    rate: A100 232.8 of 300 GB/s (nccl-tests all_reduce_perf, 8 x A100-SXM4-80GB, 4 GB); H100 "an
+    effective NVLink bandwidth of 370GB/s" of 450 (S. Jeaugey, NVIDIA, nccl-tests issue 212, 2024).
+  - `kernel_gap_us`, `launch_us`: GPU idle between dependent kernels and host launch cost per kernel in
+    eager PyTorch: ~4-6 µs per launch measured through the driver (CUDA launch-latency studies); 1 µs gap.
+    Calibrate for your system.
 """
 
 from __future__ import annotations
@@ -34,63 +46,116 @@ class GpuSpec:
     nvlink_bandwidth_gBps: float  # total, both directions
     typical_nic_gbps: float
     pcie_gen: int
+    # the compute model's characterization
+    sm_count: int = 0
+    tensor_clock_mhz: float = 0.0  # the clock the tensor peak is quoted at
+    l2_mb: float = 0.0
+    matmul_tflops: dict[str, float] = field(default_factory=dict, repr=False)  # measured, per precision
+    matmul_best_shape: tuple[int, int, int] = (8192, 8192, 8192)  # (M, N, K) of the bf16 measurement
+    hbm_efficiency: float = 0.85
+    attention_tflops: tuple[float, float] = (0.0, 0.0)  # measured fused attention, forward and backward
+    nvlink_efficiency: float = 0.8
+    kernel_gap_us: float = 1.0
+    launch_us: float = 5.0
+    sources: str = field(default="", repr=False)
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak FLOP/s for a precision (bf16, fp16, fp32, tf32, fp8)."""
         return self.peak_tflops[precision] * 1e12
 
+    def matmul_flops(self, precision: str) -> float:
+        """Achievable matmul FLOP/s: the measurement for this precision, or the bf16 one's fraction of its
+        peak applied to this precision's peak (fp32 / tf32 / a GPU without an fp8 measurement)."""
+        if precision in self.matmul_tflops:
+            return self.matmul_tflops[precision] * 1e12
+        fraction = self.matmul_tflops["bf16"] / self.peak_tflops["bf16"]
+        return fraction * self.peak_flops(precision)
+
+    def attention_flops(self, precision: str, backward: bool) -> float:
+        """Fused attention FLOP/s (16-bit; an fp8 run keeps attention in 16-bit, as Transformer Engine)."""
+        fwd, bwd = self.attention_tflops
+        rate = (bwd if backward else fwd) * 1e12
+        if precision in ("fp32", "tf32"):
+            rate *= self.peak_tflops[precision] / self.peak_tflops["bf16"]
+        return rate
+
+
+_A100_PEAKS = {"fp64": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}
+_HOPPER_PEAKS = {"fp64": 67, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
+_A100_MEASURED = dict(sm_count=108, tensor_clock_mhz=1410, l2_mb=40, attention_tflops=(230.0, 156.0),
+                      nvlink_efficiency=232.8 / 300)
+_HOPPER_MEASURED = dict(sm_count=132, tensor_clock_mhz=1830, l2_mb=50, hbm_efficiency=3303.8 / 3900,
+                        attention_tflops=(661.0, 450.0 * 661 / 740), nvlink_efficiency=370 / 450)
 
 GPUS: dict[str, GpuSpec] = {
-    "A100": GpuSpec(
-        name="A100",
-        hbm_gB=80,
-        hbm_bandwidth_gBps=2039,
-        peak_tflops={"fp64": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
-        nvlink_links=12,
-        nvlink_bandwidth_gBps=600,
-        typical_nic_gbps=200,
-        pcie_gen=4,
-    ),
-    "H100": GpuSpec(
-        name="H100",
-        hbm_gB=80,
-        hbm_bandwidth_gBps=3350,
-        peak_tflops={"fp64": 67, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-        nvlink_links=18,
-        nvlink_bandwidth_gBps=900,
-        typical_nic_gbps=400,
-        pcie_gen=5,
-    ),
-    "H200": GpuSpec(
-        name="H200",
-        hbm_gB=141,
-        hbm_bandwidth_gBps=4800,
-        peak_tflops={"fp64": 67, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-        nvlink_links=18,
-        nvlink_bandwidth_gBps=900,
-        typical_nic_gbps=400,
-        pcie_gen=5,
-    ),
-    "B200": GpuSpec(
-        name="B200",
-        hbm_gB=180,
-        hbm_bandwidth_gBps=8000,
+    "A100": GpuSpec(  # A100 SXM4 80 GB
+        name="A100", hbm_gB=80, hbm_bandwidth_gBps=2039, peak_tflops=_A100_PEAKS, nvlink_links=12,
+        nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
+        matmul_tflops={"bf16": 271.2, "fp16": 271.2}, matmul_best_shape=(1024, 10240, 5120),
+        hbm_efficiency=1724.8 / 2039, **_A100_MEASURED,
+        sources="MAMF 271.2 TFLOP/s bf16 (torch 2.6.0+cu126); BabelStream Triad 1,724.8 GB/s"),
+    "A100-40GB": GpuSpec(  # A100 SXM4 40 GB: HBM2 at 1,555 GB/s, otherwise the 80 GB part
+        name="A100-40GB", hbm_gB=40, hbm_bandwidth_gBps=1555, peak_tflops=_A100_PEAKS, nvlink_links=12,
+        nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
+        matmul_tflops={"bf16": 271.2, "fp16": 271.2}, matmul_best_shape=(1024, 10240, 5120),
+        hbm_efficiency=1377.5 / 1555, **_A100_MEASURED,
+        sources="MAMF of the A100 SXM (same chip and clocks); BabelStream Triad 1,377.5 GB/s (ALCF Polaris)"),
+    "A100-PCIE": GpuSpec(  # A100 PCIe 80 GB: 300 W, HBM2e 1,935 GB/s, NVLink bridge to one peer only
+        name="A100-PCIE", hbm_gB=80, hbm_bandwidth_gBps=1935, peak_tflops=_A100_PEAKS, nvlink_links=12,
+        nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
+        matmul_tflops={"bf16": 252.9, "fp16": 252.9}, matmul_best_shape=(2048, 5120, 6144),
+        hbm_efficiency=1724.8 / 2039, **_A100_MEASURED,
+        sources="MAMF 252.9 TFLOP/s bf16 (torch 2.5.1+cu124); HBM efficiency of the A100 SXM 80 GB"),
+    "H100": GpuSpec(  # H100 SXM5 80 GB
+        name="H100", hbm_gB=80, hbm_bandwidth_gBps=3350, peak_tflops=_HOPPER_PEAKS, nvlink_links=18,
+        nvlink_bandwidth_gBps=900, typical_nic_gbps=400, pcie_gen=5,
+        matmul_tflops={"bf16": 794.5, "fp16": 794.5, "fp8": 1402.6}, matmul_best_shape=(2048, 2048, 13312),
+        **_HOPPER_MEASURED,
+        sources="MAMF 794.5 bf16 / 1,402.6 fp8 TFLOP/s (torch 2.7.0+cu126); HBM efficiency of the H100 NVL"),
+    "H100-PCIE": GpuSpec(  # H100 PCIe 80 GB: 114 SMs, HBM2e 2.0 TB/s, 350 W
+        name="H100-PCIE", hbm_gB=80, hbm_bandwidth_gBps=2000,
+        peak_tflops={"fp64": 51, "fp32": 51, "tf32": 378, "bf16": 756, "fp16": 756, "fp8": 1513},
+        nvlink_links=12, nvlink_bandwidth_gBps=600, typical_nic_gbps=400, pcie_gen=5,
+        matmul_tflops={"bf16": 499.5, "fp16": 499.5}, matmul_best_shape=(6912, 16384, 2048),
+        **{**_HOPPER_MEASURED, "sm_count": 114, "tensor_clock_mhz": 1620,
+           "attention_tflops": (661.0 * 756 / 989.4, 450.0 * 661 / 740 * 756 / 989.4)},
+        sources="MAMF 499.5 TFLOP/s bf16 (mag-/gpu_benchmark, after Bekman's MAMF finder); attention scaled "
+                "from the SXM by the peaks' ratio"),
+    "H200": GpuSpec(  # H200 SXM 141 GB: H100 compute, HBM3e 4.8 TB/s
+        name="H200", hbm_gB=141, hbm_bandwidth_gBps=4800, peak_tflops=_HOPPER_PEAKS, nvlink_links=18,
+        nvlink_bandwidth_gBps=900, typical_nic_gbps=400, pcie_gen=5,
+        matmul_tflops={"bf16": 794.5, "fp16": 794.5, "fp8": 1453.4}, matmul_best_shape=(2048, 2048, 13312),
+        **_HOPPER_MEASURED,
+        sources="MAMF bf16 of the H100 SXM ('H200 is the same'), fp8 1,453.4 TFLOP/s (torch 2.7.1+cu128)"),
+    "B200": GpuSpec(  # HGX B200, 1,000 W
+        name="B200", hbm_gB=180, hbm_bandwidth_gBps=8000,
         peak_tflops={"fp64": 40, "fp32": 80, "tf32": 1100, "bf16": 2250, "fp16": 2250, "fp8": 4500},
-        nvlink_links=18,
-        nvlink_bandwidth_gBps=1800,
-        typical_nic_gbps=800,
-        pcie_gen=5,
-    ),
-    "GB200": GpuSpec(
-        name="GB200",
-        hbm_gB=186,
-        hbm_bandwidth_gBps=8000,
+        nvlink_links=18, nvlink_bandwidth_gBps=1800, typical_nic_gbps=800, pcie_gen=5,
+        matmul_tflops={"bf16": 1745.0, "fp16": 1745.0, "fp8": 3432.5}, matmul_best_shape=(1792, 16128, 3072),
+        **{**_HOPPER_MEASURED, "sm_count": 148, "tensor_clock_mhz": 0, "l2_mb": 0,
+           "attention_tflops": (661.0 * 2250 / 989.4, 450.0 * 661 / 740 * 2250 / 989.4)},
+        sources="MAMF 1,745.0 bf16 / 3,432.5 fp8 TFLOP/s (torch 2.7.1+cu128); no published HBM or attention "
+                "measurement: Hopper's fractions; NVLink 5 efficiency taken as NVLink 4's"),
+    "GB200": GpuSpec(  # one Blackwell GPU of a GB200 NVL72
+        name="GB200", hbm_gB=186, hbm_bandwidth_gBps=8000,
         peak_tflops={"fp64": 45, "fp32": 90, "tf32": 1250, "bf16": 2500, "fp16": 2500, "fp8": 5000},
-        nvlink_links=18,
-        nvlink_bandwidth_gBps=1800,
-        typical_nic_gbps=800,
-        pcie_gen=5,
-    ),
+        nvlink_links=18, nvlink_bandwidth_gBps=1800, typical_nic_gbps=800, pcie_gen=5,
+        matmul_tflops={"bf16": 1822.0, "fp16": 1822.0, "fp8": 3615.6}, matmul_best_shape=(4096, 9728, 2048),
+        **{**_HOPPER_MEASURED, "sm_count": 148, "tensor_clock_mhz": 0, "l2_mb": 0,
+           "attention_tflops": (661.0 * 2500 / 989.4, 450.0 * 661 / 740 * 2500 / 989.4)},
+        sources="MAMF 1,822.0 bf16 / 3,615.6 fp8 TFLOP/s (torch 2.10 nightly, cu130); as B200 otherwise"),
+    "MI300X": GpuSpec(  # AMD Instinct MI300X, 750 W; 8 GPUs joined all-to-all by Infinity Fabric (7 x 64 GB/s)
+        name="MI300X", hbm_gB=192, hbm_bandwidth_gBps=5300,
+        peak_tflops={"fp64": 81.7, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9},
+        nvlink_links=7, nvlink_bandwidth_gBps=896, typical_nic_gbps=400, pcie_gen=5,
+        sm_count=304, tensor_clock_mhz=2100, l2_mb=32,
+        matmul_tflops={"bf16": 668.4, "fp16": 668.4}, matmul_best_shape=(10240, 15360, 8192),
+        hbm_efficiency=3948.1 / 5300, attention_tflops=(661.0 * 668.4 / 794.5, 450.0 * 661 / 740 * 668.4 / 794.5),
+        nvlink_efficiency=312.9 / 448,
+        sources="MAMF 668.4 TFLOP/s bf16 (ROCm 6.3, TunableOp); BabelStream Triad 3,948.1 GB/s; RCCL all-reduce "
+                "busbw 312.9 GB/s on 8 GPUs over 448 GB/s of Infinity Fabric per direction; attention scaled "
+                "from the H100's by the MAMF ratio (no published measurement). The Infinity Fabric mesh is "
+                "modelled as a switch of the same aggregate bandwidth"),
 }
 
 PCIE_X16_GBPS_PER_DIRECTION = {4: 32.0, 5: 64.0}

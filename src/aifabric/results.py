@@ -11,6 +11,12 @@ Definitions (also in docs/summary-schema.md):
   compute (what overlap would hide); the largest over ranks.
 - algbw = bytes per rank / collective time; busbw = algbw x 2(n-1)/n for AllReduce, x (n-1)/n for
   AllGather, ReduceScatter and AlltoAll (nccl-tests' definitions, collectives.cost.BUSBW_FACTOR).
+- mfu: model FLOPs of an iteration (no recomputation; attention over the full s x s square, Megatron's
+  convention) / (iteration time x GPUs x dense peak); hfu: the same with every compute op's FLOPs,
+  recomputation included (Korthikanti et al. 2022, Appendix A); model / hardware FLOP/s per GPU: the
+  same numerators over iteration time x GPUs (what Megatron-LM logs as "TFLOP/s per GPU").
+- compute_by_kind_s: per iteration, on the rank that computes longest, seconds by kernel kind (GEMM,
+  attention, memory-bound, optimizer, launch; "all" with a `compute_efficiency` override).
 """
 
 from __future__ import annotations
@@ -85,6 +91,10 @@ class Results:
     rank_exposed_s: np.ndarray
     complete: bool = True
     mfu: float = 0.0  # model FLOP utilization: model FLOPs / (time x GPUs x dense peak)
+    hfu: float = 0.0  # hardware FLOP utilization: FLOPs incl. recomputation / (time x GPUs x dense peak)
+    model_flops_per_gpu_s: float = 0.0  # achieved model FLOP/s per GPU
+    hardware_flops_per_gpu_s: float = 0.0  # achieved FLOP/s per GPU, recomputation included
+    compute_by_kind_s: tuple[tuple[str, float], ...] = ()
 
 
 def _union_length(intervals: list[tuple[float, float]]) -> float:
@@ -155,11 +165,11 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
                                 b / (link.capacity_bytes_per_s * span) if span > 0 else 0.0,
                                 float(tl.link_peak_bytes_per_s[link.index])))
     transfers = [t for t in range(len(graph)) if graph.kind[t] == TRANSFER and ran[t]]
-    scale_up = sum(graph.size_bytes[t] for t in transfers
+    scale_up = sum(graph.payload_bytes(t) for t in transfers
                    if all(fabric.links[li].tier in SCALE_UP_TIERS for li in graph.route[t]))
     folded = float(sum(count * payload for count, _, _, payload in graph.folded.values()))
     scale_up += folded
-    total = float(sum(graph.size_bytes[t] for t in transfers)) + folded
+    total = float(sum(graph.payload_bytes(t) for t in transfers)) + folded
     return Results(
         engine=engine,
         iterations=its,
@@ -180,4 +190,9 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         complete=complete,
         mfu=(workload.flops_per_iteration / (span / its * world * peak_flops_per_gpu)
              if span > 0 and peak_flops_per_gpu > 0 else 0.0),
+        hfu=(workload.hardware_flops_per_iteration / (span / its * world * peak_flops_per_gpu)
+             if span > 0 and peak_flops_per_gpu > 0 else 0.0),
+        model_flops_per_gpu_s=workload.flops_per_iteration / (span / its * world) if span > 0 else 0.0,
+        hardware_flops_per_gpu_s=workload.hardware_flops_per_iteration / (span / its * world) if span > 0 else 0.0,
+        compute_by_kind_s=workload.compute_by_kind_s,
     )

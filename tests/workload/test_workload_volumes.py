@@ -74,8 +74,8 @@ def test_vocabulary_parallel_exchanges_sit_where_megatron_issues_them(h100):
     w = build_llm_training(SMALL, plan, h100)
     first, last = w.ranks[0], w.ranks[plan.layout.rank(pp=1)]
     names = [getattr(op, "name", None) or getattr(op, "label", None) or type(op).__name__ for op in first]
-    # first stage: the embedding's AllReduce opens each forward; its backward needs none
-    assert names[0] == "embedding output"
+    # first stage: the embedding lookup, then its AllReduce opens each forward; its backward needs none
+    assert names[:2] == ["fwd/embedding", "embedding output"]
     assert [op.label for op in _tp_ops(w) if "embedding" in op.label] == ["embedding output"] * 2
     names = [getattr(op, "name", None) or getattr(op, "label", None) or type(op).__name__ for op in last]
     i = names.index("fwd/logits")

@@ -23,7 +23,7 @@ from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, rank_tim
 from ..analysis import flows as run_flows
 from ..fabric.graph import TIERS
 from ..simulate import Run
-from .terminal import fmt_bytes, fmt_time
+from .terminal import compute_breakdown, fmt_bytes, fmt_time, throughput_line
 
 MAX_GANTT_RANKS = 64
 MAX_HEATMAP_LINKS = 48
@@ -288,6 +288,22 @@ def collective_breakdown(run: Run) -> go.Figure:
     return fig
 
 
+def compute_kinds(run: Run) -> tuple[go.Figure, str]:
+    """Where a rank's compute time goes, by kernel kind (the rank that computes longest)."""
+    from .terminal import KIND_NAMES
+
+    kinds = [(KIND_NAMES.get(k, k), s) for k, s in run.results.compute_by_kind_s if s > 0]
+    fig = go.Figure(go.Bar(x=[s * 1e3 for _, s in kinds], y=[k for k, _ in kinds], orientation="h",
+                           text=[fmt_time(s) for _, s in kinds], textposition="auto"))
+    fig.update_layout(height=80 + 40 * len(kinds), margin=dict(l=170, r=20, t=20, b=40),
+                      xaxis_title="ms per iteration", yaxis=dict(autorange="reversed"))
+    r = run.results
+    note = (f"Compute time per iteration of the rank that computes longest, by kernel kind: GEMMs from their "
+            f"shapes, fused attention, memory-bound kernels over achievable HBM bandwidth, the optimizer step, "
+            f"and launch/gaps (docs/validation.md). {throughput_line(r)}.")
+    return fig, note
+
+
 def topology_svg(run: Run) -> str:
     try:  # the fabric package's drawing, when it has one
         from ..fabric.draw import fabric_svg  # type: ignore[attr-defined]
@@ -312,7 +328,8 @@ def _headline(run: Run, ctx: _Context) -> str:
         ("workload", run.workload.description),
         ("engine", r.engine),
         ("iteration time", fmt_time(r.iteration_time_s)),
-        ("compute", fmt_time(r.compute_time_s)),
+        ("compute", fmt_time(r.compute_time_s) + (f" ({compute_breakdown(r.compute_by_kind_s)})"
+                                                   if r.compute_by_kind_s else "")),
         ("communication", fmt_time(r.communication_time_s)),
         ("exposed communication", fmt_time(r.exposed_communication_s)),
         ("GPU idle (mean over ranks)", fmt_time(float(rt.idle_s.mean())) + pct(float(rt.idle_s.mean()))),
@@ -321,7 +338,7 @@ def _headline(run: Run, ctx: _Context) -> str:
         rows.append(("pipeline bubble (mean over ranks)", fmt_time(float(rt.bubble_s.mean()))
                      + pct(float(rt.bubble_s.mean()))))
     rows += [
-        ("MFU", f"{100 * r.mfu:.1f}%"),
+        ("throughput", throughput_line(r)),
         ("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)}, "
                       f"network {fmt_bytes(r.scale_out_bytes)})"),
     ]
@@ -352,6 +369,9 @@ def build_html(run: Run) -> str:
     figures.append(("Traffic matrix", fig, note))
     fig, note = flow_cdfs(run, ctx)
     figures.append(("Flows", fig, note))
+    if run.results.compute_by_kind_s:
+        fig, note = compute_kinds(run)
+        figures.append(("Compute by kernel kind", fig, note))
     if run.results.collectives:
         figures.append(("Collectives", collective_breakdown(run), ""))
     if run.packet_stats is not None:  # the packet engine: queues, DCQCN rates, PFC frames

@@ -89,6 +89,10 @@ def build_summary(run: Run) -> dict[str, Any]:
             "table_rows": len(flow_rows(run)),
         },
         "mfu": r.mfu,
+        "hfu": r.hfu,
+        "model_tflops_per_gpu": r.model_flops_per_gpu_s / 1e12,
+        "hardware_tflops_per_gpu": r.hardware_flops_per_gpu_s / 1e12,
+        "compute_by_kind_s": dict(r.compute_by_kind_s),
         # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise
         "packet": run.packet_stats.to_dict(series=False) if run.packet_stats is not None else None,
     }

@@ -41,6 +41,23 @@ def fabric_headline(fabric, topology: str) -> str:
     return ", ".join([topology, *parts])
 
 
+KIND_NAMES = {"gemm": "GEMM", "attention": "attention", "memory": "memory-bound", "optimizer": "optimizer",
+              "launch": "launch/gaps", "all": "compute_efficiency override"}
+
+
+def compute_breakdown(by_kind) -> str:
+    """'GEMM 71%, attention 9%, memory-bound 17%, ...' of a rank's compute time by kernel kind."""
+    total = sum(s for _, s in by_kind)
+    if total <= 0:
+        return ""
+    return ", ".join(f"{KIND_NAMES.get(k, k)} {100 * s / total:.0f}%" for k, s in by_kind if s > 0)
+
+
+def throughput_line(r) -> str:
+    return (f"MFU {100 * r.mfu:.1f}%, HFU {100 * r.hfu:.1f}%; {r.model_flops_per_gpu_s / 1e12:.0f} model / "
+            f"{r.hardware_flops_per_gpu_s / 1e12:.0f} hardware TFLOP/s per GPU")
+
+
 def collective_groups(collectives) -> list[list]:
     """Instances alike (operation, label, ranks, size, algorithm) in one group; groups by total time."""
     groups: dict[tuple, list] = {}
@@ -59,7 +76,8 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
                  f" = {run.fabric.world_size} GPUs, {fabric_headline(run.fabric, s.fabric.topology)}")
     head.add_row("workload", run.workload.description)
     head.add_row("iteration time", fmt_time(r.iteration_time_s))
-    head.add_row("compute", fmt_time(r.compute_time_s))
+    split = compute_breakdown(r.compute_by_kind_s)
+    head.add_row("compute", fmt_time(r.compute_time_s) + (f" ({split})" if split else ""))
     head.add_row("communication", fmt_time(r.communication_time_s))
     exposed_pct = 100 * r.exposed_communication_s / r.iteration_time_s if r.iteration_time_s else 0
     head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
@@ -69,6 +87,7 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
         head.add_row("GPU idle", f"{fmt_time(idle)} per rank on average ({100 * idle / r.iteration_time_s:.0f}%)"
                      + (f", of which pipeline bubble {fmt_time(bubble)} ({100 * bubble / r.iteration_time_s:.0f}%)"
                         if rt.pipeline else ""))
+    head.add_row("throughput", throughput_line(r))
     head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
                  f" network {fmt_bytes(r.scale_out_bytes)})")
     if run.packet_stats is not None:

@@ -92,9 +92,10 @@ class ParallelismSpec(Strict):
         "parameters (PyTorch DDP's default is 25)")
     overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
     order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
-
-
-DEFAULT_EFFICIENCY = {"data-parallel": 0.5, "llm-training": 0.45}
+    pipeline_scatter_gather: bool | None = Field(
+        None, description="Megatron's scatter/gather of pipeline tensors: with tp > 1 and no sequence parallelism "
+        "each tensor-parallel rank sends 1/tp of the activation to the next stage, which all-gathers it over "
+        "NVLink (default: on whenever it applies, as Megatron-LM)")
 
 
 class WorkloadSpec(Strict):
@@ -106,15 +107,13 @@ class WorkloadSpec(Strict):
     seq_len: int | None = Field(None, ge=1, description="llm-training: tokens per sequence (default: the model's)")
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
     compute_efficiency: float | None = Field(
-        None, gt=0, le=1, description="achieved fraction of the GPU's dense peak FLOP/s (default 0.5 for "
-        "data-parallel, 0.45 for llm-training; see docs/validation.md)"
+        None, gt=0, le=1, description="override of the kernel model: every compute op takes its FLOPs / (the GPU's "
+        "dense peak FLOP/s at the precision x this fraction), recomputation included, no optimizer step on "
+        "data-parallel workloads (default: none, each kernel timed from its shape; docs/validation.md)"
     )
-    @property
-    def efficiency(self) -> float:
-        """compute_efficiency, or the default of the workload kind."""
-        if self.compute_efficiency is not None:
-            return self.compute_efficiency
-        return DEFAULT_EFFICIENCY[self.kind]
+    attention: Literal["flash", "unfused"] = Field(
+        "flash", description="attention kernels: flash (a fused FlashAttention kernel) or unfused (Megatron-LM "
+        "before FlashAttention: batched GEMMs around a fused softmax and a dropout)")
 
     memory_check: bool = Field(True, description="llm-training: refuse a plan that does not fit GPU memory")
     iterations: int = Field(1, ge=1, le=1000)

@@ -5,9 +5,9 @@ twice its forward (gradients with respect to inputs and to weights, Narayanan et
 adds, before each backward: nothing (none), the attention core Q·K^T, softmax, ·V (selective, Korthikanti
 et al. 2022), or the whole forward of the layer (full).
 
-Time = FLOPs / (dense peak FLOP/s of the GPU at the precision x efficiency). The efficiency is one
-number per plan (`compute_efficiency`), the model-FLOPs utilization published runs achieve; see
-docs/validation.md for the sources behind the default (0.45) and the ranges.
+Time: kernel by kernel (aifabric.kernels: GEMMs from their shapes, memory-bound kernels from their bytes,
+fused attention), or, when a plan sets `compute_efficiency`, FLOPs / (dense peak FLOP/s of the GPU at the
+precision x that efficiency), the same fraction for every op (docs/validation.md).
 """
 
 from __future__ import annotations
@@ -56,7 +56,21 @@ def logits_flops(model: Transformer, tokens: int, tp: int = 1, cp: int = 1) -> f
 
 
 def duration_s(flops: float, gpu: GpuSpec, precision: str, efficiency: float) -> float:
+    """The `compute_efficiency` override: FLOPs at that fraction of the GPU's dense peak."""
     return flops / (gpu.peak_flops(precision) * efficiency)
+
+
+def compute_summary(ops) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """FLOPs and seconds by kernel kind of the Compute ops in a list of ops."""
+    from .ops import Compute
+
+    flops, kinds = 0.0, {}
+    for op in ops:
+        if isinstance(op, Compute):
+            flops += op.flops
+            for kind, s in op.kernels or (("all", op.duration_s),):
+                kinds[kind] = kinds.get(kind, 0.0) + s
+    return flops, tuple(kinds.items())
 
 
 def iteration_flops(model: Transformer, global_batch: int, seq_len: int, recompute: str = "none") -> float:

@@ -103,5 +103,7 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
                 zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb or megatron_bucket_mb(dp, w.precision),
                 overlap_grad_reduce=par.overlap_grad_reduce,
                 order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
-                compute_efficiency=w.efficiency)
+                compute_efficiency=w.compute_efficiency, attention=w.attention,
+                pipeline_scatter_gather=(par.pipeline_scatter_gather if par.pipeline_scatter_gather is not None
+                                         else True) and par.tp > 1 and not par.sequence_parallel)
     return model, plan, out

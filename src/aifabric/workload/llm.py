@@ -39,9 +39,11 @@ from __future__ import annotations
 import gc
 
 from ..catalog import GpuSpec
+from ..kernels.model import KernelModel
+from ..kernels.transformer import TransformerKernels, optimizer_kernels
 from ..models.transformer import Transformer
 from ..units import BYTES_PER_ELEMENT
-from .compute import LayerFlops, duration_s, iteration_flops, layer_flops, logits_flops
+from .compute import LayerFlops, compute_summary, duration_s, iteration_flops, layer_flops, logits_flops
 from .memory import (
     block_param_tensors,
     block_params_per_gpu,
@@ -71,8 +73,13 @@ class _Placeholder:
 class _StageBuilder:
     """Builds the op list of one rank (the template of its pipeline stage; see build_llm_training)."""
 
-    def __init__(self, model: Transformer, plan: Plan, gpu: GpuSpec, rank: int, lay: RankLayout):
+    def __init__(self, model: Transformer, plan: Plan, gpu: GpuSpec, rank: int, lay: RankLayout,
+                 kernels: KernelModel | None = None):
         self.m, self.p, self.gpu = model, plan, gpu
+        self.km = kernels
+        self.tk = None if kernels is None else TransformerKernels(
+            kernels, model, tp=plan.tp, cp=plan.cp, micro_batch=plan.micro_batch_size, seq_len=plan.seq_len,
+            sequence_parallel=plan.sequence_parallel, attention=plan.attention, ep=plan.ep)
         self.c = lay.coords(rank)
         self.stage = self.c["pp"]
         self.tp_group = lay.group(rank, "tp")
@@ -98,11 +105,26 @@ class _StageBuilder:
 
     # ---- small emitters -------------------------------------------------------------------
     def compute(self, name: str, flops: float) -> None:
+        """A compute op: timed kernel by kernel (kernels/transformer.py), or, with a `compute_efficiency`
+        override, as its FLOPs at that fraction of the dense peak."""
         op = self._compute_cache.get((name, flops))
         if op is None:
-            op = self._compute_cache[(name, flops)] = Compute(name, flops, duration_s(flops, self.gpu,
-                                                                                      self.p.precision, self.eff))
+            if self.tk is None:
+                t = duration_s(flops, self.gpu, self.p.precision, self.eff)
+                op = Compute(name, flops, t, (("all", t),))
+            else:
+                seq = self.tk.op(name)
+                op = Compute(name, flops, seq.time_s, seq.by_kind())
+            self._compute_cache[(name, flops)] = op
         self.ops.append(op)
+
+    def optimizer(self, shard_params: float, local_params: float) -> None:
+        flops = 12.0 * shard_params  # Adam: ~12 FLOP per parameter
+        if self.km is None:
+            self.compute("optimizer", flops)
+            return
+        seq = optimizer_kernels(self.km, shard_params, local_params)
+        self.ops.append(Compute("optimizer", flops, seq.time_s, seq.by_kind()))
 
     def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
              blocking: bool = True, stream: str = "comm", bpe: int = 0) -> None:
@@ -216,10 +238,17 @@ class _StageBuilder:
         return list(range(vs * self.per_chunk, (vs + 1) * self.per_chunk))
 
     def act_bytes(self) -> int:
+        """Bytes one rank sends to the next stage: the activation (b x s x h), split by tp with sequence
+        parallelism or Megatron's pipeline scatter/gather."""
         elements = self.tokens / self.p.cp * self.m.hidden
-        if self.p.sequence_parallel:
+        if self.p.sequence_parallel or self.p.pipeline_scatter_gather:
             elements /= self.p.tp
         return int(elements) * self.bpe
+
+    def pipeline_gather(self, key: str, label: str) -> None:
+        """Megatron's scatter/gather: the 1/tp slices the tensor-parallel ranks received, all-gathered."""
+        if self.p.pipeline_scatter_gather:
+            self.coll(key, "all-gather", self.tp_group, self.tokens / self.p.cp * self.m.hidden, label, "tp")
 
     def run_pass(self, it: int, kind: str, mb: int, chunk: int, last_mb: bool, final: bool = False) -> None:
         """One forward or backward pass of a micro-batch over a chunk of layers. Vocabulary parallelism
@@ -241,7 +270,10 @@ class _StageBuilder:
         if kind == F:
             if vs > 0 and p.pp > 1:
                 self.ops.append(_Placeholder("recv", f"{pre}/act{vs - 1}to{vs}", vs - 1, size, "activations"))
+                self.pipeline_gather(f"{pre}/act{vs - 1}to{vs}/gather", "pipeline activations")
             if vs == 0:
+                if self.tk is not None:
+                    self.compute("fwd/embedding", 0.0)
                 self.tp_exchange(f"{pre}/fwd/embedding", False, "embedding output")
             for layer in layers:
                 moe = is_moe_layer(m, layer)
@@ -255,6 +287,7 @@ class _StageBuilder:
             return
         if vs < last_vs and p.pp > 1:
             self.ops.append(_Placeholder("recv", f"{pre}/grad{vs + 1}to{vs}", vs + 1, size, "activation gradients"))
+            self.pipeline_gather(f"{pre}/grad{vs + 1}to{vs}/gather", "pipeline activation gradients")
         buckets = self.buckets if (last_mb and p.zero < 3) else None
         if vs == last_vs:
             self.compute("bwd/logits", 2 * logits_flops(m, self.tokens, p.tp, p.cp))
@@ -268,6 +301,8 @@ class _StageBuilder:
             self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
         if vs == 0:
             self.tp_exchange(f"{pre}/bwd/embedding", True, "embedding output gradient")
+            if self.tk is not None:
+                self.compute("bwd/embedding", 0.0)
             if buckets is not None:
                 buckets.add(self.embed_tensors)
         if final and p.zero < 3:
@@ -296,8 +331,7 @@ class _StageBuilder:
         if self.m.tied_embeddings and p.pp > 1:  # the first and last stage sum their copies' gradients
             self.coll(f"it{it}/embedding-grad", "all-reduce", self.embd_group, self.m.embedding_params / p.tp,
                       "embedding gradients", "pp")
-        opt_flops = 12.0 * (dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1)  # Adam: ~12 FLOP per parameter
-        self.compute("optimizer", opt_flops)
+        self.optimizer((dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1), dense + expert)
         if 1 <= p.zero <= 2:
             self.coll(f"it{it}/zero-ag-dense", "all-gather", self.dp_group, dense, "weights", "zero")
             self.coll(f"it{it}/zero-ag-expert", "all-gather", self.edp_group, expert, "weights", "zero")
@@ -386,22 +420,30 @@ def _new(cls, **fields):
 
 
 def build_llm_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str = "llm-training",
-                       iterations: int = 1) -> Workload:
+                       iterations: int = 1, kernels: KernelModel | None = None) -> Workload:
     """Every rank's ops. The op list is built once per pipeline stage (for its first rank) and then moved to
     the stage's other ranks: tensor-parallel collectives to each tensor-parallel group (whose members share
     the list), then per rank the few other collectives (data, context, expert parallel; one instance per
     group, shared by its members) and the pipeline sends and receives. This keeps 8,192-GPU plans fast to
-    build. A collective's key ends in @<first rank of its group>."""
+    build. A collective's key ends in @<first rank of its group>.
+
+    Compute ops are timed kernel by kernel on `kernels` (default: the GPU's own kernel model at the plan's
+    precision), unless the plan sets `compute_efficiency` (then FLOPs / (peak x efficiency))."""
+    if plan.compute_efficiency is not None:
+        kernels = None
+    elif kernels is None:
+        kernels = KernelModel(gpu, plan.precision)
     collecting = gc.isenabled()
     gc.disable()  # millions of small objects and no cycles: the collector would only slow the build
     try:
-        return _build(model, plan, gpu, name, iterations)
+        return _build(model, plan, gpu, name, iterations, kernels)
     finally:
         if collecting:
             gc.enable()
 
 
-def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: int) -> Workload:
+def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: int,
+           kernels: KernelModel | None) -> Workload:
     lay = plan.layout
     world = lay.world_size
     ranks: list[list[Op]] = [[] for _ in range(world)]
@@ -411,7 +453,7 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
     for group in lay.groups("tp"):
         stage = lay.coords(group[0])["pp"]
         if stage not in templates:
-            b = _StageBuilder(model, plan, gpu, group[0], lay)
+            b = _StageBuilder(model, plan, gpu, group[0], lay, kernels)
             for it in range(iterations):
                 b.iteration(it)
             tp_idx = [i for i, op in enumerate(b.ops) if isinstance(op, Collective) and op.dim == "tp"]
@@ -459,6 +501,9 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
         extras.append(f"zero{plan.zero}")
     if plan.recompute != "none":
         extras.append(f"recompute={plan.recompute}")
+    per_stage = {stage: compute_summary(t[0].ops) for stage, t in templates.items()}
+    hw_flops = sum(per_stage[lay.coords(r)["pp"]][0] for r in range(world)) / iterations
+    busiest = max(per_stage.values(), key=lambda fk: sum(s for _, s in fk[1]))[1]
     return Workload(
         name=name,
         ranks=ranks,
@@ -468,6 +513,8 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
         description=f"{model.name} ({model.params / 1e9:.1f} B parameters), {par}, {', '.join(extras)}, "
         f"batch {plan.global_batch_size} x {plan.seq_len} tokens, {plan.precision}",
         blocked=blocked if plan.tp > 1 else None,
+        hardware_flops_per_iteration=hw_flops,
+        compute_by_kind_s=tuple((k, v / iterations) for k, v in busiest),
     )
 
 

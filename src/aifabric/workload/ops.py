@@ -24,8 +24,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Compute:
     name: str  # e.g. "forward", "backward"
-    flops: float
+    flops: float  # FLOPs of the op, 2 per multiply-accumulate, recomputation included (hardware FLOPs)
     duration_s: float
+    kernels: tuple[tuple[str, float], ...] = ()  # seconds by kernel kind (kernels/model.py KINDS), summing to
+    # duration_s; ("all", duration_s) when the time comes from a `compute_efficiency` override
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ class Workload:
     flops_per_iteration: float  # model FLOPs of one iteration, all ranks together (no recomputation: MFU)
     description: str = ""
     blocked: list[list] | None = None  # per rank, runs of lockstep ops as `Block`s (None: not built)
+    hardware_flops_per_iteration: float = 0.0  # every compute op's FLOPs, recomputation included (HFU)
+    compute_by_kind_s: tuple[tuple[str, float], ...] = ()  # per iteration, the rank that computes longest
 
     @property
     def world_size(self) -> int:

@@ -29,7 +29,10 @@ class Plan:
     bucket_mb: float = DDP_BUCKET_MB
     overlap_grad_reduce: bool = True  # DDP: bucket AllReduce launched during the backward pass
     order: str = DEFAULT_ORDER
-    compute_efficiency: float = 0.45
+    compute_efficiency: float | None = None  # None: the kernel model; else every op at this fraction of peak
+    attention: str = "flash"  # flash (fused FlashAttention kernel) | unfused (Megatron-LM before FlashAttention)
+    pipeline_scatter_gather: bool = False  # Megatron: with tp > 1 and no sequence parallelism, each TP rank
+    # sends 1/tp of the activation to the next stage, which all-gathers it over NVLink
 
     @property
     def layout(self) -> RankLayout:

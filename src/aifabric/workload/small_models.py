@@ -30,7 +30,8 @@ accumulation first), and the optimizer step (SGD, 2 FLOP per parameter) waits fo
 
 Compute durations: forward FLOPs (2 per multiply-accumulate: linear in x out + out, each kernel at every
 output position, each LSTM weight at every time step) / tp, backward twice that, at the plan's
-efficiency of the GPU's dense peak.
+`compute_efficiency` of the GPU's dense peak (SMALL_MODEL_EFFICIENCY when the plan leaves it to the kernel
+model: these workloads exist to be compared with traced training op by op, not for their compute time).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..catalog import GpuSpec
+
+SMALL_MODEL_EFFICIENCY = 0.45
 from ..models.cnn import CNN, conv_output_side
 from ..models.feedforward import FeedForward
 from ..models.lstm import GATES, LSTM
@@ -178,7 +181,7 @@ class _Rank:
 
     def compute(self, name: str, flops: float) -> None:
         self.ops.append(Compute(name, flops, duration_s(flops, self.gpu, self.p.precision,
-                                                        self.p.compute_efficiency)))
+                                                        self.p.compute_efficiency or SMALL_MODEL_EFFICIENCY)))
 
     def tp(self, key: str, op: str, elements: int, label: str) -> None:
         if self.p.tp > 1:

@@ -1,0 +1,109 @@
+"""A GEMM's time from its shape, as a tiled kernel runs it on the GPU's streaming multiprocessors.
+
+C[M, N] = A[M, K] · B[K, N] (a batch of `batch` such products) is cut into output tiles of Tm x Tn; each
+SM computes one tile at a time, walking the whole K dimension (NVIDIA, "Matrix Multiplication Background
+User's Guide", Deep Learning Performance documentation: tile quantization and wave quantization). So:
+
+- tiles = ceil(M / Tm) · ceil(N / Tn) · batch; a partial tile at an edge costs a whole tile (tile
+  quantization);
+- the tiles run in waves of one tile per SM: waves = ceil(tiles / SMs) (wave quantization);
+- when the tiles fill less than one wave and K is long, K is split over several SMs (split-K: cuBLAS's
+  answer to skinny products) and the partial sums, in fp32, are added by a second pass over memory;
+- a tile's time is 2 · Tm · Tn · K / (the SM's achievable rate);
+- memory bound: the operands and the result cross HBM at least once, so time >= bytes / achievable HBM
+  bandwidth (small K, or a thin matrix);
+- the library picks the fastest of its tiles. "Larger tiles have more data reuse, allowing them to use
+  less bandwidth and be more efficient than smaller tiles" (the same guide), so the large tiles
+  (256 x 128, 128 x 256, 128 x 128) are the candidates, and the small ones (128 x 64, 64 x 128, 64 x 64)
+  only for a problem that the large ones cannot spread over one wave of SMs.
+
+The SM's achievable rate is not the datasheet peak: it is set so that this model, on the shape where the
+GPU's maximum achievable matmul throughput was measured (catalog: `matmul_tflops`, `matmul_best_shape`),
+gives exactly that measured throughput. So no GEMM is ever faster than the measurement, and none is above
+the dense peak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+LARGE_TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
+SMALL_TILES: tuple[tuple[int, int], ...] = ((128, 64), (64, 128), (64, 64))
+"""Output tiles of cuBLAS's tensor-core kernels (cublasLtMatmulTile_t), large and small."""
+SPLIT_K_MIN = 256
+"""Shortest K slice a split-K kernel gives one SM."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the GEMM model needs of a GPU, at one precision."""
+
+    sm_count: int
+    sm_flops: float  # achievable FLOP/s of one SM on large tiles (see sm_flops_from_measurement)
+    hbm_bytes_per_s: float  # achievable HBM bandwidth
+
+
+@dataclass(frozen=True)
+class GemmCost:
+    time_s: float
+    flops: float  # 2·M·N·K·batch, the useful work
+    bytes: float  # HBM traffic
+    tile: tuple[int, int]
+    split_k: int
+    waves: int
+    memory_bound: bool
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.time_s if self.time_s > 0 else 0.0
+
+
+def _tiles(m: int, n: int, batch: int, tile: tuple[int, int]) -> int:
+    return math.ceil(m / tile[0]) * math.ceil(n / tile[1]) * batch
+
+
+def gemm_cost(m: int, n: int, k: int, dev: Device, *, batch: int = 1, in_bytes: float = 2.0,
+              out_bytes: float = 2.0, accumulate_bytes: float = 0.0) -> GemmCost:
+    """The fastest tiling of one (batched) GEMM. `accumulate_bytes`: bytes per element of C that are read
+    and written again (a weight gradient accumulated into an fp32 main-gradient buffer: 4)."""
+    m, n, k, batch = max(1, int(m)), max(1, int(n)), max(1, int(k)), max(1, int(batch))
+    flops = 2.0 * m * n * k * batch
+    base_bytes = batch * (in_bytes * (m * k + k * n) + (out_bytes + 2 * accumulate_bytes) * m * n)
+    best: GemmCost | None = None
+    candidates = LARGE_TILES
+    if max(_tiles(m, n, batch, t) for t in LARGE_TILES) < dev.sm_count:
+        candidates = LARGE_TILES + SMALL_TILES
+    for tile in candidates:
+        tm, tn = tile
+        tiles = _tiles(m, n, batch, tile)
+        split = 1
+        if tiles < dev.sm_count and k >= 2 * SPLIT_K_MIN:
+            split = max(1, min(dev.sm_count // tiles, k // SPLIT_K_MIN))
+        waves = math.ceil(tiles * split / dev.sm_count)
+        compute_s = waves * 2.0 * tm * tn * math.ceil(k / split) / dev.sm_flops
+        moved = base_bytes + (2 * 4.0 * m * n * split * batch if split > 1 else 0.0)  # fp32 partials out and in
+        memory_s = moved / dev.hbm_bytes_per_s
+        t = max(compute_s, memory_s)
+        if best is None or t < best.time_s:
+            best = GemmCost(t, flops, moved, tile, split, waves, memory_s > compute_s)
+    assert best is not None
+    return best
+
+
+def sm_flops_from_measurement(measured_flops_per_s: float, shape: tuple[int, int, int], sm_count: int,
+                              hbm_bytes_per_s: float, in_bytes: float = 2.0) -> float:
+    """The per-SM rate for which `gemm_cost` on `shape` (M, N, K) runs at the measured throughput: the
+    model is anchored to a measurement, never to the datasheet. Solved by bisection (time falls as the
+    rate grows, until the shape turns memory bound)."""
+    m, n, k = shape
+    target_s = 2.0 * m * n * k / measured_flops_per_s
+    lo, hi = measured_flops_per_s / sm_count * 0.5, measured_flops_per_s / sm_count * 4.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        t = gemm_cost(m, n, k, Device(sm_count, mid, hbm_bytes_per_s), in_bytes=in_bytes).time_s
+        if t > target_s:
+            lo = mid
+        else:
+            hi = mid
+    return hi

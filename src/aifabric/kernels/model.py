@@ -1,0 +1,155 @@
+"""The kernel model: each kernel of a training step timed from what it is, on one GPU.
+
+Four kinds of kernels (`Kernel.kind`), the classes the report shows compute time by:
+
+- `gemm`: matrix multiplies, from their shapes (kernels/gemm.py: tiles, waves, split-K, memory bound),
+  anchored to the GPU's measured maximum achievable matmul throughput, or looked up in a table the user
+  measured with `aifabric calibrate gemm` (kernels/calibration.py);
+- `attention`: the fused attention kernel (FlashAttention): its FLOPs at the rate the kernel reaches on
+  the GPU in its published benchmarks (catalog: `attention_tflops`), with the SMs it leaves idle when there
+  are fewer query blocks than SMs, or its memory traffic, whichever takes longer; without a fused kernel
+  (`attention: unfused`, Megatron-LM before FlashAttention) the scores are batched GEMMs and the softmax
+  and dropout are memory-bound kernels over the s x s scores;
+- `memory`: element-wise and normalization kernels (norms, activations, dropout and residual adds, rotary
+  embeddings, softmax, casts, the loss): their bytes over the achievable HBM bandwidth;
+- `optimizer`: the optimizer step (multi-tensor Adam): bytes over the achievable HBM bandwidth.
+
+An op of the workload (one `Compute`) is a sequence of kernels (`KernelSeq`). Its time: the kernels'
+GPU time plus a small gap between consecutive kernels on the GPU, or the host's time to launch them
+(eager PyTorch issues one kernel per few microseconds), whichever is longer: the host runs ahead of the
+GPU, so launches cost time only when the kernels are shorter than them. What that adds is reported as
+`launch`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..catalog import GpuSpec
+from ..units import BYTES_PER_ELEMENT
+from .gemm import Device, gemm_cost, sm_flops_from_measurement
+
+KINDS = ("gemm", "attention", "memory", "optimizer", "launch")
+FLASH_BLOCK_ROWS = 128  # query rows per thread block of FlashAttention-2's forward kernel (Dao 2023, §3.3)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    kind: str  # gemm | attention | memory | optimizer
+    name: str
+    flops: float  # FLOPs the kernel executes
+    bytes: float  # HBM bytes it moves
+    time_s: float  # GPU time
+
+
+@dataclass(frozen=True)
+class KernelSeq:
+    """The kernels of one op, in order, and how long they take together."""
+
+    kernels: tuple[Kernel, ...]
+    gap_s: float = 0.0  # GPU idle between two kernels
+    launch_s: float = 0.0  # host time to launch one kernel
+
+    @property
+    def gpu_s(self) -> float:
+        return sum(k.time_s for k in self.kernels) + self.gap_s * len(self.kernels)
+
+    @property
+    def time_s(self) -> float:
+        return max(self.gpu_s, self.launch_s * len(self.kernels))
+
+    @property
+    def flops(self) -> float:
+        return sum(k.flops for k in self.kernels)
+
+    def by_kind(self) -> tuple[tuple[str, float], ...]:
+        """Seconds per kind; `launch` = gaps and launch-bound time beyond the kernels' own."""
+        out: dict[str, float] = {}
+        for k in self.kernels:
+            out[k.kind] = out.get(k.kind, 0.0) + k.time_s
+        extra = self.time_s - sum(out.values())
+        if extra > 0:
+            out["launch"] = extra
+        return tuple((kind, out[kind]) for kind in KINDS if kind in out)
+
+    def __add__(self, other: KernelSeq) -> KernelSeq:
+        return KernelSeq(self.kernels + other.kernels, self.gap_s, self.launch_s)
+
+
+class KernelModel:
+    """Kernel times on one GPU at one precision. `gemm_table`: measured GEMM throughputs that replace the
+    tile model for the shapes they cover (kernels/calibration.py)."""
+
+    def __init__(self, gpu: GpuSpec, precision: str, gemm_table=None):
+        self.gpu = gpu
+        self.precision = precision
+        self.in_bytes = BYTES_PER_ELEMENT[precision]
+        self.act_bytes = max(2, self.in_bytes)  # activations stay 16-bit with fp8 GEMMs (Transformer Engine)
+        self.hbm_bytes_per_s = gpu.hbm_bandwidth_gBps * 1e9 * gpu.hbm_efficiency
+        measured = gpu.matmul_flops(precision)
+        sm = sm_flops_from_measurement(measured, gpu.matmul_best_shape, gpu.sm_count, self.hbm_bytes_per_s,
+                                       self.in_bytes)
+        self.device = Device(gpu.sm_count, sm, self.hbm_bytes_per_s)
+        self.gemm_table = gemm_table
+        self.gap_s = gpu.kernel_gap_us * 1e-6
+        self.launch_s = gpu.launch_us * 1e-6
+
+    # ---- single kernels ---------------------------------------------------------------------
+    def gemm_time_s(self, m: int, n: int, k: int, batch: int = 1) -> float:
+        """The tile model's time of a GEMM (no table): what a GEMM table scales from shape to shape."""
+        return gemm_cost(m, n, k, self.device, batch=batch, in_bytes=self.in_bytes, out_bytes=self.act_bytes).time_s
+
+    def gemm(self, name: str, m: float, n: float, k: float, batch: int = 1, accumulate_fp32: bool = False) -> Kernel:
+        m, n, k = max(1, round(m)), max(1, round(n)), max(1, round(k))
+        cost = gemm_cost(m, n, k, self.device, batch=batch, in_bytes=self.in_bytes, out_bytes=self.act_bytes,
+                         accumulate_bytes=4.0 if accumulate_fp32 else 0.0)
+        time_s = cost.time_s
+        if self.gemm_table is not None:
+            measured = self.gemm_table.flops_per_s(m, n, k, batch)
+            if measured:
+                time_s = max(cost.flops / measured, cost.bytes / self.hbm_bytes_per_s)
+        return Kernel("gemm", name, cost.flops, cost.bytes, time_s)
+
+    def memory(self, name: str, nbytes: float, kind: str = "memory", flops: float = 0.0) -> Kernel:
+        return Kernel(kind, name, flops, nbytes, nbytes / self.hbm_bytes_per_s)
+
+    def elementwise(self, name: str, elements: float, reads: float, writes: float, extra_bytes: float = 0.0) -> Kernel:
+        """A memory-bound kernel over `elements` activations: `reads` + `writes` tensors of that size."""
+        return self.memory(name, elements * (reads + writes) * self.act_bytes + extra_bytes)
+
+    def flash_attention(self, name: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv: int, head_dim: int,
+                        causal: bool, backward: bool) -> Kernel:
+        """FlashAttention: forward 2 products (Q·K^T, P·V), backward 5 (the forward's two recomputed, dV,
+        dP, and dQ, dK from dS: counted as 2.5 x forward, Dao 2023). A causal mask skips the blocks
+        above the diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward)."""
+        # context parallelism gives each rank s_q of the s_kv queries, balanced over the causal triangle
+        # (Megatron's load-balanced chunks): its share of the whole square's computed blocks
+        visible = _causal_fraction(s_kv, s_kv, FLASH_BLOCK_ROWS) if causal else 1.0
+        fwd_flops = 4.0 * batch * heads * s_q * s_kv * head_dim * visible
+        flops = fwd_flops * (2.5 if backward else 1.0)
+        rate = self.gpu.attention_flops(self.precision, backward)
+        blocks = batch * heads * math.ceil(s_q / FLASH_BLOCK_ROWS)
+        sms = self.gpu.sm_count
+        busy = blocks / (sms * math.ceil(blocks / sms))  # the last wave's idle SMs
+        q = batch * s_q * heads * head_dim * self.act_bytes
+        kv = 2 * batch * s_kv * kv_heads * head_dim * self.act_bytes
+        # forward: read Q, K, V, write O; backward: read Q, K, V, O, dO, write dQ, dK, dV, and the fp32 dQ
+        # accumulator read and written once more
+        nbytes = (4 * q + 2 * kv + 2 * 4 * q / self.act_bytes) if backward else (2 * q + kv)
+        time_s = max(flops / (rate * busy), nbytes / self.hbm_bytes_per_s)
+        return Kernel("attention", name, flops, nbytes, time_s)
+
+    def optimizer(self, name: str, nbytes: float, flops: float = 0.0) -> Kernel:
+        return self.memory(name, nbytes, "optimizer", flops)
+
+    # ---- sequences -----------------------------------------------------------------------------
+    def seq(self, *kernels: Kernel) -> KernelSeq:
+        return KernelSeq(tuple(kernels), self.gap_s, self.launch_s)
+
+
+def _causal_fraction(s_q: int, s_kv: int, block: int) -> float:
+    """Share of the blocks of an s x s causal score square a kernel computes (the diagonal blocks too):
+    (n + 1) / 2n for n blocks per side."""
+    n = math.ceil(max(s_q, s_kv, 1) / block)
+    return (n + 1) / (2 * n)

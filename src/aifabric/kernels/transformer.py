@@ -1,0 +1,213 @@
+"""The kernels of a decoder block, the embedding, the LM head and the optimizer step, as Megatron-LM runs
+them on one tensor-parallel rank for one micro-batch.
+
+Notation: b micro-batch size, s = sequence / cp the rank's tokens per sequence, T = b·s, h hidden,
+a heads and g key/value heads (a/t and g/t on the rank), d = h/a, f the MLP width, t tensor-parallel size,
+V vocabulary. With sequence parallelism the norms, dropouts and residual adds work on T/t tokens.
+
+Forward, attention part: norm; QKV projection (GEMM T x h -> (a + 2g)d/t); rotary embedding of Q and K
+(models without learned positions); the attention core (fused FlashAttention kernel, or with `unfused`
+Megatron-LM's batched GEMMs Q·K^T and P·V around a fused scale-mask-softmax and an attention dropout);
+output projection (T x h/t -> h); bias-dropout-add. MLP part: norm; up (and gate) projection; bias-GeLU
+or SwiGLU; down projection; bias-dropout-add. An MoE layer: router GEMM and top-k, token permutation,
+the local experts' GEMMs (the tokens spread evenly over the experts), unpermutation, shared experts.
+
+Backward: each GEMM twice (input gradient: T x N -> K; weight gradient: K x T -> N, accumulated into
+the fp32 main gradient as Megatron's gradient-accumulation fusion does), each memory-bound kernel's
+backward with its own reads and writes, FlashAttention's backward kernel.
+
+Bytes per element of the memory-bound kernels (reads + writes of activation-sized tensors, 16-bit):
+norm 1 + 1 forward, 2 + 1 backward; bias-dropout-add 2 + 1 and a 1-byte mask, backward 1 + 1 and the
+mask; GeLU 1 + 1, backward 2 + 1; SwiGLU 2 + 1 of the f-wide tensors, backward 3 + 2; rotary 1 + 1 of Q
+and K; softmax (unfused) 1 + 1 of the scores, backward 2 + 1; the vocabulary-parallel cross-entropy over
+the T x V/t logits: read 16-bit, then 4 fp32 passes (max, exp, sum, normalize), backward 1 fp32 read and
+a 16-bit write.
+"""
+
+from __future__ import annotations
+
+from ..models.transformer import Transformer
+from .model import Kernel, KernelModel, KernelSeq
+
+ATTENTION_IMPLS = ("flash", "unfused")
+
+
+class TransformerKernels:
+    """Kernel sequences of one rank's ops, for one plan (cached per op name)."""
+
+    def __init__(self, km: KernelModel, model: Transformer, *, tp: int, cp: int, micro_batch: int, seq_len: int,
+                 sequence_parallel: bool, attention: str = "flash", ep: int = 1):
+        if attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention must be one of {ATTENTION_IMPLS}")
+        self.km, self.m = km, model
+        self.t, self.cp, self.ep = tp, cp, ep
+        self.b = micro_batch
+        self.s_kv = seq_len
+        self.s = seq_len // cp
+        self.T = micro_batch * self.s
+        self.T_norm = self.T / tp if sequence_parallel else self.T  # tokens of norms, dropouts, residuals
+        self.attention = attention
+        self._cache: dict[str, KernelSeq] = {}
+
+    def op(self, name: str) -> KernelSeq:
+        """fwd/attn, fwd/mlp, fwd/moe, bwd/..., recompute/attn-core, fwd/logits, bwd/logits,
+        fwd/embedding, bwd/embedding."""
+        seq = self._cache.get(name)
+        if seq is None:
+            pass_, part = name.split("/", 1)
+            builder = {"attn": self._attn, "mlp": self._mlp, "moe": self._moe, "attn-core": self._core_only,
+                       "logits": self._logits, "embedding": self._embedding}[part]
+            seq = self._cache[name] = self.km.seq(*builder(pass_ == "bwd"))
+        return seq
+
+    # ---- pieces --------------------------------------------------------------------------------
+    def _linear(self, name: str, rows: float, k: float, n: float, backward: bool) -> list[Kernel]:
+        km = self.km
+        if not backward:
+            return [km.gemm(name, rows, n, k)]
+        return [km.gemm(f"{name} dgrad", rows, k, n), km.gemm(f"{name} wgrad", k, n, rows, accumulate_fp32=True)]
+
+    def _norm(self, name: str, backward: bool) -> Kernel:
+        e = self.T_norm * self.m.hidden
+        return self.km.elementwise(f"{name} backward" if backward else name, e, 2 if backward else 1, 1)
+
+    def _dropout_add(self, name: str, backward: bool) -> Kernel:
+        e = self.T_norm * self.m.hidden
+        if backward:
+            return self.km.elementwise(f"{name} backward", e, 1, 1, extra_bytes=e)
+        return self.km.elementwise(name, e, 2, 1, extra_bytes=e)
+
+    def _core(self, backward: bool) -> list[Kernel]:
+        m, km = self.m, self.km
+        heads, kv_heads = m.heads // self.t, max(1, (m.kv_heads or m.heads) // self.t)
+        d = self._head_dim()
+        if self.attention == "flash":
+            name = "flash attention backward" if backward else "flash attention"
+            return [km.flash_attention(name, self.b, heads, kv_heads, self.s, self.s_kv, d, True, backward)]
+        batch = self.b * heads
+        scores = float(batch) * self.s * self.s_kv
+        if not backward:
+            return [km.gemm("Q·K^T", self.s, self.s_kv, d, batch),
+                    km.elementwise("scale-mask-softmax", scores, 1, 1),
+                    km.elementwise("attention dropout", scores, 1, 1, extra_bytes=scores),
+                    km.gemm("P·V", self.s, d, self.s_kv, batch)]
+        return [km.gemm("P·V dgrad (dP)", self.s, self.s_kv, d, batch),
+                km.gemm("P·V wgrad (dV)", self.s_kv, d, self.s, batch),
+                km.elementwise("attention dropout backward", scores, 1, 1, extra_bytes=scores),
+                km.elementwise("softmax backward", scores, 2, 1),
+                km.gemm("Q·K^T dgrad (dQ)", self.s, d, self.s_kv, batch),
+                km.gemm("Q·K^T wgrad (dK)", self.s_kv, d, self.s, batch)]
+
+    def _head_dim(self) -> int:
+        m = self.m
+        if m.mla:
+            return m.mla.core_width(m.heads) // m.heads
+        return m.head_dim
+
+    def _qkv_width(self) -> float:
+        """Output width of the rank's QKV projection (MLA: the whole latent chain as one GEMM of its FLOPs)."""
+        m = self.m
+        if m.mla:
+            return m.mla.params(m.hidden, m.heads) / m.hidden / self.t
+        return (m.hidden + 2 * m.kv_dim) / self.t
+
+    # ---- ops -----------------------------------------------------------------------------------
+    def _attn(self, backward: bool) -> list[Kernel]:
+        m, km, T, t = self.m, self.km, self.T, self.t
+        h = m.hidden
+        out_k = (m.mla.v_head_dim * m.heads if m.mla else h) / t
+        fwd = [self._norm("input norm", False)]
+        fwd += self._linear("QKV projection", T, h, self._qkv_width(), False)
+        if not m.learned_positions:
+            fwd.append(km.elementwise("rotary embedding", T * (h + m.kv_dim) / t, 1, 1))
+        fwd += self._core(False)
+        fwd += self._linear("attention output projection", T, out_k, h, False)
+        fwd.append(self._dropout_add("bias-dropout-add", False))
+        if not backward:
+            return fwd
+        bwd = [self._dropout_add("bias-dropout-add", True)]
+        bwd += self._linear("attention output projection", T, out_k, h, True)
+        bwd += self._core(True)
+        if not m.learned_positions:
+            bwd.append(km.elementwise("rotary embedding backward", T * (h + m.kv_dim) / t, 1, 1))
+        bwd += self._linear("QKV projection", T, h, self._qkv_width(), True)
+        bwd.append(self._norm("input norm", True))
+        bwd.append(km.elementwise("residual gradient add", self.T_norm * h, 2, 1))
+        return bwd
+
+    def _core_only(self, backward: bool) -> list[Kernel]:
+        """Selective recomputation: the attention core's forward again, before its backward."""
+        return self._core(False)
+
+    def _activation(self, width: float, backward: bool) -> Kernel:
+        e = self.T * width / self.t
+        if self.m.gated_mlp:
+            return self.km.elementwise("SwiGLU backward" if backward else "SwiGLU", e, 3 if backward else 2,
+                                       2 if backward else 1)
+        return self.km.elementwise("bias-GeLU backward" if backward else "bias-GeLU", e, 2 if backward else 1, 1)
+
+    def _mlp(self, backward: bool, f: float | None = None, rows: float | None = None, label: str = "MLP") -> list[Kernel]:
+        m, T = self.m, self.T
+        f = m.ffn_hidden if f is None else f
+        rows = T if rows is None else rows
+        up = (2 if m.gated_mlp else 1) * f / self.t
+        if not backward:
+            return (self._linear(f"{label} up projection", rows, m.hidden, up, False) + [self._activation(f, False)]
+                    + self._linear(f"{label} down projection", rows, f / self.t, m.hidden, False))
+        return (self._linear(f"{label} down projection", rows, f / self.t, m.hidden, True)
+                + [self._activation(f, True)]
+                + self._linear(f"{label} up projection", rows, m.hidden, up, True))
+
+    def _moe(self, backward: bool) -> list[Kernel]:
+        m, km, T = self.m, self.km, self.T
+        moe = m.moe
+        local = max(1, moe.experts // self.ep)
+        rows = T * moe.top_k / local * (1 if self.ep == 1 else 1)  # per local expert, tokens spread evenly
+        per_expert: list[Kernel] = []
+        one = self._mlp(backward, moe.expert_ffn_hidden, rows, "expert")
+        for k in one:  # the local experts run as a grouped GEMM: same kernels, `local` times the work
+            per_expert.append(Kernel(k.kind, f"{k.name} x{local}", k.flops * local, k.bytes * local, k.time_s * local))
+        permute = km.elementwise("token permutation", T * moe.top_k * m.hidden, 1, 1)
+        unpermute = km.elementwise("token unpermutation", T * moe.top_k * m.hidden, 1, 1)
+        router = self._linear("router", T, m.hidden, moe.experts, backward)
+        shared = self._mlp(backward, moe.expert_ffn_hidden * moe.shared_experts, T, "shared expert") \
+            if moe.shared_experts else []
+        body = router + [permute] + per_expert + [unpermute] + shared
+        if backward:
+            return [self._dropout_add("bias-dropout-add", True)] + body[::-1] + [self._norm("post-attention norm", True)]
+        return [self._norm("post-attention norm", False)] + body + [self._dropout_add("bias-dropout-add", False)]
+
+    def _logits(self, backward: bool) -> list[Kernel]:
+        m, km, T = self.m, self.km, self.T
+        v = m.vocab / self.t
+        logits = T * v
+        if not backward:
+            return ([self._norm("final norm", False)] + self._linear("LM head", T, m.hidden, v, False)
+                    + [km.memory("vocab-parallel cross-entropy", logits * (km.act_bytes + 4 * 4 * 2))])
+        return ([km.memory("cross-entropy backward", logits * (4 + km.act_bytes))]
+                + self._linear("LM head", T, m.hidden, v, True) + [self._norm("final norm", True)])
+
+    def _embedding(self, backward: bool) -> list[Kernel]:
+        km, e = self.km, self.T * self.m.hidden
+        if not backward:
+            positions = [km.elementwise("position embedding add", e, 2, 1)] if self.m.learned_positions else []
+            return [km.elementwise("embedding lookup", e, 1, 1)] + positions + [
+                km.elementwise("embedding dropout", e / self.t if self.T_norm < self.T else e, 1, 1,
+                               extra_bytes=e)]
+        # the gradient of the looked-up rows added into the fp32 main gradient of the table
+        return [km.elementwise("embedding backward", e, 1, 0, extra_bytes=e * 8)]
+
+
+def optimizer_kernels(km: KernelModel, shard_params: float, local_params: float, adam_state_bytes: float = 38.0,
+                      zero_grad_bytes: float = 4.0) -> KernelSeq:
+    """The optimizer step on the `shard_params` this rank updates (all it holds, or its ZeRO shard), and the
+    reset of the gradient buffer of the `local_params` it holds.
+
+    Mixed-precision Adam (Megatron-LM's, multi-tensor FusedAdam): per parameter read the fp32 master
+    weight, main gradient, momentum and variance (16 B), write weight, momentum, variance (12 B), write
+    the 16-bit copy of the weight (2 B) after reading the master (4 B), and read the gradient once more
+    for the global gradient norm (4 B): 38 B; the fp32 gradient buffer zeroed for the next iteration
+    (4 B per local parameter). ~12 FLOP per parameter (ZeRO paper's convention), memory-bound."""
+    return km.seq(km.optimizer("gradient norm + Adam + 16-bit weight copy", shard_params * adam_state_bytes,
+                               12.0 * shard_params),
+                  km.optimizer("zero gradient buffer", local_params * zero_grad_bytes))
