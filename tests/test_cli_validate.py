@@ -87,7 +87,7 @@ def test_unknown_gpu_lists_the_catalog(ch14_data, write_scenario, capsys):
     ch14_data["cluster"]["gpu"] = "Z9000"
     code, text = validate(write_scenario(ch14_data), capsys)
     assert code == 2
-    assert "cluster.gpu: unknown GPU 'Z9000'; known: A100, H100" in text
+    assert "cluster.gpu: unknown GPU 'Z9000'; known: A100, A100-40GB, A100-PCIE, H100, H100-PCIE, H200" in text
 
 
 def test_bad_choice(ch14_data, write_scenario, capsys):

@@ -17,8 +17,9 @@ def test_slower_nic_gives_a_slower_iteration(ch14_data, write_scenario, tmp_path
     rows = json.loads((out / "compare.json").read_text())["variants"]
     assert [r["label"] for r in rows] == ["cluster.nic_speed_gbps=200", "cluster.nic_speed_gbps=400"]
     slow, fast = rows
-    # communication is bound by the NIC: half the speed, about twice the exposed communication
-    assert 1.9 < slow["exposed_communication_s"] / fast["exposed_communication_s"] < 2.05
+    # communication is bound by the network path: a 200 Gb/s NIC carries 24.5 GB/s of RoCE payload, a 400 Gb/s
+    # one is held to 48 GB/s by PCIe Gen5 (75 % of x16): 1.96 x the bandwidth, less the fixed latencies
+    assert 1.8 < slow["exposed_communication_s"] / fast["exposed_communication_s"] < 1.96
     assert slow["compute_time_s"] == fast["compute_time_s"]
     assert (out / "compare.html").stat().st_size > 100_000
     assert "iteration_time_s" in capsys.readouterr().out

@@ -53,7 +53,8 @@ def test_trace_is_chrome_trace_event_format(run_dir):
     counters = [e for e in events if e["ph"] == "C"]
     assert counters and all("Gb/s" in e["args"] for e in counters)
     nic_to_rail = [e["args"]["Gb/s"] for e in counters if "/nic" in e["name"] and "->rail" in e["name"]]
-    assert max(nic_to_rail) == pytest.approx(400, rel=1e-6)  # a NIC's link at line rate
+    # a NIC's link at the path's achievable rate: PCIe Gen5 x16 at 75 % (48 GB/s = 384 Gb/s) holds the 400G NIC
+    assert max(nic_to_rail) == pytest.approx(384, rel=1e-6)
 
 
 def test_csv_tables_agree_with_summary(run_dir):

@@ -349,7 +349,7 @@ def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:
                             minlength=len(ids)) if len(flat) else np.zeros(len(ids))
     src = np.fromiter(graph.rank, dtype=np.int64, count=n)
     dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
-    size = np.fromiter(graph.size_bytes, dtype=float, count=n)
+    size = graph.payload_array()  # what the workload moved (the links carry the protocol's wire bytes)
     pairs = graph.folded_pairs
     return Flows(
         task=ids,

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from aifabric.collectives import ALGORITHMS, Layout, build_schedule
 from aifabric.collectives.cost import (
+    NVLS_EFFICIENCY,
     PROTOCOLS,
     Paths,
     Shape,
@@ -81,7 +82,8 @@ def test_in_switch_reduction_moves_the_buffer_about_once():
     shape = Shape.full(8, 8)
     ring = collective_time_s("all-reduce", "ring", shape, 4 * GiB, paths)
     nvls = collective_time_s("all-reduce", "nvls", shape, 4 * GiB, paths, pieces=16)
-    assert ring / nvls == pytest.approx(2 * 7 / 8 * 16 / 17, rel=0.02)
+    # ... at NVLink SHARP's measured rate: 275 GB/s algbw where the ring's busbw is 370 (NVLS_EFFICIENCY)
+    assert ring / nvls == pytest.approx(2 * 7 / 8 * 16 / 17 * NVLS_EFFICIENCY, rel=0.02)
     unpiped = collective_time_s("all-reduce", "nvls", shape, 4 * GiB, paths, pieces=1)
     assert unpiped > ring  # reduce, then multicast: 2 B per link direction in sequence
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from aifabric.collectives.cost import NVLS_EFFICIENCY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,14 +85,23 @@ def test_pxn_relays_cross_rail_traffic_over_nvlink():
     assert not any(fabric.links[li].tier == TIER_SPINE for route in pxn.route for li in route)
 
 
-def test_plain_collectives_keep_ncclS_defaults():
+def test_plain_collectives_are_tuned_as_nccl_tunes_them():
+    """A workload's collective (plain `Collective`) gets NCCL's tuner: the fastest of NCCL's own algorithms
+    on this fabric, the protocol and one channel per NIC, the same choice `collective bench` shows."""
+    from aifabric.collectives.cost import Paths, Shape
+    from aifabric.collectives.tuning import NCCL_ALGORITHMS, choose
+
     fabric, router = fabric_of(2, 4)
     group = tuple(range(8))
-    for op, alg in (("all-reduce", "ring"), ("all-gather", "ring"), ("reduce-scatter", "ring"),
-                    ("all-to-all", "direct"), ("broadcast", "ring")):
-        graph = lower(one(Collective("c", op, group, 800, 2)), fabric, router)
-        assert graph.collectives[0].algorithm == alg
-        assert run(graph, fabric, "flow").makespan_s > 0
+    paths = Paths.from_fabric(fabric, router)
+    for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast"):
+        for elements in (800, 1 << 26):
+            graph = lower(one(Collective("c", op, group, elements, 2)), fabric, router)
+            expected = choose(op, Shape.of(group, 4), elements * 2, paths, algorithm="nccl")
+            assert graph.collectives[0].algorithm == expected.algorithm in NCCL_ALGORITHMS[op]
+            assert run(graph, fabric, "flow").makespan_s > 0
+    large = plan(Collective("c", "all-reduce", group, 1 << 29, 2), fabric, router)[1]  # 1 GiB
+    assert (large.protocol, large.channels) == ("simple", 4)  # a ring per NIC of the server
 
 
 def test_engine_ring_busbw_approaches_the_nic_bandwidth():
@@ -125,7 +136,8 @@ def test_nvls_puts_the_buffer_once_on_every_nvlink_direction():
         timeline = run(graph, fabric, "flow")  # max-min sharing: the analytic engine ignores contention
         nv = [timeline.link_bytes[link.index] for link in fabric.links if link.tier == "nvlink"]
         loads[alg] = (min(nv), max(nv), collective_time(graph, timeline))
-    assert loads["nvls"][0] == loads["nvls"][1] == pytest.approx(size)
+    # the buffer once per NVLink direction, at NVLink SHARP's measured rate (1 / NVLS_EFFICIENCY wire bytes)
+    assert loads["nvls"][0] == loads["nvls"][1] == pytest.approx(size / NVLS_EFFICIENCY)
     assert loads["direct"][1] == pytest.approx(2 * 7 / 8 * size)
     assert loads["nvls"][2] < loads["direct"][2]
 
@@ -137,8 +149,9 @@ def test_protocol_puts_its_wire_bytes_on_the_links():
         call = CollectiveCall("c", "all-reduce", tuple(range(8)), 1 << 16, 4, algorithm="ring", protocol=proto,
                               channels=1, pieces=1)
         sizes[proto] = sum(lower(one(call), fabric, router).size_bytes)
+    # NCCL's protocol factors (tuning.cc): LL carries data in half of each 8-byte line, LL128 at 0.92
     assert sizes["ll"] == pytest.approx(2 * sizes["simple"]) and sizes["ll128"] == pytest.approx(
-        sizes["simple"] * 128 / 120)
+        sizes["simple"] / 0.92)
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "rhd", "hierarchical", "hierarchical-rhd"])
@@ -174,7 +187,7 @@ def test_sharp_puts_one_shard_on_every_nic_and_nothing_on_spines():
             by_tier.setdefault(link.tier, []).append(timeline.link_bytes[link.index])
         out[alg] = (by_tier, collective_time(graph, timeline))
     tiers = out["nvls"][0]
-    assert min(tiers["nvlink"]) == pytest.approx(size) == max(tiers["nvlink"])
+    assert min(tiers["nvlink"]) == pytest.approx(size / NVLS_EFFICIENCY) == max(tiers["nvlink"])
     assert min(tiers["host"]) == pytest.approx(size / 8) == max(tiers["host"])
     assert max(tiers["spine"]) == 0
     assert out["nvls"][1] < out["ring"][1]

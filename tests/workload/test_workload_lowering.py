@@ -34,7 +34,7 @@ def test_send_recv_is_one_transfer_on_the_routed_path(fabric_router):
     recv_compute = next(i for i in range(len(g)) if g.kind[i] == COMPUTE and g.rank[i] == 5)
     assert tl.start_s[t] == pytest.approx(1e-3)  # sent when the sender's forward ends
     assert tl.start_s[recv_compute] == pytest.approx(tl.end_s[t])  # the receiver waits for the data
-    rate = min(fabric.links[li].capacity_bytes_per_s for li in g.route[t])
+    rate = min(fabric.links[li].rate_bytes_per_s for li in g.route[t])  # the achievable payload rate
     assert tl.end_s[t] - tl.start_s[t] == pytest.approx(size / rate + router.route(1, 5).latency_s, rel=1e-6)
 
 

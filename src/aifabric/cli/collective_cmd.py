@@ -208,8 +208,10 @@ def _sizes(lo: int, hi: int, factor: int) -> list[int]:
     return out
 
 
-def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_path: str | None):
-    """The fabric of a scenario file, or a rail-optimized one with one spine per rail and links at NIC speed."""
+def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_path: str | None,
+                  gpu_name: str = "H100", nvlink_gBps: float | None = None):
+    """The fabric of a scenario file, or a rail-optimized one of `gpu_name` servers with one spine per rail
+    and links at NIC speed; links at their achievable rates either way (fabric/achievable.py)."""
     from ..scenario import ch14_scenario, load_scenario
     from ..simulate import build_fabric
 
@@ -220,7 +222,8 @@ def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_pa
         return fabric, router
     base = ch14_scenario().model_dump()
     servers = math.ceil(ranks / gpus_per_server)
-    base["cluster"].update(servers=servers, gpus_per_server=gpus_per_server, nic_speed_gbps=nic_gbps)
+    base["cluster"].update(servers=servers, gpus_per_server=gpus_per_server, nic_speed_gbps=nic_gbps, gpu=gpu_name,
+                           nvlink_bandwidth_gBps=2 * nvlink_gBps if nvlink_gBps else None)
     base["fabric"].update(spines=gpus_per_server, link_speed_gbps=nic_gbps, switch_radix=max(64, 2 * servers + 8))
     return build_fabric(type(ch14_scenario()).model_validate(base))
 
@@ -251,18 +254,21 @@ def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, route
 def bench(
     op_name: str = typer.Option("allreduce", "--op", help="allreduce, reducescatter, allgather, broadcast, reduce, "
                                 "alltoall, sendrecv"),
-    algorithm: str = typer.Option("auto", "--algorithm", "-a", help="auto or an algorithm of the operation"),
+    algorithm: str = typer.Option("nccl", "--algorithm", "-a", help="nccl (NCCL's own choice: ring, tree, NVLS), auto "
+                                  "(the fastest this tool knows) or an algorithm of the operation"),
+    gpu_name: str = typer.Option("H100", "--gpu", help="GPU of the servers (its NVLink and efficiencies)"),
     ranks: int = typer.Option(16, "--ranks", "-n", help="ranks (whole servers first, torchrun order)"),
     gpus_per_server: int = typer.Option(8, "--gpus-per-server", help="GPUs per server"),
     nic_gbps: float = typer.Option(400, "--nic-gbps", help="NIC (and fabric link) speed, Gb/s"),
-    nvlink_gBps: float = typer.Option(450, "--nvlink-gBps", help="NVLink per direction, GB/s (model engine)"),
+    nvlink_gBps: float = typer.Option(0, "--nvlink-gBps", help="NVLink per direction, GB/s (0: the GPU's)"),
     min_bytes: str = typer.Option("8", "--min-bytes", "-b", help="smallest size (8, 64K, 1M, 8G)"),
     max_bytes: str = typer.Option("128M", "--max-bytes", "-e", help="largest size"),
     factor: int = typer.Option(2, "--step-factor", "-f", help="multiply the size by this between rows"),
     dtype: str = typer.Option("float", "--datatype", "-d", help=", ".join(DTYPES)),
     redop: str = typer.Option("sum", "--op-reduce", "-o", help=", ".join(REDUCE_OPS)),
     protocol: str = typer.Option("auto", "--protocol", help="auto, simple, ll128, ll"),
-    in_switch: bool = typer.Option(False, "--in-switch", help="NVLS / SHARP available (auto may pick nvls)"),
+    in_switch: bool = typer.Option(None, "--in-switch/--no-in-switch", help="NVLS / SHARP available (default: "
+                                   "NVLink SHARP on H100 and later for a group inside one server, as NCCL)"),
     engine: str = typer.Option("model", "--engine", help="model (α-β formulas), analytic or flow (simulated on a "
                                "rail-optimized fabric)"),
     scenario: str = typer.Option(None, "--scenario", help="take the fabric (and GPUs per server) from this scenario"),
@@ -289,23 +295,27 @@ def bench(
         problems.append(Problem("--engine", "one of model, analytic, flow"))
     if op in ("all-to-allv", "barrier"):
         problems.append(Problem("--op", f"{op} has no size sweep"))
-    if op not in ALGORITHMS or (algorithm != "auto" and algorithm not in ALGORITHMS.get(op, ())):
-        problems.append(Problem("--algorithm", f"auto or one of {', '.join(ALGORITHMS.get(op, ()))}"))
+    if op not in ALGORITHMS or (algorithm not in ("auto", "nccl") and algorithm not in ALGORITHMS.get(op, ())):
+        problems.append(Problem("--algorithm", f"nccl, auto or one of {', '.join(ALGORITHMS.get(op, ()))}"))
+    from ..catalog import GPUS
+
+    if gpu_name.upper() not in GPUS:
+        problems.append(Problem("--gpu", f"one of {', '.join(GPUS)} (got {gpu_name!r})"))
     if problems:
         raise InputError(problems)
     group = list(range(ranks)) if op != "send-recv" else [0, ranks - 1]
     layout = Layout(gpus_per_server)
-    if algorithm != "auto" and (reason := not_applicable(op, algorithm, group, layout)):
+    if algorithm not in ("auto", "nccl") and (reason := not_applicable(op, algorithm, group, layout)):
         raise InputError(Problem("--algorithm", reason))
     type_bytes = DTYPES[dtype]
     sizes = [s for s in _sizes(lo, hi, factor) if s >= type_bytes]
-    fabric = router = None
-    if engine != "model" or scenario:
-        fabric, router = _bench_fabric(ranks, gpus_per_server, nic_gbps, scenario)
-        gpus_per_server = fabric.gpus_per_server
-        layout = Layout(gpus_per_server)
+    fabric, router = _bench_fabric(ranks, gpus_per_server, nic_gbps, scenario, gpu_name.upper(), nvlink_gBps)
+    gpus_per_server = fabric.gpus_per_server
+    layout = Layout(gpus_per_server)
     shape = Shape.of(group, gpus_per_server)
-    paths = Paths.from_fabric(fabric, router) if scenario else Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps)
+    paths = Paths.from_fabric(fabric, router)
+    if in_switch is None:
+        in_switch = fabric.nvls and shape.servers == 1
     if engine == "model":
         rows = []
         for size in sizes:

@@ -12,14 +12,24 @@ formulas below follow the schedules in this package (steps, bytes per port per s
 algorithms (tree, chain) cost one piece's trip through the tree or chain plus, for every further
 piece, the busiest port's share of one piece.
 
-Protocols (NCCL's three, see nccl/src/graph/tuning.cc; the figures are documented, overridable
-parameters, of the order NCCL uses, not measurements):
+Protocols: NCCL's three, with NCCL's own constants (nccl src/graph/tuning.cc, 2.28; the tuner's model):
 
-| protocol | bandwidth efficiency | per-step overhead | why |
+| protocol | bandwidth efficiency | base latency per collective | per-step overhead NVLink / network |
 |---|---|---|---|
-| Simple | 1.0 | 4 µs | full-size writes, then a memory fence and a flag per step |
-| LL128 | 120/128 | 1.5 µs | 128-byte lines carrying 8 bytes of flag |
-| LL | 0.5 | 0.6 µs | 8-byte stores: 4 bytes of data + 4 of flag, no fence |
+| Simple | 1.0 | 8.4 µs | 2.8 / 11.3 µs |
+| LL128 | 0.92 | 14.0 µs | 1.3 / 1.3 µs |
+| LL | 0.5 | 6.6 µs | 0 / 0 |
+
+The efficiencies are NCCL's ring factors (LL128 `0.92`, LL `0.5`); the base latencies its ring `baseLat`;
+the per-step overheads its ring `hwLat` (NVLink .6 / 1.9 / 3.4 µs, network 2.7 / 4.0 / 14.0 µs) less the
+LL one, since LL, which writes data and flag together with no fence, is the closest NCCL has to the bare
+hop, and the hop itself is simulated (the route's links and switches). Links carry what the fabric says
+they can (`fabric.achievable`: NVLink, PCIe, RoCE/InfiniBand header overheads), so a hop's bandwidth
+here is already the achievable one.
+
+NVLS (NVLink SHARP, in-switch reduction): its algorithm bandwidth is `NVLS_EFFICIENCY` of what the links
+carry: 8 x H100 reach "a peak busBw of ~480GB/s (algbw ~275GB/s)" (S. Jeaugey, NVIDIA, nccl-tests issue
+212) where the ring reaches 370 GB/s of bus bandwidth: 275 / 370 = 0.743.
 """
 
 from __future__ import annotations
@@ -44,25 +54,38 @@ def busbw_factor(op: str, n: int) -> float:
     return BUSBW_FACTOR[op](n) if n > 1 else 0.0
 
 
+NVLINK, NET = "nvlink", "net"  # the two kinds of hop NCCL's model tells apart
+
+
 @dataclass(frozen=True)
 class Hop:
     latency_s: float
     bandwidth_bytes_per_s: float
+    tier: str = NET  # nvlink | net
 
 
 @dataclass(frozen=True)
 class Protocol:
     name: str
     bandwidth_efficiency: float
-    step_overhead_s: float
+    base_latency_s: float  # once per collective
+    nvlink_step_s: float  # added to every step over NVLink
+    net_step_s: float  # added to every step over the network
+
+    def step_overhead_s(self, tier: str) -> float:
+        return self.nvlink_step_s if tier == NVLINK else self.net_step_s
+
+    @property
+    def step_overhead_max_s(self) -> float:
+        return max(self.nvlink_step_s, self.net_step_s)
 
 
 PROTOCOLS = {
-    "simple": Protocol("simple", 1.0, 4.0e-6),
-    "ll128": Protocol("ll128", 120 / 128, 1.5e-6),
-    "ll": Protocol("ll", 0.5, 0.6e-6),
+    "simple": Protocol("simple", 1.0, 8.4e-6, 2.8e-6, 11.3e-6),
+    "ll128": Protocol("ll128", 0.92, 14.0e-6, 1.3e-6, 1.3e-6),
+    "ll": Protocol("ll", 0.5, 6.6e-6, 0.0, 0.0),
 }
-LAUNCH_S = 5.0e-6  # kernel launch and setup, once per collective
+NVLS_EFFICIENCY = 275 / 370
 
 
 @dataclass(frozen=True)
@@ -82,8 +105,8 @@ class Paths:
 
         def hop(a: int, b: int) -> Hop:
             route = router.route(a, b)
-            bw = min(fabric.links[li].capacity_bytes_per_s for li in route.links)
-            return Hop(route.latency_s, bw)
+            bw = min(fabric.links[li].rate_bytes_per_s for li in route.links)
+            return Hop(route.latency_s, bw, NVLINK if route.scale_up else NET)
 
         nvlink = hop(0, 1) if g > 1 else None
         rail = hop(0, g) if n > g else None
@@ -95,10 +118,10 @@ class Paths:
     @classmethod
     def simple(cls, gpus_per_server: int, nvlink_gBps: float, nic_gbps: float, nvlink_latency_us: float = 0.5,
                rail_latency_us: float = 2.0, spine_latency_us: float = 3.0) -> Paths:
-        """Paths of an ideal non-blocking rail-optimized fabric (per-direction bandwidths)."""
+        """Paths of an ideal non-blocking rail-optimized fabric (per-direction bandwidths, as given)."""
         nic = nic_gbps * 1e9 / 8
-        return cls(gpus_per_server, Hop(nvlink_latency_us * 1e-6, nvlink_gBps * 1e9),
-                   Hop(rail_latency_us * 1e-6, nic), Hop(spine_latency_us * 1e-6, nic))
+        return cls(gpus_per_server, Hop(nvlink_latency_us * 1e-6, nvlink_gBps * 1e9, NVLINK),
+                   Hop(rail_latency_us * 1e-6, nic, NET), Hop(spine_latency_us * 1e-6, nic, NET))
 
 
 @dataclass(frozen=True)
@@ -122,13 +145,15 @@ class Shape:
 
 
 def _xfer(hop: Hop, nbytes: float, proto: Protocol) -> float:
-    return hop.latency_s + nbytes / (proto.bandwidth_efficiency * hop.bandwidth_bytes_per_s)
+    return hop.latency_s + proto.step_overhead_s(hop.tier) + nbytes / (proto.bandwidth_efficiency
+                                                                      * hop.bandwidth_bytes_per_s)
 
 
 def _step(proto: Protocol, *parts: tuple[Hop, float] | None) -> float:
-    """One step: the slowest of its concurrent (hop, bytes on the busiest port) parts, plus overhead."""
+    """One step: the slowest of its concurrent (hop, bytes on the busiest port) parts, each with its hop's
+    per-step overhead."""
     live = [_xfer(h, b, proto) for p in parts if p is not None for h, b in (p,)]
-    return proto.step_overhead_s + max(live, default=0.0)
+    return max(live, default=0.0)
 
 
 def _net(paths: Paths, shape: Shape) -> Hop:
@@ -170,7 +195,8 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
     nvl, net = paths.nvlink, _net(paths, shape)
     c = max(1, channels)
     nics = min(c, L)
-    t = LAUNCH_S
+    t = proto.base_latency_s
+    over = proto.step_overhead_s(NET if inter else NVLINK)  # per message of the direct algorithms
 
     def ring_step(chunk_bytes: float) -> float:  # every GPU sends one chunk per channel
         return _step(proto, (nvl, c * chunk_bytes) if intra else None,
@@ -188,14 +214,13 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             far = paths.rail
         else:
             far = paths.cross_rail
-        return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, local) if intra else None,
-                                                           (far, remote) if inter else None)
+        return t + (n - 1) * over + _step(proto, (nvl, local) if intra else None, (far, remote) if inter else None)
     if op in ("reduce-scatter", "all-gather"):
         if algorithm == "ring":
             return t + (n - 1) * ring_step(B / (n * c))
         if algorithm == "direct":
-            return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
-                                                               (paths.cross_rail, (n - L) * B / n) if inter else None)
+            return t + (n - 1) * over + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
+                                              (paths.cross_rail, (n - L) * B / n) if inter else None)
         if algorithm == "rhd":
             return t + _rhd_rounds(shape, paths, B, proto)
         if algorithm == "hierarchical":
@@ -206,8 +231,8 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
         if algorithm == "ring":
             return t + 2 * (n - 1) * ring_step(B / (n * c))
         if algorithm == "direct":
-            one = (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
-                                                          (paths.cross_rail, (n - L) * B / n) if inter else None)
+            one = (n - 1) * over + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
+                                         (paths.cross_rail, (n - L) * B / n) if inter else None)
             return t + 2 * one
         if algorithm == "rhd":
             return t + 2 * _rhd_rounds(shape, paths, B, proto)
@@ -221,10 +246,12 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             per_piece = _step(proto, (nvl, 2 * trees * b) if intra else None,
                               (paths.rail, 3 * b * per_nic) if inter else None)
             pipeline = 2 * _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
-            height = (L - 1) + (int(math.log2(s)) if inter else 0)
             port_s = max(2 * B / nvl.bandwidth_bytes_per_s if intra else 0.0,
                          3 * B * per_nic / (trees * paths.rail.bandwidth_bytes_per_s) if inter else 0.0)
-            alphas = (2 * height + pieces - 1) * (proto.step_overhead_s + (paths.rail if inter else nvl).latency_s)
+            nvl_alpha = nvl.latency_s + proto.step_overhead_s(NVLINK)
+            rail_alpha = paths.rail.latency_s + proto.step_overhead_s(NET)
+            alphas = 2 * ((L - 1) * nvl_alpha + (int(math.log2(s)) * rail_alpha if inter else 0.0)) + (
+                pieces - 1) * (rail_alpha if inter else nvl_alpha)
             return t + max(pipeline, alphas + port_s / proto.bandwidth_efficiency)
         if algorithm in ("hierarchical", "hierarchical-rhd"):
             local = (L - 1) * _step(proto, (nvl, B / L)) if intra else 0.0
@@ -241,11 +268,11 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             # A pipeline of k stages (2 in-server, 2 more across servers) over P pieces: (P + k - 1)
             # times the slowest stage's share of one piece.
             eff = proto.bandwidth_efficiency
-            local = B / (eff * nvl.bandwidth_bytes_per_s) if intra else 0.0
+            local = B / (eff * NVLS_EFFICIENCY * nvl.bandwidth_bytes_per_s) if intra else 0.0
             cross = B / (L * eff * paths.rail.bandwidth_bytes_per_s) if inter else 0.0
             stages = 2 * intra + 2 * inter
-            alphas = 2 * (nvl.latency_s + proto.step_overhead_s) * intra + 2 * (
-                paths.rail.latency_s + proto.step_overhead_s) * inter
+            alphas = 2 * (nvl.latency_s + proto.step_overhead_s(NVLINK)) * intra + 2 * (
+                paths.rail.latency_s + proto.step_overhead_s(NET)) * inter
             return t + alphas + (pieces + stages - 1) / pieces * max(local, cross)
     if op in ("broadcast", "reduce"):
         if algorithm == "ring":  # the chain: a piece crosses n - 1 hops, the others follow it
@@ -257,6 +284,6 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             per_piece = _step(proto, (nvl, b) if intra else None, (paths.rail, 2 * b) if inter else None)
             return t + _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
         if algorithm == "direct":
-            return t + (n - 1) * proto.step_overhead_s + _step(proto, (nvl, (L - 1) * B) if intra else None,
-                                                               (paths.cross_rail, (n - L) * B) if inter else None)
+            return t + (n - 1) * over + _step(proto, (nvl, (L - 1) * B) if intra else None,
+                                              (paths.cross_rail, (n - L) * B) if inter else None)
     raise ValueError(f"no cost model for {op} / {algorithm}")

@@ -1,7 +1,8 @@
 """Choosing the algorithm, protocol, channels and pipeline depth, as NCCL's tuner does.
 
-The rule (documented, overridable): among the algorithms the operation supports and that can run on
-the group (`algorithms.not_applicable`), every protocol (Simple, LL128, LL), channels in {1, GPUs per
+The rule (documented, overridable): among the algorithms the operation supports (`algorithm="auto"`:
+every algorithm of this package; `"nccl"`: those NCCL itself runs, `NCCL_ALGORITHMS`, what a workload's
+collectives get) and that can run on the group (`algorithms.not_applicable`), every protocol (Simple, LL128, LL), channels in {1, GPUs per
 server} and pipeline pieces in {1, 2, 4, ..., 16}, take the combination the α-β model
 (`cost.collective_time_s`) says is fastest; ties go to the earlier algorithm in `ALGORITHMS[op]`.
 In-switch reduction (`nvls`) is a candidate only when the hardware has it (`in_switch=True`).
@@ -22,6 +23,17 @@ from .algorithms import ALGORITHMS
 from .cost import PROTOCOLS, Paths, Shape, collective_time_s
 
 PIECES = (1, 2, 4, 8, 16)
+NCCL_ALGORITHMS = {  # what NCCL itself runs (2.18-2.28): `algorithm="nccl"` chooses among these only
+    "all-reduce": ("ring", "tree", "nvls"),
+    "reduce-scatter": ("ring",),
+    "all-gather": ("ring",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "all-to-all": ("direct", "pxn"),
+    "all-to-allv": ("direct", "pxn"),
+    "send-recv": ("direct",),
+    "barrier": ("dissemination",),
+}
 PIPELINED = frozenset({"tree", "nvls"})  # algorithms whose time depends on the pipeline depth
 
 
@@ -37,8 +49,11 @@ class Choice:
 def choose(op: str, shape: Shape, size_bytes: float, paths: Paths, *, algorithm: str = "auto",
            protocol: str = "auto", channels: int = 0, pieces: int = 0, in_switch: bool = False,
            runnable: Callable[[str], bool] | None = None) -> Choice:
-    algorithms = ALGORITHMS[op] if algorithm == "auto" else (algorithm,)
-    if algorithm == "auto" and not in_switch:
+    if algorithm == "nccl":
+        algorithms = tuple(a for a in NCCL_ALGORITHMS[op] if a in ALGORITHMS[op])
+    else:
+        algorithms = ALGORITHMS[op] if algorithm == "auto" else (algorithm,)
+    if algorithm in ("auto", "nccl") and not in_switch:
         algorithms = tuple(a for a in algorithms if a != "nvls")
     if runnable is not None:
         algorithms = tuple(a for a in algorithms if runnable(a)) or algorithms[:1]

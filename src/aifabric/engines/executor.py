@@ -72,7 +72,7 @@ def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     share = SHARING[engine]
     n = len(graph)
     n_links = len(fabric.links)
-    capacity = np.array([link.capacity_bytes_per_s for link in fabric.links], dtype=float)
+    capacity = np.array([link.rate_bytes_per_s for link in fabric.links], dtype=float)  # achievable payload rate
     kind = graph.kind
     duration = graph.duration_s
     size = np.asarray(graph.size_bytes, dtype=float)

@@ -171,8 +171,8 @@ class ScaleUpFolder:
         nz = np.flatnonzero(tl.link_bytes)
         pairs: dict[tuple[int, int], float] = {}
         for t in range(len(g)):
-            if g.kind[t] == TRANSFER and g.rank[t] != g.dst[t]:
-                pairs[(g.rank[t], g.dst[t])] = pairs.get((g.rank[t], g.dst[t]), 0.0) + g.size_bytes[t]
+            if g.kind[t] == TRANSFER:  # NVLS: a GPU's contribution up to the switch is (p, p)
+                pairs[(g.rank[t], g.dst[t])] = pairs.get((g.rank[t], g.dst[t]), 0.0) + g.payload_bytes(t)
         return FoldedCost(float(tl.makespan_s), tuple((int(i), float(tl.link_bytes[i])) for i in nz),
                           tuple((a, b, s) for (a, b), s in pairs.items()),
                           tuple((int(i), float(tl.link_peak_bytes_per_s[i])) for i in nz))

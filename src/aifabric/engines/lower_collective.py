@@ -2,15 +2,21 @@
 
 Which schedule: a `CollectiveCall` (a `Collective` with NCCL's knobs: algorithm, protocol, channels,
 pipeline pieces, root, redop, AllToAllv counts) says; "auto" asks `collectives.tuning.choose` with the
-paths measured on this fabric. A plain `Collective` gets NCCL's long-standing defaults: ring (one
-channel) for AllReduce / ReduceScatter / AllGather / Broadcast / Reduce, direct for AllToAll.
+paths measured on this fabric. A plain `Collective` (every collective of a workload) leaves all four to
+the tuner, as NCCL does each call: the algorithm among NCCL's own (`tuning.NCCL_ALGORITHMS`: ring, tree,
+NVLS for AllReduce), the protocol, one channel per NIC of the server
+(rings whose inter-server hops each take another rail), the pipeline depth; in-switch reduction (NVLS)
+for an AllReduce inside one server where the GPUs have it (`Fabric.nvls`). The tuner's choices are
+cached per fabric and group shape (`Router.cache`).
 
 NVLS / SHARP (`algorithm="nvls"`): every contribution crosses its GPU's path up to the switch (the
 NVSwitch inside a server, the rail switch between servers) once and the owner receives one reduced
 result; a result goes up once and the switch multicasts it down (see `_lower_in_switch`).
 
 Protocol (a `CollectiveCall`'s own, or the tuner's): 1/efficiency wire bytes per data byte on the
-links, and its per-step overhead added to every transfer's latency.
+links, its per-step overhead (NVLink or network, by the transfer's route) added to every transfer's
+latency and its base latency to the first step's (collectives/cost.py); NVLS moves 1/NVLS_EFFICIENCY
+times the bytes over the NVSwitch (its measured rate; SHARP in the rail switch, no such factor).
 
 Every transfer's name ends with the network it crosses: `[NVLink]`, `[rail 3]`, `[rail 0 → spine → rail 2]`.
 Moves of one step between the same two ranks on the same channel become one transfer (a run of
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import Layout, build_schedule, network_of, not_applicable
-from ..collectives.cost import PROTOCOLS, Paths, Shape
+from ..collectives.cost import NET, NVLINK, NVLS_EFFICIENCY, PROTOCOLS, Paths, Protocol, Shape
 from ..collectives.schedule import MODE_REDUCE, Schedule
 from ..collectives.tuning import Choice, choose
 from ..fabric.graph import NVSWITCH, RAIL, Fabric
@@ -59,21 +65,44 @@ class CollectiveCall(Collective):
     pxn: bool = False
 
 
+def _paths(fabric: Fabric, router: Router) -> Paths:
+    paths = router.cache.get("paths")
+    if paths is None:
+        paths = router.cache["paths"] = Paths.from_fabric(fabric, router)
+    return paths
+
+
+def _choose(op: Collective, fabric: Fabric, router: Router, algorithm: str, protocol: str, channels: int,
+            pieces: int, in_switch: bool) -> Choice:
+    """The tuner's choice, cached per group shape (position in its server and strides) and size."""
+    gps = fabric.gpus_per_server
+    g0 = op.group[0]
+    key = ("choice", op.op, g0 % gps, tuple(r - g0 for r in op.group), op.size_bytes, algorithm, protocol,
+           channels, pieces, in_switch)
+    choice = router.cache.get(key)
+    if choice is None:
+        layout = Layout(gps)
+        shape = Shape.of(op.group, gps)
+        choice = router.cache[key] = choose(
+            op.op, shape, op.size_bytes, _paths(fabric, router), algorithm=algorithm, protocol=protocol,
+            channels=channels, pieces=pieces, in_switch=in_switch,
+            runnable=lambda a: not_applicable(op.op, a, op.group, layout) is None)
+    return choice
+
+
 def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choice | None]:
     """The schedule of one collective on this fabric, and the tuner's choice when it was asked."""
     layout = Layout(fabric.gpus_per_server)
-    algorithm = getattr(op, "algorithm", "") or DEFAULT_ALGORITHM.get(op.op, "ring")
+    call = hasattr(op, "algorithm")
+    algorithm = (getattr(op, "algorithm", "") or DEFAULT_ALGORITHM.get(op.op, "ring")) if call else "nccl"
     channels = getattr(op, "channels", 0)
     pieces = getattr(op, "pieces", 0)
+    protocol = getattr(op, "protocol", "auto")
+    in_switch = getattr(op, "in_switch", False) if call else (
+        fabric.nvls and len({fabric.server_of(r) for r in op.group}) == 1)
     choice = None
-    if not hasattr(op, "algorithm"):  # plain Collective: NCCL's defaults, one ring
-        channels, pieces = 1, 1
-    if algorithm == "auto" or getattr(op, "protocol", "simple") == "auto" or not channels or not pieces:
-        shape = Shape.of(op.group, fabric.gpus_per_server)
-        choice = choose(op.op, shape, op.size_bytes, Paths.from_fabric(fabric, router),
-                        algorithm=algorithm, protocol=getattr(op, "protocol", "simple"), channels=channels,
-                        pieces=pieces, in_switch=getattr(op, "in_switch", False),
-                        runnable=lambda a: not_applicable(op.op, a, op.group, layout) is None)
+    if algorithm in ("auto", "nccl") or protocol == "auto" or not channels or not pieces:
+        choice = _choose(op, fabric, router, algorithm, protocol, channels, pieces, in_switch)
         algorithm, channels, pieces = choice.algorithm, channels or choice.channels, pieces or choice.pieces
     counts = getattr(op, "counts", ())
     n = len(op.group)
@@ -96,16 +125,20 @@ def transfers(sched: Schedule) -> tuple[np.ndarray, ...]:
     return sched.step[first], sched.src[first], sched.dst[first], sched.channel[first], elements
 
 
-def _wire(op: Collective, choice: Choice | None) -> tuple[float, float]:
-    """Protocol of a `CollectiveCall` (its own or the tuner's): bytes on the wire per data byte, overhead
-    per step. A plain `Collective` moves its data bytes with no overhead (as the engines always have)."""
-    name = getattr(op, "protocol", "")
-    if name == "auto" and choice is not None:
-        name = choice.protocol
-    if not name or name not in PROTOCOLS:
-        return 1.0, 0.0
-    proto = PROTOCOLS[name]
-    return 1.0 / proto.bandwidth_efficiency, proto.step_overhead_s
+class _Wire:
+    """What the protocol (the collective's own or the tuner's) adds to its transfers: wire bytes per data
+    byte, a per-step latency by the route's tier, and the collective's base latency on its first step."""
+
+    def __init__(self, op: Collective, choice: Choice | None, algorithm: str):
+        name = getattr(op, "protocol", "auto")
+        if name == "auto":
+            name = choice.protocol if choice is not None else "simple"
+        self.proto: Protocol = PROTOCOLS[name]
+        self.factor = 1.0 / self.proto.bandwidth_efficiency
+        self.base_s = self.proto.base_latency_s
+
+    def step_s(self, route) -> float:
+        return self.proto.step_overhead_s(NVLINK if route.scale_up else NET)
 
 
 def _split_at_switch(fabric: Fabric, links: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -117,7 +150,7 @@ def _split_at_switch(fabric: Fabric, links: tuple[int, ...]) -> tuple[tuple[int,
 
 
 def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
-                     done: list[list[int]], ci: int, inst: CollectiveInstance, wire: float, overhead_s: float) -> None:
+                     done: list[list[int]], ci: int, inst: CollectiveInstance, wire: _Wire) -> None:
     """In-switch reduction and multicast (NVLS in the NVSwitch, SHARP in the rail switch), by data
     dependencies only, so pieces overlap: every contribution of a chunk run crosses its GPU's path up
     to the switch once, the switch adds them and sends the owner one result; a multicast goes up
@@ -133,8 +166,11 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
         return out
 
     def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int, net: str) -> int:
-        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * wire,
-                  route=tuple(links), latency_s=latency_s + overhead_s, step=step, collective=ci)
+        nvswitch = net == "NVSwitch"
+        over = wire.proto.step_overhead_s(NVLINK if nvswitch else NET) + (wire.base_s if step == 0 else 0.0)
+        factor = wire.factor / (NVLS_EFFICIENCY if nvswitch else 1.0)  # NVLink SHARP's measured rate
+        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * factor,
+                  route=tuple(links), latency_s=latency_s + over, step=step, collective=ci, wire=factor)
         inst.tasks.append(t)
         return t
 
@@ -183,7 +219,7 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
 
 
 def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
-                      done: list[list[int]], ci: int, inst: CollectiveInstance, wire: float, overhead_s: float) -> None:
+                      done: list[list[int]], ci: int, inst: CollectiveInstance, wire: _Wire) -> None:
     """A ring as one transfer per ring edge (src, dst, channel) carrying the bytes of all its steps, with
     the latency of all its steps; it starts when both ends have reached the collective.
 
@@ -208,8 +244,9 @@ def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fab
         route = router.route(src, dst, channel)
         net = network_of(src, dst, layout)
         t = g.add(TRANSFER, src, dst, f"{op.key}/ring [{net}]", sorted(set(done[src] + done[dst])),
-                  size_bytes=elements * op.bytes_per_element * wire, route=route.links,
-                  latency_s=n_steps * (route.latency_s + overhead_s), step=-1, collective=ci)
+                  size_bytes=elements * op.bytes_per_element * wire.factor, route=route.links,
+                  latency_s=n_steps * (route.latency_s + wire.step_s(route)) + wire.base_s, step=-1, collective=ci,
+                  wire=wire.factor)
         inst.tasks.append(t)
         finals[src].append(t)
         finals[dst].append(t)
@@ -221,7 +258,7 @@ def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fab
 def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Router,
                      done: list[list[int]], merge_ring_steps: bool = False) -> int:
     sched, choice = plan(op, fabric, router)
-    wire, overhead_s = _wire(op, choice)
+    wire = _Wire(op, choice, sched.algorithm)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
     layout = Layout(fabric.gpus_per_server)
     gps = fabric.gpus_per_server
@@ -230,10 +267,10 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
                               n_steps=sched.n_steps)
     g.collectives.append(inst)
     if sched.algorithm == "nvls":
-        _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire, overhead_s)
+        _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire)
         return ci
     if merge_ring_steps and sched.algorithm == "ring" and not pxn:
-        _lower_ring_edges(g, op, sched, fabric, router, done, ci, inst, wire, overhead_s)
+        _lower_ring_edges(g, op, sched, fabric, router, done, ci, inst, wire)
         return ci
     last_in: dict[int, list[int]] = {}
     last_out: dict[int, list[int]] = {}
@@ -259,8 +296,9 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
             for a, b in hops:
                 route = router.route(a, b, channel)
                 net = network_of(a, b, layout)
-                t = g.add(TRANSFER, a, b, f"{op.key}/step{k} [{net}]", deps, size_bytes=size * wire, route=route.links,
-                          latency_s=route.latency_s + overhead_s, step=k, collective=ci)
+                t = g.add(TRANSFER, a, b, f"{op.key}/step{k} [{net}]", deps, size_bytes=size * wire.factor,
+                          route=route.links, latency_s=route.latency_s + wire.step_s(route)
+                          + (wire.base_s if k == 0 else 0.0), step=k, collective=ci, wire=wire.factor)
                 inst.tasks.append(t)
                 first = t if first is None else first
                 deps = [t]

@@ -4,7 +4,9 @@ Compute tasks occupy their GPU for their duration, as in the flow engine. A tran
 RoCEv2 RDMA Write on its own QP (route leaves the server) or a chunked NVLink transfer (route stays in
 the server), started when its dependencies are done; its PCIe hops are a fixed latency at each end.
 The task ends when the last byte is in the destination GPU's memory. Everything the fabric does on the
-way (queues, ECN, CNPs, DCQCN, PFC, drops, retransmissions) is in `PacketRun.stats`.
+way (queues, ECN, CNPs, DCQCN, PFC, drops, retransmissions) is in `PacketRun.stats`. What a transfer's
+latency holds beyond its route's own (the collective protocol's per-step software overhead, NCCL's
+base latency; the steps a merged ring edge stands for) delays its start: the packets simulate the route.
 
 Returns the same `Timeline` as engines/executor.py, so results, reports and traces work unchanged;
 `rate_recomputations` counts simulated events.
@@ -77,7 +79,10 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
             sim.at(now + graph.latency_s[t], complete, t)
             return
         pcie = [li for li in route if fabric.links[li].tier == TIER_PCIE]
-        head = sum(fabric.links[li].latency_s for li in route[:1] if li in pcie)
+        physical = sum(fabric.links[li].latency_s for li in route) + fabric.switch_latency_s * sum(
+            1 for li in route if fabric.is_switch(fabric.links[li].dst))
+        software = max(0.0, graph.latency_s[t] - physical)  # protocol overheads the packets do not simulate
+        head = software + sum(fabric.links[li].latency_s for li in route[:1] if li in pcie)
         tail = sum(fabric.links[li].latency_s for li in route[-1:] if li in pcie and len(route) > 1)
         for li in pcie:
             pcie_bytes[li] += size

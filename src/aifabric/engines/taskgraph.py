@@ -27,7 +27,7 @@ class TaskGraph:
     dst: list[int] = field(default_factory=list)  # transfer: the receiver; compute: -1
     name: list[str] = field(default_factory=list)
     duration_s: list[float] = field(default_factory=list)  # compute only
-    size_bytes: list[float] = field(default_factory=list)  # transfer only
+    size_bytes: list[float] = field(default_factory=list)  # transfer only: bytes on the wire (what links carry)
     route: list[tuple[int, ...]] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
     deps: list[list[int]] = field(default_factory=list)
@@ -49,6 +49,22 @@ class TaskGraph:
     folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes
     folded_link_peak: object = None  # numpy array per link: the highest rate a folded collective reached
     folded_task_bytes: dict[int, list] = field(default_factory=dict)  # task -> [(links, bytes)] folded into it
+    # a collective's protocol puts more bytes on the wire than its payload (LL: 2 x, LL128: 1 / 0.92, NVLS):
+    # transfer -> wire bytes per payload byte (absent: 1); `payload_bytes` gives what the workload moved
+    wire: dict[int, float] = field(default_factory=dict)
+
+    def payload_bytes(self, t: int) -> float:
+        return self.size_bytes[t] / self.wire.get(t, 1.0)
+
+    def payload_array(self):
+        """Payload bytes of every task (0 for compute), as a numpy array."""
+        import numpy as np
+
+        size = np.fromiter(self.size_bytes, dtype=float, count=len(self.kind))
+        if self.wire:
+            idx = np.fromiter(self.wire.keys(), dtype=np.int64, count=len(self.wire))
+            size[idx] /= np.fromiter(self.wire.values(), dtype=float, count=len(self.wire))
+        return size
 
     def ranks_of(self, t: int) -> tuple[int, ...]:
         """The ranks a compute task occupies."""
@@ -59,7 +75,7 @@ class TaskGraph:
 
     def add(self, kind: int, rank: int, dst: int, name: str, deps: list[int], *, duration_s: float = 0.0,
             size_bytes: float = 0.0, route: tuple[int, ...] = (), latency_s: float = 0.0, step: int = -1,
-            collective: int = -1, dim: str = "") -> int:
+            collective: int = -1, dim: str = "", wire: float = 1.0) -> int:
         self.kind.append(kind)
         self.rank.append(rank)
         self.dst.append(dst)
@@ -72,4 +88,6 @@ class TaskGraph:
         self.step.append(step)
         self.collective.append(collective)
         self.dim.append(dim)
+        if wire != 1.0:
+            self.wire[len(self.kind) - 1] = wire
         return len(self.kind) - 1

@@ -38,13 +38,20 @@ class Link:
     index: int
     src: str
     dst: str
-    capacity_bytes_per_s: float
+    capacity_bytes_per_s: float  # line rate
     latency_s: float
     tier: str
+    efficiency: float = 1.0  # payload bytes per line-rate byte the link achieves (fabric/achievable.py)
 
     @property
     def id(self) -> str:
         return f"{self.src}->{self.dst}"
+
+    @property
+    def rate_bytes_per_s(self) -> float:
+        """Achievable payload rate: what the flow and analytic engines and the cost model use (the packet
+        engine puts the real headers on the line rate itself)."""
+        return self.capacity_bytes_per_s * self.efficiency
 
 
 @dataclass
@@ -62,6 +69,7 @@ class Fabric:
     rank_nic_up: list[tuple[int, ...]] = field(default_factory=list)
     rank_nic_down: list[tuple[int, ...]] = field(default_factory=list)
     design: object | None = None  # the resolved design (fabric.design.Design) the builder used, if any
+    nvls: bool = False  # the NVSwitch reduces and multicasts (NVLink SHARP: H100 and later)
 
     def add_node(self, node: Node) -> Node:
         if node.id in self.nodes:

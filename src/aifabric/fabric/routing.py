@@ -78,6 +78,7 @@ class Router:
         self._seeds: dict[str, int] = {}
         self._nic_ports: dict[str, list[int]] = {}
         self._groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        self.cache: dict = {}  # what layers above compute once per fabric (measured paths, tuner choices)
         self._egress: dict[tuple[str, str], tuple[list[int], tuple[str, ...]] | None] = {}
 
     # -- switch graph ---------------------------------------------------------------------------

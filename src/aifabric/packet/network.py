@@ -17,7 +17,7 @@ from ..fabric.ecmp import roce_udp_source_port, switch_seed
 from ..fabric.graph import TIER_PCIE, Fabric
 from .config import PacketConfig, validate
 from .nic import ChunkFlow, Host, Path, QpFlow
-from .port import Port
+from .port import Port, serialization_rate_bytes_per_s
 from .sim import Sim
 from .stats import PacketStats
 from .switch import Switch
@@ -187,7 +187,7 @@ class Network:
         # load-balancing state (flowlets, spraying) is kept per 5-tuple: messages of one QP share it
         path = self._path(core, (src.idx, dst.idx, sport), spray)
         rpath = self._path([self.reverse[li] for li in reversed(core)], (dst.idx, src.idx, sport))
-        line = min(f.links[li].capacity_bytes_per_s * 8 for li in route)  # no faster than the slowest hop
+        line = min(serialization_rate_bytes_per_s(f.links[li]) * 8 for li in route)  # the slowest hop, PCIe too
         flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done,
                       dscp)
         self.flows.append(flow)

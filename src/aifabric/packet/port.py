@@ -16,11 +16,21 @@ from collections import deque
 from heapq import heappush
 from math import exp, inf
 
+from ..fabric.graph import TIER_NVLINK, TIER_PCIE
 from .headers import pfc_pause_s
 from .sim import Pkt
 
 MAX_BINS = 4096  # link-load bins per port before they are merged pairwise
 MAX_DEPTH_SAMPLES = 20_000  # depth samples per queue before the series is thinned
+
+
+def serialization_rate_bytes_per_s(link) -> float:
+    """The rate a port sends at: the line rate for network links, whose packets carry their real headers
+    here; NVLink and PCIe at their achievable payload rate (fabric/achievable.py: NCCL's NVLink rate, PCIe
+    at 75 % of x16), whose own framing the packet engine does not simulate."""
+    if link.tier in (TIER_NVLINK, TIER_PCIE):
+        return link.rate_bytes_per_s
+    return link.capacity_bytes_per_s
 
 
 class Port:
@@ -78,8 +88,9 @@ class Port:
         self.name = link.id
         self.owner = owner
         self.peer = peer
-        self.bps = link.capacity_bytes_per_s * 8
-        self.s_per_byte = 1.0 / link.capacity_bytes_per_s
+        rate = serialization_rate_bytes_per_s(link)
+        self.bps = rate * 8
+        self.s_per_byte = 1.0 / rate
         self.latency_s = link.latency_s
         self.delay = link.latency_s + peer.forwarding_latency_s
         self.queues = [deque() for _ in range(8)]

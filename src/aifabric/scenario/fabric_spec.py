@@ -36,6 +36,9 @@ class ClusterSpec(Strict):
     scale_up: Literal["nvswitch", "nvl72"] = Field(
         "nvswitch", description="scale-up domain: an 8-GPU NVSwitch baseboard server, or an NVL72-style rack "
                                 "(72 GPUs on one NVLink domain, 18 trays x 4 GPUs)")
+    nvls: bool | None = Field(
+        None, description="NVLink SHARP: the NVSwitch reduces and multicasts, and NCCL uses it for AllReduce inside "
+        "a server (default: on for H100, H200, B200 and GB200, as NCCL enables it; off for A100 and MI300X)")
     nvlink_bandwidth_gBps: float | None = Field(
         None, gt=0, description="NVLink bandwidth per GPU, GB/s, both directions summed (default: catalog)"
     )
@@ -131,6 +134,9 @@ class FabricSpec(Strict):
     spine_oversubscription: float | None = Field(
         None, gt=0, description="derive the super-spine count from this down:up ratio of spines")
     custom: CustomTopology | None = Field(None, description="topology: custom: switches and links")
+    transport: Literal["roce", "infiniband"] = Field(
+        "roce", description="the scale-out fabric's transport: RoCEv2 over Ethernet or InfiniBand (its per-packet "
+                            "headers set how much of a link's line rate carries data; fabric/achievable.py)")
     # timing
     link_latency_ns: float = Field(100, ge=0, description="propagation delay of one cable, ns")
     switch_latency_ns: float = Field(600, ge=0, description="forwarding latency of one switch, ns")
