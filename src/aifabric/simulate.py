@@ -16,6 +16,9 @@ from .scenario.schema import Scenario
 from .workload import Workload, build_data_parallel
 
 
+NVLS_GPUS = frozenset({"H100", "H200", "B200", "GB200"})  # NVSwitch with NVLink SHARP (NCCL_NVLS_ENABLE auto)
+
+
 @dataclass
 class Run:
     scenario: Scenario
@@ -28,16 +31,34 @@ class Run:
 
 
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
-    """The scenario's fabric (by `fabric.topology`) and its router (ECMP seeds, QP numbers, PXN)."""
-    fabric = build(s.cluster, s.fabric, name=s.name)
+    """The scenario's fabric (by `fabric.topology`), its links' achievable rates (fabric/achievable.py, the
+    scenario's calibration), and its router (ECMP seeds, QP numbers, PXN)."""
+    from .fabric.achievable import apply_achievable
+
+    fabric = apply_achievable(build(s.cluster, s.fabric, name=s.name), gpu(s.cluster.gpu), s.fabric.transport,
+                              s.calibration)
+    fabric.nvls = s.cluster.nvls if s.cluster.nvls is not None else s.cluster.gpu in NVLS_GPUS
     pxn = True if s.fabric.pxn or s.fabric.topology == "rail-only" else None
     router = Router(fabric, hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,
                     seed=s.seed, pxn=pxn)
     return fabric, router
 
 
+def kernel_model(s: Scenario):
+    """The compute model of the scenario's GPU at its precision, with the user's GEMM table if it has one."""
+    from .kernels.calibration import load_gemm_table
+    from .kernels.model import KernelModel
+
+    table = load_gemm_table(s.calibration.gemm) if s.calibration.gemm else None
+    km = KernelModel(gpu(s.cluster.gpu), s.workload.precision)
+    if table is not None:
+        km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, table.with_model(km.gemm_time_s))
+    return km
+
+
 def build_workload(s: Scenario) -> Workload:
     """The scenario's workload: data-parallel feed-forward (the demo) or LLM training (model + plan)."""
+    km = kernel_model(s) if s.workload.compute_efficiency is None else None
     if s.workload.kind == "llm-training":
         from .errors import InputError
         from .workload.from_spec import resolve_plan
@@ -46,8 +67,8 @@ def build_workload(s: Scenario) -> Workload:
         model, plan, problems = resolve_plan(s)
         if problems:
             raise InputError(problems)
-        return build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations)
-    return build_data_parallel(s)
+        return build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations, km)
+    return build_data_parallel(s, km)
 
 
 def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:

@@ -101,11 +101,43 @@ def problems_from_validation(exc: ValidationError) -> list[Problem]:
     return [Problem(field_path(e["loc"]), _friendly(e)) for e in exc.errors()]
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    """Validate already-parsed data (a mapping) into a Scenario; raise InputError with every problem."""
+def resolve_calibration(data: dict, base: Path | None, source: str) -> dict:
+    """`calibration: FILE` read into the scenario (the file's `calibration:` block, or the file itself), and a
+    relative `calibration.gemm` path made absolute, both relative to the scenario file's folder (`base`), so
+    that the scenario copied into a run folder still finds them."""
+    cal = data.get("calibration")
+    if cal is None:
+        return data
+    data = dict(data)
+    if isinstance(cal, str):
+        path = Path(cal).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        try:
+            loaded = read_yaml(path.read_text(encoding="utf-8"), str(path))
+        except OSError as exc:
+            raise InputError([Problem("calibration", f"cannot read {path}: {exc.strerror or exc}")], source) from None
+        if isinstance(loaded, dict) and "calibration" in loaded:
+            loaded = loaded["calibration"]
+        if not isinstance(loaded, dict):
+            raise InputError([Problem("calibration", f"{path}: expected a mapping (a `calibration:` block)")], source)
+        cal = loaded
+        base = path.parent
+    if isinstance(cal, dict) and isinstance(cal.get("gemm"), str):
+        gemm = Path(cal["gemm"]).expanduser()
+        if not gemm.is_absolute() and base is not None:
+            cal = {**cal, "gemm": str((base / gemm).resolve())}
+    data["calibration"] = cal
+    return data
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", base: Path | None = None) -> Scenario:
+    """Validate already-parsed data (a mapping) into a Scenario; raise InputError with every problem.
+    `base`: the folder relative file names in the scenario are taken from (its file's)."""
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__
         raise InputError(f"{source}: a scenario must be a YAML mapping of fields, not {kind}", source)
+    data = resolve_calibration(data, base if base is not None else Path.cwd(), source)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -136,7 +168,7 @@ def load_scenario(path: str | Path) -> Scenario:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}", str(path)) from None
-    return parse_scenario(read_yaml(text, str(path)), str(path))
+    return parse_scenario(read_yaml(text, str(path)), str(path), path.parent)
 
 
 def embedded_scenario_text(name: str = "demo") -> str:

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from .base import Strict
+from .calibration_spec import CalibrationSpec, TierCalibration
 from .fabric_spec import ClusterSpec, FabricSpec
 from .workload_spec import FeedForwardSpec, WorkloadSpec
 
@@ -38,6 +39,10 @@ class Scenario(Strict):
     workload: WorkloadSpec
     engine: Literal["flow", "analytic", "packet"] = "flow"
     fidelity: FidelitySpec = FidelitySpec()
+    calibration: CalibrationSpec = Field(
+        CalibrationSpec(), description="the user's own measurements in place of the catalog's: a GEMM table "
+        "(`aifabric calibrate gemm`), achievable NVLink and network rates and latencies (`aifabric calibrate "
+        "nccl-tests`); or the name of a file holding this block")
 
     def lowering_options(self) -> dict[str, bool]:
         """`engines.lower` keyword arguments from `fidelity` and the workload kind's defaults."""
@@ -47,4 +52,5 @@ class Scenario(Strict):
         return {"fold_scale_up": up == "analytic", "merge_ring_steps": ring == "merged"}
 
 
-__all__ = ["SCHEMA_VERSION", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario", "WorkloadSpec"]
+__all__ = ["SCHEMA_VERSION", "CalibrationSpec", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario",
+           "TierCalibration", "WorkloadSpec"]
