@@ -1,0 +1,312 @@
+"""The validation suite: every published measurement in bench/fidelity/cases.yaml, predicted and compared.
+
+    python bench/fidelity.py                     # every case that runs in reasonable time here
+    python bench/fidelity.py --case K3 --case N2 # some
+    python bench/fidelity.py --max-gpus 4096     # larger ones too (minutes each)
+    python bench/fidelity.py --write-docs        # the table into docs/validation.md
+
+Prints, per case, the predicted and the published figure, the error (predicted / published - 1: for an
+iteration time positive means the simulator is slower than the real run, for a throughput or bandwidth
+faster), and the wall time of the simulation; then the mean absolute and the largest error, overall and per
+source. Cases too large to run here are listed with the time their simulation is estimated to take.
+
+Nothing here is fitted: the simulator runs on its catalog (hardware characterization) and each case's
+configuration as its source states it (assumptions listed per source in cases.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent
+CASES = ROOT / "fidelity" / "cases.yaml"
+DOCS = ROOT.parent / "docs" / "validation.md"
+DEFAULT_MAX_GPUS = 1024
+# wall seconds of the flow engine per (GPU x micro-batch x layer) of a plan, measured on the cases that ran;
+# used to estimate the ones that did not (printed as "~ N min")
+FALLBACK_S_PER_UNIT = 2e-6
+
+
+@dataclass
+class Outcome:
+    case: dict
+    predicted: float | None
+    error: float | None
+    wall_s: float
+    note: str = ""
+    estimated_s: float | None = None
+
+
+def load_cases(path: Path = CASES) -> tuple[dict, list[dict]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data["sources"], data["cases"]
+
+
+def gpus_of(case: dict) -> int:
+    return int(case.get("servers", 0)) * int(case.get("gpus_per_server", 8))
+
+
+def scenario_of(case: dict) -> dict:
+    """A scenario for an LLM-training case: its model, GPUs, network and plan."""
+    servers = int(case["servers"])
+    gps = int(case.get("gpus_per_server", 8))
+    nic = float(case.get("nic_gbps", 200))
+    segment = max(d for d in range(1, min(servers, 32) + 1) if servers % d == 0)  # servers per rail-switch set
+    fabric = {"topology": "rail-optimized", "link_speed_gbps": nic, "switch_radix": 64, "leaf_oversubscription": 1,
+              "servers_per_segment": segment, "transport": case.get("transport", "roce")}
+    if servers > segment:  # a spine port per segment's rail switch
+        fabric["spine_radix"] = max(64, math.ceil(servers / segment) * 32)
+    cluster = {"gpu": case["gpu"], "servers": servers, "gpus_per_server": gps, "nic_speed_gbps": nic}
+    if "nics_per_server" in case and case["nics_per_server"] != gps:  # GPUs share NICs behind PCIe switches
+        cluster.update(nic_layout="shared", nics_per_server=case["nics_per_server"])
+    par = {k: case[k] for k in ("tp", "pp", "dp", "micro_batch_size", "sequence_parallel", "recompute",
+                                "overlap_grad_reduce") if k in case}
+    if case.get("chunks", 1) > 1:
+        par.update(schedule="interleaved", chunks=case["chunks"])
+    model = {"kind": "transformer", "layers": case["layers"], "hidden": case["hidden"], "heads": case["heads"],
+             "vocab": case["vocab"]}
+    return {"name": f"fidelity-{case['id']}", "seed": 0, "cluster": cluster, "fabric": fabric,
+            "workload": {"kind": "llm-training", "model": model, "parallelism": par,
+                         "global_batch_size": case["global_batch_size"], "seq_len": case["seq_len"],
+                         "precision": case["precision"], "attention": case.get("attention", "flash"),
+                         "memory_check": False},
+            "engine": "flow"}
+
+
+def narayanan_eq3_flops(case: dict) -> float:
+    """Narayanan et al. 2021, eq. (3): 96 B s l h^2 (1 + s / 6h + V / 16 l h), recomputation included."""
+    b, s, l, h, v = case["global_batch_size"], case["seq_len"], case["layers"], case["hidden"], case["vocab"]
+    return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+FLOPS = {"narayanan-eq3": narayanan_eq3_flops}
+
+
+def run_iteration(case: dict) -> float:
+    from aifabric.scenario import parse_scenario
+    from aifabric.simulate import simulate
+
+    run = simulate(parse_scenario(scenario_of(case)), engine="flow")
+    if not run.results.complete:
+        raise KeyboardInterrupt
+    return run.results.iteration_time_s
+
+
+def run_layer(case: dict) -> float:
+    """One decoder layer's forward or backward pass on one tensor-parallel rank, milliseconds: its kernels
+    (the compute model) and its tensor-parallel collectives timed as the simulator folds them."""
+    from aifabric.engines.fold import ScaleUpFolder
+    from aifabric.scenario import parse_scenario
+    from aifabric.simulate import build_fabric, kernel_model
+    from aifabric.kernels.transformer import TransformerKernels
+    from aifabric.workload.from_spec import resolve_plan
+    from aifabric.workload.ops import Collective
+
+    s = parse_scenario(scenario_of(case))
+    model, plan, _ = resolve_plan(s)
+    fabric, router = build_fabric(s)
+    tk = TransformerKernels(kernel_model(s), model, tp=plan.tp, cp=plan.cp, micro_batch=plan.micro_batch_size,
+                            seq_len=plan.seq_len, sequence_parallel=plan.sequence_parallel, attention=plan.attention)
+    folder = ScaleUpFolder(fabric, router)
+    group = tuple(range(plan.tp))
+    elements = plan.micro_batch_size * plan.seq_len * model.hidden
+    bpe = 2
+
+    def exchanges() -> float:  # the two of a pass: AllReduce each, or AllGather + ReduceScatter each
+        ops = ["all-gather", "reduce-scatter"] if plan.sequence_parallel else ["all-reduce"]
+        return 2 * sum(folder.fold(Collective(f"x{op}", op, group, elements, bpe, dim="tp")) for op in ops)
+
+    forward = tk.op("fwd/attn").time_s + tk.op("fwd/mlp").time_s + exchanges()
+    if case["pass"] == "forward":
+        return forward * 1e3
+    backward = tk.op("bwd/attn").time_s + tk.op("bwd/mlp").time_s + exchanges()
+    if plan.recompute == "full":
+        backward += forward
+    elif plan.recompute == "selective":
+        backward += tk.op("recompute/attn-core").time_s
+    return backward * 1e3
+
+
+def run_collective(case: dict) -> float:
+    """nccl-tests' bus bandwidth of one collective on the case's servers, GB/s."""
+    from aifabric.collectives.cost import busbw_factor
+    from aifabric.engines import lower, run
+    from aifabric.engines.lower_collective import CollectiveCall
+    from aifabric.scenario import parse_scenario
+    from aifabric.simulate import build_fabric
+    from aifabric.workload.ops import Collective, Recv, Send, Workload
+
+    d = scenario_of({**case, "layers": 1, "hidden": 64, "heads": 1, "vocab": 64, "tp": 1, "pp": 1,
+                     "micro_batch_size": 1, "global_batch_size": case["servers"] * 8, "seq_len": 64,
+                     "precision": "bf16"})
+    fabric, router = build_fabric(parse_scenario(d))
+    n, size, op = case["ranks"], int(case["size_bytes"]), case["collective"]
+    ranks: list[list] = [[] for _ in range(fabric.world_size)]
+    if op == "send-recv":  # sendrecv_perf: every GPU sends to the next and receives from the previous
+        for r in range(n):
+            ranks[r].append(Send(f"p{r}", r, (r + 1) % n, size))
+        for r in range(n):
+            ranks[(r + 1) % n].append(Recv(f"p{r}", r, (r + 1) % n, size))
+    else:
+        group = tuple(range(n))
+        elements = size // 4
+        call = Collective("c", op, group, elements, 4) if "ring" not in case.get("assumptions", "") else \
+            CollectiveCall("c", op, group, elements, 4, algorithm="ring", channels=fabric.gpus_per_server)
+        for r in group:
+            ranks[r].append(call)
+    graph = lower(Workload("bench", ranks, 0, 1, 0.0), fabric, router)
+    tl = run(graph, fabric, "flow")
+    t = float(tl.makespan_s)
+    return size / t * (1.0 if op == "send-recv" else busbw_factor(op, n)) / 1e9
+
+
+def predict(case: dict) -> float:
+    metric = case["metric"]
+    if metric == "layer_ms":
+        return run_layer(case)
+    if metric == "busbw_gBps":
+        return run_collective(case)
+    t = run_iteration(case)
+    if metric == "iteration_time_s":
+        return t
+    if metric == "tflops_per_gpu":
+        return FLOPS[case["flops"]](case) / (t * gpus_of(case)) / 1e12
+    raise ValueError(f"unknown metric {metric}")
+
+
+def work_units(case: dict) -> float:
+    """GPUs x micro-batches x layers per stage: what the flow engine's wall time grows with."""
+    if case.get("metric") not in ("iteration_time_s", "tflops_per_gpu") or "layers" not in case:
+        return 0.0
+    tp, pp = case.get("tp", 1), case.get("pp", 1)
+    dp = case.get("dp") or max(1, gpus_of(case) // (tp * pp))
+    m = case["global_batch_size"] / (dp * case.get("micro_batch_size", 1))
+    return gpus_of(case) / tp * m * case["layers"] / pp
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", action="append", default=[], help="run only these case ids (repeatable)")
+    ap.add_argument("--max-gpus", type=int, default=DEFAULT_MAX_GPUS, help="skip (and estimate) larger cases")
+    ap.add_argument("--write-docs", action="store_true", help="write the table into docs/validation.md")
+    args = ap.parse_args(argv)
+    console = Console()
+    sources, cases = load_cases()
+    if args.case:
+        wanted = set(args.case)
+        unknown = wanted - {c["id"] for c in cases}
+        if unknown:
+            console.print(f"[red]unknown case(s): {', '.join(sorted(unknown))}")
+            return 2
+        cases = [c for c in cases if c["id"] in wanted]
+    outcomes: list[Outcome] = []
+    rate = []  # (wall s, work units) of the cases that ran
+    try:
+        for case in cases:
+            if case.get("runnable", True) is False or gpus_of(case) > args.max_gpus:
+                outcomes.append(Outcome(case, None, None, 0.0, case.get("note", "")))
+                continue
+            console.print(f"[dim]{case['id']}: {gpus_of(case) or case.get('ranks')} GPUs ...[/]", end="")
+            t0 = time.perf_counter()
+            predicted = predict(case)
+            wall = time.perf_counter() - t0
+            units = work_units(case)
+            if units:
+                rate.append((wall, units))
+            err = predicted / case["published"] - 1
+            console.print(f"\r{case['id']}: {predicted:.4g} vs {case['published']:g} ({100 * err:+.1f} %), "
+                          f"{wall:.1f} s")
+            outcomes.append(Outcome(case, predicted, err, wall))
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted: the cases so far[/]")
+    s_per_unit = (sum(w for w, _ in rate) / sum(u for _, u in rate)) if rate else FALLBACK_S_PER_UNIT
+    for o in outcomes:
+        if o.predicted is None and work_units(o.case):
+            o.estimated_s = work_units(o.case) * s_per_unit
+    table = render(outcomes, sources, console)
+    if args.write_docs:
+        write_docs(outcomes, sources)
+        console.print(f"wrote the table into {DOCS}")
+    return 0 if table else 1
+
+
+def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, float, float]]:
+    """(group, cases, mean |error|, max |error|) per source and overall, over the cases that ran."""
+    groups: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o.error is None:
+            continue
+        key = "collectives (nccl-tests)" if o.case["metric"] == "busbw_gBps" else o.case["source"]
+        groups.setdefault(key, []).append(abs(o.error))
+        if o.case["metric"] != "busbw_gBps":
+            groups.setdefault("iteration time / throughput, all sources", []).append(abs(o.error))
+    return [(k, len(v), sum(v) / len(v), max(v)) for k, v in groups.items()]
+
+
+def _fmt(v: float | None, metric: str) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3g}" if metric != "iteration_time_s" else f"{v:.2f}"
+
+
+def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:
+    table = Table(title="aifabric against published measurements (error = predicted / published - 1)",
+                  title_justify="left")
+    for col in ("case", "source", "GPUs", "metric", "published", "predicted", "error", "wall"):
+        table.add_column(col, justify="right" if col in ("GPUs", "published", "predicted", "error", "wall")
+                         else "left")
+    for o in outcomes:
+        c = o.case
+        gpus = str(gpus_of(c) or c.get("ranks", "-"))
+        if o.predicted is None:
+            wall = f"~{o.estimated_s / 60:.0f} min (est.)" if o.estimated_s else "not run"
+            table.add_row(c["id"], c["source"], gpus, c["metric"], f"{c['published']:g}", "-", "-", wall)
+            continue
+        table.add_row(c["id"], c["source"], gpus, c["metric"], f"{c['published']:g}", _fmt(o.predicted, c["metric"]),
+                      f"{100 * o.error:+.1f} %", f"{o.wall_s:.1f} s")
+    console.print(table)
+    agg = Table(title="mean and largest absolute error", title_justify="left")
+    for col in ("cases", "n", "mean |error|", "max |error|"):
+        agg.add_column(col, justify="left" if col == "cases" else "right")
+    rows = summary_rows(outcomes)
+    for k, n, mean, worst in rows:
+        agg.add_row(k, str(n), f"{100 * mean:.1f} %", f"{100 * worst:.1f} %")
+    console.print(agg)
+    return bool(rows)
+
+
+def write_docs(outcomes: list[Outcome], sources: dict) -> None:
+    lines = ["| case | source, where | quote | GPUs | metric | published | predicted | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        c = o.case
+        pred = "not run" if o.predicted is None else _fmt(o.predicted, c["metric"])
+        if o.predicted is None and o.estimated_s:
+            pred = f"not run (~{o.estimated_s / 60:.0f} min)"
+        err = "-" if o.error is None else f"{100 * o.error:+.1f} %"
+        quote = c["quote"].replace("|", "\\|")
+        lines.append(f"| {c['id']} | {sources[c['source']]['title'].split(',')[0]}, {c['where']} | `{quote}` | "
+                     f"{gpus_of(c) or c.get('ranks', '-')} | {c['metric']} | {c['published']:g} | {pred} | {err} |")
+    lines += ["", "| cases | n | mean \\|error\\| | max \\|error\\| |", "|---|---|---|---|"]
+    lines += [f"| {k} | {n} | {100 * m:.1f} % | {100 * w:.1f} % |" for k, n, m, w in summary_rows(outcomes)]
+    text = DOCS.read_text(encoding="utf-8")
+    begin, end = "<!-- fidelity:begin -->", "<!-- fidelity:end -->"
+    block = begin + "\n" + "\n".join(lines) + "\n" + end
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text += "\n" + block + "\n"
+    DOCS.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
