@@ -139,7 +139,10 @@ def test_nvls_puts_the_buffer_once_on_every_nvlink_direction():
     # the buffer once per NVLink direction, at NVLink SHARP's measured rate (1 / NVLS_EFFICIENCY wire bytes)
     assert loads["nvls"][0] == loads["nvls"][1] == pytest.approx(size / NVLS_EFFICIENCY)
     assert loads["direct"][1] == pytest.approx(2 * 7 / 8 * size)
-    assert loads["nvls"][2] < loads["direct"][2]
+    # the time: the buffer over one NVLink direction at NVLS's rate, plus the pipeline's fill over 8 pieces
+    # (each piece's multicast waits for its sum to come down): within 1.5 x the bound, never below it
+    rate = min(link.rate_bytes_per_s for link in fabric.links if link.tier == "nvlink") * NVLS_EFFICIENCY
+    assert size / rate < loads["nvls"][2] < 1.5 * size / rate
 
 
 def test_protocol_puts_its_wire_bytes_on_the_links():

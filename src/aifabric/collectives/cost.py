@@ -86,6 +86,8 @@ PROTOCOLS = {
     "ll": Protocol("ll", 0.5, 6.6e-6, 0.0, 0.0),
 }
 NVLS_EFFICIENCY = 275 / 370
+NVLS_LATENCY_S = 25e-6  # tuning.cc 2.28 hwLat[NVLINK][NVLS][Simple]; no baseLat for NVLS
+SHARP_LATENCY_S = 18e-6  # hwLat[NET][NVLS][Simple]
 
 
 @dataclass(frozen=True)
@@ -175,11 +177,13 @@ def _rhd_rounds(shape: Shape, paths: Paths, nbytes: float, proto: Protocol) -> f
     return t
 
 
-def _tree_path(shape: Shape, paths: Paths, nbytes: float, proto: Protocol) -> float:
+def _tree_path(shape: Shape, paths: Paths, nbytes: float, proto: Protocol, rail_bytes: float | None = None) -> float:
     """One piece from a leaf to the root (or back): the NVLink chain of a server, then the rail hops of
-    the binary tree over the servers."""
+    the binary tree over the servers. `nbytes` per NVLink port, `rail_bytes` per NIC (default the same):
+    trees that move in lockstep share the ports."""
     rail_hops = int(math.log2(shape.servers)) if shape.servers > 1 else 0
-    return (shape.per_server - 1) * _step(proto, (paths.nvlink, nbytes)) + rail_hops * _step(proto, (paths.rail, nbytes))
+    rail = nbytes if rail_bytes is None else rail_bytes
+    return (shape.per_server - 1) * _step(proto, (paths.nvlink, nbytes)) + rail_hops * _step(proto, (paths.rail, rail))
 
 
 def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, paths: Paths, *,
@@ -214,7 +218,8 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             far = paths.rail
         else:
             far = paths.cross_rail
-        return t + (n - 1) * over + _step(proto, (nvl, local) if intra else None, (far, remote) if inter else None)
+        # the n - 1 messages leave together (grouped point-to-point): one step's overhead, as lowered
+        return t + _step(proto, (nvl, local) if intra else None, (far, remote) if inter else None)
     if op in ("reduce-scatter", "all-gather"):
         if algorithm == "ring":
             return t + (n - 1) * ring_step(B / (n * c))
@@ -245,7 +250,10 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             per_nic = math.ceil(trees / min(trees, L))
             per_piece = _step(proto, (nvl, 2 * trees * b) if intra else None,
                               (paths.rail, 3 * b * per_nic) if inter else None)
-            pipeline = 2 * _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
+            # the trees' chains start at different GPUs: at each step every GPU's NVLink port carries the
+            # pieces of trees / L trees, every NIC those of its per_nic trees
+            pipeline = 2 * _tree_path(shape, paths, b * max(1.0, trees / L), proto, b * per_nic) + (
+                pieces - 1) * per_piece
             port_s = max(2 * B / nvl.bandwidth_bytes_per_s if intra else 0.0,
                          3 * B * per_nic / (trees * paths.rail.bandwidth_bytes_per_s) if inter else 0.0)
             nvl_alpha = nvl.latency_s + proto.step_overhead_s(NVLINK)
@@ -267,13 +275,15 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             # B/L reduced + (L-1)/L B multicast down); rail switch (SHARP): each NIC carries B/L each way.
             # A pipeline of k stages (2 in-server, 2 more across servers) over P pieces: (P + k - 1)
             # times the slowest stage's share of one piece.
+            # latency: NCCL's NVLS hardware latency (one NVSwitch round trip, 25 µs; SHARP across servers 18 µs
+            # more), no per-step protocol overhead (tuning.cc 2.28: NVLS has no base latency either)
             eff = proto.bandwidth_efficiency
             local = B / (eff * NVLS_EFFICIENCY * nvl.bandwidth_bytes_per_s) if intra else 0.0
             cross = B / (L * eff * paths.rail.bandwidth_bytes_per_s) if inter else 0.0
             stages = 2 * intra + 2 * inter
-            alphas = 2 * (nvl.latency_s + proto.step_overhead_s(NVLINK)) * intra + 2 * (
-                paths.rail.latency_s + proto.step_overhead_s(NET)) * inter
-            return t + alphas + (pieces + stages - 1) / pieces * max(local, cross)
+            alphas = (NVLS_LATENCY_S + 2 * nvl.latency_s) * intra + (
+                SHARP_LATENCY_S + 2 * paths.rail.latency_s) * inter
+            return alphas + (pieces + stages - 1) / pieces * max(local, cross)
     if op in ("broadcast", "reduce"):
         if algorithm == "ring":  # the chain: a piece crosses n - 1 hops, the others follow it
             b = B / (c * pieces)

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import Layout, build_schedule, network_of, not_applicable
-from ..collectives.cost import NET, NVLINK, NVLS_EFFICIENCY, PROTOCOLS, Paths, Protocol, Shape
+from ..collectives.cost import (NET, NVLINK, NVLS_EFFICIENCY, NVLS_LATENCY_S, PROTOCOLS, SHARP_LATENCY_S, Paths,
+                                Protocol, Shape)
 from ..collectives.schedule import MODE_REDUCE, Schedule
 from ..collectives.tuning import Choice, choose
 from ..fabric.graph import NVSWITCH, RAIL, Fabric
@@ -157,7 +158,10 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
     once and the switch copies it down to every member. A GPU pushes its pieces up in step order."""
     b = sched.chunk_bounds
     ready: dict[tuple[int, int], list[int]] = {}  # (rank, chunk) -> tasks that delivered its latest value
-    pushed: dict[tuple[int, int], list[int]] = {}  # (rank, step) -> its up-transfers at that step
+    # (rank, step, phase) -> its up-transfers at that step: contributions ("r") and multicasts ("m") are pushed
+    # by separate warps in NCCL's NVLS kernel, each stream in step order
+    pushed: dict[tuple[int, int, str], list[int]] = {}
+    started: set[int] = set()
 
     def deps_of(rank: int, chunk: int, count: int) -> list[int]:
         out = list(done[rank])
@@ -165,9 +169,11 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
             out += ready.get((rank, c), [])
         return out
 
-    def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int, net: str) -> int:
+    def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int, net: str,
+            first: bool = False) -> int:
         nvswitch = net == "NVSwitch"
-        over = wire.proto.step_overhead_s(NVLINK if nvswitch else NET) + (wire.base_s if step == 0 else 0.0)
+        # NCCL's NVLS latency once, on a GPU's first contribution; pieces then stream with no per-step overhead
+        over = (NVLS_LATENCY_S if nvswitch else SHARP_LATENCY_S) if first else 0.0
         factor = wire.factor / (NVLS_EFFICIENCY if nvswitch else 1.0)  # NVLink SHARP's measured rate
         t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * factor,
                   route=tuple(links), latency_s=latency_s + over, step=step, collective=ci, wire=factor)
@@ -192,8 +198,9 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
             for p, r in zip(peers, routes):
                 up_links, _ = _split_at_switch(fabric, r.links)
                 ups.append(add(p, p, up_links, r.latency_s / 2, size, deps_of(p, chunk, count)
-                               + pushed.get((p, step - 1), []), step, net))
-                pushed.setdefault((p, step), []).append(ups[-1])
+                               + pushed.get((p, step - 1, "r"), []), step, net, first=p not in started))
+                started.add(p)
+                pushed.setdefault((p, step, "r"), []).append(ups[-1])
                 finals[p].append(ups[-1])
             _, down_links = _split_at_switch(fabric, routes[0].links)
             t = add(owner, owner, down_links, routes[0].latency_s / 2, size, ups + deps_of(owner, chunk, count), step,
@@ -204,8 +211,8 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
         else:  # one copy up, multicast down
             up_links, _ = _split_at_switch(fabric, routes[0].links)
             up = add(owner, owner, up_links, routes[0].latency_s / 2, size,
-                     deps_of(owner, chunk, count) + pushed.get((owner, step - 1), []), step, net)
-            pushed.setdefault((owner, step), []).append(up)
+                     deps_of(owner, chunk, count) + pushed.get((owner, step - 1, "m"), []), step, net)
+            pushed.setdefault((owner, step, "m"), []).append(up)
             finals[owner].append(up)
             for p, r in zip(peers, routes):
                 _, down_links = _split_at_switch(fabric, r.links)
@@ -298,7 +305,8 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
                 net = network_of(a, b, layout)
                 t = g.add(TRANSFER, a, b, f"{op.key}/step{k} [{net}]", deps, size_bytes=size * wire.factor,
                           route=route.links, latency_s=route.latency_s + wire.step_s(route)
-                          + (wire.base_s if k == 0 else 0.0), step=k, collective=ci, wire=wire.factor)
+                          + (wire.base_s if k == 0 and first is None else 0.0), step=k, collective=ci,
+                          wire=wire.factor)
                 inst.tasks.append(t)
                 first = t if first is None else first
                 deps = [t]

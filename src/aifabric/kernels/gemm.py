@@ -7,7 +7,7 @@ User's Guide", Deep Learning Performance documentation: tile quantization and wa
 - tiles = ceil(M / Tm) · ceil(N / Tn) · batch; a partial tile at an edge costs a whole tile (tile
   quantization);
 - the tiles run in waves of one tile per SM: waves = ceil(tiles / SMs) (wave quantization);
-- when the tiles fill less than one wave and K is long, K is split over several SMs (split-K: cuBLAS's
+- when the tiles fill less than one wave, K is split over several SMs (split-K: cuBLAS's
   answer to skinny products) and the partial sums, in fp32, are added by a second pass over memory;
 - a tile's time is 2 · Tm · Tn · K / (the SM's achievable rate);
 - memory bound: the operands and the result cross HBM at least once, so time >= bytes / achievable HBM
@@ -19,8 +19,8 @@ User's Guide", Deep Learning Performance documentation: tile quantization and wa
 
 The SM's achievable rate is not the datasheet peak: it is set so that this model, on the shape where the
 GPU's maximum achievable matmul throughput was measured (catalog: `matmul_tflops`, `matmul_best_shape`),
-gives exactly that measured throughput. So no GEMM is ever faster than the measurement, and none is above
-the dense peak.
+gives exactly that measured throughput, and no GEMM is faster than the measurement (a shape that fills
+more SMs than the measured one would otherwise come out ahead of it): none is above the dense peak.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from dataclasses import dataclass
 LARGE_TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES: tuple[tuple[int, int], ...] = ((128, 64), (64, 128), (64, 64))
 """Output tiles of cuBLAS's tensor-core kernels (cublasLtMatmulTile_t), large and small."""
-SPLIT_K_MIN = 256
-"""Shortest K slice a split-K kernel gives one SM."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,7 @@ class Device:
     sm_count: int
     sm_flops: float  # achievable FLOP/s of one SM on large tiles (see sm_flops_from_measurement)
     hbm_bytes_per_s: float  # achievable HBM bandwidth
+    max_flops: float = 0.0  # the measured maximum: no GEMM runs faster (0: no cap)
 
 
 @dataclass(frozen=True)
@@ -77,16 +76,18 @@ def gemm_cost(m: int, n: int, k: int, dev: Device, *, batch: int = 1, in_bytes: 
     for tile in candidates:
         tm, tn = tile
         tiles = _tiles(m, n, batch, tile)
-        split = 1
-        if tiles < dev.sm_count and k >= 2 * SPLIT_K_MIN:
-            split = max(1, min(dev.sm_count // tiles, k // SPLIT_K_MIN))
-        waves = math.ceil(tiles * split / dev.sm_count)
-        compute_s = waves * 2.0 * tm * tn * math.ceil(k / split) / dev.sm_flops
-        moved = base_bytes + (2 * 4.0 * m * n * split * batch if split > 1 else 0.0)  # fp32 partials out and in
-        memory_s = moved / dev.hbm_bytes_per_s
-        t = max(compute_s, memory_s)
-        if best is None or t < best.time_s:
-            best = GemmCost(t, flops, moved, tile, split, waves, memory_s > compute_s)
+        splits = [1]
+        if tiles < dev.sm_count and k > 1:  # every split up to the one that fills the SMs; the fp32 partial
+            most = max(1, min(dev.sm_count // tiles, k))  # sums each split adds keep the useful ones few
+            splits = sorted({1, most, *(2 ** i for i in range(1, most.bit_length()) if 2 ** i <= most)})
+        for split in splits:
+            waves = math.ceil(tiles * split / dev.sm_count)
+            compute_s = waves * 2.0 * tm * tn * math.ceil(k / split) / dev.sm_flops
+            moved = base_bytes + (2 * 4.0 * m * n * split * batch if split > 1 else 0.0)  # fp32 partials out, in
+            memory_s = moved / dev.hbm_bytes_per_s
+            t = max(compute_s, memory_s, flops / dev.max_flops) if dev.max_flops else max(compute_s, memory_s)
+            if best is None or t < best.time_s:
+                best = GemmCost(t, flops, moved, tile, split, waves, memory_s > compute_s)
     assert best is not None
     return best
 

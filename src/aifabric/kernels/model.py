@@ -90,7 +90,7 @@ class KernelModel:
         measured = gpu.matmul_flops(precision)
         sm = sm_flops_from_measurement(measured, gpu.matmul_best_shape, gpu.sm_count, self.hbm_bytes_per_s,
                                        self.in_bytes)
-        self.device = Device(gpu.sm_count, sm, self.hbm_bytes_per_s)
+        self.device = Device(gpu.sm_count, sm, self.hbm_bytes_per_s, measured)
         self.gemm_table = gemm_table
         self.gap_s = gpu.kernel_gap_us * 1e-6
         self.launch_s = gpu.launch_us * 1e-6

@@ -55,7 +55,7 @@ class TransformerKernels:
         seq = self._cache.get(name)
         if seq is None:
             pass_, part = name.split("/", 1)
-            builder = {"attn": self._attn, "mlp": self._mlp, "moe": self._moe, "attn-core": self._core_only,
+            builder = {"attn": self._attn, "mlp": self._dense_mlp, "moe": self._moe, "attn-core": self._core_only,
                        "logits": self._logits, "embedding": self._embedding}[part]
             seq = self._cache[name] = self.km.seq(*builder(pass_ == "bwd"))
         return seq
@@ -158,11 +158,20 @@ class TransformerKernels:
                 + [self._activation(f, True)]
                 + self._linear(f"{label} up projection", rows, m.hidden, up, True))
 
+    def _dense_mlp(self, backward: bool) -> list[Kernel]:
+        """The MLP part of a dense block: its norm, the MLP, the bias-dropout-add (mirrored backward)."""
+        if backward:
+            return [self._dropout_add("bias-dropout-add", True)] + self._mlp(True) + [
+                self._norm("post-attention norm", True),
+                self.km.elementwise("residual gradient add", self.T_norm * self.m.hidden, 2, 1)]
+        return [self._norm("post-attention norm", False)] + self._mlp(False) + [
+            self._dropout_add("bias-dropout-add", False)]
+
     def _moe(self, backward: bool) -> list[Kernel]:
         m, km, T = self.m, self.km, self.T
         moe = m.moe
         local = max(1, moe.experts // self.ep)
-        rows = T * moe.top_k / local * (1 if self.ep == 1 else 1)  # per local expert, tokens spread evenly
+        rows = T * moe.top_k / local  # per local expert: the tokens routed to the local experts, spread evenly
         per_expert: list[Kernel] = []
         one = self._mlp(backward, moe.expert_ffn_hidden, rows, "expert")
         for k in one:  # the local experts run as a grouped GEMM: same kernels, `local` times the work
@@ -191,9 +200,9 @@ class TransformerKernels:
         km, e = self.km, self.T * self.m.hidden
         if not backward:
             positions = [km.elementwise("position embedding add", e, 2, 1)] if self.m.learned_positions else []
+            dropped = e / self.t if self.T_norm < self.T else e  # sequence parallelism: the rank's tokens
             return [km.elementwise("embedding lookup", e, 1, 1)] + positions + [
-                km.elementwise("embedding dropout", e / self.t if self.T_norm < self.T else e, 1, 1,
-                               extra_bytes=e)]
+                km.elementwise("embedding dropout", dropped, 1, 1, extra_bytes=dropped)]
         # the gradient of the looked-up rows added into the fp32 main gradient of the table
         return [km.elementwise("embedding backward", e, 1, 0, extra_bytes=e * 8)]
 

@@ -61,13 +61,15 @@ def duration_s(flops: float, gpu: GpuSpec, precision: str, efficiency: float) ->
 
 
 def compute_summary(ops) -> tuple[float, tuple[tuple[str, float], ...]]:
-    """FLOPs and seconds by kernel kind of the Compute ops in a list of ops."""
+    """Hardware FLOPs (every compute op's but the optimizer step's, as HFU counts them) and seconds by kernel
+    kind of the Compute ops in a list of ops."""
     from .ops import Compute
 
     flops, kinds = 0.0, {}
     for op in ops:
         if isinstance(op, Compute):
-            flops += op.flops
+            if not op.name.endswith("optimizer"):
+                flops += op.flops
             for kind, s in op.kernels or (("all", op.duration_s),):
                 kinds[kind] = kinds.get(kind, 0.0) + s
     return flops, tuple(kinds.items())

@@ -241,13 +241,13 @@ class _StageBuilder:
         """Bytes one rank sends to the next stage: the activation (b x s x h), split by tp with sequence
         parallelism or Megatron's pipeline scatter/gather."""
         elements = self.tokens / self.p.cp * self.m.hidden
-        if self.p.sequence_parallel or self.p.pipeline_scatter_gather:
+        if self.p.sequence_parallel or self.p.pipeline_scatter_gather:  # either splits it by tp (not both)
             elements /= self.p.tp
         return int(elements) * self.bpe
 
     def pipeline_gather(self, key: str, label: str) -> None:
         """Megatron's scatter/gather: the 1/tp slices the tensor-parallel ranks received, all-gathered."""
-        if self.p.pipeline_scatter_gather:
+        if self.p.pipeline_scatter_gather and not self.p.sequence_parallel:
             self.coll(key, "all-gather", self.tp_group, self.tokens / self.p.cp * self.m.hidden, label, "tp")
 
     def run_pass(self, it: int, kind: str, mb: int, chunk: int, last_mb: bool, final: bool = False) -> None:
