@@ -207,7 +207,8 @@ def test_plan_with_sequence_parallelism_never_gathers_pipeline_tensors():
 def test_data_parallel_optimizer_step_only_with_the_kernel_model(ch14_data):
     # compute_efficiency: forward and backward at that fraction of the peak, no optimizer op (the form this
     # workload had before the kernel model); kernel model: an optimizer step after the AllReduce
-    eff = ch14_data["workload"]["compute_efficiency"]
+    eff = 0.5
+    ch14_data["workload"]["compute_efficiency"] = eff
     old = build_workload(parse_scenario(ch14_data))
     peak = H100.peak_flops("bf16")
     ops = computes(old.ranks[0])

@@ -50,7 +50,7 @@ def compute_breakdown(by_kind) -> str:
     total = sum(s for _, s in by_kind)
     if total <= 0:
         return ""
-    return ", ".join(f"{KIND_NAMES.get(k, k)} {100 * s / total:.0f}%" for k, s in by_kind if s > 0)
+    return ", ".join(f"{KIND_NAMES.get(k, k)} {100 * s / total:.0f}%" for k, s in by_kind if s >= 0.005 * total)
 
 
 def throughput_line(r) -> str:

@@ -1,0 +1,76 @@
+"""The validation suite's cases (bench/fidelity/cases.yaml): complete, quoted as published, runnable.
+
+The suite itself (python bench/fidelity.py) runs minutes and reports errors; it is not a test with a
+tolerance: its figures are in docs/validation.md. These tests keep its inputs honest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from aifabric.scenario import parse_scenario
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "fidelity.py"
+METRICS = {"iteration_time_s", "tflops_per_gpu", "layer_ms", "busbw_gBps"}
+
+
+@pytest.fixture(scope="module")
+def fidelity():
+    spec = importlib.util.spec_from_file_location("fidelity", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fidelity"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def cases(fidelity):
+    return fidelity.load_cases()
+
+
+def test_every_case_names_its_source_and_quotes_its_figure(cases):
+    sources, items = cases
+    ids = [c["id"] for c in items]
+    assert len(ids) == len(set(ids))
+    for c in items:
+        assert c["source"] in sources, c["id"]
+        assert c["metric"] in METRICS, c["id"]
+        assert c["published"] > 0 and c["where"], c["id"]
+        # the figure appears in the quoted text as the source prints it
+        assert f"{c['published']:g}" in c["quote"].replace(",", ""), c["id"]
+    assert len({c["source"] for c in items if c.get("runnable", True)}) >= 4
+    assert sum(1 for c in items if c.get("runnable", True)) >= 12
+
+
+def test_every_runnable_training_case_is_a_valid_scenario(cases, fidelity):
+    """Each case's model, GPUs, network and plan make a scenario the tool accepts (layers divide the
+    stages, batch divides the replicas, the fabric's ports suffice)."""
+    _, items = cases
+    for c in items:
+        if c.get("runnable", True) and c["metric"] in ("iteration_time_s", "tflops_per_gpu", "layer_ms"):
+            s = parse_scenario(fidelity.scenario_of(c))
+            assert s.cluster.total_gpus == fidelity.gpus_of(c), c["id"]
+
+
+def test_the_throughput_formula_is_narayanan_eq3(fidelity):
+    """Eq. (3) with Table 1's 1T row and the published 163 TFLOP/s on 3,072 GPUs gives an iteration of about
+    102.6 s (the formula counts the recomputation's forward)."""
+    case = {"global_batch_size": 3072, "seq_len": 2048, "layers": 128, "hidden": 25600, "vocab": 51200}
+    flops = fidelity.narayanan_eq3_flops(case)
+    assert flops / (163e12 * 3072) == pytest.approx(102.6, rel=0.01)
+
+
+def test_small_cases_run_through_the_simulator(cases, fidelity):
+    _, items = cases
+    by_id = {c["id"]: c for c in items}
+    t = fidelity.predict(by_id["K1"])  # 22B on one DGX A100: a whole iteration
+    assert 0.1 < t < 10
+    fwd = fidelity.predict(by_id["KL1"])  # one layer's forward, ms
+    bwd = fidelity.predict(by_id["KL2"])
+    assert 0 < fwd < bwd < 3 * fwd  # backward: two GEMMs per forward one, plus the attention's
+    busbw = fidelity.predict(by_id["C4"])  # two DGX A100 over 8 x HDR: at most 8 NICs' payload rate
+    assert 0 < busbw <= 8 * 25 * 0.9937
