@@ -54,6 +54,8 @@ class ScaleUpFolder:
         self.last: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))  # last fold's bytes
         self.pairs: dict[tuple[int, int, str], float] = {}  # (src rank, dst rank, dim) -> payload bytes
         self._blocks: dict[tuple, tuple] = {}
+        self._moved_links: dict[tuple, np.ndarray] = {}  # (block key, server) -> its links on that server
+        self._pending: dict[tuple, list] = {}  # (block key, server) -> [blocks folded, the graph's table]
         self._group_ok: dict[tuple[int, ...], bool] = {}
 
     def foldable(self, op: Collective) -> bool:
@@ -128,20 +130,40 @@ class ScaleUpFolder:
             self.link_bytes, self.pairs, self.link_peak = before_links, before_pairs, before_peak
         time_s, links, values, pairs, kinds, peaks = cached
         if server:
-            links = np.fromiter((self._on_server(int(li), server) for li in links), dtype=np.int64, count=len(links))
-        self.link_bytes[links] += values
-        self.link_peak[links] = np.maximum(self.link_peak[links], peaks)
+            where = (key, server)
+            moved = self._moved_links.get(where)
+            if moved is None:
+                moved = self._moved_links[where] = np.fromiter(
+                    (self._on_server(int(li), server) for li in links), dtype=np.int64, count=len(links))
+            links = moved
         self.last = (links, values)
-        for a, b, d, v in pairs:
-            k = (a + base, b + base, d)
-            self.pairs[k] = self.pairs.get(k, 0.0) + v
-        for k, (count, t, label, payload) in kinds.items():
-            entry = folded.get(k)
-            if entry is None:
-                folded[k] = [count, t, label, payload]
-            else:
-                entry[0] += count
+        count = self._pending.get((key, server))
+        if count is None:
+            self._pending[(key, server)] = [1, folded]
+        else:
+            count[0] += 1
         return time_s
+
+    def finish(self) -> None:
+        """Adds the blocks folded since the last call to the link totals, peaks, pairs and per-kind counts
+        (once per block shape and server, times its count: a block repeats thousands of times)."""
+        for (key, server), (count, folded) in self._pending.items():
+            _, links, values, pairs, kinds, peaks = self._blocks[key]
+            if server:
+                links = self._moved_links[(key, server)]
+            base = server * self.gps
+            self.link_bytes[links] += count * values
+            self.link_peak[links] = np.maximum(self.link_peak[links], peaks)
+            for a, b, d, v in pairs:
+                k = (a + base, b + base, d)
+                self.pairs[k] = self.pairs.get(k, 0.0) + count * v
+            for k, (n, t, label, payload) in kinds.items():
+                entry = folded.get(k)
+                if entry is None:
+                    folded[k] = [count * n, t, label, payload]
+                else:
+                    entry[0] += count * n
+        self._pending.clear()
 
     def payload_bytes(self, op: Collective) -> float:
         """Bytes the transfers of one folded collective carry (after `fold`)."""

@@ -255,6 +255,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     if spread_paths:
         spread_over_paths(g, fabric, router)
     if folder is not None:
+        folder.finish()
         g.folded_link_bytes = folder.link_bytes
         g.folded_link_peak = folder.link_peak
         g.folded_pairs = folder.pairs

@@ -37,6 +37,7 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 
 from ..catalog import GpuSpec
 from ..kernels.model import KernelModel
@@ -401,6 +402,42 @@ def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]
     return items
 
 
+class LazyRanks(Sequence):
+    """Every rank's ops in order, built when first read: the tensor-parallel collectives moved to each
+    group's ranks are most of a large workload's objects, and the engines read the `blocked` form."""
+
+    def __init__(self, recipes: list[tuple], templates: dict[int, tuple]):
+        self._recipes = recipes
+        self._templates = templates
+        self._groups: dict[tuple[int, tuple[int, ...]], list] = {}  # (stage, TP group) -> its ops
+        self._ranks: dict[int, list] = {}
+
+    def __len__(self) -> int:
+        return len(self._recipes)
+
+    def __getitem__(self, r):
+        if isinstance(r, slice):
+            return [self[i] for i in range(*r.indices(len(self)))]
+        if r < 0:
+            r += len(self)
+        ops = self._ranks.get(r)
+        if ops is None:
+            stage, group, own = self._recipes[r]
+            b, base, tp_idx, _, _ = self._templates[stage]
+            group_ops = self._groups.get((stage, group))
+            if group_ops is None:
+                group_ops = list(b.ops)
+                if group != base["tp"]:
+                    for i in tp_idx:
+                        group_ops[i] = _moved(b.ops[i], group)
+                self._groups[(stage, group)] = group_ops
+            ops = list(group_ops)
+            for i, op in own.items():
+                ops[i] = op
+            self._ranks[r] = ops
+        return ops
+
+
 def _groups(lay: RankLayout, rank: int) -> dict[str, tuple[int, ...]]:
     return {d: lay.group(rank, d) for d in ("tp", "cp", "dp-cp", "ep", "edp", "embd")}
 
@@ -446,9 +483,9 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
            kernels: KernelModel | None) -> Workload:
     lay = plan.layout
     world = lay.world_size
-    ranks: list[list[Op]] = [[] for _ in range(world)]
+    recipes: list[tuple] = [()] * world  # per rank: (template stage, its TP group, {index: rank-specific op})
     blocked: list[list] = [[] for _ in range(world)]
-    templates: dict[int, tuple[_StageBuilder, dict[str, tuple[int, ...]], list[int], list[int]]] = {}
+    templates: dict[int, tuple] = {}
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
     for group in lay.groups("tp"):
         stage = lay.coords(group[0])["pp"]
@@ -461,19 +498,18 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
                         or (isinstance(op, Collective) and op.dim != "tp")]
             templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx, _skeleton(b.ops, len(templates)))
         b, base, tp_idx, rank_idx, skeleton = templates[stage]
-        group_ops = list(b.ops)
-        if group != base["tp"]:
-            for i in tp_idx:
-                group_ops[i] = _moved(b.ops[i], group)
-        blocks = {k: _new(Block, key=f"{group_ops[first].key}+{hi - lo - 1}", group=group,
-                          ops=tuple(group_ops[lo:hi]), shape=shape, compute_s=compute_s)
+        # a block holds the template's ops: its members come from `group` (the folder times the block on the
+        # group's own GPUs); the collectives moved to each group are built only if `ranks` is read
+        at = f"@{group[0]}"
+        blocks = {k: _new(Block, key=f"{b.ops[first].key[:b.ops[first].key.rindex('@')]}{at}+{hi - lo - 1}",
+                          group=group, ops=tuple(b.ops[lo:hi]), shape=shape, compute_s=compute_s)
                   for k, (lo, hi, shape, compute_s, first) in enumerate(skeleton) if hi > lo}
         for r in group:
             target = _groups(lay, r)
             mapping = {base[d]: target[d] for d in base}
             c = lay.coords(r)
             peers = [lay.rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=s) for s in range(plan.pp)]
-            ops = list(group_ops)
+            own: dict[int, Op] = {}
             for i in rank_idx:
                 op = b.ops[i]
                 if isinstance(op, Collective):
@@ -481,17 +517,18 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
                     inst = shared.get((i, g))
                     if inst is None:
                         inst = shared[(i, g)] = op if g == op.group else _moved(op, g)
-                    ops[i] = inst
+                    own[i] = inst
                     continue
                 peer = peers[op.vstage % plan.pp]
                 if op.kind == "send":
-                    ops[i] = _new(Send, key=f"{op.key}@{r}", src=r, dst=peer, size_bytes=op.size_bytes,
+                    own[i] = _new(Send, key=f"{op.key}@{r}", src=r, dst=peer, size_bytes=op.size_bytes,
                                   label=op.label, dim="pp")
                 else:
-                    ops[i] = _new(Recv, key=f"{op.key}@{peer}", src=peer, dst=r, size_bytes=op.size_bytes,
+                    own[i] = _new(Recv, key=f"{op.key}@{peer}", src=peer, dst=r, size_bytes=op.size_bytes,
                                   label=op.label, dim="pp")
-            ranks[r] = ops
-            blocked[r] = [blocks[k] if lo < hi else ops[lo] for k, (lo, hi, *_) in enumerate(skeleton)]
+            recipes[r] = (stage, group, own)
+            blocked[r] = [blocks[k] if lo < hi else own.get(lo, b.ops[lo]) for k, (lo, hi, *_) in enumerate(skeleton)]
+    ranks = LazyRanks(recipes, templates)
     par = f"tp{plan.tp} pp{plan.pp} dp{plan.dp}" + (f" cp{plan.cp}" if plan.cp > 1 else "") + \
         (f" ep{plan.ep}" if plan.ep > 1 else "")
     extras = [plan.schedule, f"m={plan.micro_batches}"]
