@@ -92,6 +92,10 @@ class ParallelismSpec(Strict):
         "parameters (PyTorch DDP's default is 25)")
     overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
     order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
+    layers_per_stage: list[int] | None = Field(
+        None, description="decoder blocks of each pipeline stage (of each virtual stage, in order, with the "
+        "interleaved schedule), when not an even split: Llama 3 405B puts 126 blocks on 16 stages, one fewer on "
+        "the first and the last ([7, 8, ..., 8, 7])")
     pipeline_scatter_gather: bool | None = Field(
         None, description="Megatron's scatter/gather of pipeline tensors: with tp > 1 and no sequence parallelism "
         "each tensor-parallel rank sends 1/tp of the activation to the next stage, which all-gathers it over "

@@ -69,8 +69,18 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
     chunks = par.chunks if par.schedule == "interleaved" else 1
     if par.chunks > 1 and par.schedule != "interleaved":
         out.append(Problem(f"{P}.chunks", "model chunks per stage need schedule: interleaved"))
-    if model.layers % (par.pp * chunks):
-        out.append(Problem(f"{P}.pp", f"pp x chunks = {par.pp * chunks} must divide the model's {model.layers} layers"))
+    stages = par.pp * chunks
+    if par.layers_per_stage is not None:
+        counts = par.layers_per_stage
+        if len(counts) != stages:
+            out.append(Problem(f"{P}.layers_per_stage", f"needs one count per (virtual) stage: pp x chunks = {stages} "
+                                                       f"(got {len(counts)})"))
+        elif sum(counts) != model.layers or min(counts) < 1:
+            out.append(Problem(f"{P}.layers_per_stage", f"counts of at least 1 summing to the model's {model.layers} "
+                                                       f"layers (got {sum(counts)}, smallest {min(counts)})"))
+    elif model.layers % stages:
+        out.append(Problem(f"{P}.pp", f"pp x chunks = {stages} must divide the model's {model.layers} layers "
+                                      "(or give parallelism.layers_per_stage)"))
     if par.ep > 1:
         if model.moe is None:
             out.append(Problem(f"{P}.ep", f"ep={par.ep} needs a mixture-of-experts model ({model.name} is dense)"))
@@ -104,6 +114,7 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
                 overlap_grad_reduce=par.overlap_grad_reduce,
                 order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
                 compute_efficiency=w.compute_efficiency, attention=w.attention,
+                layers_per_stage=tuple(par.layers_per_stage or ()),
                 pipeline_scatter_gather=(par.pipeline_scatter_gather if par.pipeline_scatter_gather is not None
                                          else True) and par.tp > 1 and not par.sequence_parallel)
     return model, plan, out

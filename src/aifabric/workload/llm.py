@@ -92,7 +92,7 @@ class _StageBuilder:
         self.bpe = BYTES_PER_ELEMENT[plan.precision]
         self.tokens = plan.micro_batch_size * plan.seq_len  # per micro-batch, whole sequence
         self.eff = plan.compute_efficiency
-        self.per_chunk = model.layers // plan.virtual_stages
+        self.stage_bounds = plan.virtual_stage_layers(model.layers)
         self.layers = stage_layers(model, plan, self.stage)
         self.flops = {moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
                       for moe in ((False, True) if model.moe else (False,))}
@@ -236,7 +236,7 @@ class _StageBuilder:
 
     def chunk_layers(self, chunk: int) -> list[int]:
         vs = chunk * self.p.pp + self.stage
-        return list(range(vs * self.per_chunk, (vs + 1) * self.per_chunk))
+        return list(self.stage_bounds[vs])
 
     def act_bytes(self) -> int:
         """Bytes one rank sends to the next stage: the activation (b x s x h), split by tp with sequence

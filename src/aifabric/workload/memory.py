@@ -74,11 +74,10 @@ def model_state_bytes(params: float, precision: str, zero: int, dp: int) -> tupl
 
 def stage_layers(model: Transformer, plan: Plan, stage: int) -> list[int]:
     """Indices of the decoder blocks on a pipeline stage (all its chunks)."""
-    v = plan.virtual_stages
-    per = model.layers // v
+    bounds = plan.virtual_stage_layers(model.layers)
     out: list[int] = []
-    for vs in range(stage, v, plan.pp):
-        out += list(range(vs * per, (vs + 1) * per))
+    for vs in range(stage, plan.virtual_stages, plan.pp):
+        out += list(bounds[vs])
     return out
 
 

@@ -33,6 +33,7 @@ class Plan:
     attention: str = "flash"  # flash (fused FlashAttention kernel) | unfused (Megatron-LM before FlashAttention)
     pipeline_scatter_gather: bool = False  # Megatron: with tp > 1 and no sequence parallelism, each TP rank
     # sends 1/tp of the activation to the next stage, which all-gathers it over NVLink
+    layers_per_stage: tuple[int, ...] = ()  # decoder blocks of each virtual stage, in order; () = an even split
 
     @property
     def layout(self) -> RankLayout:
@@ -50,3 +51,13 @@ class Plan:
     @property
     def virtual_stages(self) -> int:
         return self.pp * (self.chunks if self.schedule == "interleaved" else 1)
+
+    def virtual_stage_layers(self, layers: int) -> list[range]:
+        """The blocks of each virtual stage: `layers_per_stage` when given (Llama 3 405B: 126 blocks over 16
+        stages, one fewer on the first and the last), else an even split."""
+        counts = list(self.layers_per_stage) or [layers // self.virtual_stages] * self.virtual_stages
+        out, start = [], 0
+        for c in counts:
+            out.append(range(start, start + c))
+            start += c
+        return out
