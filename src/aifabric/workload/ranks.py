@@ -64,21 +64,30 @@ class RankLayout:
     def group(self, rank: int, dim: str) -> tuple[int, ...]:
         """The ranks that differ from `rank` only in `dim` (in index order); "ep": its expert-parallel group;
         "edp": the ranks holding the same experts (expert-data-parallel); "dp-cp": data and context parallel
-        together; "embd": the first and last stage's ranks holding a tied embedding (Megatron's embedding group)."""
+        together; "embd": the first and last stage's ranks holding a tied embedding (Megatron's embedding group).
+        Arithmetic on the strides (a 16,384-rank layout asks for ~10^5 groups)."""
         c = self.coords(rank)
+        st = self._strides
         if dim in DIMS:
-            return tuple(self.rank(**{**c, dim: i}) for i in range(self.size(dim)))
+            step = st[dim]
+            base = rank - c[dim] * step
+            return tuple(range(base, base + self.size(dim) * step, step))
+        s_dp = st["dp"]
+        no_dp = rank - c["dp"] * s_dp
         first = c["dp"] - c["dp"] % self.ep
         if dim == "ep":
-            return tuple(self.rank(**{**c, "dp": first + i}) for i in range(self.ep))
+            return tuple(range(no_dp + first * s_dp, no_dp + (first + self.ep) * s_dp, s_dp))
         if dim == "edp":
             off = c["dp"] % self.ep
-            return tuple(self.rank(**{**c, "dp": off + i * self.ep}) for i in range(self.dp // self.ep))
+            return tuple(range(no_dp + off * s_dp, no_dp + self.dp * s_dp, self.ep * s_dp))
         if dim == "embd":  # first and last pipeline stage: the copies of a tied embedding
             ends = sorted({0, self.pp - 1})
             return tuple(self.rank(**{**c, "pp": s}) for s in ends) if c["pp"] in ends else (rank,)
         if dim == "dp-cp":  # gradients of dense weights are reduced over data and context parallel ranks
-            return tuple(self.rank(**{**c, "dp": i, "cp": j}) for i in range(self.dp) for j in range(self.cp))
+            base = no_dp - c["cp"] * st["cp"]
+            if self.cp == 1:
+                return tuple(range(base, base + self.dp * s_dp, s_dp))
+            return tuple(base + i * s_dp + j * st["cp"] for i in range(self.dp) for j in range(self.cp))
         raise ValueError(f"unknown dimension {dim!r}")
 
     def groups(self, dim: str) -> list[tuple[int, ...]]:
