@@ -10,24 +10,14 @@ receiver until that transfer has arrived.
 
 from __future__ import annotations
 
+from collections import deque
+
 from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Block, Collective, Compute, Recv, Send, Wait, Workload
 from .fold import ScaleUpFolder
 from .lower_collective import lower_collective
 from .taskgraph import COMPUTE, TRANSFER, TaskGraph
-
-
-def _ready(program: list[list], cursor: list[int], op: Collective | Block) -> bool:
-    """Every member's cursor points at this collective (or block)."""
-    for m in op.group:
-        ops = program[m]
-        if cursor[m] >= len(ops):
-            return False
-        other = ops[cursor[m]]
-        if other is not op and (type(other) is not type(op) or other.key != op.key):
-            return False
-    return True
 
 
 class _Merger:
@@ -184,73 +174,85 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     if folder is not None and workload.blocked is not None and all(
             folder.block_foldable(b) for b in _first_blocks(workload.blocked)):
         program = workload.blocked  # lockstep runs as one op each: far fewer ops at thousands of GPUs
-    # Advance all ranks in program order; a collective is lowered once, when its first member reaches it.
-    progressed = True
-    while progressed:
-        progressed = False
-        for r in range(world):
-            ops = program[r]
-            while cursor[r] < len(ops):
-                op = ops[cursor[r]]
+    # Advance the ranks in program order, each until it waits: for a Recv whose Send is not posted yet, or at
+    # a collective (or block) until its last member arrives, which lowers it once and wakes the others.
+    queue = deque(range(world))
+    queued = [True] * world
+    arrived: dict[str, int] = {}  # collective / block key -> members waiting at it
+    waiting_recv: dict[str, int] = {}  # Send key -> the rank waiting in its Recv
+
+    def wake(m: int) -> None:
+        if not queued[m]:
+            queued[m] = True
+            queue.append(m)
+
+    while queue:
+        r = queue.popleft()
+        queued[r] = False
+        ops = program[r]
+        while cursor[r] < len(ops):
+            op = ops[cursor[r]]
+            if isinstance(op, Compute):
+                if fold_scale_up:
+                    merge.compute(r, op)
+                else:
+                    t = g.add(COMPUTE, r, -1, op.name, list(done[r]), duration_s=op.duration_s)
+                    done[r] = [t]
+            elif isinstance(op, Send):
+                merge.flush(r)
+                route = router.route(op.src, op.dst)
+                sent[op.key] = g.add(TRANSFER, op.src, op.dst, op.key, list(done[r]), size_bytes=op.size_bytes,
+                                     route=route.links, latency_s=route.latency_s, dim=op.dim)
+                waiter = waiting_recv.pop(op.key, None)
+                if waiter is not None:
+                    wake(waiter)
+            elif isinstance(op, Recv):
+                t = sent.get(op.key)
+                if t is None:
+                    waiting_recv[op.key] = r  # the sender has not reached its Send yet
+                    break
+                merge.flush(r)
+                done[r] = done[r] + [t]
+            elif isinstance(op, Wait):
+                merge.flush(r)
+                done[r] = done[r] + streams[r].pop(op.stream, [])
+            else:  # a collective or a block: lowered when its last member arrives
+                n = arrived.get(op.key, 0) + 1
+                if n < len(op.group):
+                    arrived[op.key] = n
+                    break
+                arrived.pop(op.key, None)
                 if isinstance(op, Block):
-                    if not _ready(program, cursor, op):
-                        break
                     comm_s = folder.fold_block(op, g.folded)
                     merge.lockstep(op.group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
                     g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
-                    for m in op.group:
-                        if m != r:
-                            cursor[m] += 1
-                elif isinstance(op, Compute):
-                    if fold_scale_up:
-                        merge.compute(r, op)
-                    else:
-                        t = g.add(COMPUTE, r, -1, op.name, list(done[r]), duration_s=op.duration_s)
-                        done[r] = [t]
-                elif isinstance(op, Send):
-                    merge.flush(r)
-                    route = router.route(op.src, op.dst)
-                    sent[op.key] = g.add(TRANSFER, op.src, op.dst, op.key, list(done[r]), size_bytes=op.size_bytes,
-                                         route=route.links, latency_s=route.latency_s, dim=op.dim)
-                elif isinstance(op, Recv):
-                    t = sent.get(op.key)
-                    if t is None:
-                        break  # the sender has not reached its Send yet
-                    merge.flush(r)
-                    done[r] = done[r] + [t]
-                elif isinstance(op, Wait):
-                    merge.flush(r)
-                    done[r] = done[r] + streams[r].pop(op.stream, [])
+                elif folder is not None and folder.foldable(op):
+                    time_s = folder.fold(op)
+                    merge.collective(op, time_s)
+                    g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
+                    key = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
+                    entry = g.folded.get(key)
+                    if entry is None:
+                        entry = g.folded[key] = [0, time_s, op.label, folder.payload_bytes(op)]
+                    entry[0] += 1
                 else:
-                    if not _ready(program, cursor, op):
-                        break
-                    if folder is not None and folder.foldable(op):
-                        time_s = folder.fold(op)
-                        merge.collective(op, time_s)
-                        g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
-                        key = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
-                        entry = g.folded.get(key)
-                        if entry is None:
-                            entry = g.folded[key] = [0, time_s, op.label, folder.payload_bytes(op)]
-                        entry[0] += 1
-                    else:
-                        for m in op.group:
-                            merge.flush(m)
-                        if op.blocking:
-                            ci = lower_collective(g, op, fabric, router, done, merge_ring_steps=merge_ring_steps)
-                        else:
-                            side = {m: done[m] + streams[m].get(op.stream, []) for m in op.group}
-                            ci = lower_collective(g, op, fabric, router, side,  # type: ignore[arg-type]
-                                                  merge_ring_steps=merge_ring_steps)
-                            for m in op.group:
-                                streams[m][op.stream] = side[m]
-                        if op.dim and not g.collectives[ci].dim:
-                            g.collectives[ci].dim = op.dim
                     for m in op.group:
-                        if m != r:
-                            cursor[m] += 1
-                cursor[r] += 1
-                progressed = True
+                        merge.flush(m)
+                    if op.blocking:
+                        ci = lower_collective(g, op, fabric, router, done, merge_ring_steps=merge_ring_steps)
+                    else:
+                        side = {m: done[m] + streams[m].get(op.stream, []) for m in op.group}
+                        ci = lower_collective(g, op, fabric, router, side,  # type: ignore[arg-type]
+                                              merge_ring_steps=merge_ring_steps)
+                        for m in op.group:
+                            streams[m][op.stream] = side[m]
+                    if op.dim and not g.collectives[ci].dim:
+                        g.collectives[ci].dim = op.dim
+                for m in op.group:
+                    if m != r:
+                        cursor[m] += 1
+                        wake(m)
+            cursor[r] += 1
     merge.finish()
     if spread_paths:
         spread_over_paths(g, fabric, router)
