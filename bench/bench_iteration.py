@@ -1,12 +1,17 @@
-"""One training iteration of GPT-3 175B (TP 8, PP 8, 1F1B, sequence parallelism, selective recompute,
-global batch 1,536 x 2,048 tokens, bf16) on H100s with a two-tier rail-optimized 400 Gb/s fabric, at
-several GPU counts (data parallelism = GPUs / 64), on the flow engine.
+"""One training iteration at several GPU counts, on the flow engine (each size in its own process, so
+its peak RSS is its own). Prints build (fabric + workload), lowering, run (event loop), total wall time,
+tasks, rate recomputations, events per second, the simulated iteration time and MFU, and peak RSS.
 
-Each size runs in its own process so its peak RSS is its own. Prints build (fabric + workload),
-lowering, run (event loop), total wall time, tasks, rate recomputations, events per second, the
-simulated iteration time and MFU, and peak RSS.
+Plans (`--plan`):
+- gpt3 (default): GPT-3 175B, TP 8, PP 8, 1F1B, sequence parallelism, selective recompute, global batch
+  1,536 x 2,048 tokens, bf16, H100, two-tier rail-optimized 400 Gb/s; data parallelism = GPUs / 64.
+- llama3: Llama 3 405B as published (Dubey et al. 2024, Table 4): TP 8, PP 16 (126 blocks: one fewer on
+  the first and the last stage), DP = GPUs / 128, 16 sequences of 8,192 tokens per replica, gradients
+  and optimizer sharded over DP (ZeRO-2), bf16, H100, a three-tier (multi-pod) rail-optimized 400 Gb/s.
+- 1t: the 1T model of Narayanan et al. 2021 (128 layers, hidden 25,600, 160 heads): TP 8, PP 64, DP =
+  GPUs / 512, micro-batch 1, batch = GPUs, full recomputation, fp16, A100 with 8 x 200 Gb/s.
 
-    python bench/bench_iteration.py [--gpus 128 1024 8192] [--engine flow]
+    python bench/bench_iteration.py [--plan gpt3|llama3|1t] [--gpus 1024 8192 16384] [--engine flow]
 """
 
 from __future__ import annotations
@@ -19,34 +24,59 @@ import sys
 import time
 
 
-def scenario(gpus: int, engine: str):
+def _fabric(servers: int, nic_gbps: float) -> dict:
+    """Non-blocking rail-optimized: two tiers up to 32 segments of 32 servers, pods of 256 servers beyond."""
+    if servers <= 1024:
+        fabric = {"topology": "rail-optimized", "servers_per_segment": min(32, servers),
+                  "leaf_oversubscription": 1, "link_speed_gbps": nic_gbps, "switch_radix": 64}
+        if servers > 32:  # spines need a port per rail switch: 8 per segment
+            fabric["spine_radix"] = max(64, 8 * servers // 32)
+        return fabric
+    pods = servers // 256
+    return {"topology": "multi-pod", "pods": pods, "servers_per_segment": 32, "leaf_oversubscription": 1,
+            "spine_oversubscription": 1, "link_speed_gbps": nic_gbps, "switch_radix": 64, "spine_radix": 128,
+            "superspine_radix": max(64, 64 * pods)}
+
+
+def scenario(gpus: int, engine: str, plan: str = "gpt3"):
     from aifabric.scenario.schema import Scenario
 
     servers = gpus // 8
-    dp = gpus // 64
-    fabric = {"topology": "rail-optimized", "servers_per_segment": min(32, servers), "leaf_oversubscription": 1,
-              "link_speed_gbps": 400, "switch_radix": 64}
-    if servers > 32:  # spines need a port per rail switch: 8 per segment
-        fabric["spine_radix"] = max(64, 8 * servers // 32)
-    return Scenario.model_validate({
-        "name": f"gpt3-175b-{gpus}", "seed": 1,
-        "cluster": {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400},
-        "fabric": fabric,
-        "workload": {"kind": "llm-training", "model": "gpt3-175b",
-                     "parallelism": {"tp": 8, "pp": 8, "dp": dp, "schedule": "1f1b", "micro_batch_size": 1,
-                                     "sequence_parallel": True, "recompute": "selective"},
-                     "global_batch_size": 1536, "seq_len": 2048, "precision": "bf16"},
-        "engine": engine,
-    })
+    if plan == "llama3":
+        dp = gpus // 128
+        workload = {"kind": "llm-training", "model": "llama3-405b",
+                    "parallelism": {"tp": 8, "pp": 16, "dp": dp, "micro_batch_size": 1, "zero": 2,
+                                    "layers_per_stage": [7] + [8] * 14 + [7]},
+                    "global_batch_size": 16 * dp, "seq_len": 8192, "precision": "bf16", "memory_check": False}
+        cluster = {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400}
+        fabric = _fabric(servers, 400)
+    elif plan == "1t":
+        workload = {"kind": "llm-training",
+                    "model": {"kind": "transformer", "layers": 128, "hidden": 25600, "heads": 160, "vocab": 51200},
+                    "parallelism": {"tp": 8, "pp": 64, "dp": gpus // 512, "micro_batch_size": 1,
+                                    "recompute": "full"},
+                    "global_batch_size": gpus, "seq_len": 2048, "precision": "fp16", "attention": "unfused",
+                    "memory_check": False}
+        cluster = {"gpu": "A100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 200}
+        fabric = _fabric(servers, 200)
+    else:
+        workload = {"kind": "llm-training", "model": "gpt3-175b",
+                    "parallelism": {"tp": 8, "pp": 8, "dp": gpus // 64, "schedule": "1f1b", "micro_batch_size": 1,
+                                    "sequence_parallel": True, "recompute": "selective"},
+                    "global_batch_size": 1536, "seq_len": 2048, "precision": "bf16"}
+        cluster = {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400}
+        fabric = _fabric(servers, 400)
+    return Scenario.model_validate({"name": f"{plan}-{gpus}", "seed": 1, "cluster": cluster, "fabric": fabric,
+                                    "workload": workload, "engine": engine})
 
 
-def one(gpus: int, engine: str) -> dict:
+def one(gpus: int, engine: str, plan: str = "gpt3") -> dict:
     from aifabric.catalog import gpu
     from aifabric.engines import lower, run
     from aifabric.results import summarize
     from aifabric.simulate import build_fabric, build_workload
 
-    s = scenario(gpus, engine)
+    s = scenario(gpus, engine, plan)
     t0 = time.perf_counter()
     fabric, router = build_fabric(s)
     workload = build_workload(s)
@@ -55,7 +85,8 @@ def one(gpus: int, engine: str) -> dict:
     t2 = time.perf_counter()
     tl = run(graph, fabric, engine)
     t3 = time.perf_counter()
-    res = summarize(engine, workload, graph, fabric, tl, peak_flops_per_gpu=gpu("H100").peak_flops("bf16"))
+    res = summarize(engine, workload, graph, fabric, tl,
+                    peak_flops_per_gpu=gpu(s.cluster.gpu).peak_flops(s.workload.precision))
     t4 = time.perf_counter()
     events = len(graph) + tl.rate_recomputations
     return {"gpus": gpus, "build_s": t1 - t0, "lower_s": t2 - t1, "run_s": t3 - t2, "results_s": t4 - t3,
@@ -68,16 +99,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", type=int, nargs="+", default=[128, 1024, 8192])
     ap.add_argument("--engine", default="flow")
+    ap.add_argument("--plan", default="gpt3", choices=("gpt3", "llama3", "1t"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.engine)))
+        print(json.dumps(one(args.one, args.engine, args.plan)))
         return
     print(f"{'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'total s':>8} {'tasks':>9} "
           f"{'recomputes':>10} {'events/s':>9} {'iteration s':>11} {'MFU':>5} {'peak RSS MB':>11}")
     for gpus in args.gpus:
-        out = subprocess.run([sys.executable, __file__, "--one", str(gpus), "--engine", args.engine],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, __file__, "--one", str(gpus), "--engine", args.engine, "--plan",
+                              args.plan], capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} "
               f"{r['total_s']:8.1f} {r['tasks']:9,d} {r['recomputations']:10,d} {r['events_per_s']:9,.0f} "
