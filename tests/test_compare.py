@@ -21,7 +21,8 @@ def test_slower_nic_gives_a_slower_iteration(ch14_data, write_scenario, tmp_path
     # one is held to 48 GB/s by PCIe Gen5 (75 % of x16): 1.96 x the bandwidth, less the fixed latencies
     assert 1.8 < slow["exposed_communication_s"] / fast["exposed_communication_s"] < 1.96
     assert slow["compute_time_s"] == fast["compute_time_s"]
-    assert (out / "compare.html").stat().st_size > 100_000
+    page = (out / "compare.html").read_text()
+    assert "<table class='m'>" in page and "<svg" in page and len(page) < 1_000_000
     assert "iteration_time_s" in capsys.readouterr().out
 
 

@@ -64,7 +64,7 @@ def test_default_demo_is_gpt_3d_parallel_on_32_h100(showcase):
 
 def test_demo_scenarios_by_name(tmp_path, capsys):
     assert run_app(app, ["demo", "--scenario", "nope", "--out", str(tmp_path)]) == 2
-    assert "--scenario: must be one of demo, ch14" in capsys.readouterr().err
+    assert "--scenario: must be one of demo, fabric, ch14" in capsys.readouterr().err
 
 
 def test_demo_prints_the_summary_and_writes_summary_json(demo_run):

@@ -85,7 +85,7 @@ def test_report_renders_in_headless_chromium(which, request, tmp_path):
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("CI must install chromium (see .ci/run)")
-        pytest.skip("chromium is not installed")
+        pytest.skip("chromium is not installed: report.html is not checked in a real browser (README: Tests)")
     proc = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

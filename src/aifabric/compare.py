@@ -1,13 +1,16 @@
 """Comparing runs: the same questions asked of several scenarios, side by side.
 
 `variants` builds scenarios from files, or from one base scenario with one field varied
-(`fabric.spines=1,2,4`): every value gives a variant named `<field>=<value>`.
+(`fabric.spines=1,2,4`): every value gives a variant named `<field>=<value>` (its `short` name: the value).
+`inert_notes` says when a varied field cannot change anything: no traffic crossed the tier it acts on in
+any of the runs (ECMP vs spraying on a fabric whose traffic stays under its leaf switches).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -21,6 +24,27 @@ from .simulate import Run
 class Variant:
     label: str
     scenario: Scenario
+    varied: tuple[tuple[str, Any], ...] = field(default=())  # (field path, value) set in this variant
+    short: str = ""  # a column title: the varied values alone, or the file's stem
+
+    @property
+    def title(self) -> str:
+        return self.short or self.label
+
+
+# the fabric tiers each field acts on: varying it cannot change a run none of whose traffic crosses them
+_SPINE_PATHS = ("spine", "superspine")
+FIELD_TIERS: dict[str, tuple[str, ...]] = {
+    **{f"fabric.{k}": _SPINE_PATHS for k in ("load_balancing", "flowlet_gap_us", "ecmp_hash_seed",
+                                             "per_switch_hash_seed")},
+    **{f"fabric.{k}": ("spine",) for k in ("spines", "leaf_oversubscription", "links_per_spine", "spine_radix",
+                                           "spine_cabling", "spines_per_leaf", "link_speed_gbps")},
+    **{f"fabric.{k}": ("superspine",) for k in ("superspines", "superspine_planes", "superspine_link_speed_gbps",
+                                                "links_per_superspine", "superspine_radix",
+                                                "spine_oversubscription")},
+}
+TIER_WHAT = {"spine": "the spine tier (traffic between leaf switches)",
+             "superspine": "the super-spine tier (between pods)"}
 
 
 def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
@@ -57,7 +81,9 @@ def varied(base: Scenario, path: tuple[str, ...] | list[tuple[str, ...]], values
                 node = node.setdefault(key, {})
             node[p[-1]] = v
         label = ", ".join(f"{'.'.join(p)}={v}" for p, v in zip(paths, row))
-        out.append(Variant(label, parse_scenario(data, f"{source} with {label}")))
+        short = str(row[0]) if len(paths) == 1 else ", ".join(f"{p[-1]}={v}" for p, v in zip(paths, row))
+        out.append(Variant(label, parse_scenario(data, f"{source} with {label}"),
+                           tuple((".".join(p), v) for p, v in zip(paths, row)), short))
     return out
 
 
@@ -79,8 +105,59 @@ def variants(files: list[Path], vary: str | list[str] | None) -> list[Variant]:
     out = []
     for f in files:
         s = load_scenario(f)
-        out.append(Variant(f"{f.stem} ({s.name})" if s.name != f.stem else f.stem, s))
+        out.append(Variant(f"{f.stem} ({s.name})" if s.name != f.stem else f.stem, s, short=f.stem))
     return out
+
+
+def tier_bytes(run: Run) -> dict[str, float]:
+    """Bytes carried per fabric tier (every link of the tier, both directions)."""
+    out: dict[str, float] = {}
+    for link in run.results.links:
+        out[link.tier] = out.get(link.tier, 0.0) + link.bytes
+    return out
+
+
+def inert_notes(vs: list[Variant], bytes_by_tier: list[dict[str, float]], engine: str | None = None) -> list[str]:
+    """Why some varied fields cannot change the results: no traffic crossed the tiers they act on in any run;
+    or the field acts only on an engine that did not run."""
+    notes = []
+    fields = list(dict.fromkeys(path for v in vs for path, _ in v.varied))
+    for path in fields:
+        tiers = FIELD_TIERS.get(path)
+        if tiers and all(b.get(t, 0.0) == 0 for b in bytes_by_tier for t in tiers):
+            where = " and ".join(TIER_WHAT[t] for t in tiers)
+            notes.append(f"{path} acts on {where}; no traffic crossed {'them' if len(tiers) > 1 else 'it'} in any "
+                         "of these runs, so it cannot change anything in this scenario")
+        engines = {engine or v.scenario.engine for v in vs}
+        if path == "fabric.flowlet_gap_us" and "packet" not in engines:
+            notes.append(f"{path} acts on the packet engine alone (the flow and analytic engines spread a flowlet "
+                         "scenario's transfers over the equal-cost paths)")
+    return notes
+
+
+TIME_KEYS = ("iteration_time_s", "compute_time_s", "communication_time_s", "exposed_communication_s")
+
+
+def format_metric(key: str, value: float | None) -> str:
+    """A metric as the tables print it: times in s/ms/µs, fractions in %, bytes in GB/MB."""
+    from .report.terminal import fmt_bytes, fmt_time
+
+    if value is None:
+        return "–"
+    if key in TIME_KEYS:
+        return fmt_time(value)
+    if key == "mfu" or key.startswith("max_util"):
+        return f"{100 * value:.1f}%"
+    if key.endswith("_bytes"):
+        return fmt_bytes(value)
+    return f"{value:,.2f}" if abs(value) < 1e6 else f"{value:.3e}"
+
+
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    """(value - base) / base in percent; None when either is missing or the base is 0."""
+    if value is None or not base:
+        return None
+    return 100 * (value - base) / base
 
 
 def metrics(run: Run) -> dict[str, float]:

@@ -28,6 +28,7 @@ class Run:
     timeline: Timeline
     results: Results
     packet_stats: Any = None  # packet.stats.PacketStats when the packet engine ran (None otherwise)
+    packet_network: Any = None  # packet.network.Network of a packet-engine run: captured packets, events log
 
 
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:

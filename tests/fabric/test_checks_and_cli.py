@@ -117,7 +117,7 @@ def test_polarization_command(tmp_path, capsys):
     assert run_app(app, ["fabric", "polarization", str(path), "--pattern", "incast", "--trials", "5", "--out",
                          str(out)]) == 0
     text = capsys.readouterr().out
-    assert "ideal spread" in text and "per-switch seeds" in text
+    assert "ideal spread" in text and "per-switch hash seeds" in text
     import json
 
     data = json.loads(out.read_text())

@@ -10,18 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import yaml
-from pydantic import ValidationError
-from rich import box
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from ..catalog import GPUS, gpu
+from ..catalog import GPUS
 from ..errors import InputError, Problem
-from ..report.files import write_atomic
-from ..scenario.calibration_spec import TierCalibration
 from .app import app
 from .console import PIPE_WIDTH, make_console
 from .errors import Interrupted
@@ -65,7 +57,11 @@ def _short_device(name: str) -> str:
     return catalog_gpu(name) or name.removeprefix("NVIDIA ").strip() or "?"
 
 
-def _files_table(cal, devices: list[str]) -> Table:
+def _files_table(cal, devices: list[str]):
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title="nccl-tests vs the cost model. busbw: measured at the largest size, GB/s; model: the "
                         "model's there at nominal bandwidth; eff.: the bandwidth factor that fits, averaged over "
                         "sizes >= largest/16 (eff@max: at the largest); +lat: µs added per step; rms: the fitted "
@@ -100,15 +96,22 @@ def nccl_tests(
     out: Path = typer.Option(Path("calibration.yaml"), "--out", "-o", help="the calibration file to write"),
 ) -> int:
     """Fit per-tier bandwidth efficiency and extra latency to nccl-tests outputs; write a calibration file."""
+    import yaml
+    from pydantic import ValidationError
+    from rich.markup import escape
+
     from ..calibration.fit import calibrate, measurement
     from ..calibration.nccl_tests import parse_file
+    from ..catalog import gpu
+    from ..report.files import write_atomic
+    from ..scenario.calibration_spec import TierCalibration
     from ..simulate import NVLS_GPUS
 
     problems: list[Problem] = []
     if gpus_per_server < 1:
         problems.append(Problem("--gpus-per-server", f"must be >= 1 (got {gpus_per_server})"))
-    if nic_gbps < 0:
-        problems.append(Problem("--nic-gbps", f"must be >= 0 (got {nic_gbps:g})"))
+    if not nic_gbps >= 0 or nic_gbps == float("inf"):
+        problems.append(Problem("--nic-gbps", f"must be a number >= 0, 0 for the catalog's (got {nic_gbps:g})"))
     if gpu_name != "auto" and gpu_name.upper() not in GPUS:
         problems.append(Problem("--gpu", f"unknown GPU {gpu_name!r}; auto or one of {', '.join(GPUS)}"))
     if out.exists() and out.is_dir():
@@ -180,8 +183,12 @@ def gemm(
     repeats: int = typer.Option(5, "--repeats", help="timed samples per shape (the median is kept)"),
 ) -> int:
     """Time torch.matmul over a grid of M, N, K on this machine; write a GEMM table for `calibration.gemm`."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from ..calibration.gemm_bench import DTYPES, measure, resolve_device, shape_grid
     from ..kernels.calibration import GemmTable
+    from ..report.files import write_atomic
 
     problems: list[Problem] = []
     if device not in ("auto", "cpu", "cuda"):

@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
-from rich.table import Table
 
-from ..collectives import (
-    ALGORITHMS,
-    REDUCE_OPS,
-    Layout,
-    build_schedule,
-    network_of,
-    not_applicable,
-)
-from ..collectives.cost import Paths, Shape, busbw_factor, collective_time_s
-from ..collectives.explain import chunk_letter, explain
-from ..collectives.schedule import Schedule
-from ..collectives.tuning import choose
+from ..collectives.names import ALGORITHMS, REDUCE_OPS
 from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ..collectives.cost import Paths
+    from ..collectives.schedule import Schedule
 
 console = make_console()
 collective_app = typer.Typer(help="One collective on a fabric: step tables (--explain), nccl-tests-style sweeps (bench).",
@@ -44,6 +38,8 @@ DTYPES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32":
 
 
 def _network(src: int, dst: int, gpus_per_server: int) -> str:
+    from ..collectives import Layout, network_of
+
     net = network_of(src, dst, Layout(gpus_per_server))
     return f"{net} (no QP)" if net == "NVLink" else f"{net} (RDMA QP)"
 
@@ -62,6 +58,12 @@ def _op(name: str) -> str:
 
 def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_server: int, channels: int,
               pieces: int, root: int, nic_gbps: float = 400, nvlink_gBps: float = 450) -> Schedule:
+    import numpy as np
+
+    from ..collectives import Layout, build_schedule, not_applicable
+    from ..collectives.cost import Paths, Shape
+    from ..collectives.tuning import choose
+
     layout = Layout(gpus_per_server)
     group = list(range(ranks)) if op != "send-recv" else [0, ranks - 1]
     if algorithm == "auto":
@@ -84,6 +86,9 @@ def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_serve
 
 def _by_network(sched: Schedule, gpus_per_server: int) -> Table:
     """Moves and elements per network: NVLink, one rail, or across rails through a spine."""
+    import numpy as np
+    from rich.table import Table
+
     src, dst = sched.src.astype(np.int64), sched.dst.astype(np.int64)
     same_server = src // gpus_per_server == dst // gpus_per_server
     same_rail = src % gpus_per_server == dst % gpus_per_server
@@ -100,6 +105,10 @@ def _by_network(sched: Schedule, gpus_per_server: int) -> Table:
 
 
 def print_explanation(sched: Schedule, gpus_per_server: int) -> None:
+    from rich.table import Table
+
+    from ..collectives.explain import chunk_letter, explain
+
     n = len(sched.ranks)
     letters = [chunk_letter(c) for c in range(sched.n_chunks)]
     rs_steps = n - 1 if sched.op == "all-reduce" and sched.algorithm == "ring" else -1
@@ -153,6 +162,10 @@ def _explain_command(name: str):
         _check(problems, "--pieces", pieces, 0)
         if algorithm != "auto" and algorithm not in ALGORITHMS[op]:
             problems.append(Problem("--algorithm", f"{op} has no {algorithm!r}; auto or one of {', '.join(ALGORITHMS[op])}"))
+        if op not in ("broadcast", "reduce") and root != 0:
+            problems.append(Problem("--root", f"{op} has no root (Broadcast and Reduce have one)"))
+        elif op in ("broadcast", "reduce") and not 0 <= root < max(1, ranks):
+            problems.append(Problem("--root", f"must be a rank of the group, 0 .. {ranks - 1} (got {root})"))
         if explain_steps and ranks > EXPLAIN_MAX_RANKS:
             problems.append(Problem("--ranks", f"--explain prints per-rank tables: at most {EXPLAIN_MAX_RANKS} ranks"))
         if problems:
@@ -231,6 +244,8 @@ def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_pa
 def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, router, sizes: list[int],
                   type_bytes: int, engine: str, protocol: str, in_switch: bool) -> list[tuple[float, str]]:
     """Time of one collective of each size, simulated by the analytic or flow engine on the fabric."""
+    import numpy as np
+
     from ..engines import lower, run
     from ..engines.lower_collective import CollectiveCall, plan
     from ..workload.ops import Workload
@@ -274,6 +289,12 @@ def bench(
     scenario: str = typer.Option(None, "--scenario", help="take the fabric (and GPUs per server) from this scenario"),
 ) -> int:
     """A size sweep in nccl-tests' layout: size, count, type, redop, time, algbw, busbw."""
+    from rich.table import Table
+
+    from ..collectives import Layout, not_applicable
+    from ..collectives.cost import Paths, Shape, busbw_factor
+    from ..collectives.tuning import choose
+
     op = _op(op_name)
     problems: list[Problem] = []
     lo, hi = parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes")
@@ -283,8 +304,10 @@ def bench(
     _check(problems, "--min-bytes", lo, 1)
     if hi < lo:
         problems.append(Problem("--max-bytes", f"must be >= --min-bytes ({lo})"))
-    if nic_gbps <= 0:
-        problems.append(Problem("--nic-gbps", "must be > 0"))
+    if not (math.isfinite(nic_gbps) and nic_gbps > 0):
+        problems.append(Problem("--nic-gbps", f"must be a number > 0 (got {nic_gbps:g})"))
+    if not (math.isfinite(nvlink_gBps) and nvlink_gBps >= 0):
+        problems.append(Problem("--nvlink-gBps", f"must be a number >= 0, 0 for the GPU's own (got {nvlink_gBps:g})"))
     if dtype not in DTYPES:
         problems.append(Problem("--datatype", f"one of {', '.join(DTYPES)}"))
     if redop not in REDUCE_OPS:
@@ -347,6 +370,8 @@ def _factor_text(op: str) -> str:
 
 
 def model_time_s(op: str, algorithm: str, ranks: int, gpus_per_server: int, size_bytes: int, paths: Paths) -> float:
+    from ..collectives.cost import Shape, collective_time_s
+
     return collective_time_s(op, algorithm, Shape.full(ranks, gpus_per_server), size_bytes, paths)
 
 
@@ -359,11 +384,29 @@ def bootstrap(
     network: str = typer.Option("frontend", "--network", help="frontend or management"),
     seed: int = typer.Option(0, "--seed", help="seed of the unique ID"),
 ) -> int:
-    """Communicator bootstrap (seeds Figures 14-2, 14-3): ranks, the TCP rendezvous, the unique ID."""
+    """Communicator bootstrap (Deep Learning for Network Engineers, Ch. 14, Figures 14-2 and 14-3): ranks, the
+    TCP rendezvous, the unique ID."""
+    import ipaddress
+
+    import numpy as np
+    from rich.table import Table
+
     from ..collectives.bootstrap import Launch, processes, rendezvous
 
+    problems: list[Problem] = []
+    _check(problems, "--nnodes", nnodes, 1)
+    _check(problems, "--nproc-per-node", nproc_per_node, 1)
+    _check(problems, "--seed", seed, 0)
+    if not 1 <= master_port <= 65535:
+        problems.append(Problem("--master-port", f"a TCP port, 1 .. 65535 (got {master_port})"))
+    try:
+        ipaddress.IPv4Address(master_addr)
+    except ValueError:
+        problems.append(Problem("--master-addr", f"an IPv4 address (got {master_addr!r})"))
     if network not in ("frontend", "management"):
-        raise InputError(Problem("--network", "one of frontend, management"))
+        problems.append(Problem("--network", "one of frontend, management"))
+    if problems:
+        raise InputError(problems)
     launch = Launch(nnodes, nproc_per_node, master_addr, master_port)
     if launch.world_size > 4096:
         raise InputError(Problem("--nnodes", "at most 4096 processes in this table"))

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
-import plotly.graph_objects as go
 import typer
-from plotly.offline import get_plotlyjs
-from rich.table import Table
 
-from ..compare import metrics, variants
-from ..report import new_run_dir, write_atomic, write_json
-from ..report.terminal import fmt_time
-from ..simulate import simulate
 from .app import app
 from .console import make_console
-from .run_cmds import OUT_HELP, _engine
+from .run_cmds import OUT_HELP, _engine, _out_dir
 
 console = make_console()
 
-TIME_KEYS = ("iteration_time_s", "compute_time_s", "communication_time_s", "exposed_communication_s")
+
+def _slug(i: int, text: str) -> str:
+    """A run's folder: its position and its title, in characters every file system takes."""
+    return f"{i + 1:02d}-" + (re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")[:60] or "run")
 
 
 @app.command()
@@ -31,45 +29,66 @@ def compare(
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
-    """Compare runs: iteration time, exposed communication, MFU, bandwidths, link utilization per tier."""
+    """Compare runs: iteration time, exposed communication, MFU, bandwidths, link utilization per tier; each
+    run's own report beside compare.html."""
+    import yaml
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..compare import delta_pct, format_metric, inert_notes, metrics, tier_bytes, variants
+    from ..report.compare_html import RunRow, build_compare_html, ordered_keys
+    from ..report.files import new_run_dir, write_atomic, write_json
+    from ..simulate import simulate
+    from .run_cmds import write_report
+
     vs = variants(files, vary)
+    if len({v.title for v in vs}) < len(vs):  # files of one name in different folders: number the columns
+        vs = [replace(v, short=f"{i + 1}: {v.title}") for i, v in enumerate(vs)]
     eng = _engine(engine) if engine else None
-    rows = []
-    for v in vs:
-        console.print(f"simulating [bold]{v.label}[/] ...")
-        rows.append((v.label, metrics(simulate(v.scenario, eng))))
-    keys = list(dict.fromkeys(k for _, m in rows for k in m))
-    base = rows[0][1]
-    table = Table(title="comparison (Δ relative to the first)", title_justify="left")
-    table.add_column("metric")
-    for label, _ in rows:
-        table.add_column(label, justify="right")
-    for k in keys:
+    out_dir = _out_dir(out) if out is not None else new_run_dir(prefix="aifabric-compare")
+    rows: list[RunRow] = []
+    by_tier = []
+    for i, v in enumerate(vs):
+        console.print(f"simulating [bold]{escape(v.label)}[/] ...", highlight=False)
+        run = simulate(v.scenario, eng)
+        run_dir = out_dir / _slug(i, v.title)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        given = v.scenario.model_dump(mode="json", exclude_unset=True)
+        write_report(run, run_dir, yaml.safe_dump(given, sort_keys=False))
+        rows.append(RunRow(v.title, v.label, f"{run_dir.name}/report.html", metrics(run)))
+        by_tier.append(tier_bytes(run))
+        del run
+    notes = inert_notes(vs, by_tier, eng)
+    varied = list(dict.fromkeys(path for v in vs for path, _ in v.varied))
+    title = (f"{files[0]}: {', '.join(varied)} varied" if varied else " vs ".join(str(f) for f in files))
+
+    console.print(f"[bold]comparison of {escape(title)}[/] (Δ relative to the first)", highlight=False)
+    table = Table()
+    table.add_column("metric", no_wrap=True)
+    for r in rows:
+        table.add_column(escape(r.title), justify="right", overflow="fold")
+    base = rows[0].metrics
+    for k in ordered_keys(rows):
         cells = []
-        for i, (_, m) in enumerate(rows):
-            v = m.get(k)
-            if v is None:
-                cells.append("–")
-                continue
-            text = fmt_time(v) if k in TIME_KEYS else (f"{100 * v:.1f}%" if k == "mfu" or k.startswith("max_util")
-                                                       else f"{v:,.2f}" if abs(v) < 1e6 else f"{v:.3e}")
-            b = base.get(k)
-            if i and b:
-                text += f" ({100 * (v - b) / b:+.1f}%)"
+        for i, r in enumerate(rows):
+            v = r.metrics.get(k)
+            text = format_metric(k, v)
+            d = delta_pct(v, base.get(k)) if i else None
+            if d is not None:
+                text += f" ({d:+.1f}%)"
             cells.append(text)
         table.add_row(k, *cells)
     console.print(table)
-    out_dir = out or new_run_dir(prefix="aifabric-compare")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "compare.json", {"schema_version": 1, "variants": [{"label": lb, **m} for lb, m in rows]})
-    fig = go.Figure()
-    for k in TIME_KEYS:
-        fig.add_trace(go.Bar(name=k.replace("_s", "").replace("_", " "), x=[lb for lb, _ in rows],
-                             y=[m[k] * 1e3 for _, m in rows]))
-    fig.update_layout(barmode="group", title="Times per iteration (ms)", yaxis_title="ms", template="plotly_white")
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>aifabric compare</title>"
-            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            + fig.to_html(full_html=False, include_plotlyjs=False) + "</body></html>")
-    write_atomic(out_dir / "compare.html", page)
-    console.print(f"wrote {out_dir / 'compare.json'} and [bold]{out_dir / 'compare.html'}[/]")
+    for note in notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    if len(rows) > 1 and all(r.metrics == rows[0].metrics for r in rows):
+        console.print("[yellow]note:[/] every metric is the same in all runs", highlight=False)
+
+    write_json(out_dir / "compare.json", {
+        "schema_version": 1, "notes": notes,
+        "variants": [{"label": r.label, "title": r.title, "report": r.report, **r.metrics} for r in rows]})
+    write_atomic(out_dir / "compare.html", build_compare_html(title, rows, notes))
+    folders = ", ".join(r.report.split("/")[0] for r in rows)
+    console.print(f"wrote {out_dir}/: compare.json, each run's folder ({folders}) and "
+                  f"[bold]{out_dir / 'compare.html'}[/]", highlight=False)
     return 0

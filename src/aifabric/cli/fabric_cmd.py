@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
 from ..errors import InputError, Problem
-from ..fabric import Router, build
-from ..fabric.addressing import AddressPlan
-from ..fabric.cabling import HEADER, cabling_rows, rail_interface_blocks
-from ..fabric.design import Design
-from ..fabric.draw import fabric_svg
-from ..fabric.plan import TIER_NAMES, make_plan
-from ..fabric.polarization import PATTERNS, analyze
-from ..report.files import write_atomic, write_json
-from ..scenario.checks_fabric import check_fabric_spec
-from ..scenario.fabric_spec import HardwareSpec
-from ..scenario.load import load_scenario, problems_from_validation, read_yaml
 from .app import app
 from .console import make_console
+
+if TYPE_CHECKING:
+    from ..fabric.design import Design
+    from ..scenario.fabric_spec import HardwareSpec
 
 console = make_console()
 fabric_app = typer.Typer(help="Build, plan and draw a fabric: bill of materials, capacity, failure domains, "
@@ -41,6 +31,12 @@ HIST_FLOWS = 6
 
 def load_hardware(path: Path) -> HardwareSpec:
     """A scenario (validated in full) or a hardware-only file (cluster + fabric)."""
+    from pydantic import ValidationError
+
+    from ..scenario.checks_fabric import check_fabric_spec
+    from ..scenario.fabric_spec import HardwareSpec
+    from ..scenario.load import load_scenario, problems_from_validation, read_yaml
+
     if not path.exists():
         raise InputError(f"{path}: no such file", str(path))
     if path.is_dir():
@@ -66,6 +62,16 @@ def load_hardware(path: Path) -> HardwareSpec:
     return hw
 
 
+def check_out(out: Path | None, kind: str) -> None:
+    """--out before any work: a folder to write into (kind "dir"), or a file to write (kind "file")."""
+    if out is None:
+        return
+    if kind == "dir" and out.exists() and not out.is_dir():
+        raise InputError(Problem("--out", f"{out} exists and is not a directory"))
+    if kind == "file" and out.is_dir():
+        raise InputError(Problem("--out", f"{out} is a directory; give the file to write"))
+
+
 def _tbps(gbps: float) -> str:
     return f"{gbps / 1000:,.1f} Tb/s" if gbps >= 1000 else f"{gbps:,.0f} Gb/s"
 
@@ -76,6 +82,13 @@ def plan_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="write plan.json, bom.csv, cabling.csv, addressing.csv here"),
 ) -> int:
     """Bill of materials, capacity per tier (non-blocking or not), failure domains, cabling and addressing."""
+    check_out(out, "dir")
+    from rich.table import Table
+
+    from ..fabric import build
+    from ..fabric.addressing import AddressPlan
+    from ..fabric.plan import TIER_NAMES, make_plan
+
     hw = load_hardware(file)
     f = build(hw.cluster, hw.fabric, hw.name)
     d: Design = f.design  # type: ignore[assignment]
@@ -147,6 +160,10 @@ def plan_cmd(
 
 
 def _print_rail_map(d: Design) -> None:
+    from rich.table import Table
+
+    from ..fabric.cabling import rail_interface_blocks
+
     hosts, rails = d.servers_per_segment, d.rails_per_switch * d.ports_per_nic_per_plane
     if rails < 2:
         return
@@ -173,6 +190,11 @@ def _csv(header, rows) -> str:
 
 
 def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design) -> None:
+    from ..fabric.addressing import AddressPlan
+    from ..fabric.cabling import HEADER, cabling_rows
+    from ..fabric.plan import TIER_NAMES
+    from ..report.files import write_atomic, write_json
+
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "cabling.csv", _csv(HEADER, cabling_rows(f, hw.fabric.port_layout)))
     bom_rows = [("switch", TIER_NAMES[t.kind], "", t.switches) for t in plan.bom.switch_tiers]
@@ -192,18 +214,31 @@ def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design) -> None:
 @fabric_app.command("polarization")
 def polarization_cmd(
     file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
-    pattern: str = typer.Option("permutation", "--pattern", "-p", help=" | ".join(PATTERNS)),
+    pattern: str = typer.Option("permutation", "--pattern", "-p", help="permutation | incast | ring | all-to-all"),
     trials: int = typer.Option(100, "--trials", "-n", help="Monte Carlo trials (fresh QP source ports each)"),
     seed: int = typer.Option(0, "--seed", help="seed of the trials"),
     target: int = typer.Option(0, "--target", help="incast: the receiving rank"),
     out: Path = typer.Option(None, "--out", "-o", help="also write the figures as JSON to this file"),
 ) -> int:
     """Load on uplinks under ECMP (identical and per-switch hash seeds) vs an ideal spread."""
+    from dataclasses import asdict
+
+    import numpy as np
+    from rich.table import Table
+
+    from ..fabric import Router, build
+    from ..fabric.polarization import PATTERNS, analyze
+    from ..report.files import write_json
+
     problems = []
     if pattern not in PATTERNS:
         problems.append(Problem("--pattern", f"must be one of {', '.join(PATTERNS)} (got {pattern!r})"))
     if trials < 1:
         problems.append(Problem("--trials", f"must be >= 1 (got {trials})"))
+    if seed < 0:
+        problems.append(Problem("--seed", f"must be >= 0 (got {seed})"))
+    if out is not None and out.is_dir():
+        problems.append(Problem("--out", f"{out} is a directory; give the JSON file to write"))
     if problems:
         raise InputError(problems)
     hw = load_hardware(file)
@@ -215,9 +250,9 @@ def polarization_cmd(
                                               f"{f.world_size * (f.world_size - 1):,} flows per trial: at most 512 ranks"))
     fs = hw.fabric
     pxn = True if fs.pxn or fs.topology == "rail-only" else None
-    variants = [("scenario's seeds" + (" (per switch)" if fs.per_switch_hash_seed else " (identical)"),
+    variants = [("scenario's hash seeds" + (" (per switch)" if fs.per_switch_hash_seed else " (identical)"),
                  fs.per_switch_hash_seed)]
-    variants.append(("per-switch seeds" if not fs.per_switch_hash_seed else "identical seeds",
+    variants.append(("per-switch hash seeds" if not fs.per_switch_hash_seed else "identical hash seeds",
                      not fs.per_switch_hash_seed))
     table = Table(title=f"{pattern}: offered load on uplinks, {trials} trials of random QP source ports",
                   title_justify="left")
@@ -269,6 +304,11 @@ def draw_cmd(
     out: Path = typer.Option(Path("topology.svg"), "--out", "-o", help="SVG file to write"),
 ) -> int:
     """An SVG of the topology: servers, rails, spines, super-spines, link speeds (large fabrics collapsed)."""
+    check_out(out, "file")
+    from ..fabric import build
+    from ..fabric.draw import fabric_svg
+    from ..report.files import write_atomic
+
     hw = load_hardware(file)
     if hw.fabric.topology == "custom":
         svg = fabric_svg(build(hw.cluster, hw.fabric, hw.name), hw.name)
@@ -281,22 +321,52 @@ def draw_cmd(
     return 0
 
 
+RAIL_MAP_DEFAULTS = {"ports": 48, "hosts": 4, "rails": 8}  # the book's Figure 13-6: a Nexus 9348D-GX2A
+
+
 @fabric_app.command("rail-map")
 def rail_map_cmd(
-    ports: int = typer.Option(48, "--ports", help="switch ports (Cisco Nexus 9348D-GX2A: 48)"),
-    hosts: int = typer.Option(4, "--hosts", help="servers on the switch"),
-    rails: int = typer.Option(8, "--rails", help="rails on the switch"),
+    file: Path = typer.Argument(None, help="scenario or cluster+fabric YAML file: its rail switches' ports, hosts "
+                                           "and rails (optional; the flags override them)", show_default=False),
+    ports: int = typer.Option(None, "--ports", help="switch ports (default: the file's rail-switch radix, else 48 "
+                                                    "as the Cisco Nexus 9348D-GX2A of Figure 13-6)",
+                              show_default=False),
+    hosts: int = typer.Option(None, "--hosts", help="servers on the switch (default: the file's servers per "
+                                                    "segment, else 4)", show_default=False),
+    rails: int = typer.Option(None, "--rails", help="rails on the switch (default: the file's rails per switch, "
+                                                    "else 8)", show_default=False),
 ) -> int:
-    """Figure 13-6: which interfaces of a rail switch belong to which rail (uplinks in between)."""
-    problems = [Problem(f"--{n}", f"must be >= 1 (got {v})") for n, v in (("ports", ports), ("hosts", hosts),
-                                                                           ("rails", rails)) if v < 1]
+    """Which interfaces of a rail switch belong to which rail, uplinks in between (Deep Learning for Network
+    Engineers, Ch. 13, Figure 13-6): of a scenario's rail switches, or of --ports/--hosts/--rails."""
+    from rich.table import Table
+
+    from ..fabric.cabling import rail_interface_blocks
+
+    given = {"ports": ports, "hosts": hosts, "rails": rails}
+    problems = [Problem(f"--{n}", f"must be >= 1 (got {v})") for n, v in given.items() if v is not None and v < 1]
     if problems:
         raise InputError(problems)
+    source = "Figure 13-6"
+    values = dict(RAIL_MAP_DEFAULTS)
+    if file is not None:
+        from ..fabric.design import resolve
+
+        hw = load_hardware(file)
+        if hw.fabric.topology == "custom":
+            raise InputError(Problem("FILE", f"{file}: a custom topology has no rail-switch layout to map"))
+        d = resolve(hw.cluster, hw.fabric)
+        values = {"ports": d.leaf_radix, "hosts": d.servers_per_segment,
+                  "rails": d.rails_per_switch * d.ports_per_nic_per_plane}
+        source = f"{hw.name}: {d.topology}"
+    values.update({k: v for k, v in given.items() if v is not None})
+    ports, hosts, rails = values["ports"], values["hosts"], values["rails"]
     try:
         blocks = rail_interface_blocks(ports, hosts, rails)
     except ValueError as exc:
-        raise InputError(Problem("--ports", str(exc))) from None
-    t = Table(title=f"{ports}-port switch, {hosts} hosts x {rails} rails", title_justify="left")
+        raise InputError(Problem("--ports" if file is None or given["ports"] is not None else "FILE",
+                                 str(exc))) from None
+    console.print(f"[bold]{ports}-port rail switch, {hosts} hosts x {rails} rails[/] ({source})")
+    t = Table()
     t.add_column("rail")
     t.add_column("interfaces")
     for r, ifs in blocks.items():
@@ -306,4 +376,3 @@ def rail_map_cmd(
     spare = [i for i in range(1, ports + 1) if i not in used]
     console.print(f"spare (uplink) interfaces: {', '.join(map(str, spare)) or 'none'}")
     return 0
-

@@ -1,23 +1,30 @@
-"""`aifabric packet`: the seeds' packet-level scenarios (Ch. 10-12) on the packet engine."""
+"""`aifabric packet`: the packet-level stories of Deep Learning for Network Engineers (Ch. 10-12), or a
+scenario file's training iteration, on the packet engine.
+
+Every flag works in both forms or is refused naming itself: `--size-mb` sizes the stories' flows (a
+scenario's transfers are sized by its workload); `--lb` is refused by the stories that compare load
+balancing themselves (polarization, spraying), `--transport` and `--write-only` by spraying, which compares
+those too. In the file form `--flow N` is the N-th RDMA transfer of the iteration (NVLink ones not counted).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from ..errors import InputError, Problem
-from ..packet.config import LB_MODES, TRANSPORTS, LbConfig, PacketConfig
-from ..packet.scenarios import SCENARIOS, run_scenario
-from ..report import write_json
+from ..packet.config import LB_MODES, TRANSPORTS
 from .app import app
 from .console import make_console
 
 console = make_console()
 
+STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying")
 HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
         "spraying (Figs. 12-6/12-7) | a scenario YAML file (its training iteration, packet by packet)")
+# flags a story overrides itself (it compares their values): refused there rather than ignored
+OVERRIDDEN = {"polarization": ("--lb",), "spraying": ("--lb", "--transport", "--write-only")}
 
 
 def _fmt(v) -> str:
@@ -30,57 +37,115 @@ def _fmt(v) -> str:
 def packet(
     scenario: str = typer.Argument(..., help=HELP),
     explain: bool = typer.Option(False, "--explain", help="narrate the events in time order"),
-    pcap: Path = typer.Option(None, "--pcap", help="write the traced flows' packets, CNPs, ACKs and PFC frames to FILE"),
-    flows: list[int] = typer.Option(None, "--flow", help="flow number to trace into the pcap (repeatable; default 0)"),
-    out: Path = typer.Option(None, "--out", "-o", help="write packet-stats.json, packet.html and the pcap into DIR"),
-    lb: str = typer.Option(None, "--lb", help="load balancing: " + " | ".join(LB_MODES) + " (incast, dcqcn, pfc-cascade)"),
+    pcap: Path = typer.Option(None, "--pcap", help="write the traced flows' packets, CNPs, ACKs and PFC frames to "
+                                                   "FILE"),
+    flows: list[int] = typer.Option(None, "--flow", help="flow to trace into the pcap (repeatable; default 0); with "
+                                                         "a scenario file, the N-th RDMA transfer of the iteration"),
+    out: Path = typer.Option(None, "--out", "-o", help="write packet-stats.json (stories: and packet.html) and the "
+                                                       "pcap into DIR"),
+    lb: str = typer.Option(None, "--lb", help="load balancing: " + " | ".join(LB_MODES)
+                                              + " (not polarization, spraying: they compare these)"),
     transport: str = typer.Option(None, "--transport", help="rc (RoCEv2) | uet (Ultra Ethernet, spraying)"),
     write_only: bool = typer.Option(False, "--write-only", help="RDMA Write Only: a RETH in every packet"),
-    size_mb: float = typer.Option(None, "--size-mb", help="bytes per flow, MB (default: the scenario's)"),
-    seed: int = typer.Option(0, "--seed", help="seed of the WRED marking draws"),
+    size_mb: float = typer.Option(None, "--size-mb", help="bytes per flow, MB (the stories only; default: the "
+                                                          "story's)"),
+    seed: int = typer.Option(None, "--seed", help="seed of the WRED marking draws (default: 0 for the stories, "
+                                                  "the scenario's seed for a file)"),
     max_events: int = typer.Option(400, "--max-events", help="narrated events printed with --explain"),
 ) -> None:
-    """Run one of the seeds' packet-level scenarios; print what happened, optionally narrated and captured."""
+    """Run a packet-level story of Deep Learning for Network Engineers (Ch. 10-12), or a scenario file's
+    iteration, on the packet engine; print what happened, optionally narrated and captured."""
+    from ..packet.config import LbConfig, PacketConfig
+
+    is_file = scenario.endswith((".yaml", ".yml")) or Path(scenario).is_file()
     problems = []
-    if scenario.endswith((".yaml", ".yml")) or Path(scenario).is_file():
-        _run_file(Path(scenario), out, lb, explain, max_events)
-        return
-    if scenario not in SCENARIOS:
-        problems.append(Problem("scenario", f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}"))
+    if not is_file and scenario not in STORIES:
+        problems.append(Problem("scenario", f"unknown story {scenario!r}; one of: {', '.join(STORIES)}, or a "
+                                            "scenario YAML file"))
     if lb is not None and lb not in LB_MODES:
         problems.append(Problem("--lb", f"one of: {', '.join(LB_MODES)}"))
     if transport is not None and transport not in TRANSPORTS:
         problems.append(Problem("--transport", f"one of: {', '.join(TRANSPORTS)}"))
     if size_mb is not None and not size_mb > 0:
         problems.append(Problem("--size-mb", "must be positive"))
+    if size_mb is not None and is_file:
+        problems.append(Problem("--size-mb", "sizes the stories' flows; a scenario's transfers are sized by its "
+                                             "workload"))
+    if seed is not None and seed < 0:
+        problems.append(Problem("--seed", f"must be >= 0 (got {seed})"))
+    if max_events < 0:
+        problems.append(Problem("--max-events", f"must be >= 0 (got {max_events})"))
+    if flows and any(f < 0 for f in flows):
+        problems.append(Problem("--flow", "flow numbers are 0, 1, 2, ..."))
     if out is not None and out.exists() and not out.is_dir():
         problems.append(Problem("--out", f"{out} exists and is not a directory"))
+    if pcap is not None and pcap.is_dir():
+        problems.append(Problem("--pcap", f"{pcap} is a directory"))
+    given = {"--lb": lb is not None, "--transport": transport is not None, "--write-only": write_only}
+    for flag in OVERRIDDEN.get(scenario, ()):
+        if given[flag]:
+            problems.append(Problem(flag, f"the {scenario} story compares the values of {flag} itself"))
     if problems:
         raise InputError(problems)
-    if flows and any(f < 0 for f in flows):
-        raise InputError(Problem("--flow", "flow numbers are 0, 1, 2, ..."))
     traced = tuple(flows) if flows else (0,)
-    cfg = PacketConfig(explain=explain, seed=seed, trace_flows=traced if (pcap or out) else (),
-                       trace_pfc=bool(pcap or out))
+    capture = pcap is not None or out is not None
+    cfg = PacketConfig(explain=explain, seed=seed or 0, trace_flows=traced if capture else (), trace_pfc=capture,
+                       trace_by="rdma" if is_file else "flow")
     if lb is not None:
         cfg = cfg.with_(lb=LbConfig(mode=lb))
     if transport is not None or write_only:
         cfg = cfg.with_(nic=cfg.nic.__class__(transport=transport or "rc", write_only=write_only))
-    kw = {"size_mb": size_mb} if size_mb is not None else {}
-    run = run_scenario(scenario, cfg, **kw)
+    if is_file:
+        _run_file(Path(scenario), cfg, out, pcap, lb, seed, traced if capture else (), max_events)
+    else:
+        _run_story(scenario, cfg, out, pcap, size_mb, traced if capture else (), max_events)
 
+
+def _narrate(runs: list[tuple[str, object]], max_events: int) -> None:
+    for label, net in runs:
+        if len(runs) > 1:
+            console.print(f"\n[bold]{label}[/]")
+        log = net.events_log
+        if not log:
+            console.print("[dim]no events to narrate: no queue crossed its WRED minimum, no ECN mark, CNP, PFC "
+                          "frame, drop or retransmission[/]")
+        for t, cat, text in log[:max_events]:
+            console.print(f"[dim]{t * 1e6:11.3f} us[/] [cyan]{cat:9}[/] {text}", highlight=False)
+        more = len(log) - max_events + net.log_dropped
+        if more > 0:
+            console.print(f"[dim]... {more} more events[/]")
+    console.print()
+
+
+def _check_traced(traced: tuple[int, ...], available: int, what: str) -> None:
+    beyond = [f for f in traced if f >= available]
+    if beyond:
+        raise InputError(Problem("--flow", f"the run has {available} {what} (0 .. {available - 1}); no "
+                                           f"{', '.join(map(str, beyond))}" if available else
+                                           f"the run has no {what} to trace"))
+
+
+def _write_pcap(pcap: Path, net) -> str:
+    from ..packet.pcap import write_pcap
+
+    n = write_pcap(pcap, net.captured, net)
+    return f"{pcap} ({n} frames)"
+
+
+def _run_story(name: str, cfg, out: Path | None, pcap: Path | None, size_mb: float | None,
+               traced: tuple[int, ...], max_events: int) -> None:
+    from rich.table import Table
+
+    from ..packet.scenarios import run_scenario
+    from ..report.files import write_json
+
+    kw = {"size_mb": size_mb} if size_mb is not None else {}
+    run = run_scenario(name, cfg, **kw)
+    if traced:
+        _check_traced(traced, len(run.net.flows), "flows")
     console.rule(f"[bold]{run.title}")
-    if explain:
-        for label, net, _ in run.runs:
-            if len(run.runs) > 1:
-                console.print(f"\n[bold]{label}[/]")
-            log = net.events_log
-            for t, cat, text in log[:max_events]:
-                console.print(f"[dim]{t * 1e6:11.3f} us[/] [cyan]{cat:9}[/] {text}", highlight=False)
-            more = len(log) - max_events + net.log_dropped
-            if more > 0:
-                console.print(f"[dim]... {more} more events[/]")
-        console.print()
+    if cfg.explain:
+        _narrate([(label, net) for label, net, _ in run.runs], max_events)
     if run.table:
         table = Table(show_header=True, header_style="bold")
         keys = list(run.table[0])
@@ -95,41 +160,42 @@ def packet(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         from ..packet.figures import packet_html
-        from ..report import write_atomic
+        from ..report.files import write_atomic
 
         write_json(out / "packet-stats.json", run.to_dict())
         write_atomic(out / "packet.html", packet_html(run.title, run.findings, [(lb_, st) for lb_, _, st in run.runs]))
-        files.append(str(out / "packet-stats.json"))
-        files.append(str(out / "packet.html"))
-        if pcap is None:
-            pcap = out / f"{scenario}.pcap"
+        files += [str(out / "packet-stats.json"), str(out / "packet.html")]
+        pcap = pcap or out / f"{name}.pcap"
     if pcap is not None:
-        from ..packet.pcap import write_pcap
-
-        n = write_pcap(pcap, run.net.captured, run.net)
-        files.append(f"{pcap} ({n} frames)")
+        files.append(_write_pcap(pcap, run.net))
     if files:
         console.print("\nwrote " + ", ".join(files))
 
 
-def _run_file(path: Path, out: Path | None, lb: str | None, explain: bool, max_events: int) -> None:
+def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | None, seed: int | None,
+              traced: tuple[int, ...], max_events: int) -> None:
     """A scenario file's workload on the packet engine: iteration time and what the fabric did."""
+    from rich.table import Table
+
     from ..engines.packet import simulate_packet
+    from ..report.files import write_json
     from ..scenario import load_scenario
 
     s = load_scenario(path)
-    if lb is not None:
-        if lb not in LB_MODES:
-            raise InputError(Problem("--lb", f"one of: {', '.join(LB_MODES)}"))
     console.print(f"simulating [bold]{s.name}[/] packet by packet ...")
-    run, stats = simulate_packet(s, cfg=PacketConfig(explain=explain), lb=lb)
+    run, stats = simulate_packet(s, cfg=cfg, lb=lb, seed=seed, keep_network=True)
     if stats is None:
         console.print("interrupted")
         raise typer.Exit(130)
+    net = run.packet_network
+    if traced:
+        _check_traced(traced, net.rdma_flows, "RDMA transfers")
     res = run.results
     console.rule(f"[bold]{s.name}: packet engine")
+    if cfg.explain:
+        _narrate([("", net)], max_events)
     console.print(f"iteration time {res.iteration_time_s * 1e3:.3f} ms; {stats.packet_hops:,} packet hops, "
-                  f"{stats.events:,} events", highlight=False)
+                  f"{stats.events:,} events; {net.rdma_flows:,} RDMA transfers", highlight=False)
     table = Table(show_header=True, header_style="bold")
     tot = stats.to_dict(series=False)["totals"]
     for k in tot:
@@ -140,8 +206,15 @@ def _run_file(path: Path, out: Path | None, lb: str | None, explain: bool, max_e
     if fcts:
         console.print(f"transfers: {len(fcts)}, slowest {fcts[0] * 1e6:.1f} us, median "
                       f"{fcts[len(fcts) // 2] * 1e6:.1f} us", highlight=False)
+    files = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "packet-stats.json", {"scenario": s.name, "iteration_time_s": res.iteration_time_s,
                                                **stats.to_dict(series=False)})
-        console.print(f"\nwrote {out / 'packet-stats.json'}")
+        files.append(str(out / "packet-stats.json"))
+        pcap = pcap or out / "packets.pcap"
+    if pcap is not None:
+        files.append(_write_pcap(pcap, net) + f": RDMA transfer{'s' * (len(traced) > 1)} "
+                     f"{', '.join(map(str, traced))} and PFC frames")
+    if files:
+        console.print("\nwrote " + ", ".join(files), highlight=False)

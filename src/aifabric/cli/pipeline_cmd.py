@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from ..errors import InputError, Problem
-from ..workload.pipeline import SCHEDULES, bubble_fraction, step_table, step_transfers
+from ..workload.pipeline import SCHEDULES
 from .app import app
 from .console import make_console
 
@@ -24,10 +23,15 @@ def pipeline(
     backward_steps: int = typer.Option(1, "--backward-steps", help="time steps of a backward pass (gpipe, 1f1b, "
                                                                   "interleaved); a forward takes one"),
     gpus_per_server: int = typer.Option(0, "--gpus-per-server", help="stages per server, for NVLink vs RDMA "
-                                                                     "(default: 2 for book/blog as in the seeds, else 8)"),
+                                                                     "(default: 2 for book/blog as in the book, else 8)"),
 ) -> int:
     """Per-time-step table: which stage runs which micro-batch forward (F) or backward (B), active and idle
-    GPUs, utilization per step and overall (seeds Ch. 8: book 10 steps, blog 11 steps)."""
+    GPUs, utilization per step and overall (book / blog: the 4-GPU example of Deep Learning for Network Engineers,
+    Ch. 8, 10 time steps, and of its companion blog post, 11 steps)."""
+    from rich.table import Table
+
+    from ..workload.pipeline import bubble_fraction, step_table, step_transfers
+
     problems = []
     if schedule not in SCHEDULES:
         problems.append(Problem("--schedule", f"must be one of {', '.join(SCHEDULES)} (got {schedule!r})"))

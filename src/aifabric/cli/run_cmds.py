@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..report import build_html, build_summary, build_trace, new_run_dir, print_summary, write_atomic, write_json, write_tables
-from ..scenario import embedded_scenario, embedded_scenario_text, load_scenario
-from ..scenario.schema import Scenario
-from ..simulate import simulate
 from .app import app
 from .console import make_console
 from .errors import Interrupted
+
+if TYPE_CHECKING:
+    from ..scenario.schema import Scenario
 
 console = make_console()
 err_console = Console(stderr=True)
@@ -25,16 +24,26 @@ PROGRESS_MIN_TASKS = 20_000
 
 def _out_dir(out: Path | None) -> Path:
     if out is None:
-        return new_run_dir()
-    if out.exists() and not out.is_dir():
-        from ..errors import InputError
+        from ..report.files import new_run_dir
 
-        raise InputError(f"--out {out}: exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+        return new_run_dir()
+    from ..errors import InputError, Problem
+
+    if out.exists() and not out.is_dir():
+        raise InputError(Problem("--out", f"{out} exists and is not a directory"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(Problem("--out", f"cannot create {out}: {exc.strerror or exc}")) from None
     return out
 
 
 def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, scenario_text: str | None) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..report import print_summary
+    from ..simulate import simulate
+
     out_dir = _out_dir(out)
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err_console, transient=True)
@@ -70,6 +79,8 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
 
 def write_report(run, out_dir: Path, scenario_text: str | None) -> None:
     """Every output file of a run; summary.json last, so its presence means the folder is complete."""
+    from ..report import build_html, build_summary, build_trace, write_atomic, write_json, write_tables
+
     if scenario_text is not None:
         write_atomic(out_dir / "scenario.yaml", scenario_text)
     write_tables(run, out_dir)
@@ -78,15 +89,21 @@ def write_report(run, out_dir: Path, scenario_text: str | None) -> None:
     write_json(out_dir / "summary.json", build_summary(run))
 
 
+SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H100) | fabric (data-parallel "
+                 "replicas across a spine tier: ECMP vs spraying and the spine oversubscription decide the "
+                 "iteration time) | ch14 (the Chapter 14 cluster of the book Deep Learning for Network Engineers: "
+                 "data-parallel on 2 x 4 GPUs)")
+
+
 @app.command()
 def demo(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    name: str = typer.Option("demo", "--scenario", "-s",
-                             help="embedded scenario: demo (GPT 3D parallelism, 4 x 8 H100) | ch14 (the seeds' "
-                                  "Ch. 14 data-parallel cluster, 2 x 4 GPUs)"),
+    name: str = typer.Option("demo", "--scenario", "-s", help=SCENARIO_HELP),
 ) -> int:
     """Run an embedded scenario end to end and write its report (no arguments, no network)."""
+    from ..scenario import embedded_scenario, embedded_scenario_text
+
     text = embedded_scenario_text(name)
     scenario = embedded_scenario(name)
     if engine:
@@ -97,24 +114,25 @@ def demo(
 @app.command()
 def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int:
     """Check a scenario: exit 0, or exit 2 with every problem listed by field path."""
+    from ..scenario import load_scenario
+
     s = load_scenario(file)
     console.print(f"[green]ok[/] {file}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine")
     return 0
 
 
-@app.command()
+@app.command("simulate")
 def simulate_cmd(
     file: Path = typer.Argument(..., help="scenario YAML file"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
     """Simulate a scenario and write its report."""
+    from ..scenario import load_scenario
+
     scenario = load_scenario(file)
-    return run_and_report(scenario, out, _engine(engine) if engine else None, file.read_text(encoding="utf-8"))
-
-
-simulate_cmd.__name__ = "simulate"
-app.registered_commands[-1].name = "simulate"
+    eng = _engine(engine) if engine else None
+    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"))
 
 
 def _engine(name: str) -> str:

@@ -7,10 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from ..errors import InputError, Problem
-from ..report import new_run_dir, write_atomic, write_json
 from .app import app
 from .console import make_console
 from .run_cmds import OUT_HELP, _engine, _out_dir, write_report
@@ -54,18 +52,45 @@ def train(
 ) -> int:
     """Train a small model for real: dp x tp x pp processes on torch.distributed (gloo on CPU, NCCL on GPU),
     every collective and send/recv traced into trace.jsonl."""
+    import math
+    import re
+
+    from ..report.files import new_run_dir, write_atomic, write_json
+    from ..train.names import MODELS, SCHEDULES
+
+    problems: list[Problem] = []
+    if model not in MODELS:
+        problems.append(Problem("--model", f"must be one of {', '.join(MODELS)} (got {model!r})"))
+    if schedule not in SCHEDULES:
+        problems.append(Problem("--schedule", f"must be one of {', '.join(SCHEDULES)} (got {schedule!r})"))
+    for flag, v, low in (("--dp", dp, 1), ("--tp", tp, 1), ("--pp", pp, 1), ("--steps", steps, 1),
+                         ("--micro-batches", micro_batches, 0), ("--batch-size", batch_size, 0), ("--seed", seed, 0),
+                         ("--bucket-kb", bucket_kb, 1)):
+        if v < low:
+            problems.append(Problem(flag, f"must be >= {low} (got {v})"))
+    if not (math.isfinite(lr) and lr > 0):
+        problems.append(Problem("--lr", f"must be a positive number (got {lr:g})"))
+    if not (math.isfinite(timeout) and timeout > 0):
+        problems.append(Problem("--timeout", f"must be a positive number of seconds (got {timeout:g})"))
+    if fault and not re.fullmatch(r"(crash|hang):\d+:\d+", fault):
+        problems.append(Problem("--inject-fault", "must be crash:RANK:STEP or hang:RANK:STEP"))
+    if out is not None and out.exists() and not out.is_dir():
+        problems.append(Problem("--out", f"{out} exists and is not a directory"))
+    if problems:
+        raise InputError(problems)
     _need_torch()
     from ..train.launcher import check_config, launch
     from ..train.summary import assemble_weights, build_train_summary, tracing_overhead
     from ..train.worker import TrainConfig
 
-    if fault and fault.split(":")[0] not in ("crash", "hang"):
-        raise InputError(Problem("--inject-fault", "must be crash:RANK:STEP or hang:RANK:STEP"))
+    def config(out_dir: str) -> TrainConfig:
+        return TrainConfig(model=model, dp=dp, tp=tp, pp=pp, steps=steps, schedule=schedule,
+                           micro_batches=micro_batches, batch_size=batch_size, lr=lr, seed=seed,
+                           bucket_bytes=bucket_kb * 1024, trace=trace, fault=fault, out=out_dir)
+
+    check_config(config(""))  # before any folder is made or process started
     out_dir = _out_dir(out) if out else new_run_dir(prefix="aifabric-train")
-    cfg = TrainConfig(model=model, dp=dp, tp=tp, pp=pp, steps=steps, schedule=schedule, micro_batches=micro_batches,
-                      batch_size=batch_size, lr=lr, seed=seed, bucket_bytes=bucket_kb * 1024, trace=trace,
-                      fault=fault, out=str(out_dir))
-    check_config(cfg)
+    cfg = config(str(out_dir))
     console.print(f"training {model}: dp {dp} x tp {tp} x pp {pp} = {cfg.layout.world_size} processes, "
                   f"{steps} steps, {cfg.n_micro} micro-batch(es), {schedule if pp > 1 else 'no pipeline'}")
     measured = None
@@ -100,6 +125,8 @@ def train(
 
 
 def _print(s: dict) -> None:
+    from rich.table import Table
+
     head = Table(title=f"aifabric train · {s['model']} · dp {s['plan']['dp']} × tp {s['plan']['tp']} × pp "
                  f"{s['plan']['pp']}", show_header=False, title_justify="left")
     head.add_column(style="bold")
@@ -131,34 +158,74 @@ def replay(
     trace: Path = typer.Argument(..., help="trace.jsonl from `aifabric train` (or its folder)"),
     scenario: Path = typer.Option(..., "--scenario", "-s", help="scenario YAML: the cluster and fabric"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    compute: str = typer.Option("measured", "--compute", help="measured (gaps between ops) | zero"),
+    compute: str = typer.Option("measured", "--compute",
+                                help="measured: the gaps between ops as the traced run measured them (on its own "
+                                     "hardware: a CPU for gloo runs, not the scenario's GPU) | zero: no compute, "
+                                     "communication alone"),
+    placement_how: str = typer.Option("packed", "--placement",
+                                      help="packed: trace rank r on GPU r (torchrun order) | spread: round-robin "
+                                           "over the servers, so the ranks talk over the network"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
     """Replay a training trace's communication on a scenario's fabric and write the usual report."""
     from ..report import print_summary
+    from ..report.terminal import fmt_bytes
     from ..scenario import load_scenario
     from ..simulate import build_fabric, simulate
     from ..train.replay import (
+        PLACEMENTS,
         check_fits,
+        place,
+        placement,
         trace_to_workload,
         unsupported_ops,
         without_ops,
     )
     from ..train.tracer import read_trace
 
+    problems = []
+    if compute not in ("measured", "zero"):
+        problems.append(Problem("--compute", f"must be measured or zero (got {compute!r})"))
+    if placement_how not in PLACEMENTS:
+        problems.append(Problem("--placement", f"must be one of {', '.join(PLACEMENTS)} (got {placement_how!r})"))
+    if out is not None and out.exists() and not out.is_dir():
+        problems.append(Problem("--out", f"{out} exists and is not a directory"))
+    if problems:
+        raise InputError(problems)
+    eng = _engine(engine) if engine else None
     t = read_trace(trace)
     s = load_scenario(scenario)
     check_fits(t, s.cluster.total_gpus)
-    eng = _engine(engine) if engine else None
+    n, world, gps = t.world_size, s.cluster.total_gpus, s.cluster.gpus_per_server
+    gpu_of = placement(n, s.cluster.servers, gps, placement_how)
+    servers_used = sorted({g // gps for g in gpu_of})
+    t = place(t, gpu_of, world)
     workload = trace_to_workload(t, compute, name=f"replay of {trace}")
     fabric, router = build_fabric(s)
     missing = unsupported_ops(workload, fabric, router)
     if missing:
         console.print(f"[yellow]note:[/] left out {', '.join(sorted(missing))}: not supported by the engines yet")
         workload = without_ops(workload, missing)
+    where = (f"server {servers_used[0]}" if len(servers_used) == 1
+             else f"{len(servers_used)} of {s.cluster.servers} servers")
+    console.print(f"placement {placement_how}: the trace's {n} ranks on GPUs "
+                  f"{', '.join(map(str, gpu_of[:8]))}{', ...' if n > 8 else ''} ({where})"
+                  + (f"; {world - n} of the scenario's {world} GPUs idle" if world > n else ""), highlight=False)
+    meta = next(iter(t.meta.values()), {})
+    backend = meta.get("backend", "?")
+    if compute == "measured":
+        console.print(f"compute: the gaps measured in the traced run (backend {backend}"
+                      + (", on CPU" if backend in ("gloo", "none") else "")
+                      + f"), not times of the scenario's {s.cluster.gpu}; --compute zero replays the communication "
+                        "alone", highlight=False)
     out_dir = _out_dir(out)
     run = simulate(s, eng, workload=workload)
     write_report(run, out_dir, scenario.read_text(encoding="utf-8"))
     print_summary(run, console)
+    if run.results.scale_out_bytes == 0:
+        hint = (" --placement spread puts them on different servers." if placement_how == "packed"
+                and len(servers_used) == 1 and s.cluster.servers > 1 else "")
+        console.print(f"[yellow]note:[/] no transfer crossed the network ({fmt_bytes(run.results.scale_up_bytes)} "
+                      f"over NVLink): the trace's ranks share {where}.{hint}", highlight=False)
     console.print(f"\nwrote {out_dir}/: summary.json, trace.json, report.html, tables")
     return 0

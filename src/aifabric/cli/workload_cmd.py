@@ -5,12 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from ..catalog import gpu
-from ..scenario import load_scenario
-from ..simulate import build_workload
-from ..workload.traffic import traffic_summary
 from .app import app
 from .console import make_console
 
@@ -28,6 +23,13 @@ def _gB(x: float) -> str:
 def workload(file: Path = typer.Argument(..., help="scenario YAML")) -> int:
     """Per-GPU memory, FLOPs, and the bytes per iteration of each parallel dimension on scale-up (NVLink)
     and scale-out (backend fabric), computed from the scenario's model and parallelism plan."""
+    from rich.table import Table
+
+    from ..catalog import gpu
+    from ..scenario import load_scenario
+    from ..simulate import build_workload
+    from ..workload.traffic import traffic_summary
+
     s = load_scenario(file)
     spec = gpu(s.cluster.gpu)
     if s.workload.kind == "llm-training":
@@ -51,9 +53,12 @@ def workload(file: Path = typer.Argument(..., help="scenario YAML")) -> int:
                                                                "total")))
         console.print(mem)
     w = build_workload(s)
-    console.print(f"{w.description}; {w.flops_per_iteration:.3e} FLOP per iteration "
-                  f"({w.flops_per_iteration / w.world_size / spec.peak_flops(s.workload.precision):.3f} s per GPU "
-                  f"at peak)")
+    peak = spec.peak_flops(s.workload.precision)
+    ideal_s = w.flops_per_iteration / (w.world_size * peak)
+    console.print(f"{w.description}; {w.flops_per_iteration:.3e} model FLOP per iteration", highlight=False)
+    console.print(f"ideal iteration time {ideal_s:.3f} s: the whole iteration if all {w.world_size} GPUs computed at "
+                  f"their dense {s.workload.precision} peak ({peak / 1e12:,.0f} TFLOP/s each) and never waited "
+                  "(MFU 100%; the simulated iteration time is longer)", highlight=False)
     tr = traffic_summary(w, s.cluster.gpus_per_server)
     t = Table(title="bytes per iteration (GB): sent by each GPU, and in total over scale-up and scale-out")
     for col in ("dimension", "per GPU (max)", "per GPU (mean)", "total", "scale-up (NVLink)", "scale-out (fabric)"):
@@ -71,13 +76,21 @@ def models(
     bytes_per_param: float = typer.Option(2.0, "--bytes-per-param", help="2 = FP16/BF16 weights (Figure 13-3)"),
 ) -> int:
     """The model zoo: parameters computed from the architecture, the published count, and how many GPUs the
-    weights alone need (seeds Figure 13-3: 8B -> 1, 70B -> 2, 405B -> 11 at 80 GB)."""
+    weights alone need (Deep Learning for Network Engineers, Ch. 13, Figure 13-3: 8B -> 1, 70B -> 2, 405B -> 11
+    at 80 GB)."""
+    from rich.table import Table
+
     from ..errors import InputError, Problem
     from ..models import MODELS, Transformer
     from ..workload.memory import min_gpus_for_weights
 
-    if gpu_memory_gb <= 0 or bytes_per_param <= 0:
-        raise InputError(Problem("--gpu-memory-gb" if gpu_memory_gb <= 0 else "--bytes-per-param", "must be > 0"))
+    import math
+
+    bad = [Problem(flag, f"must be a number > 0 (got {v:g})") for flag, v in
+           (("--gpu-memory-gb", gpu_memory_gb), ("--bytes-per-param", bytes_per_param))
+           if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise InputError(bad)
     t = Table(title=f"model zoo (weights at {bytes_per_param:g} bytes per parameter, {gpu_memory_gb:g} GB GPUs)")
     for col in ("model", "parameters", "published", "active", "layers", "hidden", "heads (kv)", "GPUs for weights"):
         t.add_column(col, justify="left" if col == "model" else "right")

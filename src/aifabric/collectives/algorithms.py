@@ -18,6 +18,7 @@ from .hierarchical import (
     hierarchical_reduce_scatter,
     nvls_all_reduce,
 )
+from .names import ALGORITHMS, OPS
 from .rhd import rhd
 from .ring import (
     chain_broadcast,
@@ -30,19 +31,6 @@ from .schedule import ALL, MODE_COPY, MoveBuilder, Schedule, chunk_bounds_array
 from .topology import Layout, channel_rings, server_matrix
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
 
-OPS = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all", "all-to-allv",
-       "send-recv", "barrier")
-ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all-reduce": ("ring", "tree", "direct", "rhd", "hierarchical", "hierarchical-rhd", "nvls"),
-    "reduce-scatter": ("ring", "direct", "rhd", "hierarchical"),
-    "all-gather": ("ring", "direct", "rhd", "hierarchical"),
-    "broadcast": ("ring", "tree", "direct"),
-    "reduce": ("ring", "tree", "direct"),
-    "all-to-all": ("direct", "pxn"),
-    "all-to-allv": ("direct", "pxn"),
-    "send-recv": ("direct",),
-    "barrier": ("dissemination",),
-}
 ROOTED = frozenset({"broadcast", "reduce"})
 
 

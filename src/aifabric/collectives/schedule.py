@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .names import REDUCE_OPS
+
 REDUCE, COPY = "reduce", "copy"
 MODE_COPY, MODE_REDUCE = 0, 1
 MODES = (COPY, REDUCE)
 ALL = -1  # source: every rank contributes (reduced); target: every rank receives
 
-REDUCE_OPS = ("sum", "avg", "max", "min")
 _UFUNC = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
 
 

@@ -1,7 +1,13 @@
-from .executor import Interrupted, Timeline, run
-from .taskgraph import TaskGraph
-from .tasks import lower
+from __future__ import annotations
 
-ENGINES = ("flow", "analytic", "packet")  # packet: engines/packet.py (aifabric.packet)
+from .._lazy import lazy_exports
 
-__all__ = ["ENGINES", "Interrupted", "TaskGraph", "Timeline", "lower", "run"]
+ENGINES = ("flow", "analytic", "packet")
+
+_EXPORTS = {
+    "Interrupted": ".executor", "Timeline": ".executor", "run": ".executor",
+    "TaskGraph": ".taskgraph",
+    "lower": ".tasks",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ['ENGINES', 'Interrupted', 'TaskGraph', 'Timeline', 'lower', 'run']

@@ -55,6 +55,7 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
         for d in deps:
             dependents[d].append(t)
     pcie_bytes = np.zeros(len(fabric.links))
+    pcie_spans: list[tuple[float, float, list[int], int]] = []  # (first packet out, last byte in, links, bytes)
     state = {"completed": 0}
 
     def complete(t: int) -> None:
@@ -87,7 +88,9 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
         for li in pcie:
             pcie_bytes[li] += size
 
-        def done(flow, t=t, tail=tail) -> None:
+        def done(flow, t=t, tail=tail, pcie=pcie, size=size, t0=now + head) -> None:
+            if pcie and sim.now > t0:
+                pcie_spans.append((t0, sim.now, pcie, size))
             sim.at(sim.now + tail, complete, t)
 
         net.start_at(now + head, tuple(route), size, on_done=done, name=graph.name[t]) if head > 0 else \
@@ -100,14 +103,38 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
         stats = net.run()
     except KeyboardInterrupt:
         stats = net.finish()
-        raise Interrupted(_timeline(net, start, end, pcie_bytes)) from None
+        raise Interrupted(_timeline(net, start, end, pcie_bytes, pcie_spans)) from None
     unfinished = int(np.isnan(end).sum())
     if unfinished:
         raise RuntimeError(f"{unfinished} tasks never finished on the packet engine (cycle or lost flow)")
-    return PacketRun(_timeline(net, start, end, pcie_bytes), stats, net)
+    return PacketRun(_timeline(net, start, end, pcie_bytes, pcie_spans), stats, net)
 
 
-def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.ndarray) -> Timeline:
+def _pcie_peaks(spans: list[tuple[float, float, list[int], int]], n_links: int) -> np.ndarray:
+    """Per PCIe link, the largest sum of the rates of the transfers crossing it at one time, each transfer's
+    bytes spread evenly from its first packet to its last byte (the PCIe hops are not simulated packet by
+    packet: they move at the pace of the network path)."""
+    peak = np.zeros(n_links)
+    if not spans:
+        return peak
+    links = np.array([li for _, _, ls, _ in spans for li in ls], dtype=np.int64)
+    a = np.array([x for x0, _, ls, _ in spans for x in [x0] * len(ls)])
+    b = np.array([x for _, x1, ls, _ in spans for x in [x1] * len(ls)])
+    rate = np.array([size / (x1 - x0) for x0, x1, ls, size in spans for _ in ls])
+    lk = np.concatenate([links, links])
+    tk = np.concatenate([a, b])
+    rk = np.concatenate([rate, -rate])
+    order = np.lexsort((rk, tk, lk))  # per link in time order, a transfer's end before another's start
+    lk, rk = lk[order], rk[order]
+    level = np.cumsum(rk)
+    first = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1]])
+    level -= np.repeat(level[first] - rk[first], np.diff(np.r_[first, len(lk)]))
+    np.maximum.at(peak, lk, level)
+    return peak
+
+
+def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.ndarray,
+              pcie_spans: list[tuple[float, float, list[int], int]] = ()) -> Timeline:
     n_links = len(net.fabric.links)
     link_bytes = pcie_bytes.copy()
     for p in net.ports:
@@ -134,22 +161,34 @@ def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.n
         np.maximum(peak, rates, out=peak)
         load.set(k * width, rates)
         load.close((k + 1) * width)
+    # PCIe: its bytes over time (each transfer's spread over its span) and the peak of the concurrent rates,
+    # at most the link's capacity
+    load.add_spread([(a, b, np.asarray(ls, dtype=np.int64), np.full(len(ls), float(size)))
+                     for a, b, ls, size in pcie_spans])
+    cap = np.array([link.capacity_bytes_per_s for link in net.fabric.links])
+    # a port sends at most at its line rate (serialization_rate_bytes_per_s <= capacity) and its bins hold
+    # frames by serialization time: what exceeds the capacity here is floating-point rounding
+    peak = np.minimum(np.maximum(peak, _pcie_peaks(list(pcie_spans), n_links)), cap)
     return Timeline(start, end, link_bytes, peak, makespan, net.sim.events, load)
 
 
-def packet_config(scenario, base: PacketConfig | None = None) -> PacketConfig:
-    """The scenario's choices that the packet engine honours: load balancing and the seed."""
+def packet_config(scenario, base: PacketConfig | None = None, seed: int | None = None) -> PacketConfig:
+    """The scenario's choices that the packet engine honours: load balancing and the seed (of the WRED marking
+    draws; `seed` overrides the scenario's)."""
     base = base or PacketConfig()
     lb = getattr(scenario.fabric, "load_balancing", "ecmp")
     mode = lb if lb in ("ecmp", "flowlet", "spray", "adaptive") else "ecmp"
-    return base.with_(lb=replace(base.lb, mode=mode), seed=scenario.seed)
+    return base.with_(lb=replace(base.lb, mode=mode), seed=scenario.seed if seed is None else seed)
 
 
 def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None,
-                    cfg: PacketConfig | None = None, workload=None, lb: str | None = None):
+                    cfg: PacketConfig | None = None, workload=None, lb: str | None = None, seed: int | None = None,
+                    keep_network: bool = False):
     """`aifabric.simulate.simulate` for the packet engine: returns (Run, PacketStats).
 
-    `lb` overrides the scenario's `fabric.load_balancing` (also "adaptive").
+    `lb` overrides the scenario's `fabric.load_balancing` (also "adaptive"), `seed` its seed for the WRED draws.
+    With `keep_network` the Run's `packet_network` is the simulated network (its captured packets, events log;
+    None if interrupted): what `aifabric packet FILE --pcap` writes.
     The Run's results are those of `results.summarize` with engine "packet"; the packet statistics
     (queues, ECN, CNPs, DCQCN rates, PFC, drops, retransmissions, FCTs) serialize with
     `stats.to_dict()`.
@@ -162,18 +201,18 @@ def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None
     fabric, router = build_fabric(scenario)
     workload = workload or build_workload(scenario)
     graph = lower(workload, fabric, router, **scenario.lowering_options())
-    cfg = packet_config(scenario, cfg)
+    cfg = packet_config(scenario, cfg, seed)
     if lb is not None:
         cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
     try:
         pr = run_packet(graph, fabric, cfg, progress, hash_seed=scenario.fabric.ecmp_hash_seed,
                         per_switch_seed=scenario.fabric.per_switch_hash_seed)
-        timeline, stats, complete = pr.timeline, pr.stats, True
+        timeline, stats, complete, network = pr.timeline, pr.stats, True, pr.network if keep_network else None
     except Interrupted as exc:
-        timeline, stats, complete = exc.timeline, None, False
+        timeline, stats, complete, network = exc.timeline, None, False, None
     from ..simulate import add_folded_bytes
 
     add_folded_bytes(graph, timeline)
     peak = gpu(scenario.cluster.gpu).peak_flops(scenario.workload.precision)
     results = summarize("packet", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
-    return Run(scenario, fabric, workload, graph, timeline, results), stats
+    return Run(scenario, fabric, workload, graph, timeline, results, packet_network=network), stats

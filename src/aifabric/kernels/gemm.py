@@ -76,10 +76,9 @@ def gemm_cost(m: int, n: int, k: int, dev: Device, *, batch: int = 1, in_bytes: 
     for tile in candidates:
         tm, tn = tile
         tiles = _tiles(m, n, batch, tile)
-        splits = [1]
+        splits = range(1, 2)
         if tiles < dev.sm_count and k > 1:  # every split up to the one that fills the SMs; the fp32 partial
-            most = max(1, min(dev.sm_count // tiles, k))  # sums each split adds keep the useful ones few
-            splits = sorted({1, most, *(2 ** i for i in range(1, most.bit_length()) if 2 ** i <= most)})
+            splits = range(1, max(1, min(dev.sm_count // tiles, k)) + 1)  # sums of each keep the useful few
         for split in splits:
             waves = math.ceil(tiles * split / dev.sm_count)
             compute_s = waves * 2.0 * tm * tn * math.ceil(k / split) / dev.sm_flops

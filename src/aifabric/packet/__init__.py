@@ -5,8 +5,15 @@ RDMA Writes over routes; `run()` returns `PacketStats`. The engines' task graphs
 `aifabric.engines.packet`; the seeds' scenarios through `aifabric.packet.scenarios`. See docs/packet.md.
 """
 
-from .config import DcqcnConfig, LbConfig, NicConfig, PacketConfig, SwitchConfig
-from .network import Network
-from .stats import PacketStats
+from __future__ import annotations
 
-__all__ = ["DcqcnConfig", "LbConfig", "Network", "NicConfig", "PacketConfig", "PacketStats", "SwitchConfig"]
+from .._lazy import lazy_exports
+
+_EXPORTS = {
+    "DcqcnConfig": ".config", "LbConfig": ".config", "NicConfig": ".config", "PacketConfig": ".config",
+    "SwitchConfig": ".config",
+    "Network": ".network",
+    "PacketStats": ".stats",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ['DcqcnConfig', 'LbConfig', 'Network', 'NicConfig', 'PacketConfig', 'PacketStats', 'SwitchConfig']

@@ -102,6 +102,7 @@ class PacketConfig:
     nvlink_chunk_bytes: int = 65536  # scale-up transfers move in chunks of this size
     explain: bool = False
     trace_flows: tuple[int, ...] = ()  # flows whose packets are kept for the pcap
+    trace_by: str = "flow"  # what trace_flows numbers: "flow" every transfer, "rdma" the RDMA transfers (QPs) alone
     trace_pfc: bool = False  # keep PFC frames for the pcap
     trace_max_packets: int = 2000
     until_s: float | None = None

@@ -43,6 +43,7 @@ class Network:
         self.log_dropped = 0
         self.captured: list = []
         self.flows: list = []
+        self.rdma_flows = 0  # RDMA transfers (QP flows) started so far
         self.link_bin_s = 1e-6
         self.node_index = {nid: i for i, nid in enumerate(fabric.nodes)}
         fwd_s = cfg.switch.forwarding_latency_s

@@ -195,7 +195,11 @@ class QpFlow:
         self.in_order = not self.write_only
         self.line_bps = line_bps
         self.on_done = on_done
-        self.traced = fid in cfg.trace_flows
+        if cfg.trace_by == "rdma":  # the k-th RDMA transfer of the run (NVLink transfers not counted)
+            self.traced = net.rdma_flows in cfg.trace_flows
+            net.rdma_flows += 1
+        else:
+            self.traced = fid in cfg.trace_flows
         self.dscp = cfg.nic.data_dscp if dscp is None else dscp
         self.prio = dict(cfg.switch.dscp_to_queue).get(self.dscp, 0)
         self.ecn_capable = True

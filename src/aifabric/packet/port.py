@@ -116,7 +116,7 @@ class Port:
         self.pfc_rx = [0] * 8
         self.is_switch_port = False
         self.kmin_watch: int | None = None  # --explain: narrate WRED-min crossings on the ECN queue
-        self.bins: dict[int, int] | None = None  # bytes sent per `bin_s` bin, when recorded
+        self.bins: dict[int, float] | None = None  # bytes sent per `bin_s` bin (by serialization time), if recorded
         self.bin_s = net.link_bin_s
         self.dre_tau: float | None = None  # load estimate for flowlet/adaptive routing (CONGA's DRE)
         self.dre = 0.0
@@ -156,7 +156,10 @@ class Port:
         if self.bins is not None:
             bins = self.bins
             b = int(now / self.bin_s)
-            bins[b] = bins.get(b, 0) + size
+            if end <= (b + 1) * self.bin_s:
+                bins[b] = bins.get(b, 0) + size
+            else:  # the frame's serialization crosses into the next bin: each bin gets its share
+                self._bin_split(b, now, end, size)
             if len(bins) > MAX_BINS:
                 self._coarsen_bins()
         if self.dre_tau is not None:
@@ -170,6 +173,19 @@ class Port:
             self.wake_t = end
             sim.seq += 1
             heappush(sim.heap, (end, sim.seq, self._wake_cb, None))
+
+    def _bin_split(self, b: int, now: float, end: float, size: int) -> None:
+        """A frame's bytes over the bins its serialization [now, end) spans, by time: a bin never holds more
+        than the line rate's worth (a frame counted whole where it starts would overfill its bin)."""
+        bins, w, dur = self.bins, self.bin_s, end - now
+        t = now
+        while True:
+            e = min(end, (b + 1) * w)
+            if e > t:
+                bins[b] = bins.get(b, 0) + size * (e - t) / dur
+            if e >= end:
+                return
+            t, b = e, b + 1
 
     def _coarsen_bins(self) -> None:
         """Long runs: merge pairs of bins, doubling the bin width (memory stays bounded)."""
@@ -283,7 +299,10 @@ class Port:
         if self.bins is not None:
             bins = self.bins
             b = int(now / self.bin_s)
-            bins[b] = bins.get(b, 0) + size
+            if end <= (b + 1) * self.bin_s:
+                bins[b] = bins.get(b, 0) + size
+            else:  # the frame's serialization crosses into the next bin: each bin gets its share
+                self._bin_split(b, now, end, size)
             if len(bins) > MAX_BINS:
                 self._coarsen_bins()
         if self.dre_tau is not None:

@@ -332,11 +332,12 @@ def _headline(run: Run, ctx: _Context) -> str:
                                                    if r.compute_by_kind_s else "")),
         ("communication", fmt_time(r.communication_time_s)),
         ("exposed communication", fmt_time(r.exposed_communication_s)),
-        ("GPU idle (mean over ranks)", fmt_time(float(rt.idle_s.mean())) + pct(float(rt.idle_s.mean()))),
+        ("GPU idle (mean over ranks)", fmt_time(float(rt.idle_s.mean())) + pct(float(rt.idle_s.mean()))
+         + f"; most idle rank {fmt_time(float(rt.idle_s.max(initial=0.0)))}"),
     ]
     if rt.pipeline:
         rows.append(("pipeline bubble (mean over ranks)", fmt_time(float(rt.bubble_s.mean()))
-                     + pct(float(rt.bubble_s.mean()))))
+                     + pct(float(rt.bubble_s.mean())) + f"; most {fmt_time(float(rt.bubble_s.max(initial=0.0)))}"))
     rows += [
         ("throughput", throughput_line(r)),
         ("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)}, "
@@ -387,7 +388,7 @@ def build_html(run: Run) -> str:
     svg = topology_svg(run)
     if svg:
         parts.append(f"<h2>Topology</h2><div class='topology'>{svg}</div>")
-    scenario_yaml = yaml.safe_dump(run.scenario.model_dump(mode="json"), sort_keys=False)
+    scenario_yaml = yaml.safe_dump(run.scenario.applicable_dump(), sort_keys=False)
     parts.append(f"<h2>Scenario</h2><pre>{html.escape(scenario_yaml)}</pre>")
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"

@@ -27,7 +27,7 @@ def build_summary(run: Run) -> dict[str, Any]:
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "aifabric_version": __version__,
         "complete": r.complete,
-        "scenario": s.model_dump(mode="json"),
+        "scenario": s.applicable_dump(),
         "engine": r.engine,
         "world_size": run.fabric.world_size,
         "workload": {
@@ -41,7 +41,9 @@ def build_summary(run: Run) -> dict[str, Any]:
         "communication_time_s": r.communication_time_s,
         "exposed_communication_s": r.exposed_communication_s,
         "idle_time_s": float(idle.max(initial=0.0)),
+        "idle_time_mean_s": float(idle.mean()) if n_ranks else 0.0,
         "bubble_time_s": float(bubble.max(initial=0.0)),
+        "bubble_time_mean_s": float(bubble.mean()) if n_ranks else 0.0,
         "pipeline_bubble_fraction": (float(bubble.mean()) / r.iteration_time_s
                                      if n_ranks and r.iteration_time_s > 0 else 0.0),
         "ranks": [

@@ -83,10 +83,15 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
     rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
     if len(rt.idle_s) and r.iteration_time_s:
-        idle, bubble = float(rt.idle_s.mean()), float(rt.bubble_s.mean())
-        head.add_row("GPU idle", f"{fmt_time(idle)} per rank on average ({100 * idle / r.iteration_time_s:.0f}%)"
-                     + (f", of which pipeline bubble {fmt_time(bubble)} ({100 * bubble / r.iteration_time_s:.0f}%)"
-                        if rt.pipeline else ""))
+        n = len(r.rank_compute_s)
+        idle, bubble = float(rt.idle_s[:n].mean()), float(rt.bubble_s[:n].mean())
+        idle_max, bubble_max = float(rt.idle_s[:n].max()), float(rt.bubble_s[:n].max())
+        it = r.iteration_time_s
+        head.add_row("GPU idle", f"mean {fmt_time(idle)} per rank ({100 * idle / it:.0f}%), max {fmt_time(idle_max)}"
+                     " (summary.json: idle_time_mean_s, idle_time_s)")
+        if rt.pipeline:
+            head.add_row("of which pipeline bubble", f"mean {fmt_time(bubble)} ({100 * bubble / it:.0f}%), max "
+                         f"{fmt_time(bubble_max)}")
     head.add_row("throughput", throughput_line(r))
     head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
                  f" network {fmt_bytes(r.scale_out_bytes)})")

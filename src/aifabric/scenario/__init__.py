@@ -1,6 +1,13 @@
-from .load import (EMBEDDED, ch14_scenario, ch14_scenario_text, demo_scenario, demo_scenario_text, embedded_scenario,
-                   embedded_scenario_text, load_scenario, parse_scenario)
-from .schema import SCHEMA_VERSION, Scenario
+from __future__ import annotations
 
-__all__ = ["Scenario", "SCHEMA_VERSION", "load_scenario", "parse_scenario", "demo_scenario", "demo_scenario_text",
-           "ch14_scenario", "ch14_scenario_text", "embedded_scenario", "embedded_scenario_text", "EMBEDDED"]
+from .._lazy import lazy_exports
+
+_EXPORTS = {
+    "EMBEDDED": ".load", "ch14_scenario": ".load", "ch14_scenario_text": ".load", "demo_scenario": ".load",
+    "demo_scenario_text": ".load", "embedded_scenario": ".load", "embedded_scenario_text": ".load",
+    "load_scenario": ".load", "parse_scenario": ".load",
+    "SCHEMA_VERSION": ".schema", "Scenario": ".schema",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["EMBEDDED", "SCHEMA_VERSION", "Scenario", "ch14_scenario", "ch14_scenario_text", "demo_scenario",
+           "demo_scenario_text", "embedded_scenario", "embedded_scenario_text", "load_scenario", "parse_scenario"]

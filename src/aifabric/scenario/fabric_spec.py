@@ -1,6 +1,7 @@
 """Scenario sections for the hardware: the GPU cluster (servers and their insides) and the backend fabric.
 
-Every design of the seeds (Ch. 10 and 13, blog "AI Cluster Networking") is a value of these fields:
+Every design of Deep Learning for Network Engineers (Ch. 10 and 13, blog "AI Cluster Networking") is a value
+of these fields:
 
 | design                                   | fields                                                         |
 |------------------------------------------|----------------------------------------------------------------|
@@ -145,10 +146,11 @@ class FabricSpec(Strict):
                                          "(NCCL PXN), even when spines exist (always on for rail-only)")
     load_balancing: Literal["ecmp", "flowlet", "spray", "adaptive"] = Field(
         "ecmp", description="path choice (Ch. 12): per-flow ECMP hash, flowlets, per-packet spraying, or adaptive "
-                            "(least-loaded port); the packet engine applies all four, the flow and analytic "
-                            "engines route each QP by ECMP")
+                            "(least-loaded port); the packet engine applies all four; the flow and analytic "
+                            "engines route each QP by its ECMP hash under ecmp and spread each transfer evenly over "
+                            "the equal-cost paths under the other three")
     flowlet_gap_us: float = Field(50, gt=0, description="idle gap that starts a new flowlet, µs (not in the "
-                                                        "seeds; a configurable default)")
+                                                        "book; a configurable default)")
     ecmp_hash_seed: int = Field(0, ge=0, le=0xFFFFFFFF, description="seed of the CRC32 5-tuple ECMP hash")
     per_switch_hash_seed: bool = Field(
         False, description="mix each switch's id into its ECMP seed (breaks hash polarization)"
@@ -157,7 +159,7 @@ class FabricSpec(Strict):
     address_block: str = Field("10.0.0.0/8", description="IPv4 block the rail subnets are carved from")
     subnet_per: Literal["rail", "switch"] = Field(
         "rail", description="one subnet + VLAN per rail on each switch, or one per rail switch (rail group)")
-    vlan_base: int = Field(101, ge=1, le=4094, description="VLAN of rail 1 (the seeds: 101, 102, ...)")
+    vlan_base: int = Field(101, ge=1, le=4094, description="VLAN of rail 1 (the book: 101, 102, ...)")
     port_layout: Literal["rail-major", "host-major", "interleaved"] = Field(
         "rail-major", description="host ports on a rail switch: by rail (13-11/12), by host (13-4), or the "
                                   "Figure 13-6 interleave with uplinks between")

@@ -18,7 +18,8 @@ from .schema import Scenario
 # scenarios shipped with the package (aifabric/scenarios/), by the name `aifabric demo --scenario` takes
 EMBEDDED = {
     "demo": "demo.yaml",  # the default: GPT-style 3D parallelism on 4 servers x 8 H100
-    "ch14": "ch14.yaml",  # the seeds' Ch. 14 shape: data-parallel feed-forward on 2 servers x 4 GPUs
+    "fabric": "fabric.yaml",  # data-parallel replicas across a spine tier: load balancing, oversubscription matter
+    "ch14": "ch14.yaml",  # the book's Ch. 14 shape: data-parallel feed-forward on 2 servers x 4 GPUs
 }
 
 
@@ -191,7 +192,7 @@ def demo_scenario() -> Scenario:
 
 
 def ch14_scenario_text() -> str:
-    """The seeds' Ch. 14 cluster: data-parallel feed-forward on 2 servers x 4 GPUs (the skeleton's demo)."""
+    """The book's Ch. 14 cluster: data-parallel feed-forward on 2 servers x 4 GPUs (a small data-parallel example)."""
     return embedded_scenario_text("ch14")
 
 

@@ -44,12 +44,60 @@ class Scenario(Strict):
         "(`aifabric calibrate gemm`), achievable NVLink and network rates and latencies (`aifabric calibrate "
         "nccl-tests`); or the name of a file holding this block")
 
+    def applicable_dump(self) -> dict:
+        """The scenario as JSON data with every default that applies to it filled in, and what does not apply
+        left out (a zoo model's architecture fields, MoE fields of a dense model, the super-spine tier of a
+        two-tier fabric, unset optional fields): what the report shows. Re-runnable as it is."""
+        return _applicable(self)
+
     def lowering_options(self) -> dict[str, bool]:
         """`engines.lower` keyword arguments from `fidelity` and the workload kind's defaults."""
         llm = self.workload.kind == "llm-training"
         up = self.fidelity.scale_up_collectives or ("analytic" if llm else "flows")
         ring = self.fidelity.ring_steps or ("merged" if llm else "each")
         return {"fold_scale_up": up == "analytic", "merge_ring_steps": ring == "merged"}
+
+
+_TRANSFORMER_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "gated_mlp", "bias", "experts",
+                       "top_k", "expert_ffn_hidden", "shared_experts")
+_MOE_FIELDS = ("top_k", "expert_ffn_hidden", "shared_experts")
+_SUPERSPINE_FIELDS = ("pods", "superspines", "superspine_planes", "superspine_link_speed_gbps",
+                      "links_per_superspine", "superspine_radix", "spine_oversubscription")
+_SPINE_FIELDS = ("spines", "link_speed_gbps", "links_per_spine", "spine_radix", "spine_cabling", "spines_per_leaf",
+                 "leaf_oversubscription", "load_balancing", "flowlet_gap_us", "ecmp_hash_seed",
+                 "per_switch_hash_seed")
+
+
+def _drop_none(d: dict) -> dict:
+    return {k: (_drop_none(v) if isinstance(v, dict) else v) for k, v in d.items() if v is not None}
+
+
+def _applicable(s: Scenario) -> dict:
+    data = s.model_dump(mode="json")
+    w, m, f = data["workload"], data["workload"]["model"], data["fabric"]
+    if s.workload.model.name is not None:  # a zoo model: its architecture is the zoo's
+        w["model"] = {"name": s.workload.model.name}
+    elif s.workload.model.kind == "feed-forward":
+        w["model"] = {k: m[k] for k in ("kind", "layer_widths", "bias")}
+    else:
+        drop = ("layer_widths",) + (_MOE_FIELDS if s.workload.model.experts is None else ())
+        w["model"] = {k: v for k, v in m.items() if k not in drop}
+    if s.workload.kind == "llm-training":
+        w.pop("data_parallel", None)
+    else:
+        for k in ("parallelism", "seq_len", "attention", "memory_check"):
+            w.pop(k, None)
+    if s.fabric.topology != "multi-pod":
+        for k in _SUPERSPINE_FIELDS:
+            f.pop(k, None)
+    if s.fabric.topology in ("single-switch", "rail-only"):
+        for k in _SPINE_FIELDS:
+            f.pop(k, None)
+    if s.fabric.spine_cabling != "partial-mesh":
+        f.pop("spines_per_leaf", None)
+    if s.fabric.load_balancing != "flowlet":
+        f.pop("flowlet_gap_us", None)
+    return _drop_none(data)
 
 
 __all__ = ["SCHEMA_VERSION", "CalibrationSpec", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario",

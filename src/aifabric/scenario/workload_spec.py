@@ -1,7 +1,7 @@
 """Scenario section for the workload: the model, the parallelism plan, the batch.
 
 Two kinds:
-- `data-parallel`: the seeds' feed-forward network (`model.layer_widths`), one gradient AllReduce per
+- `data-parallel`: the book's feed-forward network (`model.layer_widths`), one gradient AllReduce per
   iteration over every GPU (the demo).
 - `llm-training`: a transformer from the zoo (`model: gpt3-175b`, or `model: {name: ...}`) or with custom
   dimensions (`model: {kind: transformer, layers: .., hidden: .., heads: .., ffn_hidden: .., vocab: ..}`),
@@ -49,6 +49,11 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _kind(self) -> ModelSpec:
+        if self.name is not None:  # a zoo model: its own architecture; other fields would be silently ignored
+            extra = sorted(self.model_fields_set - {"name", "kind"})
+            if extra:
+                raise ValueError(f"{', '.join(extra)}: describe a custom model (kind: transformer or "
+                                 f"feed-forward, without name); the zoo's {self.name!r} has its own architecture")
         if self.kind is None and self.name is None:
             object.__setattr__(self, "kind", "feed-forward")
         if self.kind == "feed-forward" and self.layer_widths is None:

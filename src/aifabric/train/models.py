@@ -32,8 +32,8 @@ from .layers import (
     RowLinear,
     TPBlock,
 )
+from .names import MODELS  # noqa: F401  (re-exported: the names the command line checks)
 
-MODELS = ("fnn", "cnn", "lstm", "gpt")
 GPT_WIDTH, GPT_HEADS, GPT_LAYERS, GPT_CONTEXT = 32, 4, 2, 16
 
 

@@ -113,3 +113,31 @@ def without_ops(workload: Workload, kinds: set[str]) -> Workload:
     ranks = [[op for op in ops if not (isinstance(op, Collective) and op.op in kinds)] for ops in workload.ranks]
     return Workload(workload.name, ranks, workload.params, workload.iterations, workload.flops_per_iteration,
                     workload.description + f" (left out, not supported by the engines yet: {', '.join(sorted(kinds))})")
+
+
+PLACEMENTS = ("packed", "spread")
+
+
+def placement(ranks: int, servers: int, gpus_per_server: int, how: str = "packed") -> list[int]:
+    """The GPU of each trace rank. packed: rank r on GPU r (torchrun order: the first servers filled first);
+    spread: round-robin over servers (rank r on server r mod servers), so ranks that shared a server in
+    the traced run talk over the network."""
+    if how not in PLACEMENTS:
+        raise InputError(Problem("--placement", f"must be one of {', '.join(PLACEMENTS)} (got {how!r})"))
+    if how == "packed":
+        return list(range(ranks))
+    return [(r % servers) * gpus_per_server + r // servers for r in range(ranks)]
+
+
+def place(trace: Trace, gpu_of: list[int], world: int) -> Trace:
+    """The trace with rank r renamed `gpu_of[r]` in a world of `world` GPUs (the others idle)."""
+    def rec(r: dict) -> dict:
+        out = dict(r, rank=gpu_of[int(r["rank"])])
+        if "group" in out:
+            out["group"] = [gpu_of[int(g)] for g in out["group"]]
+        return out
+
+    meta = {gpu_of[r]: {**rec(m), "world_size": world} for r, m in trace.meta.items()}
+    comms = {gpu_of[r]: [rec(e) for e in es] for r, es in trace.comms.items()}
+    steps = {gpu_of[r]: [rec(s) for s in ss] for r, ss in trace.steps.items()}
+    return Trace(meta, comms, steps)
