@@ -51,6 +51,8 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
         exc.show()
         return 2
     except typer.Exit as exc:
+        if exc.exit_code == 130 and isinstance(exc.__cause__, KeyboardInterrupt):  # typer's form of Ctrl-C
+            stderr.print("[yellow]interrupted[/]")
         return exc.exit_code
     except Interrupted as exc:
         stderr.print(f"[yellow]interrupted:[/] {exc}")

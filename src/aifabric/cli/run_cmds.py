@@ -57,6 +57,10 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
             return
         if task_id is None:
             err_console.print(f"simulating {total:,} tasks (Ctrl-C stops and writes the results so far)")
+            from ..engines.executor import compiles_first
+
+            if compiles_first(total):
+                err_console.print("compiling the event loop for this installation first (about a minute, once)")
             progress.start()
             task_id = progress.add_task("sim", total=total)
         if done % 1000 == 0 or done == total or min_tasks == 1:

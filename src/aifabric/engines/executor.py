@@ -8,11 +8,16 @@ as every task it depends on has completed.
 
 The active flows live in numpy arrays; the rates are recomputed once per distinct event time, from
 (flow, link) incidence pairs gathered out of the routes stored as one flat array (CSR).
+
+`run_reference` below is the definition. With numba installed, `run` hands graphs of COMPILED_MIN_TASKS
+tasks or more to engines/fastloop.py: the same loop compiled, with the same timeline bit for bit
+(AIFABRIC_PURE_PYTHON=1 keeps everything here).
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +30,8 @@ from .taskgraph import COMPUTE, TaskGraph
 
 SHARING = {"flow": max_min_pairs, "analytic": bottleneck_pairs}
 FINISH_RTOL = 1e-9
+# below this many tasks the reference loop is quicker than loading the compiled one (~1 s: numba and its cache)
+COMPILED_MIN_TASKS = 10_000
 
 
 @dataclass
@@ -69,6 +76,37 @@ def _gather(ptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.nda
 
 def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
         progress: Callable[[int, int], None] | None = None) -> Timeline:
+    """Run the task graph. Graphs of COMPILED_MIN_TASKS tasks or more run on the compiled loop
+    (engines/fastloop.py) when numba is installed, with identical results; AIFABRIC_PURE_PYTHON=1 keeps
+    them on `run_reference`, the definition."""
+    if uses_compiled_loop(len(graph)):
+        from . import fastloop
+
+        return fastloop.run(graph, fabric, engine, progress)
+    return run_reference(graph, fabric, engine, progress)
+
+
+def uses_compiled_loop(n_tasks: int) -> bool:
+    """Whether `run` hands a graph of n_tasks to the compiled loop."""
+    if n_tasks < COMPILED_MIN_TASKS or os.environ.get("AIFABRIC_PURE_PYTHON", "") not in ("", "0"):
+        return False
+    from . import fastloop
+
+    return fastloop.AVAILABLE and fastloop.recorder_matches(LinkLoad())
+
+
+def compiles_first(n_tasks: int) -> bool:
+    """Whether running n_tasks will first compile the event loop (once per installation, about a minute)."""
+    if not uses_compiled_loop(n_tasks):
+        return False
+    from . import fastloop
+
+    return not fastloop.cached_on_disk()
+
+
+def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
+                  progress: Callable[[int, int], None] | None = None) -> Timeline:
+    """The event loop in Python and numpy: the definition the compiled loop is held to."""
     share = SHARING[engine]
     n = len(graph)
     n_links = len(fabric.links)
