@@ -51,7 +51,7 @@ def _base(inputs) -> dict[tuple[str, ...], list[str]]:
         ("fabric", "draw"): ["fabric", "draw", sc], ("fabric", "rail-map"): ["fabric", "rail-map"],
         ("collective", "bench"): ["collective", "bench"], ("collective", "bootstrap"): ["collective", "bootstrap"],
         ("packet",): ["packet", "incast"],
-        ("train",): ["train"], ("replay",): ["replay", tr, "--scenario", sc],
+        ("train",): ["train"], ("replay",): ["replay", tr, "--scenario", sc], ("learn",): ["learn", "neuron"],
         ("calibrate", "nccl-tests"): ["calibrate", "nccl-tests", nccl], ("calibrate", "gemm"): ["calibrate", "gemm"],
     }
     base.update({("collective", op): ["collective", op] for op in ops})

@@ -11,6 +11,7 @@ import typer
 from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
+from ..train.names import LAYERS_HELP
 from .run_cmds import OUT_HELP, _engine, _out_dir, write_report
 
 console = make_console()
@@ -43,6 +44,17 @@ def train(
     lr: float = typer.Option(0.1, "--lr", help="SGD learning rate"),
     seed: int = typer.Option(0, "--seed"),
     bucket_kb: int = typer.Option(25 * 1024, "--bucket-kb", help="gradient AllReduce bucket size (kB)"),
+    layers: str = typer.Option("", "--layers", help=LAYERS_HELP),
+    cell: str = typer.Option("standard", "--cell",
+                             help="lstm cell: standard (tanh, biases) | book (the book's Chapter 6: ReLU, no biases)"),
+    tp_style: str = typer.Option("megatron", "--tp-style",
+                                 help="tensor parallelism: megatron (column -> row, AllReduce of activations) | book "
+                                      "(Chapter 8: AllGather of outputs, Broadcast and AllGather of Q and K in "
+                                      "attention, AllReduce of weight gradients; fnn and gpt)"),
+    explain_step: bool = typer.Option(False, "--explain-step",
+                                      help="show the first step on one rank: forward values, gradients, the "
+                                           "collectives that carry them, the averaged gradients and the update"),
+    explain_rank: int = typer.Option(0, "--explain-rank", help="the rank --explain-step shows"),
     trace: bool = typer.Option(True, "--trace/--no-trace", help="record every collective and send/recv"),
     overhead: bool = typer.Option(False, "--measure-overhead",
                                   help="first a run with traced and untraced steps interleaved: tracing's cost"),
@@ -56,11 +68,21 @@ def train(
     import re
 
     from ..report.files import new_run_dir, write_atomic, write_json
-    from ..train.names import MODELS, SCHEDULES
+    from ..train.names import CELLS, MODELS, SCHEDULES, TP_STYLES
 
     problems: list[Problem] = []
     if model not in MODELS:
         problems.append(Problem("--model", f"must be one of {', '.join(MODELS)} (got {model!r})"))
+    if layers and not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", layers):
+        problems.append(Problem("--layers", f"whole numbers separated by commas, e.g. 4,3,2,1 (got {layers!r})"))
+    if cell not in CELLS:
+        problems.append(Problem("--cell", f"must be one of {', '.join(CELLS)} (got {cell!r})"))
+    if tp_style not in TP_STYLES:
+        problems.append(Problem("--tp-style", f"must be one of {', '.join(TP_STYLES)} (got {tp_style!r})"))
+    if explain_rank < 0:
+        problems.append(Problem("--explain-rank", f"must be >= 0 (got {explain_rank})"))
+    if explain_step and not trace:
+        problems.append(Problem("--explain-step", "shows the traced collectives: leave out --no-trace"))
     if schedule not in SCHEDULES:
         problems.append(Problem("--schedule", f"must be one of {', '.join(SCHEDULES)} (got {schedule!r})"))
     for flag, v, low in (("--dp", dp, 1), ("--tp", tp, 1), ("--pp", pp, 1), ("--steps", steps, 1),
@@ -86,18 +108,23 @@ def train(
     def config(out_dir: str) -> TrainConfig:
         return TrainConfig(model=model, dp=dp, tp=tp, pp=pp, steps=steps, schedule=schedule,
                            micro_batches=micro_batches, batch_size=batch_size, lr=lr, seed=seed,
-                           bucket_bytes=bucket_kb * 1024, trace=trace, fault=fault, out=out_dir)
+                           bucket_bytes=bucket_kb * 1024, trace=trace, fault=fault, out=out_dir,
+                           layers=layers.replace(" ", ""), cell=cell, tp_style=tp_style, explain=explain_step,
+                           explain_rank=explain_rank)
 
     check_config(config(""))  # before any folder is made or process started
     out_dir = _out_dir(out) if out else new_run_dir(prefix="aifabric-train")
     cfg = config(str(out_dir))
+    variant = "".join([f", layers {layers}" if layers else "", ", the book's LSTM cell" if cell == "book" else "",
+                       ", the book's tensor parallelism" if tp_style == "book" and tp > 1 else ""])
     console.print(f"training {model}: dp {dp} x tp {tp} x pp {pp} = {cfg.layout.world_size} processes, "
-                  f"{steps} steps, {cfg.n_micro} micro-batch(es), {schedule if pp > 1 else 'no pipeline'}")
+                  f"{steps} steps, {cfg.n_micro} micro-batch(es), {schedule if pp > 1 else 'no pipeline'}{variant}")
     measured = None
     if overhead:
         scratch = out_dir / "overhead"
         steps_each = max(5, steps)
-        alt = launch(replace(cfg, steps=2 * steps_each + 1, trace=True, alternate_trace=True, out=str(scratch)),
+        alt = launch(replace(cfg, steps=2 * steps_each + 1, trace=True, alternate_trace=True, explain=False,
+                             out=str(scratch)),
                      timeout_s=timeout)
         measured = tracing_overhead(alt)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -111,13 +138,23 @@ def train(
         f.unlink()
     summary = build_train_summary(run, measured)
     write_json(out_dir / "train.json", summary)
+    explained = out_dir / f"explain-rank{explain_rank}.json"
+    if explain_step and explained.exists():
+        import json
+
+        record = json.loads(explained.read_text(encoding="utf-8"))
+        write_json(out_dir / "explain.json", record)
+        explained.unlink()
     from ..train.report_html import build_train_html
     from ..train.tracer import read_trace
 
     write_atomic(out_dir / "report.html", build_train_html(summary, read_trace(run.trace_path) if run.trace_path
                                                             else None))
     _print(summary)
-    files = "train.json, report.html, weights.pt" + (", trace.jsonl" if run.trace_path else "")
+    if explain_step:
+        _print_step(record)
+    files = "train.json, report.html, weights.pt" + (", trace.jsonl" if run.trace_path else "") + (
+        ", explain.json" if explain_step else "")
     console.print(f"\nwrote {out_dir}/: {files}")
     if run.trace_path:
         console.print(f"replay it: aifabric replay {run.trace_path} --scenario FILE")
@@ -151,6 +188,77 @@ def _print(s: dict) -> None:
             t.add_row(row["op"], row["tag"], str(row["count"]), _fmt_bytes(row["bytes"]),
                       f"{row['time_s'] * 1e3:.1f} ms")
         console.print(t)
+
+
+def _vec(xs) -> str:
+    return "[" + ", ".join(f"{x:.4f}" for x in xs) + (", …]" if len(xs) >= 4 else "]")
+
+
+def _print_step(r: dict) -> None:
+    """One step on one rank, in the book's vocabulary (train/explain.py records it)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    c, p = r["coords"], r["plan"]
+    console.print()
+    console.print(f"[bold]step {r['step']} on rank {r['rank']}[/]: data-parallel replica {c['dp'] + 1} of {p['dp']}, "
+                  f"pipeline stage {c['pp'] + 1} of {p['pp']}, tensor-parallel rank {c['tp'] + 1} of {p['tp']}"
+                  + (" (the book's style)" if p["tp_style"] == "book" and p["tp"] > 1 else ""), highlight=False)
+    console.print(f"data: {r['samples']} of the global batch's {r['global_batch']} samples"
+                  + (f" (the other replicas have the rest: Chapter 2's data parallelism)" if p["dp"] > 1 else "")
+                  + f", in {p['micro_batches']} micro-batch(es)", highlight=False)
+    console.print("[bold]forward[/], first micro-batch (Chapter 1: z = W·x + b, then the activation; Chapter 3: "
+                  "SoftMax and the loss)", highlight=False)
+    t = Table(box=None, padding=(0, 2))
+    for col in ("layer", "this rank holds", "in", "out", "first sample's first values"):
+        t.add_column(col)
+    for layer in r["layers"]:
+        t.add_row(f"{layer.get('unit', layer['index'])} {layer['module']}", escape(layer["name"]),
+                  " × ".join(map(str, layer["in_shape"] or [])), " × ".join(map(str, layer["out_shape"])),
+                  _vec(layer["sample"]))
+    console.print(t)
+    loss = r["loss"]
+    if loss:
+        line = f"loss: {loss['kind']} {loss['value']:.4f} (mean over the micro-batch's {loss['samples']} samples)"
+        if "label" in loss:
+            line += (f"; first sample: label {loss['label']}, SoftMax gives it p = {loss['p_label']:.4f}, predicted "
+                     f"{loss['predicted']}; its output error is p - one-hot (Chapter 3)")
+        console.print(line, highlight=False)
+    else:
+        console.print("loss: computed on the last pipeline stage; this stage receives the error from the next one "
+                      "(Chapter 8)", highlight=False)
+    averaged = p["dp"] > 1
+    console.print("[bold]backward[/] (Chapter 2: each gradient = the input through the weight × its neuron's error "
+                  "term; here autograd), " + ("the averaging and " if averaged else "")
+                  + "the update w ← w - η·∇w",
+                  highlight=False)
+    t = Table(box=None, padding=(0, 2))
+    for col in ("parameter", "shape", "largest ∇ at", "local ∇", *(["averaged ∇ (÷ dp)"] if averaged else []),
+                f"w before → after (η = {r['lr']:g})", "‖∇‖" + (" local → averaged" if averaged else "")):
+        t.add_column(col)
+    for name, g in r["gradients"].items():
+        t.add_row(name, " × ".join(map(str, g["shape"])), str(g["index"]), f"{g['local']:+.5f}",
+                  *([f"{g['averaged']:+.5f}"] if averaged else []), f"{g['before']:.5f} → {g['after']:.5f}",
+                  f"{g['local_norm']:.4f}" + (f" → {g['averaged_norm']:.4f}" if averaged else ""))
+    console.print(t)
+    if p["tp_style"] == "book" and p["tp"] > 1:
+        console.print("in the book's style every GPU holds the whole layers and computes the gradients of its own "
+                      "neurons' weights; the AllReduce of the weight gradients inside backward (Chapter 8) gives it "
+                      "the others', so \"local ∇\" here is already the whole layer's", highlight=False)
+    if r.get("buckets"):
+        console.print("gradient buckets (DDP's, reverse registration order): " + "; ".join(
+            f"{k}: {', '.join(names)}" for k, names in enumerate(r["buckets"])), highlight=False, soft_wrap=True)
+    console.print("[bold]communication[/]: the collectives and transfers of this step on this rank, in order",
+                  highlight=False)
+    t = Table(box=None, padding=(0, 2))
+    for col in ("#", "op", "ranks", "bytes", "what it carries"):
+        t.add_column(col)
+    for e in r["communication"]:
+        t.add_row(str(e["seq"]), e["op"] + (" (async)" if e["async_op"] else ""), ",".join(map(str, e["group"])),
+                  _fmt_bytes(e["bytes"]), escape(e["what"]))
+    if not r["communication"]:
+        t.add_row("", "", "", "", "none: one process holds the whole model and batch")
+    console.print(t)
 
 
 @app.command()

@@ -30,6 +30,17 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1] / 16.0, table[:, -1].astype(np.int64)
 
 
+def teacher_data(rng: np.random.Generator, n_in: int, n_out: int, n: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs for a feed-forward network of any width (the book's small examples, e.g. 4 inputs and 1 output):
+    Gaussian inputs labelled by a fixed random linear "teacher". One output: a regression target
+    tanh(w·x) (float32, (n, 1)); several: the class of the teacher's largest output (int64)."""
+    x = rng.standard_normal((n, n_in)).astype(np.float32)
+    w = rng.standard_normal((n_in, n_out)).astype(np.float32) / np.sqrt(n_in)
+    if n_out == 1:
+        return x, np.tanh(x @ w).astype(np.float32)
+    return x, np.argmax(x @ w, axis=1).astype(np.int64)
+
+
 def generated_text(rng: np.random.Generator, n_words: int = 4000) -> str:
     return " ".join(WORDS[i] for i in rng.integers(0, len(WORDS), n_words)) + "."
 

@@ -59,14 +59,35 @@ def free_port() -> int:
 
 def check_config(cfg: TrainConfig) -> None:
     """Plan problems as InputError naming the flag (before any process starts)."""
+    from ..workload.small_models import layers_problem
     from .layers import TP
     from .layout import stage_bounds
     from .models import MODELS, build_stage, dataset, full_units
+    from .names import CELLS, TP_STYLES
     from .schedule import SCHEDULES
 
     problems = []
     if cfg.model not in MODELS:
         raise InputError(Problem("--model", f"must be one of {', '.join(MODELS)} (got {cfg.model!r})"))
+    try:
+        widths = cfg.layer_widths
+    except ValueError:
+        raise InputError(Problem("--layers", f"whole numbers separated by commas (got {cfg.layers!r})")) from None
+    why = layers_problem(cfg.model, widths)
+    if why:
+        problems.append(Problem("--layers", why))
+    if cfg.cell not in CELLS:
+        problems.append(Problem("--cell", f"must be one of {', '.join(CELLS)} (got {cfg.cell!r})"))
+    elif cfg.cell == "book" and cfg.model != "lstm":
+        problems.append(Problem("--cell", f"the book's cell is an LSTM cell: --model lstm (got {cfg.model})"))
+    if cfg.tp_style not in TP_STYLES:
+        problems.append(Problem("--tp-style", f"must be one of {', '.join(TP_STYLES)} (got {cfg.tp_style!r})"))
+    elif cfg.tp_style == "book" and cfg.model not in ("fnn", "gpt"):
+        problems.append(Problem("--tp-style", "the book's tensor parallelism (Chapter 8) splits feed-forward layers "
+                                              f"and attention: --model fnn or gpt (got {cfg.model})"))
+    if not 0 <= cfg.explain_rank < max(1, cfg.layout.world_size) and cfg.explain:
+        problems.append(Problem("--explain-rank", f"must be a rank of the run, 0 to {cfg.layout.world_size - 1} "
+                                                  f"(got {cfg.explain_rank})"))
     for flag, v in (("--dp", cfg.dp), ("--tp", cfg.tp), ("--pp", cfg.pp), ("--steps", cfg.steps)):
         if v < 1:
             problems.append(Problem(flag, f"must be >= 1 (got {v})"))
@@ -74,8 +95,8 @@ def check_config(cfg: TrainConfig) -> None:
         problems.append(Problem("--schedule", f"must be one of {', '.join(SCHEDULES)} (got {cfg.schedule!r})"))
     if problems:
         raise InputError(problems)
-    data = dataset(cfg.model, cfg.seed)
-    units = full_units(cfg.model, cfg.seed, data.vocab_size)
+    data = dataset(cfg.model, cfg.seed, cfg.layer_widths)
+    units = full_units(cfg.model, cfg.seed, data.vocab_size, cfg.layer_widths, cfg.cell)
     if cfg.pp > len(units):
         problems.append(Problem("--pp", f"{cfg.model} has {len(units)} layers to place; at most {len(units)} "
                                         f"pipeline stages (got {cfg.pp})"))
@@ -87,9 +108,16 @@ def check_config(cfg: TrainConfig) -> None:
         for s in range(cfg.pp):
             a, b = stage_bounds(len(units), cfg.pp, s)
             try:
-                build_stage(units, a, b, TP(None, tuple(range(cfg.tp)), 0))
+                for t in sorted({0, cfg.tp - 1}):
+                    stage = build_stage(units, a, b, TP(None, tuple(range(cfg.tp)), t), cfg.tp_style)
+                    if not list(stage.parameters()):
+                        problems.append(Problem("--pp", f"stage {s} would hold no weights on tensor-parallel rank "
+                                                        f"{t} (the book's style keeps the embedding on the first "
+                                                        "rank): fewer pipeline stages"))
             except ValueError as exc:
                 problems.append(Problem("--tp", f"stage {s} of {cfg.model}: {exc}"))
+                break
+            if problems:
                 break
     if problems:
         raise InputError(problems)
@@ -190,4 +218,4 @@ def _lost_peer(reason: str) -> bool:
 
 def single_process(cfg: TrainConfig, out: Path) -> TrainRun:
     """The same model and data on one process, no parallelism (the reference of the equality tests)."""
-    return launch(replace(cfg, dp=1, tp=1, pp=1, micro_batches=1, out=str(out), fault=""))
+    return launch(replace(cfg, dp=1, tp=1, pp=1, micro_batches=1, out=str(out), fault="", explain=False))

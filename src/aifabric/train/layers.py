@@ -110,31 +110,35 @@ class ColumnConv(nn.Module):
 
 
 class TPLSTM(nn.Module):
-    """The seeds' Ch. 6 LSTM cell over a sequence (B, T, I) -> last hidden state (B, H); gates are four
-    (I + H) -> H linear maps whose rows (hidden units) are split across the TP group."""
+    """The Chapter 6 LSTM cell over a sequence (B, T, I) -> last hidden state (B, H); gates are four
+    (I + H) -> H linear maps whose rows (hidden units) are split across the TP group. `book`: the book's cell
+    (Deep Learning for Network Engineers, Chapter 6): ReLU for the input activation and the output
+    activation, no biases; otherwise the standard cell (tanh, biases)."""
 
     GATES = ("i", "f", "g", "o")
 
-    def __init__(self, full: nn.ModuleDict, name: str, tp: TP):
+    def __init__(self, full: nn.ModuleDict, name: str, tp: TP, book: bool = False):
         super().__init__()
-        self.tp = tp
+        self.tp, self.book = tp, book
         self.hidden = full["i"].out_features
         a, b = tp.bounds(self.hidden)
         self.w = nn.ParameterDict({k: param(full[k].weight[a:b], f"{name}.{k}.weight", 0) for k in self.GATES})
-        self.b = nn.ParameterDict({k: param(full[k].bias[a:b], f"{name}.{k}.bias", 0) for k in self.GATES})
+        self.b = nn.ParameterDict({k: param(full[k].bias[a:b], f"{name}.{k}.bias", 0) for k in self.GATES
+                                   if full[k].bias is not None})
 
     def forward(self, x):
         bsz, steps, _ = x.shape
         x = copy_to_tp(x, self.tp.comm, self.tp.group)
         local = self.hidden // self.tp.size
+        act = torch.relu if self.book else torch.tanh
         h_full = x.new_zeros(bsz, self.hidden)
         c = x.new_zeros(bsz, local)
         for t in range(steps):
             h_in = h_full if t == 0 else copy_to_tp(h_full, self.tp.comm, self.tp.group)
             xh = torch.cat([x[:, t], h_in], dim=1)
-            i, f, g, o = (F.linear(xh, self.w[k], self.b[k]) for k in self.GATES)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
+            i, f, g, o = (F.linear(xh, self.w[k], self.b[k] if k in self.b else None) for k in self.GATES)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * act(g)
+            h = torch.sigmoid(o) * act(c)
             h_full = _gather(h, self.tp, -1)
         return h_full
 

@@ -61,6 +61,7 @@ def build_train_summary(run: TrainRun, overhead: dict[str, float] | None = None)
         "model": cfg.model,
         "plan": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp, "schedule": cfg.schedule,
                  "micro_batches": cfg.n_micro, "global_batch": cfg.global_batch},
+        "variant": {"layers": list(cfg.layer_widths), "cell": cfg.cell, "tp_style": cfg.tp_style},
         "world_size": cfg.layout.world_size,
         "steps": cfg.steps,
         "losses": run.losses,

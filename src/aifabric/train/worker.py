@@ -46,6 +46,11 @@ class TrainConfig:
     schedule: str = "1f1b"
     lr: float = 0.1
     seed: int = 0
+    layers: str = ""  # sizes for the small models, comma-separated (workload/small_models.py trainer_model)
+    cell: str = "standard"  # lstm: standard | book (Chapter 6's cell)
+    tp_style: str = "megatron"  # megatron | book (Chapter 8's tensor parallelism, train/book_tp.py)
+    explain: bool = False  # record one step's values, gradients and collectives on `explain_rank` (explain.py)
+    explain_rank: int = 0
     bucket_bytes: int = 25 * 2**20
     trace: bool = True
     alternate_trace: bool = False  # overhead measurement: odd steps untraced, same processes, interleaved
@@ -55,6 +60,10 @@ class TrainConfig:
     @property
     def layout(self) -> Layout:
         return Layout(self.dp, self.tp, self.pp)
+
+    @property
+    def layer_widths(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.layers.replace(" ", "").split(",") if x) if self.layers else ()
 
     @property
     def global_batch(self) -> int:
@@ -101,12 +110,12 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
                     meta={"world_size": world, "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp},
                           "config": asdict(cfg), "backend": dist.get_backend() if world > 1 else "none"})
     comm = Comm(layout, rank, tracer) if world > 1 else None
-    data = dataset(cfg.model, cfg.seed)
+    data = dataset(cfg.model, cfg.seed, cfg.layer_widths)
     # replicas other than the first start elsewhere: the Broadcast must fix that
-    units = full_units(cfg.model, cfg.seed + 7919 * c.dp, data.vocab_size)
+    units = full_units(cfg.model, cfg.seed + 7919 * c.dp, data.vocab_size, cfg.layer_widths, cfg.cell)
     start, stop = stage_bounds(len(units), cfg.pp, c.pp)
     device = _device()
-    stage = build_stage(units, start, stop, TP(comm, layout.tp_group(rank), c.tp)).to(device)
+    stage = build_stage(units, start, stop, TP(comm, layout.tp_group(rank), c.tp), cfg.tp_style).to(device)
     params = list(stage.parameters())
     dp_group = layout.dp_group(rank)
     if cfg.dp > 1:
@@ -116,6 +125,7 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
     sync = GradSync(params, comm, dp_group, cfg.bucket_bytes) if cfg.dp > 1 else None
     shapes = boundary_shapes(cfg, data)
     losses, step_times = [], []
+    explain = cfg.explain and rank == cfg.explain_rank
     for step in range(cfg.steps):
         tracer.set_step(step)
         tracer.enabled = cfg.trace and not (cfg.alternate_trace and step % 2 == 1)
@@ -127,14 +137,26 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         xs, ys = list(xs.chunk(cfg.n_micro)), list(ys.chunk(cfg.n_micro))
         for p in params:
             p.grad = None
+        rec = None
+        loss_fn = stage_loss(stage, data)
+        if explain and step == 0:
+            from .explain import StepRecorder
+
+            rec = StepRecorder(stage, params, loss_fn, data.loss)
+            loss_fn = rec.loss_fn
         pipe = Pipe(stage, comm, layout.prev_stage(rank), layout.next_stage(rank),
                     shapes[start] if start > 0 else None, shapes[stop] if c.pp < cfg.pp - 1 else None,
-                    cfg.n_micro, xs if c.pp == 0 else [], ys if c.pp == cfg.pp - 1 else [], stage_loss(stage),
+                    cfg.n_micro, xs if c.pp == 0 else [], ys if c.pp == cfg.pp - 1 else [], loss_fn,
                     (lambda: setattr(sync, "final", True)) if sync else (lambda: None))
         loss = run_schedule(cfg.schedule, pipe, c.pp, cfg.pp)
+        local = rec.snapshot("grad") if rec else None
         if sync:
             sync.finish()
+        if rec:
+            averaged, before = (rec.snapshot("grad") if sync else {}), rec.snapshot("weights")
         sgd_step(params, cfg.lr)
+        if rec:
+            _write_explain(cfg, rank, c, b - a, rec, local, averaged, before, tracer, sync, params, out)
         t1 = time.time()
         loss = loss if c.pp == cfg.pp - 1 else None
         losses.append(loss)
@@ -148,6 +170,16 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
               "comm_ops": tracer.seq}
     (out / f"result-rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
     return result
+
+
+def _write_explain(cfg, rank, coords, samples, rec, local, averaged, before, tracer, sync, params, out) -> None:
+    from .explain import build_record
+
+    rec.detach_hooks()
+    buckets = [[params[i].full_name for i in b] for b in sync.buckets] if sync else None
+    record = build_record(cfg, rank, coords, samples, rec, local, averaged, before, rec.snapshot("weights"),
+                          tracer.events, buckets)
+    (out / f"explain-rank{rank}.json").write_text(json.dumps(record), encoding="utf-8")
 
 
 def _device() -> torch.device:
@@ -169,7 +201,7 @@ def sgd_step(params: list[torch.nn.Parameter], lr: float) -> None:
 
 def boundary_shapes(cfg: TrainConfig, data) -> dict[int, tuple[int, ...]]:
     """Shape of the activation entering each unit for one micro-batch (from a dry run of the whole model)."""
-    units = full_units(cfg.model, cfg.seed, data.vocab_size)
+    units = full_units(cfg.model, cfg.seed, data.vocab_size, cfg.layer_widths, cfg.cell)
     mb = cfg.global_batch // cfg.dp // cfg.n_micro
     x, _ = data.batch(batch_indices(cfg.seed, len(data), mb, 0))
     shapes = {}

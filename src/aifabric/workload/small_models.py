@@ -20,6 +20,14 @@ An input gradient is only computed (and AllReduced) when something needs it: not
 the first stage (the data). Parameters held by a GPU: weights and column-parallel biases split by tp,
 row-parallel biases whole.
 
+The book's tensor parallelism (`tp_style="book"`, feed-forward networks; Deep Learning for Network
+Engineers, Chapter 8 and its Figure 8-18): every linear unit alone, each TP rank holding the whole layer
+and computing its share of the neurons; an AllGather of the weighted sums (b x out) in forward, the
+activation applied on the gathered vector; in backward each rank computes the gradients of its own neurons'
+weights and the AllReduce of the layer's weight gradients (weight and bias, zero outside the rank's
+neurons: out x in + out elements) gives every rank all of them; the input gradient needs no collective
+(every rank holds the whole weight matrix and the whole output gradient). Parameters held: whole layers.
+
 Pipeline: the schedule's passes in order (workload/pipeline.py `stage_order`, GPipe or 1F1B); a forward
 receives the activations (b x the stage's input width) and sends its output on, a backward receives the
 output gradient and sends the input gradient back. Data parallelism: gradients of the last micro-batch's
@@ -41,7 +49,7 @@ from dataclasses import dataclass
 from ..catalog import GpuSpec
 
 SMALL_MODEL_EFFICIENCY = 0.45
-from ..models.cnn import CNN, conv_output_side
+from ..models.cnn import CNN, Conv, conv_output_side
 from ..models.feedforward import FeedForward
 from ..models.lstm import GATES, LSTM
 from ..units import BYTES_PER_ELEMENT
@@ -53,6 +61,42 @@ from .plan import Plan
 
 MIB = 2**20
 SmallModel = FeedForward | CNN | LSTM
+TP_STYLES = ("megatron", "book")
+
+# `aifabric train --layers`: what the numbers mean per model, and the defaults (the zoo's digits-* models)
+TRAINER_LAYERS = {"fnn": (64, 128, 10), "cnn": (8, 32), "lstm": (32,)}
+DIGITS_INPUT, DIGITS_CLASSES = 64, 10
+
+
+def layers_problem(model: str, layers: tuple[int, ...]) -> str | None:
+    """Why `layers` cannot describe the trainer's `model` (None: they can)."""
+    if not layers:
+        return None
+    if model not in TRAINER_LAYERS:
+        return f"{model} has fixed sizes (layer sizes are for fnn, cnn and lstm)"
+    if any(n < 1 for n in layers):
+        return "every size must be at least 1"
+    if model == "fnn" and len(layers) < 2:
+        return "fnn: the input width, any hidden widths, the output width (e.g. 64,128,10 or 4,3,2,1)"
+    if model == "lstm" and len(layers) != 1:
+        return "lstm: one number, the hidden units (e.g. 32)"
+    return None
+
+
+def trainer_model(model: str, layers: tuple[int, ...] = (), cell: str = "standard") -> SmallModel:
+    """The model `aifabric train --model M --layers ... --cell ...` trains (train/models.py `full_units`):
+    fnn layers = widths from input to output (inputs other than 64 or outputs other than 10 train on
+    generated data); cnn layers = conv kernels, then the dense hidden widths (8x8 digits in, 10 classes out);
+    lstm layers = hidden units; cell "book": the book's LSTM cell (no biases)."""
+    layers = tuple(layers) or TRAINER_LAYERS[model]
+    if model == "fnn":
+        return FeedForward(tuple(layers))
+    if model == "cnn":
+        return CNN("digits-cnn", 8, 1, (Conv(layers[0], 3, 1, pool=2),), (*layers[1:], DIGITS_CLASSES), bias=True)
+    if model == "lstm":
+        return LSTM("digits-lstm", input_size=8, hidden=layers[0], output_size=DIGITS_CLASSES, time_steps=8,
+                    bias=cell != "book")
+    raise ValueError(f"no small model {model!r}")
 
 
 @dataclass(frozen=True)
@@ -111,15 +155,22 @@ def _linear(a: int, b: int, bias: bool) -> Unit:
 class _Module:
     """What one TP rank runs: `units` (one, or a column -> row pair of linear units)."""
 
-    kind: str  # column | pair | conv | lstm
+    kind: str  # column | pair | conv | lstm | book
     units: tuple[int, ...]
 
 
-def stage_modules(units: list[Unit], start: int, stop: int) -> list[_Module]:
-    """train/models.py `build_stage`: two linear units in a row become column -> row parallel."""
+def stage_modules(units: list[Unit], start: int, stop: int, tp_style: str = "megatron") -> list[_Module]:
+    """train/models.py `build_stage`: two linear units in a row become column -> row parallel; in the book's
+    style every linear unit stands alone."""
     mods, i = [], start
     while i < stop:
         u = units[i]
+        if tp_style == "book":
+            if u.kind != "linear":
+                raise ValueError(f"the book's tensor parallelism is for linear layers (layer {i} is {u.kind})")
+            mods.append(_Module("book", (i,)))
+            i += 1
+            continue
         if u.kind == "linear" and i + 1 < stop and units[i + 1].kind == "linear":
             mods.append(_Module("pair", (i, i + 1)))
             i += 2
@@ -135,15 +186,21 @@ def module_params(units: list[Unit], mod: _Module, tp: int) -> list[int]:
         col, row = units[mod.units[0]], units[mod.units[1]]
         return [p for p in (col.weight // tp, col.bias // tp, row.weight // tp, row.bias) if p]
     u = units[mod.units[0]]
+    if mod.kind == "book":  # every TP rank holds the whole layer
+        return [p for p in (u.weight, u.bias) if p]
     if mod.kind == "lstm":  # TPLSTM: the four gates' weights, then their biases
         return [u.weight // GATES // tp] * GATES + ([u.bias // GATES // tp] * GATES if u.bias else [])
     return [p for p in (u.weight // tp, u.bias // tp) if p]
 
 
-def check_plan(model: SmallModel, plan: Plan) -> list[str]:
+def check_plan(model: SmallModel, plan: Plan, tp_style: str = "megatron") -> list[str]:
     """What makes the plan impossible for the model (empty: none)."""
     units = units_of(model)
     out = []
+    if tp_style not in TP_STYLES:
+        out.append(f"tp_style {tp_style!r}: one of {', '.join(TP_STYLES)}")
+    elif tp_style == "book" and any(u.kind != "linear" for u in units):
+        out.append("the book's tensor parallelism (Chapter 8) is for feed-forward networks")
     if plan.cp > 1 or plan.ep > 1 or plan.zero or plan.sequence_parallel:
         out.append("the small models' trainer has data, tensor and pipeline parallelism only")
     if plan.schedule not in ("gpipe", "1f1b"):
@@ -151,7 +208,8 @@ def check_plan(model: SmallModel, plan: Plan) -> list[str]:
     if plan.pp > len(units):
         out.append(f"pp={plan.pp} exceeds the model's {len(units)} layers")
     for stage in range(min(plan.pp, len(units))):
-        for mod in stage_modules(units, *stage_bounds(len(units), plan.pp, stage)):
+        for mod in stage_modules(units, *stage_bounds(len(units), plan.pp, stage),
+                                 tp_style if tp_style in TP_STYLES and not out else "megatron"):
             u = units[mod.units[0]]  # the column-parallel part (a pair's row-parallel part splits its input)
             if u.split % plan.tp:
                 out.append(f"tp={plan.tp} must divide layer {mod.units[0]}'s {u.split} "
@@ -162,7 +220,7 @@ def check_plan(model: SmallModel, plan: Plan) -> list[str]:
 
 
 class _Rank:
-    def __init__(self, model: SmallModel, plan: Plan, gpu: GpuSpec, rank: int):
+    def __init__(self, model: SmallModel, plan: Plan, gpu: GpuSpec, rank: int, tp_style: str = "megatron"):
         self.p, self.gpu = plan, gpu
         lay = plan.layout
         self.c = lay.coords(rank)
@@ -175,7 +233,7 @@ class _Rank:
         self.b = plan.micro_batch_size
         self.units = units_of(model)
         self.start, self.stop = stage_bounds(len(self.units), plan.pp, self.stage)
-        self.mods = stage_modules(self.units, self.start, self.stop)
+        self.mods = stage_modules(self.units, self.start, self.stop, tp_style)
         self.params = [module_params(self.units, m, plan.tp) for m in self.mods]
         self.ops: list[Op] = []
 
@@ -201,6 +259,9 @@ class _Rank:
                 for t in range(u.steps):
                     self.compute("fwd/lstm-step", b * u.flops / u.steps / p.tp)
                     self.tp(f"{pre}/u{k}/t{t}/fwd-ag", "all-gather", b * u.hidden, "hidden state")
+            elif mod.kind == "book":
+                self.compute("fwd/linear", b * u.flops / p.tp)
+                self.tp(f"{pre}/u{k}/fwd-ag", "all-gather", b * u.out_width, "weighted sums")
             else:
                 self.compute(f"fwd/{u.kind}", b * u.flops / p.tp)
                 self.tp(f"{pre}/u{k}/fwd-ag", "all-gather", b * u.out_width, "activations")
@@ -216,12 +277,15 @@ class _Rank:
                     self.compute("bwd/lstm-step", 2 * b * u.flops / u.steps / p.tp)
                     if t > 0:
                         self.tp(f"{pre}/u{k}/t{t}/bwd-ar", "all-reduce", b * u.hidden, "hidden state gradient")
+            elif mod.kind == "book":  # own neurons' weight gradients, the whole input gradient
+                self.compute("bwd/linear", b * u.flops / p.tp + b * u.flops)
+                self.tp(f"{pre}/u{k}/bwd-wgrad-ar", "all-reduce", u.weight + u.bias, "weight gradients")
             else:
                 flops = u.flops + (self.units[mod.units[1]].flops if mod.kind == "pair" else 0.0)
                 self.compute(f"bwd/{'linear' if mod.kind in ('pair', 'column') else u.kind}", 2 * b * flops / p.tp)
             if buckets is not None:
                 buckets.add(j)
-            if k > self.start or self.stage > 0:  # the input needs its gradient
+            if mod.kind != "book" and (k > self.start or self.stage > 0):  # the input needs its gradient
                 self.tp(f"{pre}/u{k}/bwd-ar", "all-reduce", b * u.in_width, "input gradient")
 
     def iteration(self, it: int) -> None:
@@ -284,19 +348,22 @@ class _Buckets:
 
 
 def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str = "small-training",
-                         iterations: int = 1) -> Workload:
+                         iterations: int = 1, tp_style: str = "megatron") -> Workload:
     """Every rank's ops for `iterations` training steps of a feed-forward network, CNN or LSTM under the
-    plan's data, tensor and pipeline parallelism (rank order: `plan.order`; the trainer's is tp-cp-pp-dp)."""
-    problems = check_plan(model, plan)
+    plan's data, tensor and pipeline parallelism (rank order: `plan.order`; the trainer's is tp-cp-pp-dp).
+    `tp_style`: "megatron" (column -> row pairs) or "book" (Chapter 8: AllGather forward, AllReduce of the
+    weight gradients backward; feed-forward networks)."""
+    problems = check_plan(model, plan, tp_style)
     if problems:
         raise ValueError("; ".join(problems))
     ranks: list[list[Op]] = []
     for r in range(plan.world_size):
-        b = _Rank(model, plan, gpu, r)
+        b = _Rank(model, plan, gpu, r, tp_style)
         for it in range(iterations):
             b.iteration(it)
         ranks.append(b.ops)
     per_sample = sum(u.flops for u in units_of(model))
+    style = " (the book's style)" if tp_style == "book" and plan.tp > 1 else ""
     label = model.name if not isinstance(model, FeedForward) else f"feed-forward {list(model.layer_widths)}"
     return Workload(
         name=name,
@@ -304,9 +371,11 @@ def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str 
         params=model.params,
         iterations=iterations,
         flops_per_iteration=3.0 * per_sample * plan.global_batch_size,
-        description=f"{label}, {model.params:,} parameters, tp{plan.tp} pp{plan.pp} dp{plan.dp}, {plan.schedule}, "
+        description=f"{label}, {model.params:,} parameters, tp{plan.tp}{style} pp{plan.pp} dp{plan.dp}, "
+        f"{plan.schedule}, "
         f"m={plan.micro_batches}, batch {plan.global_batch_size}, {plan.precision}",
     )
 
 
-__all__ = ["Unit", "build_small_training", "check_plan", "stage_modules", "units_of"]
+__all__ = ["TP_STYLES", "TRAINER_LAYERS", "Unit", "build_small_training", "check_plan", "layers_problem",
+           "stage_modules", "trainer_model", "units_of"]
