@@ -29,6 +29,9 @@ Two kinds of figures, kept apart:
   - `kernel_gap_us`, `launch_us`: GPU idle between dependent kernels and host launch cost per kernel in
     eager PyTorch: ~4-6 µs per launch measured through the driver (CUDA launch-latency studies); 1 µs gap.
     Calibrate for your system.
+
+`tdp_w` is the board's maximum power from its datasheet (each with its `tdp_source`): what the power and
+energy model (aifabric.costs) counts per GPU, as the book's Chapter 8 example does (GPUs x watts each).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class GpuSpec:
     kernel_gap_us: float = 1.0
     launch_us: float = 5.0
     sources: str = field(default="", repr=False)
+    # board power: the datasheet's maximum thermal design power (TDP), W, and where it is stated
+    tdp_w: float = 0.0
+    tdp_source: str = field(default="", repr=False)
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak FLOP/s for a precision (bf16, fp16, fp32, tf32, fp8)."""
@@ -93,24 +99,28 @@ GPUS: dict[str, GpuSpec] = {
         nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
         matmul_tflops={"bf16": 271.2, "fp16": 271.2}, matmul_best_shape=(1024, 10240, 5120),
         hbm_efficiency=1724.8 / 2039, **_A100_MEASURED,
+        tdp_w=400, tdp_source="NVIDIA A100 datasheet (2021): A100 80GB SXM, max TDP 400 W",
         sources="MAMF 271.2 TFLOP/s bf16 (torch 2.6.0+cu126); BabelStream Triad 1,724.8 GB/s"),
     "A100-40GB": GpuSpec(  # A100 SXM4 40 GB: HBM2 at 1,555 GB/s, otherwise the 80 GB part
         name="A100-40GB", hbm_gB=40, hbm_bandwidth_gBps=1555, peak_tflops=_A100_PEAKS, nvlink_links=12,
         nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
         matmul_tflops={"bf16": 271.2, "fp16": 271.2}, matmul_best_shape=(1024, 10240, 5120),
         hbm_efficiency=1377.5 / 1555, **_A100_MEASURED,
+        tdp_w=400, tdp_source="NVIDIA A100 datasheet (2021): A100 40GB SXM, max TDP 400 W",
         sources="MAMF of the A100 SXM (same chip and clocks); BabelStream Triad 1,377.5 GB/s (ALCF Polaris)"),
     "A100-PCIE": GpuSpec(  # A100 PCIe 80 GB: 300 W, HBM2e 1,935 GB/s, NVLink bridge to one peer only
         name="A100-PCIE", hbm_gB=80, hbm_bandwidth_gBps=1935, peak_tflops=_A100_PEAKS, nvlink_links=12,
         nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
         matmul_tflops={"bf16": 252.9, "fp16": 252.9}, matmul_best_shape=(2048, 5120, 6144),
         hbm_efficiency=1724.8 / 2039, **_A100_MEASURED,
+        tdp_w=300, tdp_source="NVIDIA A100 datasheet (2021): A100 80GB PCIe, max TDP 300 W",
         sources="MAMF 252.9 TFLOP/s bf16 (torch 2.5.1+cu124); HBM efficiency of the A100 SXM 80 GB"),
     "H100": GpuSpec(  # H100 SXM5 80 GB
         name="H100", hbm_gB=80, hbm_bandwidth_gBps=3350, peak_tflops=_HOPPER_PEAKS, nvlink_links=18,
         nvlink_bandwidth_gBps=900, typical_nic_gbps=400, pcie_gen=5,
         matmul_tflops={"bf16": 794.5, "fp16": 794.5, "fp8": 1402.6}, matmul_best_shape=(2048, 2048, 13312),
         **_HOPPER_MEASURED,
+        tdp_w=700, tdp_source="NVIDIA H100 datasheet (2023): H100 SXM, max TDP up to 700 W (configurable)",
         sources="MAMF 794.5 bf16 / 1,402.6 fp8 TFLOP/s (torch 2.7.0+cu126); HBM efficiency of the H100 NVL"),
     "H100-PCIE": GpuSpec(  # H100 PCIe 80 GB: 114 SMs, HBM2e 2.0 TB/s, 350 W
         name="H100-PCIE", hbm_gB=80, hbm_bandwidth_gBps=2000,
@@ -119,6 +129,7 @@ GPUS: dict[str, GpuSpec] = {
         matmul_tflops={"bf16": 499.5, "fp16": 499.5}, matmul_best_shape=(6912, 16384, 2048),
         **{**_HOPPER_MEASURED, "sm_count": 114, "tensor_clock_mhz": 1620,
            "attention_tflops": (661.0 * 756 / 989.4, 450.0 * 661 / 740 * 756 / 989.4)},
+        tdp_w=350, tdp_source="NVIDIA H100 datasheet (2023): H100 PCIe, max TDP 300-350 W (configurable)",
         sources="MAMF 499.5 TFLOP/s bf16 (mag-/gpu_benchmark, after Bekman's MAMF finder); attention scaled "
                 "from the SXM by the peaks' ratio"),
     "H200": GpuSpec(  # H200 SXM 141 GB: H100 compute, HBM3e 4.8 TB/s
@@ -126,6 +137,7 @@ GPUS: dict[str, GpuSpec] = {
         nvlink_bandwidth_gBps=900, typical_nic_gbps=400, pcie_gen=5,
         matmul_tflops={"bf16": 794.5, "fp16": 794.5, "fp8": 1453.4}, matmul_best_shape=(2048, 2048, 13312),
         **_HOPPER_MEASURED,
+        tdp_w=700, tdp_source="NVIDIA H200 datasheet (2024): H200 SXM, max TDP up to 700 W (configurable)",
         sources="MAMF bf16 of the H100 SXM ('H200 is the same'), fp8 1,453.4 TFLOP/s (torch 2.7.1+cu128)"),
     "B200": GpuSpec(  # HGX B200, 1,000 W
         name="B200", hbm_gB=180, hbm_bandwidth_gBps=8000,
@@ -134,6 +146,7 @@ GPUS: dict[str, GpuSpec] = {
         matmul_tflops={"bf16": 1745.0, "fp16": 1745.0, "fp8": 3432.5}, matmul_best_shape=(1792, 16128, 3072),
         **{**_HOPPER_MEASURED, "sm_count": 148, "tensor_clock_mhz": 0, "l2_mb": 0,
            "attention_tflops": (661.0 * 2250 / 989.4, 450.0 * 661 / 740 * 2250 / 989.4)},
+        tdp_w=1000, tdp_source="NVIDIA HGX B200 datasheet (2024): 1,000 W per B200 GPU",
         sources="MAMF 1,745.0 bf16 / 3,432.5 fp8 TFLOP/s (torch 2.7.1+cu128); no published HBM or attention "
                 "measurement: Hopper's fractions; NVLink 5 efficiency taken as NVLink 4's"),
     "GB200": GpuSpec(  # one Blackwell GPU of a GB200 NVL72
@@ -143,6 +156,7 @@ GPUS: dict[str, GpuSpec] = {
         matmul_tflops={"bf16": 1822.0, "fp16": 1822.0, "fp8": 3615.6}, matmul_best_shape=(4096, 9728, 2048),
         **{**_HOPPER_MEASURED, "sm_count": 148, "tensor_clock_mhz": 0, "l2_mb": 0,
            "attention_tflops": (661.0 * 2500 / 989.4, 450.0 * 661 / 740 * 2500 / 989.4)},
+        tdp_w=1200, tdp_source="NVIDIA GB200 NVL72 (2024): up to 1,200 W per Blackwell GPU of a GB200 superchip",
         sources="MAMF 1,822.0 bf16 / 3,615.6 fp8 TFLOP/s (torch 2.10 nightly, cu130); as B200 otherwise"),
     "MI300X": GpuSpec(  # AMD Instinct MI300X, 750 W; 8 GPUs joined all-to-all by Infinity Fabric (7 x 64 GB/s)
         name="MI300X", hbm_gB=192, hbm_bandwidth_gBps=5300,
@@ -152,6 +166,7 @@ GPUS: dict[str, GpuSpec] = {
         matmul_tflops={"bf16": 668.4, "fp16": 668.4}, matmul_best_shape=(10240, 15360, 8192),
         hbm_efficiency=3948.1 / 5300, attention_tflops=(661.0 * 668.4 / 794.5, 450.0 * 661 / 740 * 668.4 / 794.5),
         nvlink_efficiency=312.9 / 448,
+        tdp_w=750, tdp_source="AMD Instinct MI300X data sheet (2023): total board power 750 W peak",
         sources="MAMF 668.4 TFLOP/s bf16 (ROCm 6.3, TunableOp); BabelStream Triad 3,948.1 GB/s; RCCL all-reduce "
                 "busbw 312.9 GB/s on 8 GPUs over 448 GB/s of Infinity Fabric per direction; attention scaled "
                 "from the H100's by the MAMF ratio (no published measurement). The Infinity Fabric mesh is "

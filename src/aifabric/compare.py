@@ -2,12 +2,17 @@
 
 `variants` builds scenarios from files, or from one base scenario with one field varied
 (`fabric.spines=1,2,4`): every value gives a variant named `<field>=<value>` (its `short` name: the value).
+Several fields vary together (one value of each per variant), or with `grid` in every combination
+(`parse_specs`); `build_variants` keeps the variants that do not validate as `Invalid` with their problems
+(`aifabric sweep` runs the others or refuses them all at once).
 `inert_notes` says when a varied field cannot change anything: no traffic crossed the tier it acts on in
 any of the runs (ECMP vs spraying on a fabric whose traffic stays under its leaf switches).
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,30 +52,75 @@ TIER_WHAT = {"spine": "the spine tier (traffic between leaf switches)",
              "superspine": "the super-spine tier (between pods)"}
 
 
+_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
+
+
 def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
-    """'fabric.spines=1,2,4' -> (('fabric', 'spines'), [1, 2, 4]); values parsed as YAML scalars."""
+    """'fabric.spines=1,2,4' -> (('fabric', 'spines'), [1, 2, 4]); values parsed as YAML scalars; an integer
+    range 'lo..hi' stands for every integer from lo to hi ('fabric.spines=1..4,8')."""
     if "=" not in spec:
         raise InputError(Problem("--vary", f"expected FIELD=V1,V2,... (got {spec!r})"))
     field, values = spec.split("=", 1)
     path = tuple(p for p in field.strip().split(".") if p)
-    vals = [yaml.safe_load(v) for v in values.split(",") if v.strip()]
+    vals: list = []
+    for v in values.split(","):
+        if not v.strip():
+            continue
+        m = _RANGE.match(v)
+        if m and int(m.group(1)) <= int(m.group(2)):
+            vals += list(range(int(m.group(1)), int(m.group(2)) + 1))
+        else:
+            vals.append(yaml.safe_load(v))
     if not path or len(vals) < 1:
         raise InputError(Problem("--vary", f"expected FIELD=V1,V2,... (got {spec!r})"))
     return path, vals
 
 
-def varied(base: Scenario, path: tuple[str, ...] | list[tuple[str, ...]], values: list, source: str) -> list[Variant]:
-    """One variant per value; with several paths, `values` holds one tuple per variant (fields varied together)."""
-    paths = [path] if isinstance(path, tuple) else path
-    rows = [v if isinstance(path, list) else (v,) for v in values]
+def parse_specs(specs: list[str], grid: bool = False) -> tuple[list[tuple[str, ...]], list[tuple]]:
+    """--vary options -> (field paths, one tuple of values per variant): fields varied together (the same
+    number of values each), or with `grid` every combination of their values (the first field slowest)."""
+    parsed = [parse_vary(s) for s in specs]
+    paths = [p for p, _ in parsed]
+    dup = [".".join(p) for p in dict.fromkeys(paths) if paths.count(p) > 1]
+    if dup:
+        raise InputError(Problem("--vary", f"{', '.join(dup)} given more than once"))
+    if grid:
+        return paths, list(itertools.product(*(values for _, values in parsed)))
+    if len({len(values) for _, values in parsed}) > 1:
+        raise InputError(Problem("--vary", "fields varied together need the same number of values "
+                                 f"(got {', '.join(str(len(v)) for _, v in parsed)}; --grid for every combination)"))
+    return paths, list(zip(*(values for _, values in parsed)))
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A variant whose scenario does not validate: its values and every problem."""
+
+    label: str
+    varied: tuple[tuple[str, Any], ...]
+    problems: list[Problem]
+
+
+def check_paths(base: Scenario, paths: list[tuple[str, ...]]) -> None:
+    """Every varied field exists in the scenario (with its defaults filled in); all problems at once."""
     full = base.model_dump(mode="json")
+    problems = []
     for p in paths:
         node = full
         for key in p:
             if not isinstance(node, dict) or key not in node:
-                raise InputError(Problem("--vary", f"{'.'.join(p)}: no such field in the scenario"))
+                problems.append(Problem("--vary", f"{'.'.join(p)}: no such field in the scenario"))
+                break
             node = node[key]
-    out = []
+    if problems:
+        raise InputError(problems)
+
+
+def build_variants(base: Scenario, paths: list[tuple[str, ...]], rows: list[tuple], source: str
+                   ) -> list[Variant | Invalid]:
+    """One variant per row of values (`Invalid` where the scenario does not validate, with its problems)."""
+    check_paths(base, paths)
+    out: list[Variant | Invalid] = []
     for row in rows:
         # what the file gave, not what validation derived from it (derived fields, e.g. spines from an
         # oversubscription ratio, are derived again for the new value)
@@ -82,24 +132,38 @@ def varied(base: Scenario, path: tuple[str, ...] | list[tuple[str, ...]], values
             node[p[-1]] = v
         label = ", ".join(f"{'.'.join(p)}={v}" for p, v in zip(paths, row))
         short = str(row[0]) if len(paths) == 1 else ", ".join(f"{p[-1]}={v}" for p, v in zip(paths, row))
-        out.append(Variant(label, parse_scenario(data, f"{source} with {label}"),
-                           tuple((".".join(p), v) for p, v in zip(paths, row)), short))
+        pairs = tuple((".".join(p), v) for p, v in zip(paths, row))
+        try:
+            out.append(Variant(label, parse_scenario(data, f"{source} with {label}"), pairs, short))
+        except InputError as exc:
+            out.append(Invalid(label, pairs, list(exc.problems)))
     return out
 
 
-def variants(files: list[Path], vary: str | list[str] | None) -> list[Variant]:
+def invalid_problems(bad: list[Invalid]) -> list[Problem]:
+    """Every problem of every invalid variant, each saying which variant."""
+    return [Problem(p.path, f"{p.message} (with {b.label})") for b in bad for p in b.problems]
+
+
+def varied(base: Scenario, path: tuple[str, ...] | list[tuple[str, ...]], values: list, source: str) -> list[Variant]:
+    """One variant per value; with several paths, `values` holds one tuple per variant (fields varied together).
+    Raises InputError with the problems of every variant that does not validate."""
+    paths = [path] if isinstance(path, tuple) else path
+    rows = [v if isinstance(path, list) else (v,) for v in values]
+    out = build_variants(base, paths, rows, source)
+    bad = [v for v in out if isinstance(v, Invalid)]
+    if bad:
+        raise InputError(invalid_problems(bad), source)
+    return [v for v in out if isinstance(v, Variant)]
+
+
+def variants(files: list[Path], vary: str | list[str] | None, grid: bool = False) -> list[Variant]:
     specs = [vary] if isinstance(vary, str) else list(vary or [])
     if specs:
         if len(files) != 1:
             raise InputError(Problem("--vary", "give exactly one base scenario with --vary"))
-        parsed = [parse_vary(s) for s in specs]
-        if len({len(values) for _, values in parsed}) > 1:
-            raise InputError(Problem("--vary", "fields varied together need the same number of values "
-                                     f"(got {', '.join(str(len(v)) for _, v in parsed)})"))
-        if len(parsed) == 1:
-            return varied(load_scenario(files[0]), parsed[0][0], parsed[0][1], str(files[0]))
-        rows = list(zip(*(values for _, values in parsed)))
-        return varied(load_scenario(files[0]), [p for p, _ in parsed], rows, str(files[0]))
+        paths, rows = parse_specs(specs, grid)
+        return varied(load_scenario(files[0]), paths, rows, str(files[0]))
     if len(files) < 2:
         raise InputError(Problem("FILES", "give two or more scenarios, or one with --vary FIELD=V1,V2"))
     out = []
@@ -140,7 +204,7 @@ TIME_KEYS = ("iteration_time_s", "compute_time_s", "communication_time_s", "expo
 
 def format_metric(key: str, value: float | None) -> str:
     """A metric as the tables print it: times in s/ms/µs, fractions in %, bytes in GB/MB."""
-    from .report.terminal import fmt_bytes, fmt_time
+    from .report.terminal import fmt_bytes, fmt_time, fmt_usd, fmt_watts
 
     if value is None:
         return "–"
@@ -150,6 +214,10 @@ def format_metric(key: str, value: float | None) -> str:
         return f"{100 * value:.1f}%"
     if key.endswith("_bytes"):
         return fmt_bytes(value)
+    if key.endswith("_usd"):
+        return fmt_usd(value)
+    if key.endswith("_w"):
+        return fmt_watts(value)
     return f"{value:,.2f}" if abs(value) < 1e6 else f"{value:.3e}"
 
 
@@ -178,4 +246,20 @@ def metrics(run: Run) -> dict[str, float]:
         out["min_busbw_GBps"] = min(c.busbw_bytes_per_s for c in r.collectives) / 1e9
     for tier, utils in sorted(tiers.items()):
         out[f"max_util_{tier}"] = max(utils)
+    out.update(cost_metrics(run.costs))
     return out
+
+
+def cost_metrics(costs: dict) -> dict[str, float]:
+    """The figures of a run's `costs` (summary.json) that designs are compared on."""
+    return {
+        "tokens_per_s": costs["tokens_per_s"],
+        "capex_usd": costs["capital"]["total_usd"],
+        "network_capex_usd": costs["capital"]["network_usd"],
+        "it_power_w": costs["power"]["it_w"],
+        "network_power_w": costs["power"]["network_w"],
+        "cost_per_iteration_usd": costs["per_iteration"]["total_usd"],
+        "training_cost_usd": costs["training"]["total_usd"],
+        "training_hours": costs["training"]["hours"],
+        "tokens_per_s_per_musd": costs["tokens_per_s_per_musd"],
+    }

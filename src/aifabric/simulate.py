@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,14 @@ class Run:
     results: Results
     packet_stats: Any = None  # packet.stats.PacketStats when the packet engine ran (None otherwise)
     packet_network: Any = None  # packet.network.Network of a packet-engine run: captured packets, events log
+
+    @cached_property
+    def costs(self) -> dict:
+        """Power and cost of the cluster, per iteration and per training run (aifabric.costs; summary.json
+        `costs`)."""
+        from .costs.model import run_costs
+
+        return run_costs(self).to_dict()
 
 
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
@@ -92,8 +101,12 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
 
 
 def simulate(s: Scenario, engine: str | None = None,
-             progress: Callable[[int, int], None] | None = None, workload: Workload | None = None) -> Run:
-    """Run a scenario; `workload` replaces the one the scenario describes (e.g. a replayed trace)."""
+             progress: Callable[[int, int], None] | None = None, workload: Workload | None = None,
+             phase: Callable[[str], None] | None = None) -> Run:
+    """Run a scenario; `workload` replaces the one the scenario describes (e.g. a replayed trace).
+    `progress(done, total)` follows the event loop; `phase(name)` is told when each stage begins
+    ("fabric", "workload", "task graph", "event loop", "results")."""
+    phase = phase or (lambda name: None)
     engine = engine or s.engine
     if engine == "packet":
         from .engines.packet import simulate_packet
@@ -101,15 +114,21 @@ def simulate(s: Scenario, engine: str | None = None,
         packet_run, stats = simulate_packet(s, progress, workload=workload)
         packet_run.packet_stats = stats
         return packet_run
+    phase("fabric")
     fabric, router = build_fabric(s)
-    workload = workload or build_workload(s)
+    if workload is None:
+        phase("workload")
+        workload = build_workload(s)
+    phase("task graph")
     graph = lower(workload, fabric, router, **s.lowering_options(),
                   spread_paths=s.fabric.load_balancing != "ecmp")
+    phase("event loop")
     try:
         timeline = run(graph, fabric, engine, progress)
         complete = True
     except Interrupted as exc:
         timeline, complete = exc.timeline, False
+    phase("results")
     add_folded_bytes(graph, timeline)
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
     results = summarize(engine, workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)

@@ -26,6 +26,8 @@ def compare(
     vary: list[str] = typer.Option(None, "--vary", help="vary a field of the one scenario: FIELD=V1,V2,...; "
                                    "repeat to vary several fields together (same number of values: "
                                    "--vary workload.parallelism.tp=8,4 --vary workload.parallelism.dp=2,4)"),
+    grid: bool = typer.Option(False, "--grid", help="every combination of the --vary fields' values, instead of "
+                              "varying them together"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
 ) -> int:
@@ -41,7 +43,7 @@ def compare(
     from ..simulate import simulate
     from .run_cmds import write_report
 
-    vs = variants(files, vary)
+    vs = variants(files, vary, grid)
     if len({v.title for v in vs}) < len(vs):  # files of one name in different folders: number the columns
         vs = [replace(v, short=f"{i + 1}: {v.title}") for i, v in enumerate(vs)]
     eng = _engine(engine) if engine else None

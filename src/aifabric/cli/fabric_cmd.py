@@ -35,7 +35,7 @@ def load_hardware(path: Path) -> HardwareSpec:
 
     from ..scenario.checks_fabric import check_fabric_spec
     from ..scenario.fabric_spec import HardwareSpec
-    from ..scenario.load import load_scenario, problems_from_validation, read_yaml
+    from ..scenario.load import load_scenario, problems_from_validation, read_yaml, resolve_costs
 
     if not path.exists():
         raise InputError(f"{path}: no such file", str(path))
@@ -48,10 +48,10 @@ def load_hardware(path: Path) -> HardwareSpec:
     data = read_yaml(text, str(path))
     if isinstance(data, dict) and "workload" in data:
         s = load_scenario(path)
-        return HardwareSpec(name=s.name, seed=s.seed, cluster=s.cluster, fabric=s.fabric)
+        return HardwareSpec(name=s.name, seed=s.seed, cluster=s.cluster, fabric=s.fabric, costs=s.costs)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping with cluster: and fabric: sections", str(path))
-    data = {k: v for k, v in data.items() if k != "engine"}
+    data = resolve_costs({k: v for k, v in data.items() if k != "engine"}, path.parent, str(path))
     try:
         hw = HardwareSpec.model_validate(data)
     except ValidationError as exc:
@@ -80,8 +80,11 @@ def _tbps(gbps: float) -> str:
 def plan_cmd(
     file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
     out: Path = typer.Option(None, "--out", "-o", help="write plan.json, bom.csv, cabling.csv, addressing.csv here"),
+    prices: Path = typer.Option(None, "--prices", help="a price table (YAML) over the documented defaults "
+                                "(costs/prices.py; the file's entries replace the scenario's costs.prices)"),
 ) -> int:
-    """Bill of materials, capacity per tier (non-blocking or not), failure domains, cabling and addressing."""
+    """Bill of materials, capacity per tier (non-blocking or not), failure domains, power and cost, cabling and
+    addressing."""
     check_out(out, "dir")
     from rich.table import Table
 
@@ -90,6 +93,11 @@ def plan_cmd(
     from ..fabric.plan import TIER_NAMES, make_plan
 
     hw = load_hardware(file)
+    if prices is not None:
+        from ..costs.prices import load_prices
+
+        table = load_prices(prices)
+        hw = hw.model_copy(update={"costs": hw.costs.model_copy(update={"prices": table})})
     f = build(hw.cluster, hw.fabric, hw.name)
     d: Design = f.design  # type: ignore[assignment]
     plan = make_plan(f)
@@ -109,6 +117,7 @@ def plan_cmd(
         cables.add_row(c.tier, f"{c.speed_gbps:g}G", f"{c.cables:,}", f"{c.transceivers:,}")
     console.print(cables)
     console.print(f"NICs: {plan.bom.nics:,} ({plan.bom.nic_ports:,} ports)")
+    costs = _print_costs(plan.bom, hw)
 
     cap = plan.capacity
     tiers = Table(title="Capacity per tier (per direction)", title_justify="left")
@@ -153,10 +162,49 @@ def plan_cmd(
         if d.leaf_host_ports and d.servers_per_segment > 0:
             _print_rail_map(d)
     if out is not None:
-        _write_plan_files(out, hw, f, plan, d)
+        _write_plan_files(out, hw, f, plan, d, costs)
         console.print(f"wrote {out}/: plan.json, bom.csv, cabling.csv" + (", addressing.csv"
                                                                          if d.topology != "custom" else ""))
     return 0
+
+
+def _print_costs(bom, hw: HardwareSpec):
+    """Power and capital of the bill of materials, line by line with their sources; per hour of running."""
+    from rich.table import Table
+
+    from ..costs.model import fabric_costs
+    from ..report.terminal import fmt_usd, fmt_watts, power_line
+
+    fc = fabric_costs(bom, hw.cluster.gpu, hw.costs)
+    t = Table(title="Power and capital (each figure's source in plan.json; change them in costs: or with --prices)",
+              title_justify="left")
+    for col in ("item", "count", "W each", "power", "USD each", "capital"):
+        t.add_column(col, justify="left" if col == "item" else "right")
+    power = {(x.kind, x.item): x for x in fc.power}
+    capital = {(x.kind, x.item): x for x in fc.capital}
+    for key in dict.fromkeys([*capital, *power]):  # the capital bill's order; power has no cable lines
+        pw, usd = power.get(key), capital.get(key)
+        line = pw or usd
+        t.add_row(line.item, f"{line.count:,}", fmt_watts(pw.each) if pw else "", fmt_watts(pw.total) if pw else "",
+                  fmt_usd(usd.each) if usd else "", fmt_usd(usd.total) if usd else "")
+    t.add_row("[bold]total", "", "", f"[bold]{fmt_watts(fc.it_power_w)}", "", f"[bold]{fmt_usd(fc.capex_usd)}")
+    console.print(t)
+    sources = dict.fromkeys(f"{x.kind}: {x.source}" for x in fc.power if x.source)
+    console.print("power figures: " + "; ".join(sources), highlight=False, style="dim", soft_wrap=True)
+    console.print(f"prices: {fc.price_source}", highlight=False, style="dim", soft_wrap=True)
+    data = fc.to_dict()
+    hour = data["per_hour"]
+    console.print(f"power: {power_line(data)}")
+    console.print(f"capital: {fmt_usd(fc.capex_usd)}, of which the network {fmt_usd(fc.network_capex_usd)} "
+                  f"({100 * fc.network_capex_usd / fc.capex_usd:.0f}%)" if fc.capex_usd else "capital: $0")
+    console.print(f"an hour of running: {hour['energy_kwh']:,.1f} kWh = {fmt_usd(hour['energy_usd'])} at "
+                  f"${hw.costs.price_per_kwh:.2f}/kWh, plus {fmt_usd(hour['capital_usd'])} of capital over "
+                  f"{hw.costs.amortization_years:g} years; per iteration and per training run: `aifabric simulate`")
+    if hw.costs.training_hours:
+        e, cap = fc.over(hw.costs.training_hours)
+        console.print(f"a training run of {hw.costs.training_hours:,g} h: {e.energy_mwh:,.1f} MWh = "
+                      f"{fmt_usd(e.cost_usd)} of energy, {fmt_usd(cap)} of capital")
+    return data
 
 
 def _print_rail_map(d: Design) -> None:
@@ -189,7 +237,7 @@ def _csv(header, rows) -> str:
     return buf.getvalue()
 
 
-def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design) -> None:
+def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design, costs: dict) -> None:
     from ..fabric.addressing import AddressPlan
     from ..fabric.cabling import HEADER, cabling_rows
     from ..fabric.plan import TIER_NAMES
@@ -208,7 +256,7 @@ def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design) -> None:
                  s.network, s.gateway, agg) for s, agg in ap.rows()]
         write_atomic(out / "addressing.csv", _csv(("pod", "segment", "rails", "vlan", "subnet", "gateway",
                                                     "aggregate"), rows))
-    write_json(out / "plan.json", {"name": hw.name, "design": d.__dict__, **plan.to_dict()})
+    write_json(out / "plan.json", {"name": hw.name, "design": d.__dict__, **plan.to_dict(), "costs": costs})
 
 
 @fabric_app.command("polarization")

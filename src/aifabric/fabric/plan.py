@@ -37,6 +37,7 @@ class SwitchTier:
     ports_used: int
     ports_free: int
     fullest_ports_used: int  # the busiest switch of the tier
+    port_speed_gbps: float = 0.0  # the fastest port in use on the tier (what its ports are bought for)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class BillOfMaterials:
     nic_ports: int
     switch_tiers: list[SwitchTier]
     cables: list[CableGroup]
+    nic_speed_gbps: float = 0.0  # per NIC port
 
     @property
     def switches(self) -> int:
@@ -134,6 +136,7 @@ class _Scan:
     cables: Counter
     nic_switches: dict[str, list[str]]
     gpus_of_nic: Counter
+    port_gbps: dict[str, float] = field(default_factory=dict)  # per switch and per NIC: its fastest port
 
 
 def _scan(f: Fabric) -> _Scan:
@@ -144,6 +147,7 @@ def _scan(f: Fabric) -> _Scan:
     ports: Counter = Counter()
     cables: Counter = Counter()
     nic_switches: dict[str, list[str]] = defaultdict(list)
+    port_gbps: dict[str, float] = defaultdict(float)
     for i, link in enumerate(f.links):
         ls, ld = level[link.src], level[link.dst]
         if not (ls or ld):
@@ -154,14 +158,16 @@ def _scan(f: Fabric) -> _Scan:
         if not ls:
             if kind[link.src] == NIC:
                 nic_switches[link.src].append(link.dst)
+                port_gbps[link.src] = max(port_gbps[link.src], gbps)
             continue
         ports[link.src] += 1
+        port_gbps[link.src] = max(port_gbps[link.src], gbps)
         if ld < ls:
             down[link.src] += gbps
         elif ld > ls:
             up[link.src] += gbps
     gpus_of_nic: Counter = Counter(f.rank_nic(r) for r in range(f.world_size))
-    return _Scan(down, up, ports, cables, nic_switches, gpus_of_nic)
+    return _Scan(down, up, ports, cables, nic_switches, gpus_of_nic, port_gbps)
 
 
 def bill_of_materials(f: Fabric, scan: _Scan | None = None) -> BillOfMaterials:
@@ -174,13 +180,15 @@ def bill_of_materials(f: Fabric, scan: _Scan | None = None) -> BillOfMaterials:
         used = [scan.ports[n.id] for n in nodes]
         radix = [n.radix or 0 for n in nodes]
         tiers.append(SwitchTier(kind, len(nodes), max(radix), sum(used),
-                                sum(max(0, r - u) for r, u in zip(radix, used, strict=True)), max(used)))
+                                sum(max(0, r - u) for r, u in zip(radix, used, strict=True)), max(used),
+                                max(scan.port_gbps.get(n.id, 0.0) for n in nodes)))
     cables = [CableGroup(tier, speed, n) for (tier, speed), n in sorted(scan.cables.items(),
                                                                        key=lambda kv: (kv[0][0] != "host", kv[0]))]
     nics = len(scan.nic_switches)
     nic_ports = sum(len(v) for v in scan.nic_switches.values())
     servers = len({f.server_of(r) for r in range(f.world_size)})
-    return BillOfMaterials(servers, f.world_size, nics, nic_ports, tiers, cables)
+    nic_gbps = max((scan.port_gbps.get(n, 0.0) for n in scan.nic_switches), default=0.0)
+    return BillOfMaterials(servers, f.world_size, nics, nic_ports, tiers, cables, nic_gbps)
 
 
 def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:

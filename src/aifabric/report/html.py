@@ -23,7 +23,7 @@ from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, rank_tim
 from ..analysis import flows as run_flows
 from ..fabric.graph import TIERS
 from ..simulate import Run
-from .terminal import compute_breakdown, fmt_bytes, fmt_time, throughput_line
+from .terminal import compute_breakdown, cost_lines, fmt_bytes, fmt_time, fmt_usd, fmt_watts, throughput_line
 
 MAX_GANTT_RANKS = 64
 MAX_HEATMAP_LINKS = 48
@@ -343,6 +343,7 @@ def _headline(run: Run, ctx: _Context) -> str:
         ("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)}, "
                       f"network {fmt_bytes(r.scale_out_bytes)})"),
     ]
+    rows += cost_lines(run.costs)
     if not r.complete:
         rows.append(("status", "interrupted — partial results"))
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
@@ -354,11 +355,40 @@ body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px a
 h1{font-size:22px} h2{font-size:17px;margin-top:32px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table.head th{text-align:left;padding:2px 16px 2px 0;color:#555} .note{color:#777;font-size:13px}
 pre{background:#f6f6f6;padding:12px;overflow:auto;font-size:12px} #js-errors{color:#b00;white-space:pre}
-.topology svg{max-width:100%;height:auto}
+.topology svg{max-width:100%;height:auto} h3{font-size:15px}
+table.bill{border-collapse:collapse;font-size:13px} table.bill td,table.bill th{padding:2px 10px;text-align:right}
+table.bill td:first-child,table.bill th:first-child,table.bill td.note{text-align:left}
 """
 
 
-def build_html(run: Run) -> str:
+def costs_tables(costs: dict) -> str:
+    """The power and capital bills, line by line, each figure with its source (summary.json `costs`)."""
+    def table(items: list[dict], unit: str, fmt) -> str:
+        head = "<tr><th>item</th><th>count</th><th>each</th><th>total</th><th>source</th></tr>"
+        body = "".join(f"<tr><td>{html.escape(x['item'])}</td><td>{x['count']:,}</td>"
+                       f"<td>{html.escape(fmt(x[unit + '_each']))}</td><td>{html.escape(fmt(x[unit]))}</td>"
+                       f"<td class='note'>{html.escape(x['source'])}</td></tr>" for x in items)
+        return f"<table class='bill'>{head}{body}</table>"
+
+    inputs = costs["inputs"]
+    note = (f"Power: each component's maximum (datasheet) power, as Deep Learning for Network Engineers, Chapter 8, counts GPUs; "
+            f"facility power = IT power x PUE {inputs['pue']:g}. Energy at ${inputs['price_per_kwh']:g}/kWh; capital "
+            f"spread over {inputs['amortization_years']:g} years to price an iteration. Prices: "
+            f"{inputs['price_source']}. Change them in the scenario's costs: section (docs/summary-schema.md).")
+    return (f"<h2>Power and cost</h2><p class='note'>{html.escape(note)}</p><h3>Power</h3>"
+            + table(costs["power"]["items"], "w", fmt_watts) + "<h3>Capital</h3>"
+            + table(costs["capital"]["items"], "usd", fmt_usd))
+
+
+def plotly_script(plotly_src: str | None = None) -> str:
+    """plotly.js inline (the default: the page works alone, offline), or a <script src> to a copy of it beside
+    the page (`plotly_src`, relative: a sweep's hundreds of reports share one copy and still work offline)."""
+    if plotly_src:
+        return f"<script type='text/javascript' src='{html.escape(plotly_src, quote=True)}'></script>"
+    return f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+
+
+def build_html(run: Run, plotly_src: str | None = None) -> str:
     ctx = _context(run)
     parts = [f"<h1>aifabric report — {html.escape(run.scenario.name)}</h1>", _headline(run, ctx)]
     figures: list[tuple[str, go.Figure, str]] = []
@@ -385,6 +415,7 @@ def build_html(run: Run) -> str:
         if note:
             parts.append(f"<p class='note'>{html.escape(note)}</p>")
         parts.append(_fig_html(fig, f"plot{k}"))
+    parts.append(costs_tables(run.costs))
     svg = topology_svg(run)
     if svg:
         parts.append(f"<h2>Topology</h2><div class='topology'>{svg}</div>")
@@ -395,7 +426,7 @@ def build_html(run: Run) -> str:
         f"<title>aifabric — {html.escape(run.scenario.name)}</title><style>{CSS}</style>"
         "<script>window.addEventListener('error',function(e){var d=document.getElementById('js-errors');"
         "if(d){d.textContent+=String(e.message)+'\\n';}});</script>"
-        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        f"{plotly_script(plotly_src)}</head><body>"
         "<div id='js-errors'></div>"
         + "\n".join(parts)
         + f"<p class='note'>{len(figures)} plots</p></body></html>"

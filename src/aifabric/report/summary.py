@@ -95,6 +95,8 @@ def build_summary(run: Run) -> dict[str, Any]:
         "model_tflops_per_gpu": r.model_flops_per_gpu_s / 1e12,
         "hardware_tflops_per_gpu": r.hardware_flops_per_gpu_s / 1e12,
         "compute_by_kind_s": dict(r.compute_by_kind_s),
+        # power and cost: the cluster's bill (power, capital), per iteration and per training run (aifabric.costs)
+        "costs": run.costs,
         # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise
         "packet": run.packet_stats.to_dict(series=False) if run.packet_stats is not None else None,
     }

@@ -27,6 +27,58 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def fmt_usd(x: float) -> str:
+    """$2.52 M, $607,680, $19.20, $3.57e-05."""
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:,.2f} M"
+    if abs(x) >= 100:
+        return f"${x:,.0f}"
+    if abs(x) >= 0.01:
+        return f"${x:,.2f}"
+    return f"${x:.3g}"
+
+
+def fmt_watts(w: float) -> str:
+    """17.50 MW, 15.4 kW, 826 W."""
+    if w >= 1e6:
+        return f"{w / 1e6:,.2f} MW"
+    if w >= 1e3:
+        return f"{w / 1e3:,.1f} kW"
+    return f"{w:,.0f} W"
+
+
+def fmt_energy_kwh(kwh: float) -> str:
+    return f"{kwh / 1e3:,.1f} MWh" if kwh >= 1e3 else f"{kwh:,.3g} kWh"
+
+
+def power_line(c: dict) -> str:
+    """A costs dict's power: IT power by part, facility power at its PUE."""
+    p, kinds = c["power"], c["power"]["by_kind_w"]
+    return (f"{fmt_watts(p['it_w'])} IT (GPUs {fmt_watts(kinds.get('gpu', 0.0))}, servers "
+            f"{fmt_watts(kinds.get('server', 0.0))}, network {fmt_watts(p['network_w'])}); "
+            f"{fmt_watts(p['facility_w'])} at PUE {c['inputs']['pue']:g}")
+
+
+def cost_lines(c: dict) -> list[tuple[str, str]]:
+    """A run's costs dict (summary.json `costs`) as (label, text) rows for the terminal and the report."""
+    cap, it, tr = c["capital"], c.get("per_iteration"), c.get("training")
+    rows = [("power", power_line(c)),
+            ("capital", f"{fmt_usd(cap['total_usd'])} (network {fmt_usd(cap['network_usd'])}: NICs, switches, "
+                        f"optics, cables; {100 * cap['network_usd'] / cap['total_usd']:.0f}%)"
+             if cap["total_usd"] else fmt_usd(0.0))]
+    if it is not None:
+        rows.append(("cost per iteration", f"{fmt_usd(it['total_usd'])} (energy {fmt_energy_kwh(it['energy_kwh'])} "
+                     f"= {fmt_usd(it['energy_usd'])} at ${c['inputs']['price_per_kwh']:.2f}/kWh, capital "
+                     f"{fmt_usd(it['capital_usd'])} over {c['inputs']['amortization_years']:g} years); "
+                     f"{c['tokens_per_s']:,.0f} {c['unit']}/s"))
+    if tr is not None:
+        rows.append(("training run", f"{tr['tokens']:.3g} {c['unit']}, {tr['iterations']:,.0f} iterations, "
+                     f"{tr['hours']:,.1f} h: energy {fmt_energy_kwh(tr['energy_mwh'] * 1e3)} = {fmt_usd(tr['energy_usd'])}, "
+                     f"capital share {fmt_usd(tr['capital_usd'])}, total {fmt_usd(tr['total_usd'])} "
+                     f"({tr['basis']})"))
+    return rows
+
+
 def fabric_headline(fabric, topology: str) -> str:
     """'rail-optimized, 8 rail switches, 2 spines': the switches the fabric really has, by tier."""
     names = {RAIL: ("rail switch", "rail switches"), SPINE: ("spine", "spines"),
@@ -95,6 +147,8 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("throughput", throughput_line(r))
     head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
                  f" network {fmt_bytes(r.scale_out_bytes)})")
+    for label, text in cost_lines(run.costs):
+        head.add_row(label, text)
     if run.packet_stats is not None:
         tot = run.packet_stats.to_dict(series=False)["totals"]
         head.add_row("fabric (packet engine)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"

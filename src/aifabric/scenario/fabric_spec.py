@@ -26,6 +26,7 @@ from pydantic import Field, field_validator
 
 from ..catalog import GPUS
 from .base import Strict
+from .costs_spec import CostsSpec
 
 
 class ClusterSpec(Strict):
@@ -182,3 +183,4 @@ class HardwareSpec(Strict):
     seed: int = Field(0, ge=0, description="seed of every random choice (QP numbers, ...)")
     cluster: ClusterSpec
     fabric: FabricSpec = FabricSpec()
+    costs: CostsSpec = Field(CostsSpec(), description="prices, power figures, energy price and PUE (aifabric.costs)")

@@ -132,6 +132,33 @@ def resolve_calibration(data: dict, base: Path | None, source: str) -> dict:
     return data
 
 
+def resolve_costs(data: dict, base: Path | None, source: str) -> dict:
+    """`costs.prices: FILE` and `costs.power: FILE` read into the scenario (the file's `prices:` / `power:`
+    block, or the file itself), relative to the scenario file's folder (`base`): the scenario copied into a run
+    folder, or sent to a sweep's worker on another machine, carries its tables."""
+    costs = data.get("costs")
+    if not isinstance(costs, dict) or not any(isinstance(costs.get(k), str) for k in ("prices", "power")):
+        return data
+    from ..costs.prices import table_data
+
+    costs = dict(costs)
+    for key in ("prices", "power"):
+        name = costs.get(key)
+        if not isinstance(name, str):
+            continue
+        path = Path(name).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError([Problem(f"costs.{key}", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")],
+                             source) from None
+        loaded = table_data(read_yaml(text, str(path)), str(path), key, f"costs.{key}")
+        costs[key] = {"source": str(path), **loaded} if "source" not in loaded else loaded
+    return {**data, "costs": costs}
+
+
 def parse_scenario(data: Any, source: str = "<scenario>", base: Path | None = None) -> Scenario:
     """Validate already-parsed data (a mapping) into a Scenario; raise InputError with every problem.
     `base`: the folder relative file names in the scenario are taken from (its file's)."""
@@ -139,6 +166,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", base: Path | None = No
         kind = "empty" if data is None else type(data).__name__
         raise InputError(f"{source}: a scenario must be a YAML mapping of fields, not {kind}", source)
     data = resolve_calibration(data, base if base is not None else Path.cwd(), source)
+    data = resolve_costs(data, base if base is not None else Path.cwd(), source)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:

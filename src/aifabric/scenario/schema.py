@@ -12,6 +12,7 @@ from pydantic import Field
 
 from .base import Strict
 from .calibration_spec import CalibrationSpec, TierCalibration
+from .costs_spec import CostsSpec
 from .fabric_spec import ClusterSpec, FabricSpec
 from .workload_spec import FeedForwardSpec, WorkloadSpec
 
@@ -43,6 +44,9 @@ class Scenario(Strict):
         CalibrationSpec(), description="the user's own measurements in place of the catalog's: a GEMM table "
         "(`aifabric calibrate gemm`), achievable NVLink and network rates and latencies (`aifabric calibrate "
         "nccl-tests`); or the name of a file holding this block")
+    costs: CostsSpec = Field(
+        CostsSpec(), description="what the cluster costs to buy and to run: price per kWh, PUE, the training run's "
+        "length, your prices and power figures over the documented defaults (aifabric.costs)")
 
     def applicable_dump(self) -> dict:
         """The scenario as JSON data with every default that applies to it filled in, and what does not apply
@@ -97,8 +101,14 @@ def _applicable(s: Scenario) -> dict:
         f.pop("spines_per_leaf", None)
     if s.fabric.load_balancing != "flowlet":
         f.pop("flowlet_gap_us", None)
+    costs = data["costs"]
+    for k in ("prices", "power"):  # the tables the scenario changes (the defaults are costs/*.py's)
+        given = getattr(s.costs, k).model_fields_set
+        costs[k] = {name: v for name, v in costs[k].items() if name in given}
+        if not costs[k]:
+            costs.pop(k)
     return _drop_none(data)
 
 
-__all__ = ["SCHEMA_VERSION", "CalibrationSpec", "ClusterSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario",
+__all__ = ["SCHEMA_VERSION", "CalibrationSpec", "ClusterSpec", "CostsSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario",
            "TierCalibration", "WorkloadSpec"]
