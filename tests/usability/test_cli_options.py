@@ -53,6 +53,8 @@ def _base(inputs) -> dict[tuple[str, ...], list[str]]:
         ("packet",): ["packet", "incast"],
         ("train",): ["train"], ("replay",): ["replay", tr, "--scenario", sc], ("learn",): ["learn", "neuron"],
         ("calibrate", "nccl-tests"): ["calibrate", "nccl-tests", nccl], ("calibrate", "gemm"): ["calibrate", "gemm"],
+        ("sweep",): ["sweep", sc, "--vary", "cluster.nic_speed_gbps=200,400", "--backend", "local"],
+        ("optimize",): ["optimize", sc, "--vary", "cluster.nic_speed_gbps=200,400", "--backend", "local"],
     }
     base.update({("collective", op): ["collective", op] for op in ops})
     return base
@@ -64,7 +66,7 @@ OTHER_FORMS = {("packet",): lambda i: ["packet", str(i["scenario"])],
                ("compare",): lambda i: ["compare", str(i["scenario"]), "--vary", "cluster.nic_speed_gbps=200,400"]}
 
 # what a path option names: a folder written into, a file written, or an input read
-PATH_KIND = {"--out": "dir", "--pcap": "file", "--scenario": "input"}
+PATH_KIND = {"--out": "dir", "--pcap": "file", "--scenario": "input", "--prices": "input"}
 PATH_KIND_OF = {(("fabric", "draw"), "--out"): "file", (("fabric", "polarization"), "--out"): "file",
                 (("calibrate", "nccl-tests"), "--out"): "file", (("calibrate", "gemm"), "--out"): "file"}
 # string options whose every value is valid (none yet): an unknown word must be refused everywhere else
@@ -131,7 +133,8 @@ def test_every_argument_that_names_a_file_is_checked(inputs):
              ["fabric", "plan", missing], ["fabric", "draw", missing], ["fabric", "polarization", missing],
              ["fabric", "rail-map", missing], ["packet", missing], ["replay", missing, "--scenario",
                                                                      str(inputs["scenario"])],
-             ["calibrate", "nccl-tests", missing]]
+             ["calibrate", "nccl-tests", missing], ["sweep", missing, "--vary", "fabric.spines=1,2"],
+             ["optimize", missing, "--vary", "fabric.spines=1,2"]]
     for args in cases:
         code, out, err = cli(*args)
         assert code == 2 and missing in err and "Traceback" not in err, (args, code, err)

@@ -32,3 +32,4 @@ def _root(
 
 from . import collective_cmd, compare_cmd, fabric_cmd, packet_cmd, pipeline_cmd, run_cmds, train_cmd, workload_cmd  # noqa: E402,F401  (registration)
 from . import calibrate_cmd, learn_cmd  # noqa: E402,F401  (registration)
+from . import sweep_cmd  # noqa: E402,F401  (registration)
