@@ -58,3 +58,47 @@ def test_small_runs_keep_exact_segments():
     assert load.bin_s is None
     assert load.t_start == [0.0, 1.0] and load.t_end == [1.0, 3.0]
     assert load.links[1].tolist() == [2] and load.rates_bytes_per_s[1].tolist() == [3.0]
+
+
+def _grid(load: LinkLoad, n_links: int = 50) -> dict[int, np.ndarray]:
+    """Bytes per link in each bin of the load's grid."""
+    out = {}
+    for a, b, links, rates in zip(*load.segments()):
+        row = np.zeros(n_links)
+        np.add.at(row, links, rates * (b - a))
+        out[int(round(a / load.bin_s))] = row
+    return out
+
+
+spreads = st.lists(st.tuples(st.floats(0, 0.05), st.floats(1e-7, 0.05),
+                             st.lists(st.integers(0, 49), min_size=1, max_size=12, unique=True),
+                             st.floats(1.0, 1e9)), min_size=1, max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(events, spreads, st.sampled_from([3, 10**9]))
+def test_spread_intervals_land_in_their_bins(evs, items, chunk):
+    """add_spread (vectorized, in chunks) puts into each bin and link the bytes of every interval's overlap
+    with the bin: compared with the interval-by-interval, bin-by-bin sum."""
+    load = LinkLoad(max_entries=20, max_bins=16)
+    expected_total, _ = _record(load, evs)
+    spread = [(a, a + d, np.array(links), np.full(len(links), size)) for a, d, links, size in items]
+    t_end = max(load._t_last, max(b for _, b, _, _ in spread))
+    before = LinkLoad(max_entries=20, max_bins=16)
+    _record(before, evs)
+    before.add_spread([(0.0, t_end, np.array([0]), np.array([0.0]))])  # the same grid and widening
+    load.add_spread(spread, chunk_entries=chunk)
+    assert load.bin_s == before.bin_s
+    w = load.bin_s
+    want = _grid(before)
+    for a, b, links, values in spread:
+        for k in range(int(a // w), int(b // w) + 1):
+            overlap = min(b, (k + 1) * w) - max(a, k * w)
+            if overlap > 0:
+                want.setdefault(k, np.zeros(50))[links] += values * overlap / (b - a)
+    got = _grid(load)
+    assert sorted(k for k in want if want[k].any()) == sorted(k for k in got if got[k].any())
+    for k, row in want.items():
+        np.testing.assert_allclose(got.get(k, np.zeros(50)), row, rtol=1e-9, atol=1e-6)
+    spread_total = sum(float(v.sum()) for _, _, _, v in spread)
+    np.testing.assert_allclose(_bytes(load).sum(), expected_total.sum() + spread_total, rtol=1e-9)

@@ -105,7 +105,7 @@ def _order(rank: np.ndarray, t: np.ndarray) -> np.ndarray:
     return o[np.argsort(r, kind="stable")]
 
 
-def _union(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def union_runs(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-rank union of intervals [a, b): the maximal covered runs (rank, start, end), sorted by rank, start.
     A sweep: +1 at every start, -1 at every end, sorted by (rank, time, starts first); a run starts where
     the depth becomes 1 and ends where it returns to 0 (each rank's deltas sum to 0, so ranks never mix)."""
@@ -234,7 +234,7 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
     busy_r = np.concatenate([p[0] for p in parts])
     busy_a = np.concatenate([p[4] for p in parts])
     busy_b = np.concatenate([p[5] for p in parts])
-    ur, us, ue = _union(busy_r, busy_a, busy_b)
+    ur, us, ue = union_runs(busy_r, busy_a, busy_b)
     gr, ga, gb = _gaps(ur, us, ue, world, makespan)
 
     bubble = np.zeros(len(gr), dtype=bool)

@@ -22,6 +22,7 @@ Definitions (also in docs/summary-schema.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -97,24 +98,58 @@ class Results:
     compute_by_kind_s: tuple[tuple[str, float], ...] = ()
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    total, cur_start, cur_end = 0.0, None, None
-    for a, b in sorted(intervals):
-        if cur_end is None or a > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = a, b
-        else:
-            cur_end = max(cur_end, b)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
+def _union_per_rank(rank: np.ndarray, a: np.ndarray, b: np.ndarray, world: int) -> np.ndarray:
+    """Per rank, the length of the union of its intervals [a, b)."""
+    from .analysis import union_runs
+
+    r, s, e = union_runs(rank, a, b)
+    return np.bincount(r, weights=e - s, minlength=world)[:world]
 
 
-def _minus(intervals: list[tuple[float, float]], holes: list[tuple[float, float]]) -> float:
-    """Length of union(intervals) not covered by union(holes)."""
-    both = _union_length(intervals + holes)
-    return both - _union_length(holes)
+def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int):
+    """Every rank's busy intervals as arrays: (compute ranks, starts, ends), (communication ranks, starts, ends).
+    Compute: a task on every rank it occupies, less the folded collectives at its end, which are
+    communication. Communication: point-to-point transfers on both ends; a lowered collective on each member
+    from its first to its last task there."""
+    n = len(graph)
+    kind = np.fromiter(graph.kind, dtype=np.int8, count=n)
+    start, end = tl.start_s[:n], tl.end_s[:n]
+    rank = np.fromiter(graph.rank, dtype=np.int64, count=n)
+    dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
+    coll = np.fromiter(graph.collective, dtype=np.int64, count=n)
+    comm = np.zeros(n)
+    if graph.comm_s:
+        keys = np.fromiter(graph.comm_s.keys(), dtype=np.int64, count=len(graph.comm_s))
+        comm[keys] = np.fromiter(graph.comm_s.values(), dtype=float, count=len(keys))
+    is_compute = ran & (kind == COMPUTE)
+    groups = [t for t in graph.members if is_compute[t]]
+    grouped = np.zeros(n, dtype=bool)
+    grouped[groups] = True
+    single = np.flatnonzero(is_compute & ~grouped)
+    sizes = np.fromiter((len(graph.members[t]) for t in groups), dtype=np.int64, count=len(groups))
+    members = np.fromiter(chain.from_iterable(graph.members[t] for t in groups), dtype=np.int64,
+                          count=int(sizes.sum()))
+    owner = np.concatenate((single, np.repeat(np.asarray(groups, dtype=np.int64), sizes)))
+    c_rank = np.concatenate((rank[single], members))
+    c_a, c_b = start[owner], end[owner] - comm[owner]
+    folded = comm[owner] > 0
+    # point-to-point transfers (pipeline activations and gradients) on both ends
+    p2p = np.flatnonzero(ran & (kind != COMPUTE) & (coll < 0))
+    # lowered collectives: each member from its first task to its last
+    ct = np.flatnonzero(ran & (kind != COMPUTE) & (coll >= 0))
+    ends = np.concatenate((rank[ct], dst[ct]))
+    tasks = np.concatenate((ct, ct))
+    key = coll[tasks] * world + ends
+    order = np.argsort(key, kind="stable")
+    key, tasks = key[order], tasks[order]
+    heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+    k_lo = np.minimum.reduceat(start[tasks], heads) if len(key) else np.zeros(0)
+    k_hi = np.maximum.reduceat(end[tasks], heads) if len(key) else np.zeros(0)
+    k_rank = key[heads] % world if len(key) else np.zeros(0, dtype=np.int64)
+    m_rank = np.concatenate((c_rank[folded], rank[p2p], dst[p2p], k_rank))
+    m_a = np.concatenate((c_b[folded], start[p2p], start[p2p], k_lo))
+    m_b = np.concatenate((end[owner][folded], end[p2p], end[p2p], k_hi))
+    return (c_rank, c_a, c_b), (m_rank, m_a, m_b)
 
 
 def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric, tl: Timeline,
@@ -122,41 +157,25 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
     world = workload.world_size
     its = workload.iterations
     ran = ~np.isnan(tl.end_s)
-    compute_iv: list[list[tuple[float, float]]] = [[] for _ in range(world)]
-    comm_iv: list[list[tuple[float, float]]] = [[] for _ in range(world)]
-    for t in np.flatnonzero(ran):
-        a, b = float(tl.start_s[t]), float(tl.end_s[t])
-        if graph.kind[t] == COMPUTE:
-            c = graph.comm_s.get(t, 0.0)  # folded collectives inside the task: communication, exposed
-            for r in graph.ranks_of(t):
-                compute_iv[r].append((a, b - c))
-                if c:
-                    comm_iv[r].append((b - c, b))
-        elif graph.collective[t] < 0:  # point-to-point: pipeline activations and gradients
-            comm_iv[graph.rank[t]].append((a, b))
-            comm_iv[graph.dst[t]].append((a, b))
+    (c_rank, c_a, c_b), (m_rank, m_a, m_b) = _rank_intervals(graph, tl, ran, world)
     collectives = []
     for inst in graph.collectives:
-        ts = [t for t in inst.tasks if ran[t]]
-        if not ts:
+        ts = np.asarray(inst.tasks, dtype=np.int64)
+        ts = ts[ran[ts]]
+        if not len(ts):
             continue
-        per_rank: dict[int, list[float]] = {}
-        for t in ts:
-            for r in (graph.rank[t], graph.dst[t]):
-                lo_hi = per_rank.setdefault(r, [np.inf, -np.inf])
-                lo_hi[0] = min(lo_hi[0], tl.start_s[t])
-                lo_hi[1] = max(lo_hi[1], tl.end_s[t])
-        for r, (lo, hi) in per_rank.items():
-            comm_iv[r].append((lo, hi))
         collectives.append(CollectiveResult(
             inst.key, inst.op, inst.algorithm, len(inst.group), inst.size_bytes, inst.label,
-            float(min(tl.start_s[t] for t in ts)), float(max(tl.end_s[t] for t in ts)), len(ts), inst.n_steps))
+            float(tl.start_s[ts].min()), float(tl.end_s[ts].max()), len(ts), inst.n_steps))
     for (op, dim, n, size, label), (count, time_s, _, _) in graph.folded.items():
         collectives.append(CollectiveResult(f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label,
                                             0.0, time_s, 0, 0, count))
-    rank_compute = np.array([_union_length(iv) for iv in compute_iv]) / its
-    rank_comm = np.array([_union_length(iv) for iv in comm_iv]) / its
-    rank_exposed = np.array([_minus(comm_iv[r], compute_iv[r]) for r in range(world)]) / its
+    rank_compute = _union_per_rank(c_rank, c_a, c_b, world) / its
+    rank_comm = _union_per_rank(m_rank, m_a, m_b, world) / its
+    # communication not hidden under compute: union(both) - union(compute)
+    both = _union_per_rank(np.concatenate((c_rank, m_rank)), np.concatenate((c_a, m_a)),
+                           np.concatenate((c_b, m_b)), world) / its
+    rank_exposed = np.maximum(both - rank_compute, 0.0)
     span = tl.makespan_s
     links = []
     for link in fabric.links:
@@ -164,12 +183,16 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         links.append(LinkResult(link.id, link.src, link.dst, link.tier, link.capacity_bytes_per_s, b,
                                 b / (link.capacity_bytes_per_s * span) if span > 0 else 0.0,
                                 float(tl.link_peak_bytes_per_s[link.index])))
-    transfers = [t for t in range(len(graph)) if graph.kind[t] == TRANSFER and ran[t]]
-    scale_up = sum(graph.payload_bytes(t) for t in transfers
-                   if all(fabric.links[li].tier in SCALE_UP_TIERS for li in graph.route[t]))
+    n = len(graph)
+    transfers = np.flatnonzero((np.fromiter(graph.kind, dtype=np.int8, count=n) == TRANSFER) & ran[:n])
+    payload = graph.payload_array()
+    up_link = np.array([link.tier in SCALE_UP_TIERS for link in fabric.links], dtype=bool)
+    on_scale_up = np.fromiter((up_link[list(graph.route[t])].all() for t in transfers), dtype=bool,
+                              count=len(transfers))
+    scale_up = float(payload[transfers][on_scale_up].sum())
     folded = float(sum(count * payload for count, _, _, payload in graph.folded.values()))
     scale_up += folded
-    total = float(sum(graph.payload_bytes(t) for t in transfers)) + folded
+    total = float(payload[transfers].sum()) + folded
     return Results(
         engine=engine,
         iterations=its,

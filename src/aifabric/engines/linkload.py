@@ -118,17 +118,66 @@ class LinkLoad:
             self._bins[k] = [[u], [v]]
         self.bin_s *= 2
 
-    def add_spread(self, items: list[tuple[float, float, np.ndarray, np.ndarray]]) -> None:
+    def add_spread(self, items: list[tuple[float, float, np.ndarray, np.ndarray]],
+                   chunk_entries: int = 4_000_000) -> None:
         """Add (start, end, links, bytes) intervals, each link's bytes spread evenly over the interval, on
-        top of what was recorded (folded collectives inside merged tasks). Moves the record to the grid."""
+        top of what was recorded (folded collectives inside merged tasks). Moves the record to the grid.
+        Vectorized: every (interval, bin, link) share at once, at most `chunk_entries` of them at a time,
+        summed per bin and link, each bin receiving one array per chunk."""
         if not items:
             return
         t_end = max(b for _, b, _, _ in items)
         self._t_last = max(self._t_last, t_end)
         if self.bin_s is None:
             self._to_bins(self._t_last)
-        for a, b, links, values in sorted(items, key=lambda x: x[0]):
-            self._add_to_bins(a, b, links, values / (b - a))
+        while t_end / self.bin_s > self.max_bins:
+            self._widen()
+        items = sorted((x for x in items if x[1] > x[0] and len(x[2])), key=lambda x: x[0])
+        if not items:
+            return
+        w = self.bin_s
+        a = np.array([x[0] for x in items])
+        b = np.array([x[1] for x in items])
+        n_bins = (b // w).astype(np.int64) - (a // w).astype(np.int64) + 1
+        cost = np.cumsum(n_bins * np.array([len(x[2]) for x in items]))
+        lo = 0
+        while lo < len(items):
+            hi = max(lo + 1, int(np.searchsorted(cost, (cost[lo - 1] if lo else 0) + chunk_entries, "right")))
+            self._spread_chunk(items[lo:hi], w)
+            lo = hi
+
+    def _spread_chunk(self, items: list, w: float) -> None:
+        a = np.array([x[0] for x in items])
+        b = np.array([x[1] for x in items])
+        first = (a // w).astype(np.int64)
+        n_bins = (b // w).astype(np.int64) - first + 1
+        # every (interval, bin) pair and the share of the interval inside the bin
+        item = np.repeat(np.arange(len(items)), n_bins)
+        k = first[item] + np.arange(len(item)) - np.repeat(np.cumsum(n_bins) - n_bins, n_bins)
+        share = (np.minimum(b[item], (k + 1) * w) - np.maximum(a[item], k * w)) / (b[item] - a[item])
+        ok = share > 0
+        item, k, share = item[ok], k[ok], share[ok]
+        # ... times every link of the interval
+        n_links = np.array([len(x[2]) for x in items], dtype=np.int64)
+        ptr = np.concatenate(([0], np.cumsum(n_links)))
+        links = np.concatenate([np.asarray(x[2], dtype=np.int64) for x in items])
+        values = np.concatenate([np.asarray(x[3], dtype=np.float64) for x in items])
+        cnt = n_links[item]
+        row = np.repeat(np.arange(len(item)), cnt)
+        pos = ptr[item][row] + np.arange(len(row)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        span = int(links.max()) + 1
+        key, inv = np.unique(k[row] * span + links[pos], return_inverse=True)
+        total = np.bincount(inv, weights=values[pos] * share[row], minlength=len(key))
+        bin_of = key // span
+        cuts = np.flatnonzero(np.diff(bin_of)) + 1
+        for lo, hi in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(key)]))):
+            kk = int(bin_of[lo])
+            acc = self._bins.setdefault(kk, [[], []])
+            acc[0].append((key[lo:hi] % span).astype(np.int32))
+            acc[1].append(total[lo:hi])
+            self._dirty.add(kk)
+            if len(acc[0]) >= 16:
+                self._consolidate(kk)
 
     # -- reading ----------------------------------------------------------------------------------
     def segments(self) -> tuple[list[float], list[float], list[np.ndarray], list[np.ndarray]]:
