@@ -1,5 +1,6 @@
 """One training iteration at several GPU counts, on the flow engine (each size in its own process, so
-its peak RSS is its own). Prints build (fabric + workload), lowering, run (event loop), total wall time,
+its peak RSS is its own), as `aifabric simulate` runs it: simulate, then every report file. Prints build
+(fabric + workload), lowering, run (event loop), results, report (the files), total wall time,
 tasks, rate recomputations, events per second, the simulated iteration time and MFU, and peak RSS.
 
 Plans (`--plan`):
@@ -11,7 +12,8 @@ Plans (`--plan`):
 - 1t: the 1T model of Narayanan et al. 2021 (128 layers, hidden 25,600, 160 heads): TP 8, PP 64, DP =
   GPUs / 512, micro-batch 1, batch = GPUs, full recomputation, fp16, A100 with 8 x 200 Gb/s.
 
-    python bench/bench_iteration.py [--plan gpt3|llama3|1t] [--gpus 1024 8192 16384] [--engine flow]
+    python bench/bench_iteration.py [--plan gpt3|llama3|1t] [--gpus 1024 8192 16384] [--engine flow] [--jsonl F]
+    python bench/growth_svg.py F docs/img/iteration-growth.svg
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 
 def _fabric(servers: int, nic_gbps: float) -> dict:
@@ -71,27 +74,28 @@ def scenario(gpus: int, engine: str, plan: str = "gpt3"):
 
 
 def one(gpus: int, engine: str, plan: str = "gpt3") -> dict:
-    from aifabric.catalog import gpu
-    from aifabric.engines import lower, run
-    from aifabric.results import summarize
-    from aifabric.simulate import build_fabric, build_workload
+    """One size in this process: `aifabric simulate`'s path (simulate, then every report file), each stage
+    timed through simulate's phase callback."""
+    import tempfile
+
+    from aifabric.cli.run_cmds import write_report
+    from aifabric.simulate import simulate
 
     s = scenario(gpus, engine, plan)
-    t0 = time.perf_counter()
-    fabric, router = build_fabric(s)
-    workload = build_workload(s)
-    t1 = time.perf_counter()
-    graph = lower(workload, fabric, router, **s.lowering_options())
-    t2 = time.perf_counter()
-    tl = run(graph, fabric, engine)
-    t3 = time.perf_counter()
-    res = summarize(engine, workload, graph, fabric, tl,
-                    peak_flops_per_gpu=gpu(s.cluster.gpu).peak_flops(s.workload.precision))
-    t4 = time.perf_counter()
-    events = len(graph) + tl.rate_recomputations
-    return {"gpus": gpus, "build_s": t1 - t0, "lower_s": t2 - t1, "run_s": t3 - t2, "results_s": t4 - t3,
-            "total_s": t4 - t0, "tasks": len(graph), "recomputations": tl.rate_recomputations,
-            "events_per_s": events / (t3 - t2), "iteration_s": res.iteration_time_s, "mfu": res.mfu,
+    marks: list[tuple[str, float]] = []
+    run = simulate(s, phase=lambda name: marks.append((name, time.perf_counter())))
+    marks.append(("report", time.perf_counter()))
+    with tempfile.TemporaryDirectory() as out:
+        write_report(run, Path(out), None)
+    marks.append(("end", time.perf_counter()))
+    at = dict(marks)
+    res, tl = run.results, run.timeline
+    run_s = at["results"] - at["event loop"]
+    events = len(run.graph) + tl.rate_recomputations
+    return {"gpus": gpus, "build_s": at["task graph"] - at["fabric"], "lower_s": at["event loop"] - at["task graph"],
+            "run_s": run_s, "results_s": at["report"] - at["results"], "report_s": at["end"] - at["report"],
+            "total_s": at["end"] - at["fabric"], "tasks": len(run.graph), "recomputations": tl.rate_recomputations,
+            "events_per_s": events / run_s, "iteration_s": res.iteration_time_s, "mfu": res.mfu,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -100,18 +104,22 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, nargs="+", default=[128, 1024, 8192])
     ap.add_argument("--engine", default="flow")
     ap.add_argument("--plan", default="gpt3", choices=("gpt3", "llama3", "1t"))
+    ap.add_argument("--jsonl", type=Path, help="append each size's row (with the plan) to this file (bench/growth_svg.py)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.engine, args.plan)))
         return
-    print(f"{'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'total s':>8} {'tasks':>9} "
+    print(f"{'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'report s':>8} {'total s':>8} {'tasks':>9} "
           f"{'recomputes':>10} {'events/s':>9} {'iteration s':>11} {'MFU':>5} {'peak RSS MB':>11}")
     for gpus in args.gpus:
         out = subprocess.run([sys.executable, __file__, "--one", str(gpus), "--engine", args.engine, "--plan",
                               args.plan], capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} "
+        if args.jsonl:
+            with args.jsonl.open("a") as f:
+                f.write(json.dumps({"plan": args.plan, **r}) + "\n")
+        print(f"{r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} {r['report_s']:8.1f} "
               f"{r['total_s']:8.1f} {r['tasks']:9,d} {r['recomputations']:10,d} {r['events_per_s']:9,.0f} "
               f"{r['iteration_s']:11.3f} {r['mfu']:5.2f} {r['peak_rss_mb']:11.0f}", flush=True)
 

@@ -137,9 +137,10 @@ def test_ctrl_c_on_the_command_leaves_a_readable_folder(ch14_data, write_scenari
     proc = subprocess.Popen([sys.executable, "-m", "aifabric", "simulate", str(path), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     # wait until the event loop runs (the CLI says so on stderr), then interrupt it
-    line = proc.stderr.readline()
+    line = before = proc.stderr.readline()
     while line and "simulating" not in line:
         line = proc.stderr.readline()
+        before += line
     assert "simulating" in line
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
@@ -151,3 +152,5 @@ def test_ctrl_c_on_the_command_leaves_a_readable_folder(ch14_data, write_scenari
     assert summary["complete"] is False
     assert (out / "report.html").exists() and (out / "trace.json").exists()
     assert "interrupted" in (stdout + stderr)
+    # a large cluster's stages are announced with the time so far (the event loop has its bar)
+    assert "lowering it to a task graph" in before and "writing the report" in stderr

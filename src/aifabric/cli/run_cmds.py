@@ -39,20 +39,24 @@ def _out_dir(out: Path | None) -> Path:
 
 
 def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, scenario_text: str | None) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    import time
+
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     from ..report import print_summary
     from ..simulate import simulate
 
     out_dir = _out_dir(out)
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err_console, transient=True)
+                        TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True)
     task_id = None
+    shown = 0
     # the packet engine spends long on each transfer (every packet of it): a bar from the first task
     min_tasks = 1 if (engine or scenario.engine) == "packet" else PROGRESS_MIN_TASKS
 
     def on_progress(done: int, total: int) -> None:
-        nonlocal task_id
+        nonlocal task_id, shown
         if total < min_tasks:
             return
         if task_id is None:
@@ -63,16 +67,29 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
                 err_console.print("compiling the event loop for this installation first (about a minute, once)")
             progress.start()
             task_id = progress.add_task("sim", total=total)
-        if done % 1000 == 0 or done == total or min_tasks == 1:
+        if done - shown >= 1000 or done == total or min_tasks == 1:
             progress.update(task_id, completed=done)
+            shown = done
 
-    if scenario.cluster.total_gpus >= 256:
-        err_console.print(f"building {scenario.cluster.total_gpus:,} GPUs' fabric, workload and task graph ...")
+    # a large cluster takes a while to build: say what is being done, and how long each stage took
+    t0 = time.perf_counter()
+    verbose = scenario.cluster.total_gpus >= 256
+
+    words = {"fabric": f"building the fabric of {scenario.cluster.total_gpus:,} GPUs ...",
+             "workload": "building the workload ...", "task graph": "lowering it to a task graph ...",
+             "results": "summarizing ...", "report": "writing the report ...", "done": "done"}
+
+    def on_phase(name: str) -> None:
+        if verbose and name in words:  # the event loop has its bar
+            err_console.print(f"[dim]{time.perf_counter() - t0:7.1f} s[/] {words[name]}", highlight=False)
+
     try:
-        run = simulate(scenario, engine, on_progress)
+        run = simulate(scenario, engine, on_progress, phase=on_phase)
     finally:
         progress.stop()
+    on_phase("report")
     write_report(run, out_dir, scenario_text)
+    on_phase("done")
     print_summary(run, console)
     console.print(f"\nwrote {out_dir}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
     console.print(f"report: [bold]{out_dir / 'report.html'}[/]")
