@@ -164,7 +164,7 @@ def test_a_case_past_its_time_limit_is_stopped(tiny, tmp_path):
         rows = _by_label(execute(pool, cases, tmp_path, _payload))
     finally:
         pool.close()
-    assert rows["fabric.spines=2"]["status"] == "timeout" and rows["fabric.spines=1"]["status"] == "ok"
+    assert rows["fabric.spines=2"]["status"] == "timeout" and rows["fabric.spines=1"]["status"] == "ok", rows
 
 
 def test_an_interrupted_sweep_resumes_where_it_stopped(tiny, tmp_path, capsys):
@@ -290,7 +290,7 @@ def test_ray_stops_a_case_past_its_time_limit(ray_local, tiny, tmp_path):
         rows = _by_label(execute(pool, cases, tmp_path, _payload))
     finally:
         pool.close()
-    assert rows["fabric.spines=2"]["status"] == "timeout" and rows["fabric.spines=1"]["status"] == "ok"
+    assert rows["fabric.spines=2"]["status"] == "timeout" and rows["fabric.spines=1"]["status"] == "ok", rows
 
 
 def test_ray_retries_a_killed_worker_once_then_records_it(ray_local, tiny, tmp_path):
@@ -302,8 +302,9 @@ def test_ray_retries_a_killed_worker_once_then_records_it(ray_local, tiny, tmp_p
     finally:
         pool.close()
     dead = rows["cluster.nic_speed_gbps=200, fabric.spines=1"]
-    assert dead["status"] == "crashed" and dead["attempts"] == 2
-    assert [r["status"] for r in rows.values()].count("ok") == 3
+    assert dead["status"] == "crashed" and dead["attempts"] == 2, dead
+    assert [r["status"] for r in rows.values()].count("ok") == 3, [(r["label"], r["status"], r["error"])
+                                                                   for r in rows.values()]
 
 
 def test_a_cluster_address_that_nothing_answers_is_refused_at_once(tiny, tmp_path, capsys):

@@ -289,7 +289,8 @@ class RayPool:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = min(self.requested, cpus) if self.requested else cpus
         nodes = len([n for n in ray.nodes() if n.get("Alive")])
-        kind = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+        local = self.address in (None, "local")
+        kind = "a local Ray instance" if local else f"the Ray cluster at {self.address}"
         self.where = f"{kind} ({nodes} node{'s' if nodes != 1 else ''}, {cpus} CPUs; {self.workers} cases at a time)"
 
         @ray.remote(max_retries=CRASH_RETRIES, retry_exceptions=False)
