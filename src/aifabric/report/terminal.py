@@ -21,7 +21,7 @@ def fmt_time(t_s: float) -> str:
 
 
 def fmt_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n:.0f} B"
