@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from ..report.write import write_report  # noqa: F401 - the library's; train and compare take it from here
 from .app import app
 from .console import make_console
 from .errors import Interrupted
+from .outdir import out_path
 
 if TYPE_CHECKING:
     from ..scenario.schema import Scenario
@@ -19,6 +21,8 @@ console = make_console()
 err_console = Console(stderr=True)
 
 OUT_HELP = "output directory (default: a new aifabric-run-<time> folder in the current directory)"
+FORCE_HELP = ("write into an --out folder that holds files aifabric did not write there (files of the same names "
+              "are replaced, others kept)")
 PROGRESS_MIN_TASKS = 20_000
 
 
@@ -38,7 +42,8 @@ def _out_dir(out: Path | None) -> Path:
     return out
 
 
-def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, scenario_text: str | None) -> int:
+def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
+                   force: bool = False) -> int:
     import time
 
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
@@ -47,7 +52,10 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
     from ..report import print_summary
     from ..simulate import simulate
 
-    out_dir = _out_dir(out)
+    from .outdir import claim_out
+
+    folder = claim_out(out, force)  # refused before any work when it would lose the user's files
+    out_dir = folder.target
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True)
     task_id = None
@@ -84,11 +92,15 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
             err_console.print(f"[dim]{time.perf_counter() - t0:7.1f} s[/] {words[name]}", highlight=False)
 
     try:
-        run = simulate(scenario, engine, on_progress, phase=on_phase)
+        try:
+            run = simulate(scenario, engine, on_progress, phase=on_phase)
+        finally:
+            progress.stop()
+        on_phase("report")
+        write_report(run, folder.staging, scenario_text)  # complete files, then moved into place
+        folder.publish()
     finally:
-        progress.stop()
-    on_phase("report")
-    write_report(run, out_dir, scenario_text)
+        folder.discard()
     on_phase("done")
     print_summary(run, console)
     console.print(f"\nwrote {out_dir}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
@@ -96,18 +108,6 @@ def run_and_report(scenario: Scenario, out: Path | None, engine: str | None, sce
     if not run.results.complete:
         raise Interrupted(f"partial results written to {out_dir}")
     return 0
-
-
-def write_report(run, out_dir: Path, scenario_text: str | None) -> None:
-    """Every output file of a run; summary.json last, so its presence means the folder is complete."""
-    from ..report import build_html, build_summary, build_trace, write_atomic, write_json, write_tables
-
-    if scenario_text is not None:
-        write_atomic(out_dir / "scenario.yaml", scenario_text)
-    write_tables(run, out_dir)
-    write_json(out_dir / "trace.json", build_trace(run))
-    write_atomic(out_dir / "report.html", build_html(run))
-    write_json(out_dir / "summary.json", build_summary(run))
 
 
 SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H100) | fabric (data-parallel "
@@ -118,9 +118,10 @@ SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H1
 
 @app.command()
 def demo(
-    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
     name: str = typer.Option("demo", "--scenario", "-s", help=SCENARIO_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Run an embedded scenario end to end and write its report (no arguments, no network)."""
     from ..scenario import embedded_scenario, embedded_scenario_text
@@ -129,7 +130,7 @@ def demo(
     scenario = embedded_scenario(name)
     if engine:
         scenario = scenario.model_copy(update={"engine": _engine(engine)})
-    return run_and_report(scenario, out, engine, text)
+    return run_and_report(scenario, out, engine, text, force)
 
 
 @app.command()
@@ -146,14 +147,15 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
 def simulate_cmd(
     file: Path = typer.Argument(..., help="scenario YAML file"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Simulate a scenario and write its report."""
     from ..scenario import load_scenario
 
     scenario = load_scenario(file)
     eng = _engine(engine) if engine else None
-    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"))
+    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"), force)
 
 
 def _engine(name: str) -> str:

@@ -1,0 +1,81 @@
+"""Issue 16, item 1: an output folder never destroys what the user wrote there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.scenario import ch14_scenario_text
+
+
+def _user_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "scenario.yaml").write_text("# my hand-edited scenario\nname: mine\n")
+    (folder / "summary.json").write_text('{"my": "notes"}\n')
+    (folder / "links.csv").write_text("a,b\n1,2\n")
+    return folder
+
+
+def _scenario_file(tmp_path: Path) -> Path:
+    path = tmp_path / "other.yaml"
+    path.write_text(ch14_scenario_text())
+    return path
+
+
+def test_simulate_refuses_a_folder_of_user_files(tmp_path, capsys):
+    folder = _user_folder(tmp_path)
+    before = {p.name: p.read_text() for p in folder.iterdir()}
+    assert run_app(app, ["simulate", str(_scenario_file(tmp_path)), "--out", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "scenario.yaml" in err and "--force" in err
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_force_replaces_same_names_and_keeps_the_rest(tmp_path):
+    folder = _user_folder(tmp_path)
+    (folder / "notes.txt").write_text("keep me")
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(folder), "--force"]) == 0
+    assert (folder / "notes.txt").read_text() == "keep me"
+    assert json.loads((folder / "summary.json").read_text())["complete"] is True
+    assert "my hand-edited" not in (folder / "scenario.yaml").read_text()
+
+
+def test_a_previous_run_folder_is_reused_and_an_empty_out_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 0
+    (run / "flows.parquet").unlink(missing_ok=True)
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 0  # aifabric's own: replaced
+    assert json.loads((run / "summary.json").read_text())["complete"] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing written beside it
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", ""]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_failed_write_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+
+    def boom(run, out_dir, scenario_text):  # Ctrl-C half way through writing
+        (Path(out_dir) / "summary.json").write_text("{")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("aifabric.cli.run_cmds.write_report", boom)
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 130
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("name", ["file.txt"])
+def test_out_naming_a_file_is_refused(tmp_path, name, capsys):
+    path = tmp_path / name
+    path.write_text("x")
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(path)]) == 2
+    assert "--out" in capsys.readouterr().err and path.read_text() == "x"
