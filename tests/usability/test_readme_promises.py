@@ -76,7 +76,7 @@ def test_the_report_shows_no_default_that_does_not_apply(demo):
 def test_a_zoo_model_with_architecture_fields_is_refused(inputs, tmp_path):
     """The fields were ignored for a zoo model: now they are refused, naming them."""
     path = tmp_path / "s.yaml"
-    path.write_text(inputs["scenario"].read_text().replace(
+    path.write_text(inputs["scenario"].read_text().replace("  kind: data-parallel\n", "").replace(  # one kind
         "model:\n    kind: feed-forward\n    layer_widths:\n    - 256\n    - 512\n    - 256",
         "model: {name: llama3-8b, gated_mlp: false}\n  kind: llm-training\n  parallelism: {tp: 2}"))
     code, _, err = cli("validate", path)

@@ -41,8 +41,12 @@ def load_hardware(path: Path) -> HardwareSpec:
         raise InputError(f"{path}: no such file", str(path))
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a YAML file", str(path))
+    from ..scenario.safe_yaml import YamlLimit, read_text_bounded
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path)
+    except YamlLimit as exc:
+        raise InputError(f"{path}: refused: {exc}", str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}", str(path)) from None
     data = read_yaml(text, str(path))
