@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from .engines import Interrupted, TaskGraph, Timeline, lower, run
+from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
 from .catalog import gpu
 from .fabric import Fabric, Router, build
 from .results import Results, summarize
@@ -40,10 +41,21 @@ class Run:
         return run_costs(self).to_dict()
 
 
+def _refuse(problems: list, s: Scenario) -> None:
+    if problems:
+        from .errors import InputError
+
+        raise InputError(problems, f"<scenario {s.name}>")
+
+
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
     """The scenario's fabric (by `fabric.topology`), its links' achievable rates (fabric/achievable.py, the
-    scenario's calibration), and its router (ECMP seeds, QP numbers, PXN)."""
+    scenario's calibration), and its router (ECMP seeds, QP numbers, PXN). The fabric's checks run first
+    (ports against radix, ...): InputError names the fields."""
     from .fabric.achievable import apply_achievable
+    from .scenario.checks_fabric import check_fabric
+
+    _refuse(check_fabric(s), s)
 
     fabric = apply_achievable(build(s.cluster, s.fabric, name=s.name), gpu(s.cluster.gpu), s.fabric.transport,
                               s.calibration)
@@ -67,7 +79,11 @@ def kernel_model(s: Scenario):
 
 
 def build_workload(s: Scenario) -> Workload:
-    """The scenario's workload: data-parallel feed-forward (the demo) or LLM training (model + plan)."""
+    """The scenario's workload: data-parallel feed-forward (the demo) or LLM training (model + plan). The
+    workload's checks against the cluster run first (batch against ranks, plan against GPUs, memory, ...)."""
+    from .scenario.checks_workload import check_workload
+
+    _refuse(check_workload(s), s)
     km = kernel_model(s) if s.workload.compute_efficiency is None else None
     if s.workload.kind == "llm-training":
         from .errors import InputError
@@ -100,12 +116,22 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
         timeline.link_load.add_spread(items)
 
 
-def simulate(s: Scenario, engine: str | None = None,
+def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | None = None,
              progress: Callable[[int, int], None] | None = None, workload: Workload | None = None,
              phase: Callable[[str], None] | None = None) -> Run:
-    """Run a scenario; `workload` replaces the one the scenario describes (e.g. a replayed trace).
-    `progress(done, total)` follows the event loop; `phase(name)` is told when each stage begins
-    ("fabric", "workload", "task graph", "event loop", "results")."""
+    """Run a scenario: a Scenario, or anything `load_scenario` takes (a file's path, YAML text, a mapping).
+    Whatever it is given goes through every check first (`scenario.checks.checked`, once per Scenario object):
+    InputError names each field to change. `engine` (flow | analytic | packet) overrides the scenario's;
+    `workload` replaces the one the scenario describes (e.g. a replayed trace). `progress(done, total)` follows
+    the event loop; `phase(name)` is told when each stage begins ("fabric", "workload", "task graph",
+    "event loop", "results")."""
+    from .scenario.load import load_scenario
+
+    s = load_scenario(s)
+    if engine is not None and engine not in ENGINES:
+        from .errors import InputError, Problem
+
+        raise InputError(Problem("engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})"))
     phase = phase or (lambda name: None)
     engine = engine or s.engine
     if engine == "packet":
