@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import reprlib
 import typing
 from collections.abc import Mapping
 from importlib import resources
@@ -53,10 +54,22 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
+class _Shown:
+    """A value quoted in a message: its repr, cut to a line (an alias bomb's repr is gigabytes)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        from .safe_yaml import shorten
+
+        return shorten(reprlib.repr(self.value))
+
+
 def _friendly(err: dict[str, Any]) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
-    got = err.get("input")
+    got = _Shown(err.get("input"))
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
@@ -96,12 +109,21 @@ def _friendly(err: dict[str, Any]) -> str:
     if kind == "too_long":
         return f"must have at most {ctx.get('max_length')} items (got {ctx.get('actual_length')})"
     if kind == "value_error":
-        return str(ctx.get("error", err["msg"]))
+        from .safe_yaml import shorten
+
+        return shorten(str(ctx.get("error", err["msg"])), 400)
     return str(err["msg"])
 
 
+MAX_PROBLEMS = 50  # listed one by one; the rest counted (10^5 unknown keys would print 10^5 lines)
+
+
 def problems_from_validation(exc: ValidationError) -> list[Problem]:
-    return [Problem(field_path(e["loc"]), _friendly(e)) for e in exc.errors()]
+    errors = exc.errors(include_url=False)
+    out = [Problem(field_path(e["loc"]), _friendly(e)) for e in errors[:MAX_PROBLEMS]]
+    if len(errors) > MAX_PROBLEMS:
+        out.append(Problem("", f"... and {len(errors) - MAX_PROBLEMS:,} more problems"))
+    return out
 
 
 def resolve_calibration(data: dict, base: Path | None, source: str) -> dict:
@@ -177,8 +199,12 @@ def parse_scenario(data: Any, source: str = "<scenario>", base: Path | None = No
 
 
 def read_yaml(text: str, source: str) -> Any:
+    from .safe_yaml import YamlLimit, load_bounded
+
     try:
-        return yaml.safe_load(text)
+        return load_bounded(text)  # bounded size, nesting, alias expansion and integers; duplicate keys refused
+    except YamlLimit as exc:
+        raise InputError(f"{source}: refused: {exc}", source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -206,8 +232,12 @@ def load_scenario(scenario: str | os.PathLike | Mapping[str, Any] | Scenario, so
         raise InputError(f"{path}: no such file", str(path))
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a scenario YAML file", str(path))
+    from .safe_yaml import YamlLimit, read_text_bounded
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_bounded(path)  # /dev/zero or a multi-GB file: refused after the first 16 MiB
+    except YamlLimit as exc:
+        raise InputError(f"{path}: refused: {exc}", str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}", str(path)) from None
     return parse_scenario(read_yaml(text, str(path)), str(path), path.parent)
