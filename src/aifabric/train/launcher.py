@@ -22,6 +22,9 @@ from .tracer import merge_rank_traces
 from .worker import TrainConfig, spawn_entry
 
 
+STARTUP_S = 120.0  # the longest a run waits for its ranks' first progress, whatever timeout_s is
+
+
 class TrainFailure(RuntimeError):
     """A rank crashed or hung; the message names it."""
 
@@ -175,9 +178,12 @@ def _run_processes(cfg: TrainConfig, world: int, timeout_s: float, poll_s: float
             if all(c == 0 for c in codes):
                 break
             now = time.time()
+            # before any rank reports progress, start-up (importing torch, joining the group) is what takes time:
+            # a loaded machine may need more than timeout_s for it
+            limit = timeout_s if any(seen) else max(timeout_s, STARTUP_S)
             if list(progress) != seen:
                 seen, last_change = list(progress), now
-            elif now - last_change > timeout_s:
+            elif now - last_change > limit:
                 stuck = _behind(seen, [r for r, c in enumerate(codes) if c is None])
                 ops = {r: seen[2 * r] for r in range(world)}
                 raise TrainFailure(
