@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..report.write import write_report  # noqa: F401 - the library's; train and compare take it from here
 from .app import app
@@ -103,8 +104,8 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
         folder.discard()
     on_phase("done")
     print_summary(run, console)
-    console.print(f"\nwrote {out_dir}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
-    console.print(f"report: [bold]{out_dir / 'report.html'}[/]")
+    console.print(f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
+    console.print(f"report: [bold]{escape(str(out_dir / 'report.html'))}[/]")
     if not run.results.complete:
         raise Interrupted(f"partial results written to {out_dir}")
     return 0
@@ -139,7 +140,7 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
     from ..scenario import load_scenario
 
     s = load_scenario(file)
-    console.print(f"[green]ok[/] {file}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine")
+    console.print(f"[green]ok[/] {escape(str(file))}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..analysis import rank_timeline
@@ -121,7 +122,7 @@ def collective_groups(collectives) -> list[list]:
 def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     r = run.results
     s = run.scenario
-    head = Table(title=f"aifabric · {s.name} · {r.engine} engine", show_header=False, title_justify="left")
+    head = Table(title=f"aifabric · {escape(s.name)} · {r.engine} engine", show_header=False, title_justify="left")
     head.add_column(style="bold")
     head.add_column()
     head.add_row("cluster", f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..catalog import gpu
 from ..errors import InputError, Problem
 from .schema import Scenario
+from .workload_spec import MAX_MICRO_BATCHES
 
 
 def check_workload(s: Scenario) -> list[Problem]:
@@ -30,6 +31,9 @@ def check_data_parallel(s: Scenario) -> list[Problem]:
             out.append(Problem("workload.model.name", f"{w.model.name!r} is a transformer: use kind: llm-training"))
     if w.parallelism is not None:
         out.append(Problem("workload.parallelism", "only for kind: llm-training"))
+    spec = gpu(s.cluster.gpu)
+    if w.precision not in spec.peak_tflops:  # was a KeyError in simulate
+        out.append(Problem("workload.precision", f"{spec.name} has no {w.precision} tensor cores"))
     dp = w.data_parallel if w.data_parallel is not None else gpus
     if w.data_parallel is not None and w.data_parallel != gpus:
         out.append(
@@ -60,6 +64,9 @@ def check_llm_training(s: Scenario) -> list[Problem]:
     spec = gpu(s.cluster.gpu)
     if s.workload.precision not in spec.peak_tflops:
         out.append(Problem("workload.precision", f"{spec.name} has no {s.workload.precision} tensor cores"))
+    if plan.micro_batches > MAX_MICRO_BATCHES:  # each a pass of tasks on every stage: past memory and patience
+        out.append(Problem("workload.global_batch_size", f"gives {plan.micro_batches:,} micro-batches per iteration "
+                           f"(at most {MAX_MICRO_BATCHES:,}): raise micro_batch_size or lower the batch"))
     if out or not s.workload.memory_check:
         return out
     est = memory_per_gpu(model, plan)

@@ -33,7 +33,7 @@ class ClusterSpec(Strict):
     """GPU servers: identical; GPUs joined by NVSwitch inside a server; NICs on PCIe."""
 
     gpu: str = Field("H100", description="GPU model from the catalog: " + ", ".join(GPUS))
-    servers: int = Field(..., ge=1, description="number of GPU servers (NVL72: racks)")
+    servers: int = Field(..., ge=1, le=131_072, description="number of GPU servers (NVL72: racks)")
     gpus_per_server: int = Field(..., ge=1, le=72, description="GPUs in one server (scale-up domain)")
     scale_up: Literal["nvswitch", "nvl72"] = Field(
         "nvswitch", description="scale-up domain: an 8-GPU NVSwitch baseboard server, or an NVL72-style rack "
@@ -47,7 +47,7 @@ class ClusterSpec(Strict):
     nic_layout: Literal["per-gpu", "shared"] = Field(
         "per-gpu", description="a NIC per GPU (Figure 13-2), or GPUs sharing NICs behind a PCIe switch (13-1)")
     nics_per_server: int | None = Field(
-        None, ge=1, description="NICs per server (per-gpu: = gpus_per_server; shared: default 1)")
+        None, ge=1, le=576, description="NICs per server (per-gpu: = gpus_per_server; shared: default 1)")
     nic_ports: int = Field(1, ge=1, le=4, description="ports per NIC, each to its own rail-switch plane "
                                                        "(2 = dual-port, Figure 13-5)")
     nic_speed_gbps: float | None = Field(None, gt=0, description="NIC port speed, Gb/s (default: catalog)")
@@ -85,7 +85,7 @@ class ClusterSpec(Strict):
 class CustomSwitch(Strict):
     id: str = Field(..., min_length=1, description="switch name, e.g. leaf1")
     kind: Literal["rail", "leaf", "spine", "superspine"] = Field("rail", description="tier (leaf = rail)")
-    radix: int | None = Field(None, ge=1, description="ports (default: fabric.switch_radix)")
+    radix: int | None = Field(None, ge=1, le=65_536, description="ports (default: fabric.switch_radix)")
 
 
 class CustomLink(Strict):
@@ -93,7 +93,7 @@ class CustomLink(Strict):
     b: str = Field(..., description="a switch id, or a NIC as s<server>/nic<index>")
     speed_gbps: float | None = Field(None, gt=0, description="Gb/s (default: NIC speed for host links, "
                                                             "fabric.link_speed_gbps between switches)")
-    count: int = Field(1, ge=1, description="parallel cables")
+    count: int = Field(1, ge=1, le=1024, description="parallel cables")
     latency_ns: float | None = Field(None, ge=0, description="propagation delay (default: fabric.link_latency_ns)")
 
 
@@ -110,31 +110,31 @@ class FabricSpec(Strict):
     topology: Literal["single-switch", "rail-only", "rail-optimized", "multi-pod", "custom"] = "rail-optimized"
     # leaf (rail) tier
     servers_per_segment: int | None = Field(
-        None, ge=1, description="servers under one set of rail switches (Host-Segment; default: all of a pod)")
-    rails_per_switch: int = Field(1, ge=1, description="rails served by one rail switch: 1 single-rail, 2 dual-rail,"
+        None, ge=1, le=131_072, description="servers under one set of rail switches (Host-Segment; default: all of a pod)")
+    rails_per_switch: int = Field(1, ge=1, le=576, description="rails served by one rail switch: 1 single-rail, 2 dual-rail,"
                                                        " more = multi-rail per switch")
-    switch_radix: int = Field(64, ge=2, description="ports per rail (leaf) switch")
+    switch_radix: int = Field(64, ge=2, le=65_536, description="ports per rail (leaf) switch")
     # spine tier
-    spines: int = Field(2, ge=0, description="spine switches per pod")
+    spines: int = Field(2, ge=0, le=65_536, description="spine switches per pod")
     link_speed_gbps: float = Field(400, gt=0, description="rail-to-spine link speed, Gb/s")
-    links_per_spine: int = Field(1, ge=1, description="parallel links from each rail switch to each spine")
-    spine_radix: int | None = Field(None, ge=2, description="ports per spine (default: switch_radix)")
+    links_per_spine: int = Field(1, ge=1, le=1024, description="parallel links from each rail switch to each spine")
+    spine_radix: int | None = Field(None, ge=2, le=65_536, description="ports per spine (default: switch_radix)")
     spine_cabling: Literal["full-mesh", "partial-mesh"] = Field(
         "full-mesh", description="every leaf to every spine, or each leaf to a distinct subset (breaks polarization)")
-    spines_per_leaf: int | None = Field(None, ge=1, description="partial mesh: spines each leaf connects to")
+    spines_per_leaf: int | None = Field(None, ge=1, le=65_536, description="partial mesh: spines each leaf connects to")
     leaf_oversubscription: float | None = Field(
-        None, gt=0, description="derive the spine count from this down:up ratio of rail switches (1 = non-blocking)")
+        None, ge=0.01, le=1000, description="derive the spine count from this down:up ratio of rail switches (1 = non-blocking)")
     # super-spine tier (multi-pod)
-    pods: int = Field(1, ge=1, description="pods (multi-pod)")
-    superspines: int = Field(0, ge=0, description="super-spine switches (multi-pod)")
-    superspine_planes: int = Field(1, ge=1, description="super-spine planes: spine j of every pod connects to "
+    pods: int = Field(1, ge=1, le=4096, description="pods (multi-pod)")
+    superspines: int = Field(0, ge=0, le=65_536, description="super-spine switches (multi-pod)")
+    superspine_planes: int = Field(1, ge=1, le=4096, description="super-spine planes: spine j of every pod connects to "
                                                         "every super-spine of plane j mod planes (1 = full mesh)")
     superspine_link_speed_gbps: float | None = Field(None, gt=0, description="spine-to-super-spine Gb/s "
                                                                             "(default: link_speed_gbps)")
-    links_per_superspine: int = Field(1, ge=1, description="parallel links from each spine to each super-spine")
-    superspine_radix: int | None = Field(None, ge=2, description="ports per super-spine (default: switch_radix)")
+    links_per_superspine: int = Field(1, ge=1, le=1024, description="parallel links from each spine to each super-spine")
+    superspine_radix: int | None = Field(None, ge=2, le=65_536, description="ports per super-spine (default: switch_radix)")
     spine_oversubscription: float | None = Field(
-        None, gt=0, description="derive the super-spine count from this down:up ratio of spines")
+        None, ge=0.01, le=1000, description="derive the super-spine count from this down:up ratio of spines")
     custom: CustomTopology | None = Field(None, description="topology: custom: switches and links")
     transport: Literal["roce", "infiniband"] = Field(
         "roce", description="the scale-out fabric's transport: RoCEv2 over Ethernet or InfiniBand (its per-packet "

@@ -17,6 +17,9 @@ from pydantic import Field, field_validator, model_validator
 
 from .base import Strict
 
+MAX_WIDTH = 1 << 24  # neurons in a feed-forward layer (a width of 2^63 overflowed the parameter count)
+MAX_MICRO_BATCHES = 1 << 16  # per iteration: each is a pass of tasks on every stage
+
 
 class ModelSpec(Strict):
     """A model: a zoo name, a feed-forward network's layer widths, or a transformer's dimensions."""
@@ -26,21 +29,21 @@ class ModelSpec(Strict):
     )
     name: str | None = Field(None, description="a model of the zoo, e.g. gpt3-175b, llama3-70b, mixtral-8x7b")
     layer_widths: list[int] | None = Field(
-        None, min_length=2, description="feed-forward: neurons per layer, input first, e.g. [784, 128, 10]"
+        None, min_length=2, max_length=10_000, description="feed-forward: neurons per layer, input first, e.g. [784, 128, 10]"
     )
     bias: bool = True
     # transformer dimensions (custom models)
-    layers: int | None = Field(None, ge=1)
-    hidden: int | None = Field(None, ge=1)
-    heads: int | None = Field(None, ge=1)
-    kv_heads: int | None = Field(None, ge=1, description="grouped-query attention key/value heads")
-    ffn_hidden: int | None = Field(None, ge=1, description="MLP width (default 4 x hidden)")
-    vocab: int | None = Field(None, ge=1)
+    layers: int | None = Field(None, ge=1, le=10_000)
+    hidden: int | None = Field(None, ge=1, le=1 << 20)
+    heads: int | None = Field(None, ge=1, le=1 << 16)
+    kv_heads: int | None = Field(None, ge=1, le=1 << 16, description="grouped-query attention key/value heads")
+    ffn_hidden: int | None = Field(None, ge=1, le=1 << 22, description="MLP width (default 4 x hidden)")
+    vocab: int | None = Field(None, ge=1, le=1 << 24)
     gated_mlp: bool = False
-    experts: int | None = Field(None, ge=1, description="MoE: routed experts per layer")
-    top_k: int = Field(2, ge=1)
-    expert_ffn_hidden: int | None = Field(None, ge=1)
-    shared_experts: int = Field(0, ge=0)
+    experts: int | None = Field(None, ge=1, le=1 << 16, description="MoE: routed experts per layer")
+    top_k: int = Field(2, ge=1, le=1 << 16)
+    expert_ffn_hidden: int | None = Field(None, ge=1, le=1 << 22)
+    shared_experts: int = Field(0, ge=0, le=1 << 16)
 
     @model_validator(mode="before")
     @classmethod
@@ -70,6 +73,9 @@ class ModelSpec(Strict):
         bad = [i for i, w in enumerate(widths or []) if w < 1]
         if bad:
             raise ValueError(f"every width must be >= 1 (index {bad[0]} is {widths[bad[0]]})")
+        big = [i for i, w in enumerate(widths or []) if w > MAX_WIDTH]
+        if big:
+            raise ValueError(f"every width must be <= {MAX_WIDTH:,} (index {big[0]} is {widths[big[0]]})")
         return widths
 
 
@@ -77,16 +83,16 @@ FeedForwardSpec = ModelSpec  # the name the schema has always exported
 
 
 class ParallelismSpec(Strict):
-    tp: int = Field(1, ge=1, description="tensor-parallel size (Megatron column/row split)")
-    pp: int = Field(1, ge=1, description="pipeline-parallel stages")
-    dp: int | None = Field(None, ge=1, description="data-parallel size (default: GPUs / (tp x pp x cp))")
-    cp: int = Field(1, ge=1, description="context-parallel size (sequence split in attention)")
-    ep: int = Field(1, ge=1, description="expert-parallel size (MoE), divides dp")
+    tp: int = Field(1, ge=1, le=1 << 20, description="tensor-parallel size (Megatron column/row split)")
+    pp: int = Field(1, ge=1, le=1 << 20, description="pipeline-parallel stages")
+    dp: int | None = Field(None, ge=1, le=1 << 24, description="data-parallel size (default: GPUs / (tp x pp x cp))")
+    cp: int = Field(1, ge=1, le=1 << 20, description="context-parallel size (sequence split in attention)")
+    ep: int = Field(1, ge=1, le=1 << 20, description="expert-parallel size (MoE), divides dp")
     schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
-    chunks: int = Field(1, ge=1, description="model chunks per stage (interleaved 1F1B)")
-    micro_batch_size: int = Field(1, ge=1, description="sequences per micro-batch")
+    chunks: int = Field(1, ge=1, le=1024, description="model chunks per stage (interleaved 1F1B)")
+    micro_batch_size: int = Field(1, ge=1, le=1 << 24, description="sequences per micro-batch")
     micro_batches: int | None = Field(
-        None, ge=1, description="micro-batches per iteration (default: global batch / (dp x micro_batch_size))"
+        None, ge=1, le=MAX_MICRO_BATCHES, description="micro-batches per iteration (default: global batch / (dp x micro_batch_size))"
     )
     sequence_parallel: bool = False
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 + weights")
@@ -110,13 +116,13 @@ class ParallelismSpec(Strict):
 class WorkloadSpec(Strict):
     kind: Literal["data-parallel", "llm-training"] = "data-parallel"
     model: ModelSpec
-    global_batch_size: int = Field(..., ge=1, description="samples (sequences) per iteration across all GPUs")
-    data_parallel: int | None = Field(None, ge=1, description="data-parallel ranks (default: every GPU)")
+    global_batch_size: int = Field(..., ge=1, le=1 << 24, description="samples (sequences) per iteration across all GPUs")
+    data_parallel: int | None = Field(None, ge=1, le=1 << 24, description="data-parallel ranks (default: every GPU)")
     parallelism: ParallelismSpec | None = Field(None, description="llm-training: the parallelism plan")
-    seq_len: int | None = Field(None, ge=1, description="llm-training: tokens per sequence (default: the model's)")
+    seq_len: int | None = Field(None, ge=1, le=1 << 24, description="llm-training: tokens per sequence (default: the model's)")
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
     compute_efficiency: float | None = Field(
-        None, gt=0, le=1, description="override of the kernel model: every compute op takes its FLOPs / (the GPU's "
+        None, ge=0.001, le=1, description="override of the kernel model: every compute op takes its FLOPs / (the GPU's "
         "dense peak FLOP/s at the precision x this fraction), recomputation included, no optimizer step on "
         "data-parallel workloads (default: none, each kernel timed from its shape; docs/validation.md)"
     )
