@@ -78,8 +78,7 @@ def one(gpus: int, engine: str, plan: str = "gpt3") -> dict:
     timed through simulate's phase callback."""
     import tempfile
 
-    from aifabric.cli.run_cmds import write_report
-    from aifabric.simulate import simulate
+    from aifabric import simulate, write_report
 
     s = scenario(gpus, engine, plan)
     marks: list[tuple[str, float]] = []

@@ -9,6 +9,7 @@ import pytest
 
 from aifabric.analysis import bytes_by_dimension, flows, traffic_matrix
 from aifabric.engines import lower, run
+from aifabric.scenario import load_scenario
 from aifabric.scenario.schema import FidelitySpec, Scenario
 from aifabric.simulate import build_fabric, build_workload, simulate
 
@@ -31,7 +32,7 @@ LLM = {
 
 def _scenario(up: str, ring: str, **changes) -> Scenario:
     data = {**LLM, **changes, "fidelity": {"scale_up_collectives": up, "ring_steps": ring}}
-    return Scenario.model_validate(data)
+    return load_scenario(data)  # every check, as the CLI
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def runs():
 
 def test_llm_defaults_fold_and_merge_and_data_parallel_defaults_do_not():
     assert _scenario("analytic", "merged").lowering_options() == {"fold_scale_up": True, "merge_ring_steps": True}
-    s = Scenario.model_validate(LLM)
+    s = load_scenario(LLM)
     assert s.fidelity == FidelitySpec() and s.lowering_options() == {"fold_scale_up": True, "merge_ring_steps": True}
     from aifabric.scenario import ch14_scenario
 
