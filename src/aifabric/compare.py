@@ -55,6 +55,23 @@ TIER_WHAT = {"spine": "the spine tier (traffic between leaf switches)",
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
 
 
+MAX_RANGE = 10_000  # values of one lo..hi range (each a simulation)
+
+
+def _yaml_value(text: str, spec: str):
+    from .scenario.safe_yaml import YamlLimit, load_bounded
+
+    try:
+        return load_bounded(text)
+    except (YamlLimit, yaml.YAMLError) as exc:
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(Problem("--vary", f"{text.strip()!r} is not a YAML value ({reason}) (in {spec!r})")) from None
+
+
+def _bad_vary(spec: str):
+    raise InputError(Problem("--vary", f"expected FIELD=V1,V2,... (got {spec!r})"))
+
+
 def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
     """'fabric.spines=1,2,4' -> (('fabric', 'spines'), [1, 2, 4]); values parsed as YAML scalars; an integer
     range 'lo..hi' stands for every integer from lo to hi ('fabric.spines=1..4,8')."""
@@ -63,14 +80,22 @@ def parse_vary(spec: str) -> tuple[tuple[str, ...], list]:
     field, values = spec.split("=", 1)
     path = tuple(p for p in field.strip().split(".") if p)
     vals: list = []
-    for v in values.split(","):
+    if values.strip().startswith("["):  # a YAML list: 'fabric.spines=[1, 2]' (commas inside are the list's)
+        parsed = _yaml_value(values, spec)
+        if not isinstance(parsed, list):
+            raise InputError(Problem("--vary", f"{values.strip()!r} is not a YAML list (in {spec!r})"))
+        pieces = [v for v in parsed]
+        return (path, pieces) if path and pieces else _bad_vary(spec)
+    for i, v in enumerate(values.split(",")):
         if not v.strip():
-            continue
+            raise InputError(Problem("--vary", f"value {i + 1} is empty (in {spec!r})"))
         m = _RANGE.match(v)
         if m and int(m.group(1)) <= int(m.group(2)):
+            if int(m.group(2)) - int(m.group(1)) >= MAX_RANGE:
+                raise InputError(Problem("--vary", f"{v.strip()}: at most {MAX_RANGE:,} values in a range"))
             vals += list(range(int(m.group(1)), int(m.group(2)) + 1))
         else:
-            vals.append(yaml.safe_load(v))
+            vals.append(_yaml_value(v, spec))
     if not path or len(vals) < 1:
         raise InputError(Problem("--vary", f"expected FIELD=V1,V2,... (got {spec!r})"))
     return path, vals

@@ -44,9 +44,15 @@ def _network(src: int, dst: int, gpus_per_server: int) -> str:
     return f"{net} (no QP)" if net == "NVLink" else f"{net} (RDMA QP)"
 
 
-def _check(problems: list[Problem], name: str, value: int, low: int) -> None:
+def _check(problems: list[Problem], name: str, value: int, low: int, high: int | None = None) -> None:
     if value < low:
         problems.append(Problem(name, f"must be >= {low} (got {value})"))
+    elif high is not None and value > high:
+        problems.append(Problem(name, f"must be <= {high:,} (got {value:,})"))
+
+
+MAX_RANKS = 4096  # the schedules hold rank x rank tables (AlltoAll counts): 100,000 ranks wanted 37 GiB
+MAX_ELEMENTS = 1 << 40  # counts stay exact in int64 sums (2^63 elements printed negative sends)
 
 
 def _op(name: str) -> str:
@@ -155,11 +161,11 @@ def _explain_command(name: str):
         explain_steps: bool = typer.Option(False, "--explain", help="print every step: who sends what, who holds what"),
     ) -> int:
         problems: list[Problem] = []
-        _check(problems, "--ranks", ranks, 2 if op == "send-recv" else 1)
-        _check(problems, "--elements", elements, 0)
-        _check(problems, "--gpus-per-server", gpus_per_server, 1)
-        _check(problems, "--channels", channels, 0)
-        _check(problems, "--pieces", pieces, 0)
+        _check(problems, "--ranks", ranks, 2 if op == "send-recv" else 1, MAX_RANKS)
+        _check(problems, "--elements", elements, 0, MAX_ELEMENTS)
+        _check(problems, "--gpus-per-server", gpus_per_server, 1, 72)
+        _check(problems, "--channels", channels, 0, 64)
+        _check(problems, "--pieces", pieces, 0, 1024)
         if algorithm != "auto" and algorithm not in ALGORITHMS[op]:
             problems.append(Problem("--algorithm", f"{op} has no {algorithm!r}; auto or one of {', '.join(ALGORITHMS[op])}"))
         if op not in ("broadcast", "reduce") and root != 0:
@@ -298,15 +304,16 @@ def bench(
     op = _op(op_name)
     problems: list[Problem] = []
     lo, hi = parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes")
-    _check(problems, "--ranks", ranks, 2)
-    _check(problems, "--gpus-per-server", gpus_per_server, 1)
-    _check(problems, "--step-factor", factor, 2)
-    _check(problems, "--min-bytes", lo, 1)
+    _check(problems, "--ranks", ranks, 2, 32_768)
+    _check(problems, "--gpus-per-server", gpus_per_server, 1, 72)
+    _check(problems, "--step-factor", factor, 2, 1 << 20)
+    _check(problems, "--min-bytes", lo, 1, 1 << 40)
+    _check(problems, "--max-bytes", hi, 1, 1 << 40)
     if hi < lo:
         problems.append(Problem("--max-bytes", f"must be >= --min-bytes ({lo})"))
-    if not (math.isfinite(nic_gbps) and nic_gbps > 0):
-        problems.append(Problem("--nic-gbps", f"must be a number > 0 (got {nic_gbps:g})"))
-    if not (math.isfinite(nvlink_gBps) and nvlink_gBps >= 0):
+    if not (math.isfinite(nic_gbps) and 0.001 <= nic_gbps <= 1e6):
+        problems.append(Problem("--nic-gbps", f"must be a number from 0.001 to 1,000,000 (got {nic_gbps:g})"))
+    if not (math.isfinite(nvlink_gBps) and (nvlink_gBps == 0 or 0.001 <= nvlink_gBps <= 1e6)):
         problems.append(Problem("--nvlink-gBps", f"must be a number >= 0, 0 for the GPU's own (got {nvlink_gBps:g})"))
     if dtype not in DTYPES:
         problems.append(Problem("--datatype", f"one of {', '.join(DTYPES)}"))

@@ -374,6 +374,7 @@ def draw_cmd(
 
 
 RAIL_MAP_DEFAULTS = {"ports": 48, "hosts": 4, "rails": 8}  # the book's Figure 13-6: a Nexus 9348D-GX2A
+RAIL_MAP_MAX = {"ports": 65_536, "hosts": 131_072, "rails": 576}  # as the scenario schema (1e9 ports wanted 7.8 GB)
 
 
 @fabric_app.command("rail-map")
@@ -396,6 +397,8 @@ def rail_map_cmd(
 
     given = {"ports": ports, "hosts": hosts, "rails": rails}
     problems = [Problem(f"--{n}", f"must be >= 1 (got {v})") for n, v in given.items() if v is not None and v < 1]
+    problems += [Problem(f"--{n}", f"must be <= {RAIL_MAP_MAX[n]:,} (got {v:,})") for n, v in given.items()
+                 if v is not None and v > RAIL_MAP_MAX[n]]
     if problems:
         raise InputError(problems)
     source = "Figure 13-6"

@@ -21,6 +21,7 @@ from .console import make_console
 console = make_console()
 
 STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying")
+MAX_SIZE_MB = 1024  # per flow of a story
 HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
         "spraying (Figs. 12-6/12-7) | a scenario YAML file (its training iteration, packet by packet)")
 # flags a story overrides itself (it compares their values): refused there rather than ignored
@@ -66,8 +67,9 @@ def packet(
         problems.append(Problem("--lb", f"one of: {', '.join(LB_MODES)}"))
     if transport is not None and transport not in TRANSPORTS:
         problems.append(Problem("--transport", f"one of: {', '.join(TRANSPORTS)}"))
-    if size_mb is not None and not size_mb > 0:
-        problems.append(Problem("--size-mb", "must be positive"))
+    if size_mb is not None and not 0 < size_mb <= MAX_SIZE_MB:  # NaN and inf too
+        problems.append(Problem("--size-mb", f"must be a number > 0 and <= {MAX_SIZE_MB:,} (every packet is simulated: "
+                                             f"1 GB takes about 20 s) (got {size_mb:g})"))
     if size_mb is not None and is_file:
         problems.append(Problem("--size-mb", "sizes the stories' flows; a scenario's transfers are sized by its "
                                              "workload"))
@@ -77,6 +79,8 @@ def packet(
         problems.append(Problem("--max-events", f"must be >= 0 (got {max_events})"))
     if flows and any(f < 0 for f in flows):
         problems.append(Problem("--flow", "flow numbers are 0, 1, 2, ..."))
+    elif flows and pcap is None and out is None:
+        problems.append(Problem("--flow", "chooses the flows traced into --pcap or --out: give one of them"))
     if out is not None and out.exists() and not out.is_dir():
         problems.append(Problem("--out", f"{out} exists and is not a directory"))
     if pcap is not None and pcap.is_dir():

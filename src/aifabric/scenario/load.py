@@ -92,6 +92,8 @@ def _friendly(err: dict[str, Any]) -> str:
         return f"must be {op} {ctx.get(key)} (got {got!r})"
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"must be an integer (got {got!r})"
+    if kind == "finite_number":
+        return f"must be a finite number (got {got!r})"
     if kind in ("float_parsing", "float_type"):
         return f"must be a number (got {got!r})"
     if kind in ("bool_parsing", "bool_type"):
