@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from ..compare import delta_pct, format_metric
+from .metric_format import delta_pct, format_metric
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC"]
 BAR_W, BAR_H, LABEL_W, VALUE_W = 360, 18, 180, 150
