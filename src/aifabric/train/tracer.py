@@ -105,41 +105,68 @@ def read_trace(path: str | Path) -> Trace:
     """Read trace.jsonl (or a run directory holding one). Raises InputError naming the line on bad input."""
     from ..errors import InputError
 
+    def text(f: Path) -> str:
+        try:
+            return f.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            line = f.read_bytes()[:exc.start].count(b"\n") + 1
+            raise InputError(f"{f} line {line}: not UTF-8 text ({exc.reason}): not a trace file") from None
+        except OSError as exc:
+            raise InputError(f"{f}: cannot read: {exc.strerror or exc}") from None
+
     path = Path(path)
     if path.is_dir():
         rank_files = sorted(path.glob("trace-rank*.jsonl"))
         if not (path / TRACE_FILE).exists() and rank_files:  # straight from torchrun: one file per rank
-            return _read_lines(path, [(f, line) for f in rank_files for line in f.read_text("utf-8").splitlines()])
+            return _read_lines(path, [(f, n, line) for f in rank_files
+                                      for n, line in enumerate(text(f).splitlines(), 1)])
         path = path / TRACE_FILE
     if not path.exists():
         raise InputError(f"{path}: no such trace file")
-    return _read_lines(path, [(path, line) for line in path.read_text(encoding="utf-8").splitlines()])
+    return _read_lines(path, [(path, n, line) for n, line in enumerate(text(path).splitlines(), 1)])
 
 
-def _read_lines(where: Path, lines: list[tuple[Path, str]]) -> Trace:
-    from ..errors import InputError
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number in JSON")
+
+
+def _read_lines(where: Path, lines: list[tuple[Path, int, str]]) -> Trace:
+    """Every record checked (trace_check): InputError listing each problem with its file and line."""
+    from ..errors import InputError, Problem
+    from .trace_check import LINE, cap, record_problems, trace_problems
 
     meta: dict[int, dict[str, Any]] = {}
     comms: dict[int, list[dict[str, Any]]] = {}
     steps: dict[int, list[dict[str, Any]]] = {}
-    for n, (path, line) in enumerate(lines, 1):
+    problems: list[Problem] = []
+    for path, n, line in lines:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-            kind, rank = rec["kind"], int(rec["rank"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"{path} line {n}: not a trace record ({exc})") from None
+            rec = json.loads(line, parse_constant=_no_constant)  # strict JSON: no NaN, Infinity
+        except (ValueError, RecursionError) as exc:
+            problems.append(Problem(f"{path} line {n}", f"not a JSON record ({str(exc)[:120]})"))
+            continue
+        bad = record_problems(rec, OPS)
+        if bad:
+            problems += [Problem(f"{path} line {n}", b) for b in bad]
+            if len(problems) > 2 * 50:
+                break
+            continue
+        rec[LINE] = (str(path), n)
+        kind, rank = rec["kind"], rec["rank"]
         if kind == "meta":
             meta[rank] = rec
         elif kind == "comm":
-            if rec.get("op") not in OPS:
-                raise InputError(f"{path} line {n}: op must be one of {', '.join(OPS)} (got {rec.get('op')!r})")
             comms.setdefault(rank, []).append(rec)
-        elif kind == "step":
+        else:
             steps.setdefault(rank, []).append(rec)
-    if not meta and not comms:
+    if not problems and not meta and not comms:
         raise InputError(f"{where}: empty trace")
+    if not problems:
+        problems = trace_problems(meta, comms, steps)
+    if problems:
+        raise InputError(cap([p if p.path else Problem(str(where), p.message) for p in problems]))
     for lst in comms.values():
         lst.sort(key=lambda e: e["seq"])
     return Trace(meta, comms, steps)
