@@ -79,3 +79,18 @@ def test_out_naming_a_file_is_refused(tmp_path, name, capsys):
     path.write_text("x")
     assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(path)]) == 2
     assert "--out" in capsys.readouterr().err and path.read_text() == "x"
+
+
+def test_replay_refuses_a_folder_of_user_files(tmp_path, capsys):
+    from .test_replay_traces import _records
+
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(x) for x in _records()) + "\n")
+    folder = _user_folder(tmp_path)
+    before = {p.name: p.read_text() for p in folder.iterdir()}
+    args = ["replay", str(trace), "--scenario", str(_scenario_file(tmp_path)), "--out", str(folder)]
+    assert run_app(app, args) == 2
+    assert "--force" in capsys.readouterr().err
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before
+    assert run_app(app, [*args, "--force"]) == 0
+    assert json.loads((folder / "summary.json").read_text())["complete"] is True

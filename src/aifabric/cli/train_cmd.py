@@ -12,7 +12,8 @@ from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
 from ..train.names import LAYERS_HELP
-from .run_cmds import OUT_HELP, _engine, _out_dir, write_report
+from .outdir import claim_out, out_path
+from .run_cmds import FORCE_HELP, OUT_HELP, _engine, _out_dir, write_report
 
 console = make_console()
 
@@ -273,7 +274,8 @@ def replay(
     placement_how: str = typer.Option("packed", "--placement",
                                       help="packed: trace rank r on GPU r (torchrun order) | spread: round-robin "
                                            "over the servers, so the ranks talk over the network"),
-    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Replay a training trace's communication on a scenario's fabric and write the usual report."""
     from ..report import print_summary
@@ -326,9 +328,14 @@ def replay(
                       + (", on CPU" if backend in ("gloo", "none") else "")
                       + f"), not times of the scenario's {s.cluster.gpu}; --compute zero replays the communication "
                         "alone", highlight=False)
-    out_dir = _out_dir(out)
-    run = simulate(s, eng, workload=workload)
-    write_report(run, out_dir, scenario.read_text(encoding="utf-8"))
+    folder = claim_out(out, force)  # a folder of the user's files is refused before the run (--force)
+    out_dir = folder.target
+    try:
+        run = simulate(s, eng, workload=workload)
+        write_report(run, folder.staging, scenario.read_text(encoding="utf-8"))
+        folder.publish()
+    finally:
+        folder.discard()
     print_summary(run, console)
     if run.results.scale_out_bytes == 0:
         hint = (" --placement spread puts them on different servers." if placement_how == "packed"
