@@ -87,3 +87,14 @@ def test_ordinary_values_still_pass():
     assert s.fabric.link_latency_ns == 0
     s = parse_scenario(_with("workload.compute_efficiency", 0.5))
     assert s.workload.compute_efficiency == 0.5
+
+
+def test_a_cable_from_a_switch_to_itself_is_refused():
+    data = copy.deepcopy(BASE)
+    data["fabric"] = {"topology": "custom", "custom": {
+        "switches": [{"id": "leaf1"}],
+        "links": [{"a": "s0/nic0", "b": "leaf1"}, {"a": "leaf1", "b": "leaf1"}]}}
+    with pytest.raises(InputError) as exc:
+        parse_scenario(data)
+    assert any(p.path == "fabric.custom.links[1]" and "itself" in p.message for p in exc.value.problems), \
+        str(exc.value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..catalog import GPUS
 from .base import Strict
@@ -95,6 +95,12 @@ class CustomLink(Strict):
                                                             "fabric.link_speed_gbps between switches)")
     count: int = Field(1, ge=1, le=1024, description="parallel cables")
     latency_ns: float | None = Field(None, ge=0, description="propagation delay (default: fabric.link_latency_ns)")
+
+    @model_validator(mode="after")
+    def _two_ends(self) -> CustomLink:
+        if self.a == self.b:
+            raise ValueError(f"a cable from {self.a} to itself (a and b must differ)")
+        return self
 
 
 class CustomTopology(Strict):
