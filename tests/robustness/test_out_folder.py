@@ -94,3 +94,16 @@ def test_replay_refuses_a_folder_of_user_files(tmp_path, capsys):
     assert {p.name: p.read_text() for p in folder.iterdir()} == before
     assert run_app(app, [*args, "--force"]) == 0
     assert json.loads((folder / "summary.json").read_text())["complete"] is True
+
+
+def test_compare_refuses_a_folder_of_user_files_and_reuses_its_own(tmp_path, capsys):
+    scenario = _scenario_file(tmp_path)
+    folder = _user_folder(tmp_path)
+    before = {p.name: p.read_text() for p in folder.iterdir()}
+    args = ["compare", str(scenario), "--vary", "fabric.spines=1,2"]
+    assert run_app(app, [*args, "--out", str(folder)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before
+    mine = tmp_path / "cmp"
+    assert run_app(app, [*args, "--out", str(mine)]) == 0
+    assert run_app(app, [*args, "--out", str(mine)]) == 0  # its own earlier comparison: written over

@@ -10,7 +10,8 @@ import typer
 
 from .app import app
 from .console import make_console
-from .run_cmds import OUT_HELP, _engine, _out_dir
+from .outdir import compare_out, out_path
+from .run_cmds import OUT_HELP, _engine
 
 console = make_console()
 
@@ -29,7 +30,9 @@ def compare(
     grid: bool = typer.Option(False, "--grid", help="every combination of the --vary fields' values, instead of "
                               "varying them together"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
-    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
+    force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did not "
+                               "write there (files of the same names are replaced, others kept)"),
 ) -> int:
     """Compare runs: iteration time, exposed communication, MFU, bandwidths, link utilization per tier; each
     run's own report beside compare.html."""
@@ -47,7 +50,7 @@ def compare(
     if len({v.title for v in vs}) < len(vs):  # files of one name in different folders: number the columns
         vs = [replace(v, short=f"{i + 1}: {v.title}") for i, v in enumerate(vs)]
     eng = _engine(engine) if engine else None
-    out_dir = _out_dir(out) if out is not None else new_run_dir(prefix="aifabric-compare")
+    out_dir = compare_out(out, force) if out is not None else new_run_dir(prefix="aifabric-compare")
     rows: list[RunRow] = []
     by_tier = []
     for i, v in enumerate(vs):

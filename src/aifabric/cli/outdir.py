@@ -24,14 +24,14 @@ RUN_FILES = frozenset({"summary.json", "trace.json", "report.html", "scenario.ya
 SHOWN = 5  # foreign files named in the message
 
 
-def _written_by_aifabric(summary: Path) -> bool:
+def _written_by_aifabric(summary: Path, keys: tuple[str, ...] = ("aifabric_version", "schema_version")) -> bool:
     try:
         if summary.stat().st_size > 1 << 30:
             return False
         data = json.loads(summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and "aifabric_version" in data and "schema_version" in data
+    return isinstance(data, dict) and all(k in data for k in keys)
 
 
 def foreign_entries(folder: Path, names: frozenset[str] = RUN_FILES) -> list[str]:
@@ -70,6 +70,34 @@ class OutFolder:
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def compare_out(out: Path, force: bool = False) -> Path:
+    """`compare --out`: a new or empty folder, or one an earlier comparison wrote (its compare.json is aifabric's,
+    and the rest is compare.html and numbered run folders); otherwise refused (exit 2) unless `force`."""
+    import re
+
+    if out.exists() and not out.is_dir():
+        raise InputError(Problem("--out", f"{out} exists and is not a directory"))
+    if out.is_dir() and not force:
+        try:
+            entries = sorted(out.iterdir())
+            ours = _written_by_aifabric(out / "compare.json", ("variants", "schema_version"))
+        except OSError as exc:
+            raise InputError(Problem("--out", f"cannot read {out}: {exc.strerror or exc}")) from None
+        foreign = [p.name for p in entries if not (ours and (
+            (p.is_file() and p.name in ("compare.json", "compare.html"))
+            or (p.is_dir() and re.match(r"^\d{2,}-", p.name) and not foreign_entries(p))))]
+        if foreign:
+            more = f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else ""
+            raise InputError(Problem(
+                "--out", f"{out} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); give "
+                         "a new or empty folder, or add --force to write the comparison into it anyway"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(Problem("--out", f"cannot create {out}: {exc.strerror or exc}")) from None
+    return out
 
 
 def out_path(value: str) -> Path:
