@@ -63,14 +63,46 @@ def test_a_failed_write_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 0
     before = {p.name: p.read_bytes() for p in run.iterdir()}
 
-    def boom(run, out_dir, scenario_text):  # Ctrl-C half way through writing
+    def boom(run, out_dir, scenario_text):  # the disk fills half way through writing
         (Path(out_dir) / "summary.json").write_text("{")
-        raise KeyboardInterrupt
+        raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("aifabric.cli.run_cmds.write_report", boom)
-    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 130
+    assert run_app(app, ["demo", "--scenario", "ch14", "--out", str(run)]) == 1
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def _stop_in(stage: str):
+    """simulate() that reports its stages up to `stage`, then meets a Ctrl-C."""
+    def fake(scenario, engine=None, on_progress=None, phase=None, **kw):
+        for name in ("fabric", "workload", "task graph", "results"):
+            phase(name)
+            if name == stage:
+                raise KeyboardInterrupt
+        raise AssertionError("no such stage")
+    return fake
+
+
+@pytest.mark.parametrize("stage", ["fabric", "workload", "task graph", "results", "report"])
+def test_ctrl_c_in_any_stage_leaves_a_readable_folder(tmp_path, monkeypatch, capsys, stage):
+    import sys
+
+    run = tmp_path / "run"
+    if stage == "report":
+        def half(run_, out_dir, scenario_text):
+            (Path(out_dir) / "links.csv").write_text("id\n")
+            raise KeyboardInterrupt
+        monkeypatch.setattr("aifabric.cli.run_cmds.write_report", half)
+    else:
+        monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", _stop_in(stage))
+    assert run_app(app, ["simulate", str(_scenario_file(tmp_path)), "--out", str(run)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "summary.json" in err and "Traceback" not in err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["complete"] is False and summary["stopped_in"] == stage
+    assert (run / "scenario.yaml").read_text() == ch14_scenario_text()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 @pytest.mark.parametrize("name", ["file.txt"])

@@ -88,18 +88,27 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
              "workload": "building the workload ...", "task graph": "lowering it to a task graph ...",
              "results": "summarizing ...", "report": "writing the report ...", "done": "done"}
 
+    stage = ["starting"]
+
     def on_phase(name: str) -> None:
+        stage[0] = name
         if verbose and name in words:  # the event loop has its bar
             err_console.print(f"[dim]{time.perf_counter() - t0:7.1f} s[/] {words[name]}", highlight=False)
 
     try:
         try:
-            run = simulate(scenario, engine, on_progress, phase=on_phase)
-        finally:
-            progress.stop()
-        on_phase("report")
-        write_report(run, folder.staging, scenario_text)  # complete files, then moved into place
-        folder.publish()
+            try:
+                run = simulate(scenario, engine, on_progress, phase=on_phase)
+            finally:
+                progress.stop()
+            on_phase("report")
+            write_report(run, folder.staging, scenario_text)  # complete files, then moved into place
+            folder.publish()
+        except KeyboardInterrupt:  # outside the event loop (which stops itself and returns what it has)
+            written = _write_stopped(folder.staging, scenario, scenario_text, stage[0])
+            folder.publish()
+            raise Interrupted(f"stopped in stage {stage[0]!r}; wrote {out_dir}/: {', '.join(written)} "
+                              "(summary.json: complete false)") from None
     finally:
         folder.discard()
     on_phase("done")
@@ -109,6 +118,21 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
     if not run.results.complete:
         raise Interrupted(f"partial results written to {out_dir}")
     return 0
+
+
+def _write_stopped(staging: Path, scenario: Scenario, scenario_text: str | None, stage: str) -> list[str]:
+    """What a run stopped outside the event loop leaves: its scenario, the files already complete, and a
+    summary.json saying where it stopped (`complete: false`)."""
+    from .. import __version__
+    from ..report.files import write_atomic, write_json
+    from ..report.summary import SUMMARY_SCHEMA_VERSION
+
+    if scenario_text is not None and not (staging / "scenario.yaml").exists():
+        write_atomic(staging / "scenario.yaml", scenario_text)
+    write_json(staging / "summary.json", {"schema_version": SUMMARY_SCHEMA_VERSION, "aifabric_version": __version__,
+                                          "complete": False, "stopped_in": stage,
+                                          "scenario": scenario.applicable_dump()})
+    return sorted(p.name for p in staging.iterdir() if not p.name.startswith("."))
 
 
 SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H100) | fabric (data-parallel "
