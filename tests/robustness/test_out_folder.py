@@ -139,3 +139,26 @@ def test_compare_refuses_a_folder_of_user_files_and_reuses_its_own(tmp_path, cap
     mine = tmp_path / "cmp"
     assert run_app(app, [*args, "--out", str(mine)]) == 0
     assert run_app(app, [*args, "--out", str(mine)]) == 0  # its own earlier comparison: written over
+
+
+def test_compare_stops_at_a_cut_off_variant(tmp_path, monkeypatch, capsys):
+    """A variant whose event loop Ctrl-C stopped (results.complete false) ends the comparison: exit 130, no
+    compare.json presenting it as a finished run, no further variant simulated."""
+    import sys
+    from dataclasses import replace
+
+    module = sys.modules["aifabric.simulate"]
+    real = module.simulate
+    calls = []
+
+    def cut_off(scenario, engine=None, *args, **kwargs):
+        calls.append(scenario)
+        run = real(scenario, engine, *args, **kwargs)
+        return replace(run, results=replace(run.results, complete=False))
+
+    monkeypatch.setattr(module, "simulate", cut_off)
+    out = tmp_path / "cmp"
+    args = ["compare", str(_scenario_file(tmp_path)), "--vary", "fabric.spines=1,2", "--out", str(out)]
+    assert run_app(app, args) == 130
+    assert "cut off" in capsys.readouterr().err
+    assert len(calls) == 1 and not (out / "compare.json").exists()

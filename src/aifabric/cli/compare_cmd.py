@@ -60,6 +60,11 @@ def compare(
         run_dir.mkdir(parents=True, exist_ok=True)
         given = v.scenario.model_dump(mode="json", exclude_unset=True)
         write_report(run, run_dir, yaml.safe_dump(given, sort_keys=False))
+        if not run.results.complete:  # Ctrl-C stopped its event loop: never compared as a finished run
+            from .errors import Interrupted
+
+            raise Interrupted(f"{v.label} was cut off; its partial results are in {run_dir}/; the comparison "
+                              f"stopped there ({i} of {len(vs)} variants finished)")
         rows.append(RunRow(v.title, v.label, f"{run_dir.name}/report.html", metrics(run)))
         by_tier.append(tier_bytes(run))
         del run
