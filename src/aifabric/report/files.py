@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -41,10 +42,25 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    """Indented JSON; an object with a `json_chunks()` method (report.trace.Trace) writes itself."""
+    """Indented strict JSON (a non-finite number, which JSON has no word for, is written as null); an object with
+    a `json_chunks()` method (report.trace.Trace) writes itself."""
     if hasattr(data, "json_chunks"):
         return write_atomic(path, data.json_chunks())
-    return write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    try:
+        text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError:  # NaN or Infinity somewhere: Python would write them, no JSON reader takes them
+        text = json.dumps(_finite(data), indent=2, sort_keys=False, allow_nan=False)
+    return write_atomic(path, text + "\n")
+
+
+def _finite(data: Any) -> Any:
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
 
 
 def new_run_dir(base: Path | None = None, prefix: str = "aifabric-run") -> Path:
