@@ -52,3 +52,26 @@ def test_compare_with_a_broken_vary_value_exits_2(tmp_path, capsys):
     assert run_app(app, ["compare", str(path), "--vary", "fabric.spines=[1", "--out", str(tmp_path / "c")]) == 2
     assert "--vary" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["fabric", "plan", "{scenario}", "--out", "{blocked}/plan"], "--out"),
+    (["fabric", "draw", "{scenario}", "--out", "{blocked}/t.svg"], "--out"),
+    (["fabric", "polarization", "{scenario}", "--out", "{blocked}/p.json"], "--out"),
+    (["packet", "incast", "--out", "{blocked}/run"], "--out"),
+    (["packet", "incast", "--pcap", "{blocked}/x.pcap"], "--pcap"),
+    (["simulate", "{scenario}", "--out", "{blocked}/run"], "--out"),
+])
+def test_an_unwritable_out_is_refused_before_the_run(tmp_path, capsys, args, flag):
+    """A place that cannot be written (here: under a regular file) is exit 2 naming the option, not an OS error
+    after the whole run (exit 1)."""
+    from aifabric.scenario import ch14_scenario_text
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(ch14_scenario_text())
+    blocked = tmp_path / "a-file"
+    blocked.write_text("x")
+    argv = [a.format(scenario=scenario, blocked=blocked) for a in args]
+    assert run_app(app, argv) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "internal error" not in err

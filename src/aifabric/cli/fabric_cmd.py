@@ -74,6 +74,9 @@ def check_out(out: Path | None, kind: str) -> None:
         raise InputError(Problem("--out", f"{out} exists and is not a directory"))
     if kind == "file" and out.is_dir():
         raise InputError(Problem("--out", f"{out} is a directory; give the file to write"))
+    from .outdir import probe_out
+
+    probe_out(out, kind)
 
 
 def _tbps(gbps: float) -> str:
@@ -293,6 +296,7 @@ def polarization_cmd(
         problems.append(Problem("--out", f"{out} is a directory; give the JSON file to write"))
     if problems:
         raise InputError(problems)
+    check_out(out, "file")
     hw = load_hardware(file)
     f = build(hw.cluster, hw.fabric, hw.name)
     if not 0 <= target < f.world_size:

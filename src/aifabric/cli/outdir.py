@@ -100,6 +100,21 @@ def compare_out(out: Path, force: bool = False) -> Path:
     return out
 
 
+def probe_out(path: Path | None, kind: str, flag: str = "--out") -> None:
+    """Before any work: the folder to write into (kind "dir", created now) or the folder of the file to write
+    (kind "file") exists or can be created, and takes a file; InputError naming `flag` otherwise (the OS error
+    came after the whole run, as exit 1)."""
+    if path is None:
+        return
+    folder = path if kind == "dir" else (path.parent if str(path.parent) else Path("."))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(Problem(flag, f"cannot write in {folder}: {exc.strerror or exc}")) from None
+
+
 def out_path(value: str) -> Path:
     """The `--out` parser: an empty name is refused (Path("") would be the current directory)."""
     if not str(value).strip():

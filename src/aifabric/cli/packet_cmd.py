@@ -91,6 +91,10 @@ def packet(
             problems.append(Problem(flag, f"the {scenario} story compares the values of {flag} itself"))
     if problems:
         raise InputError(problems)
+    from .outdir import probe_out
+
+    probe_out(out, "dir")  # before the run: an OS error after it was exit 1
+    probe_out(pcap, "file", "--pcap")
     traced = tuple(flows) if flows else (0,)
     capture = pcap is not None or out is not None
     cfg = PacketConfig(explain=explain, seed=seed or 0, trace_flows=traced if capture else (), trace_pfc=capture,
