@@ -98,3 +98,12 @@ def test_a_cable_from_a_switch_to_itself_is_refused():
         parse_scenario(data)
     assert any(p.path == "fabric.custom.links[1]" and "itself" in p.message for p in exc.value.problems), \
         str(exc.value)
+
+
+@pytest.mark.parametrize("args", [["fabric", "plan"], ["fabric", "polarization", "--trials", "2"],
+                                  ["fabric", "rail-map"]])
+def test_a_name_with_markup_in_the_fabric_commands(tmp_path, capsys, args):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_with("name", "[/] [bold red]x")))
+    assert run_app(app, [*args[:2], str(path), *args[2:]]) == 0
+    assert "[/] [bold red]x" in capsys.readouterr().out

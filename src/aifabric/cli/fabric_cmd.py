@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 
 from ..errors import InputError, Problem
 from .app import app
@@ -108,7 +109,7 @@ def plan_cmd(
     f = build(hw.cluster, hw.fabric, hw.name)
     d: Design = f.design  # type: ignore[assignment]
     plan = make_plan(f)
-    console.print(f"[bold]{hw.name}[/]: {d.describe()}")
+    console.print(f"[bold]{escape(hw.name)}[/]: {escape(d.describe())}")
 
     bom = Table(title="Bill of materials: switches", title_justify="left")
     for col in ("tier", "switches", "radix", "ports used", "ports free", "busiest switch uses"):
@@ -327,7 +328,7 @@ def polarization_cmd(
     st = report.ideal
     table.add_row("ideal spread (spraying)", _tbps(st.max_gbps), _tbps(st.max_p95_gbps), _tbps(st.worst_gbps),
                   _tbps(st.mean_gbps), f"{st.imbalance:.2f}", f"{st.idle_fraction:.0%}", f"{st.overloaded_fraction:.0%}")
-    console.print(f"[bold]{hw.name}[/]: {report.flows:,} flows ({report.network_flows:,} through the network) at "
+    console.print(f"[bold]{escape(hw.name)}[/]: {report.flows:,} flows ({report.network_flows:,} through the network) at "
                   f"{report.rate_gbps:g} Gb/s each, {report.uplinks:,} uplinks")
     if report.uplinks == 0:
         console.print("no uplinks in this fabric (no spine): nothing to polarize")
@@ -424,7 +425,7 @@ def rail_map_cmd(
     except ValueError as exc:
         raise InputError(Problem("--ports" if file is None or given["ports"] is not None else "FILE",
                                  str(exc))) from None
-    console.print(f"[bold]{ports}-port rail switch, {hosts} hosts x {rails} rails[/] ({source})")
+    console.print(f"[bold]{ports}-port rail switch, {hosts} hosts x {rails} rails[/] ({escape(source)})")
     t = Table()
     t.add_column("rail")
     t.add_column("interfaces")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from ..errors import InputError, Problem
 from ..packet.config import LB_MODES, TRANSPORTS
@@ -190,7 +191,7 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     from ..scenario import load_scenario
 
     s = load_scenario(path)
-    console.print(f"simulating [bold]{s.name}[/] packet by packet ...")
+    console.print(f"simulating [bold]{escape(s.name)}[/] packet by packet ...")
     run, stats = simulate_packet(s, cfg=cfg, lb=lb, seed=seed, keep_network=True)
     if stats is None:
         console.print("interrupted")
@@ -199,7 +200,7 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     if traced:
         _check_traced(traced, net.rdma_flows, "RDMA transfers")
     res = run.results
-    console.rule(f"[bold]{s.name}: packet engine")
+    console.rule(f"[bold]{escape(s.name)}: packet engine")
     if cfg.explain:
         _narrate([("", net)], max_events)
     console.print(f"iteration time {res.iteration_time_s * 1e3:.3f} ms; {stats.packet_hops:,} packet hops, "
