@@ -22,6 +22,10 @@ REFUSED = [
     (["packet", "incast", "--size-mb", "inf"], "--size-mb"),  # OverflowError
     (["packet", "incast", "--size-mb", "100000"], "--size-mb"),  # unbounded
     (["packet", "incast", "--flow", "1000"], "--flow"),  # exit 0, nothing traced
+    (["pipeline", "--schedule", "1f1b", "--backward-steps", "100000000"], "--backward-steps"),  # past 60 s
+    (["pipeline", "--schedule", "interleaved", "--chunks", "100000000"], "--chunks"),
+    (["pipeline", "--schedule", "interleaved", "--chunks", "16", "--stages", "64", "--micro-batches", "256"],
+     "--micro-batches"),
 ]
 
 

@@ -14,6 +14,9 @@ console = make_console()
 GPU_NAMES = {"book": ["0a", "1a", "0b", "1b"], "blog": ["A1", "A2", "B1", "B2"]}
 
 
+MAX_CELLS = 64 * 256 * 2 * 2  # the largest table the earlier limits allowed: about 6 s
+
+
 @app.command("pipeline")
 def pipeline(
     stages: int = typer.Option(4, "--stages", "-p", help="pipeline stages (one GPU each)"),
@@ -48,8 +51,20 @@ def pipeline(
                                                    f"({stages}), got {micro_batches}"))
     if gpus_per_server < 0:
         problems.append(Problem("--gpus-per-server", f"must be >= 1 (got {gpus_per_server})"))
-    if stages > 64 or micro_batches > 256:
-        problems.append(Problem("--stages", "the table is for reading: at most 64 stages and 256 micro-batches"))
+    if stages > 64:
+        problems.append(Problem("--stages", f"the table is for reading: at most 64 stages (got {stages:,})"))
+    if micro_batches > 256:
+        problems.append(Problem("--micro-batches", f"the table is for reading: at most 256 micro-batches "
+                                                   f"(got {micro_batches:,})"))
+    if chunks > 16:
+        problems.append(Problem("--chunks", f"the table is for reading: at most 16 chunks per stage (got {chunks:,})"))
+    if backward_steps > 16:
+        problems.append(Problem("--backward-steps", f"the table is for reading: at most 16 time steps per backward "
+                                                    f"pass (got {backward_steps:,})"))
+    work = stages * micro_batches * (chunks if schedule == "interleaved" else 1) * (1 + backward_steps)
+    if not problems and work > MAX_CELLS:  # the table's cells: seconds each thousand
+        problems.append(Problem("--micro-batches", f"stages x micro-batches x chunks x (1 + backward steps) = "
+                                                   f"{work:,}: at most {MAX_CELLS:,} (lower one of them)"))
     if problems:
         raise InputError(problems)
     v = chunks if schedule == "interleaved" else 1
