@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import sys
 
-from .app import app
-from .errors import run_app
+try:  # the command tree imports every command module: a Ctrl-C meanwhile is an interrupt, not a traceback
+    from .app import app
+    from .errors import run_app
+except KeyboardInterrupt:
+    sys.stderr.write("interrupted\n")
+    raise SystemExit(130) from None
 
 
 def main(argv: list[str] | None = None) -> None:
