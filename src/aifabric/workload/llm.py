@@ -323,6 +323,7 @@ class _StageBuilder:
         for i, ref in enumerate(order):
             last = ref.micro_batch == p.micro_batches - 1
             self.run_pass(it, ref.kind, ref.micro_batch, ref.chunk, last, i == final)
+        self.buckets.reduce_deferred()
         dense, expert = stage_params(self.m, p, self.stage)
         if p.zero >= 3:
             self.ops.append(Wait("dp"))
@@ -347,6 +348,7 @@ class _Buckets:
         self.cap = b.p.bucket_mb * MIB / b.bpe  # elements
         self.fill = {"dp": 0.0, "edp": 0.0}
         self.count = {"dp": 0, "edp": 0}
+        self.deferred: list[tuple] = []  # without overlap: the buckets' reductions, issued after the schedule
 
     def add(self, dense, expert: float = 0.0) -> None:
         """`dense`: the tensors (elements each) whose gradients are now ready, in bucket order; `expert`:
@@ -367,10 +369,20 @@ class _Buckets:
         group = b.dp_group if stream == "dp" else b.edp_group
         op = "reduce-scatter" if p.zero in (1, 2) else "all-reduce"
         key = f"it{self.it}/{stream}-bucket{self.count[stream]}"
-        b.coll(key, op, group, self.fill[stream], "gradients", "dp" if stream == "dp" else "ep",
-               blocking=not p.overlap_grad_reduce, stream=stream)
+        args = (key, op, group, self.fill[stream], "gradients", "dp" if stream == "dp" else "ep")
+        if p.overlap_grad_reduce:  # launched as soon as the bucket is full, on its own stream
+            b.coll(*args, blocking=False, stream=stream)
+        else:  # Megatron-LM without overlap: every bucket reduced once the whole schedule is done
+            self.deferred.append(args)
         self.fill[stream] = 0.0
         self.count[stream] += 1
+
+    def reduce_deferred(self) -> None:
+        """The buckets held back (no overlap), in order, blocking: Megatron-LM's finish_grad_sync after the
+        pipeline schedule, so the last backward passes send their gradients upstream first."""
+        for args in self.deferred:
+            self.b.coll(*args, blocking=True)
+        self.deferred.clear()
 
 
 
