@@ -11,7 +11,7 @@ import typer
 from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
-from .run_cmds import _engine
+from .run_cmds import _engine, _out_dir
 
 console = make_console()
 
@@ -47,6 +47,17 @@ def check_run_options(*, workers: int | None, timeout: float | None, address: st
     return problems
 
 
+def _engine_or_problem(engine: str | None, problems: list[Problem]) -> str | None:
+    """The --engine value checked, its problem added to the others (None: the scenario's own)."""
+    if engine is None:
+        return None
+    try:
+        return _engine(engine)
+    except InputError as exc:
+        problems += exc.problems
+        return None
+
+
 def out_folder(out: Path | None, prefix: str, resume: bool) -> Path:
     from ..report.files import new_run_dir
 
@@ -54,11 +65,7 @@ def out_folder(out: Path | None, prefix: str, resume: bool) -> Path:
         return new_run_dir(prefix=prefix)
     if not resume and out.is_dir() and (out / "sweep.json").exists():
         raise InputError(Problem("--out", f"{out} holds a sweep already: --resume to finish it, or another --out"))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(Problem("--out", f"cannot create {out}: {exc.strerror or exc}")) from None
-    return out
+    return _out_dir(out)
 
 
 def progress_bar():
@@ -112,12 +119,7 @@ def sweep(
                                  resume=resume, out=out)
     if retry_failed and not resume:
         problems.append(Problem("--retry-failed", "only with --resume"))
-    eng = None
-    if engine is not None:
-        try:
-            eng = _engine(engine)
-        except InputError as exc:
-            problems += exc.problems
+    eng = _engine_or_problem(engine, problems)
     if problems:
         raise InputError(problems)
     cases, notes = build_cases(file, list(vary or []), grid, skip_invalid)
@@ -242,12 +244,7 @@ def optimize(
             parsed.append(parse_objective(spec) if spec is objective else parse_constraint(spec))
         except InputError as exc:
             problems += exc.problems
-    eng = None
-    if engine is not None:
-        try:
-            eng = _engine(engine)
-        except InputError as exc:
-            problems += exc.problems
+    eng = _engine_or_problem(engine, problems)
     if problems:
         raise InputError(problems)
     goal, cons = parsed[0], parsed[1:]
