@@ -769,6 +769,23 @@ def _to_bins(now, R):
 
 
 @njit(cache=True)
+def _loaded_links(bits, load, out_l, out_r, o):
+    """The links in use (bits) whose load is positive, in link order, written at out_l/out_r[o:]; their count."""
+    n = 0
+    for wi in range(len(bits)):
+        w = bits[wi]
+        while w:
+            bit, w = _lowest_bit(w)
+            li = wi * 64 + bit
+            x = load[li]
+            if x > 0:
+                out_l[o + n] = li
+                out_r[o + n] = x
+                n += 1
+    return n
+
+
+@njit(cache=True)
 def rec_close(now, bits, n_links, load, R):
     """LinkLoad.close(now) of the segment opened by rec_open: the links of the bitmap (n_links of them) carried
     `load[link]` since (those > 0; the loop leaves both as they were at the last recomputation until the next)."""
@@ -794,17 +811,7 @@ def rec_close(now, bits, n_links, load, R):
             nr[:e] = seg_r[:e]
             R = _with_seg(R, na, nb_, npt, nl, nr)
             seg_a, seg_b, seg_ptr, seg_l, seg_r = na, nb_, npt, nl, nr
-        n = 0
-        for wi in range(len(bits)):
-            w = bits[wi]
-            while w:
-                bit, w = _lowest_bit(w)
-                li = wi * 64 + bit
-                x = load[li]
-                if x > 0:
-                    seg_l[e + n] = li
-                    seg_r[e + n] = x
-                    n += 1
+        n = _loaded_links(bits, load, seg_l, seg_r, e)
         if n == 0:  # LinkLoad opened nothing
             return R
         if now > rf[_RF_T_LAST]:
@@ -821,17 +828,7 @@ def rec_close(now, bits, n_links, load, R):
         R = _sp_reserve(n_links, R)  # the segment, stored once however many bins it spans
         sp_l, sp_r = R[R_SP_L], R[R_SP_R]
         o = ri[_RI_SP_USED]
-        n = 0
-        for wi in range(len(bits)):
-            w = bits[wi]
-            while w:
-                bit, w = _lowest_bit(w)
-                li = wi * 64 + bit
-                x = load[li]
-                if x > 0:
-                    sp_l[o + n] = li
-                    sp_r[o + n] = x
-                    n += 1
+        n = _loaded_links(bits, load, sp_l, sp_r, o)
         if n == 0:
             return R
         ri[_RI_SP_USED] = o + n
