@@ -182,6 +182,20 @@ def test_optimizer_step_bytes(gp, shard, local):
     assert seq.gpu_s == pytest.approx((38 * shard + 4 * local) / model.hbm_bytes_per_s + 2 * model.gap_s, rel=1e-12)
 
 
+@settings(max_examples=50, deadline=None)
+@given(ANY_GPU, st.floats(1, 1e11), st.floats(1, 1e11))
+def test_fp16_loss_scaling_adds_one_unscale_pass(gp, shard, local):
+    # fp16 (not bf16) training unscales and inf-checks every main gradient before Adam (Megatron-LM's
+    # _unscale_main_grads_and_check_for_nan: read and write 4 B each), one more kernel
+    model = km(*gp)
+    plain, scaled = optimizer_kernels(model, shard, local), optimizer_kernels(model, shard, local, loss_scaling=True)
+    extra = [k for k in scaled.kernels if "unscale" in k.name]
+    assert len(extra) == 1 and extra[0].bytes == pytest.approx(8 * shard, rel=1e-12)
+    assert sum(k.bytes for k in scaled.kernels) == pytest.approx(46 * shard + 4 * local, rel=1e-12)
+    assert len(scaled.kernels) == len(plain.kernels) + 1
+    assert scaled.time_s > plain.time_s
+
+
 # ---- the kernels of a decoder block ----------------------------------------------------------------
 
 def gemm_flops(seq: KernelSeq) -> float:

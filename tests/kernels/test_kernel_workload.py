@@ -227,3 +227,15 @@ def test_data_parallel_optimizer_step_only_with_the_kernel_model(ch14_data):
     assert dict(opt.kernels)["optimizer"] == pytest.approx(42.0 * params / hbm, rel=1e-12)
     for op in computes(new.ranks[0]):
         assert sum(s for _, s in op.kernels) == pytest.approx(op.duration_s, rel=1e-12)
+
+
+def test_fp16_optimizer_unscales_the_gradients_bf16_does_not():
+    # fp16 keeps a loss scaler: before Adam each updated fp32 gradient is unscaled and checked for inf/NaN
+    # (read + write, 8 B per parameter); bf16 has no scaler (Megatron-LM's optimizer), so no such pass
+    hbm = H100.hbm_bandwidth_gBps * 1e9 * H100.hbm_efficiency
+    times = {}
+    for precision in ("bf16", "fp16"):
+        w = build(tp=1, pp=1, dp=2, zero=1, precision=precision)
+        (opt,) = [op for op in computes(w.ranks[0]) if op.name == "optimizer"]
+        times[precision] = dict(opt.kernels)["optimizer"]
+    assert times["fp16"] - times["bf16"] == pytest.approx(8 * GPT.params / 2 / hbm, rel=1e-6)

@@ -208,7 +208,7 @@ class TransformerKernels:
 
 
 def optimizer_kernels(km: KernelModel, shard_params: float, local_params: float, adam_state_bytes: float = 38.0,
-                      zero_grad_bytes: float = 4.0) -> KernelSeq:
+                      zero_grad_bytes: float = 4.0, loss_scaling: bool = False) -> KernelSeq:
     """The optimizer step on the `shard_params` this rank updates (all it holds, or its ZeRO shard), and the
     reset of the gradient buffer of the `local_params` it holds.
 
@@ -216,7 +216,16 @@ def optimizer_kernels(km: KernelModel, shard_params: float, local_params: float,
     weight, main gradient, momentum and variance (16 B), write weight, momentum, variance (12 B), write
     the 16-bit copy of the weight (2 B) after reading the master (4 B), and read the gradient once more
     for the global gradient norm (4 B): 38 B; the fp32 gradient buffer zeroed for the next iteration
-    (4 B per local parameter). ~12 FLOP per parameter (ZeRO paper's convention), memory-bound."""
-    return km.seq(km.optimizer("gradient norm + Adam + 16-bit weight copy", shard_params * adam_state_bytes,
-                               12.0 * shard_params),
-                  km.optimizer("zero gradient buffer", local_params * zero_grad_bytes))
+    (4 B per local parameter). ~12 FLOP per parameter (ZeRO paper's convention), memory-bound.
+
+    With `loss_scaling` (fp16 training: Megatron-LM's optimizer holds a dynamic loss scaler, bf16 needs
+    none) the main gradients are first unscaled and checked for inf/NaN in one pass,
+    `torch._amp_foreach_non_finite_check_and_unscale_`: each fp32 gradient read and written, 8 B more per
+    updated parameter."""
+    kernels = []
+    if loss_scaling:
+        kernels.append(km.optimizer("unscale gradients + inf/NaN check (fp16 loss scaling)", shard_params * 8.0))
+    kernels += [km.optimizer("gradient norm + Adam + 16-bit weight copy", shard_params * adam_state_bytes,
+                             12.0 * shard_params),
+                km.optimizer("zero gradient buffer", local_params * zero_grad_bytes)]
+    return km.seq(*kernels)

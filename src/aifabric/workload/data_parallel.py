@@ -46,7 +46,7 @@ def build_data_parallel(s: Scenario, kernels: KernelModel | None = None) -> Work
     else:
         km = kernels or KernelModel(spec, w.precision)
         f, b = network_kernels(km, model, samples)
-        opt = optimizer_kernels(km, model.params, model.params)
+        opt = optimizer_kernels(km, model.params, model.params, loss_scaling=w.precision == "fp16")
         passes = [("forward", fwd, f.time_s, f.by_kind()), ("backward", bwd, b.time_s, b.by_kind())]
         after = [("optimizer", 12.0 * model.params, opt.time_s, opt.by_kind())]
     group = tuple(range(world))

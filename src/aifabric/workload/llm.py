@@ -124,7 +124,7 @@ class _StageBuilder:
         if self.km is None:
             self.compute("optimizer", flops)
             return
-        seq = optimizer_kernels(self.km, shard_params, local_params)
+        seq = optimizer_kernels(self.km, shard_params, local_params, loss_scaling=self.p.precision == "fp16")
         self.ops.append(Compute("optimizer", flops, seq.time_s, seq.by_kind()))
 
     def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
