@@ -69,14 +69,33 @@ def test_pfc_cascade_other_priorities_keep_flowing(cascade):
     assert lossy["fct_s"] < 1.1 * 2e6 * 8 / 200e9 + 5e-6
 
 
-def test_dcqcn_timeline_figure_11_7_ecn_then_cnp_then_rate_cut_then_pfc_then_resume():
-    r = run_scenario("dcqcn", PacketConfig(explain=True))
+def test_dcqcn_timeline_figure_11_7_in_the_books_order_on_the_books_thresholds():
+    """Deep Learning for Network Engineers, Chapter 11, Figure 11-7: t1 WRED min, t2 ECN marks, t3 CNP, t4 rate
+    cut, t5 PFC pause, t6 Spine-A's paused queue congested, t7 Rail-1's egress below WRED min, t8 resume; then
+    no more pauses. Run on the default profile, which is the book's (WRED 150 KB / 3,000 KB)."""
+    cfg = PacketConfig()
+    assert (cfg.switch.wred_min_bytes, cfg.switch.wred_max_bytes) == (150_000, 3_000_000)
+    r = run_scenario("dcqcn", cfg)  # the timeline does not need --explain
     t = {row["figure"]: row["t_us"] for row in r.table}
-    assert None not in t.values()
-    assert t["t1"] <= t["t2"] < t["t3"] < t["t4"]
-    assert t["t5"] < t["t8"]
+    assert list(t) == [f"t{i}" for i in range(1, 9)]
+    assert None not in t.values(), t
+    assert t["t1"] <= t["t2"] < t["t3"] < t["t4"] < t["t5"] < t["t6"] < t["t7"] < t["t8"], t
+    pauses = [x for x in r.stats.pfc_frames if x[3] > 0]
+    assert pauses and max(x[0] for x in pauses) < t["t8"] * 1e-6  # PFC quiet after the resume
+    assert r.net.cfg.switch.wred_max_bytes == 3_000_000 and r.net.cfg.switch.pfc_xoff_bytes > 3_000_000
     assert r.stats.total_drops() == 0
     assert all(f["final_rate_gbps"] < 200 for f in r.stats.flows)
+
+
+def test_dcqcn_story_uses_the_given_thresholds():
+    """The story runs the switch profile it is given (a scenario's), not thresholds of its own."""
+    from dataclasses import replace
+
+    base = PacketConfig()
+    cfg = base.with_(switch=replace(base.switch, wred_max_bytes=2_000_000, pfc_xoff_bytes=2_500_000))
+    r = run_scenario("dcqcn", cfg)
+    assert r.net.cfg.switch.wred_max_bytes == 2_000_000 and r.net.cfg.switch.pfc_xoff_bytes == 2_500_000
+    assert any("xOFF 2,500 KB" in line for line in r.findings)
 
 
 def test_spraying_breaks_first_middle_last_but_not_write_only():

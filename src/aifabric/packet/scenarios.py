@@ -194,48 +194,65 @@ def pfc_cascade(cfg: PacketConfig | None = None, size_mb: float = 2.0) -> Scenar
 
 
 # -- DCQCN timeline (Figure 11-7) ---------------------------------------------------------------------
+FIG_11_7 = (
+    ("t1", "Rail-1 egress queue 3 toward GPU-0 on Host-3 crosses WRED min"),
+    ("t2", "Rail-1 marks ECN 11 on packets to GPU-0 on Host-3"),
+    ("t3", "the receiving NIC sends the first CNP"),
+    ("t4", "a sending NIC cuts its rate (DCQCN)"),
+    ("t5", "Rail-1 ingress from Spine-A crosses xOFF: PFC pause to Spine-A"),
+    ("t6", "Spine-A's egress queue 3 toward Rail-1, paused, becomes congested (above WRED min)"),
+    ("t7", "Rail-1 egress queue 3 toward GPU-0 on Host-3 falls below WRED min"),
+    ("t8", "Rail-1 ingress from Spine-A falls below xON: PFC resume to Spine-A"),
+)
+
+
 def dcqcn(cfg: PacketConfig | None = None, size_mb: float = 6.0) -> ScenarioRun:
+    """Deep Learning for Network Engineers, Chapter 11, Figure 11-7: three GPUs behind Rail-2 send to GPU-0 on
+    Host-3 behind Rail-1 through Spine-A (800 Gb/s inter-switch link, 200 Gb/s host links: 600 Gb/s offered to
+    200). The switch thresholds are the profile's (by default the book's: WRED 150 KB / 3,000 KB, xON 100 KB,
+    xOFF 3,200 KB), so ECN acts first and PFC is the backstop; the timeline t1..t8 is read from the events."""
     base = cfg or PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, wred_min_bytes=150_000, wred_max_bytes=1_000_000,
-                                        pfc_xon_bytes=100_000, pfc_xoff_bytes=1_200_000))
-    hosts = [["host3/GPU0", "host2/GPU0"], ["host1/GPU0", "host4/GPU0", "host5/GPU0"]]
-    f = leaf_spine(hosts, ["rail1", "rail2"], ["spineA"], 200, spine_rate_gbps=800, name="fig11-7")
-    net = Network(f, cfg)
-    for i, s in enumerate(["host1/GPU0", "host4/GPU0", "host5/GPU0", "host2/GPU0"]):
+    run_cfg = base.with_(explain=True)  # the timeline is read from the narrated events
+    senders = ["host1/GPU0", "host2/GPU0", "host4/GPU0"]
+    f = leaf_spine([["host3/GPU0"], senders], ["rail1", "rail2"], ["spineA"], 200, spine_rate_gbps=800,
+                   name="fig11-7")
+    net = Network(f, run_cfg)
+    for i, s in enumerate(senders):
         _flow(net, f, s, "host3/GPU0", size_mb * 1e6, 0x100 + i)
     st = net.run()
     r = ScenarioRun("dcqcn", "Figure 11-7: DCQCN, ECN first and PFC as the backstop")
     log = net.events_log
-    eg = "rail1->host3/GPU0"
+    eg, isl = "rail1->host3/GPU0", "rail1: ingress from spineA"
 
     def first(pred, after: float | None = None) -> float | None:
         return next((t for t, _, text in log if pred(text) and (after is None or t > after)), None)
 
-    t1 = first(lambda x: x.startswith(eg) and "rises above WRED min" in x)
-    t2 = first(lambda x: x.startswith(eg) and "marked ECN 11" in x)
-    t3 = first(lambda x: "CNP (opcode 0x81" in x)
-    t4 = first(lambda x: "CNP received: DCQCN rate" in x)
-    t5 = first(lambda x: x.startswith("rail1: ingress from spineA") and "PFC pause" in x)
-    t7 = first(lambda x: x.startswith(eg) and "falls below WRED min" in x, after=t5 or t4)
-    t8 = first(lambda x: x.startswith("rail1: ingress from spineA") and "resume" in x)
-    marks = [
-        ("t1", "Rail-1 egress queue 3 toward GPU-0 on Host-3 crosses WRED min", t1),
-        ("t2", "Rail-1 marks ECN 11", t2),
-        ("t3", "the receiving NIC sends the first CNP", t3),
-        ("t4", "a sender cuts its rate (DCQCN)", t4),
-        ("t5", "Rail-1 ingress from Spine-A crosses xOFF: PFC pause to Spine-A", t5),
-        ("t7", "Rail-1 egress queue 3 falls below WRED min (after the rate cuts)", t7),
-        ("t8", "Rail-1 ingress below xON: PFC resume to Spine-A", t8),
-    ]
-    if not cfg.explain:
-        marks = []
-    r.table = [{"figure": k, "event": text, "t_us": None if t is None else t * 1e6} for k, text, t in marks]
+    t = {"t1": first(lambda x: x.startswith(eg) and "rises above WRED min" in x)}
+    t["t2"] = first(lambda x: x.startswith(eg) and "marked ECN 11" in x)
+    t["t3"] = first(lambda x: "CNP (opcode 0x81" in x)
+    t["t4"] = first(lambda x: "CNP received: DCQCN rate" in x)
+    t["t5"] = first(lambda x: x.startswith(isl) and "PFC pause" in x)
+    t5 = t["t5"]
+    t["t6"] = None if t5 is None else first(lambda x: x.startswith("spineA->rail1: egress") and "rises above WRED min"
+                                            in x, after=t5)
+    t["t7"] = None if t5 is None else first(lambda x: x.startswith(eg) and "falls below WRED min" in x, after=t5)
+    t["t8"] = None if t5 is None else first(lambda x: x.startswith(isl) and "PFC resume" in x, after=t5)
+    r.table = [{"figure": k, "event": text, "t_us": None if t[k] is None else t[k] * 1e6} for k, text in FIG_11_7]
     end = max(fl["done_s"] for fl in st.flows)
+    pauses = [x for x in st.pfc_frames if x[3] > 0]
+    last_pause = max((x[0] for x in pauses), default=None)
+    quiet = t["t8"] is not None and (last_pause is None or last_pause < t["t8"])
+    c = run_cfg.switch
     r.findings = [
-        f"{len(st.flows)} x {size_mb:g} MB to GPU-0 on Host-3 (800 Gb/s offered to 200 Gb/s; 3 of them via Spine-A): "
+        f"{len(st.flows)} x {size_mb:g} MB to GPU-0 on Host-3 through Spine-A (600 Gb/s offered to a 200 Gb/s port): "
         f"done in {end * 1e6:.0f} us ({_gbps(len(st.flows) * size_mb * 1e6, end):.0f} Gb/s delivered)",
+        f"thresholds: xON {c.pfc_xon_bytes / 1e3:,.0f} KB < WRED min {c.wred_min_bytes / 1e3:,.0f} KB < WRED max "
+        f"{c.wred_max_bytes / 1e3:,.0f} KB < xOFF {c.pfc_xoff_bytes / 1e3:,.0f} KB",
         f"{st.total_ecn_marks()} ECN marks, {sum(fl['cnp_sent'] for fl in st.flows)} CNPs, "
-        f"{st.total_pauses()} PFC pauses / {sum(st.pfc_resume_sent.values())} resumes, {st.total_drops()} drops",
+        f"{st.total_pauses()} PFC pause frames (refreshes every half pause included) / "
+        f"{sum(st.pfc_resume_sent.values())} resumes, {st.total_drops()} drops",
+        ("PFC quiet after t8: no pause frame after the resume; DCQCN alone holds the queue" if quiet else
+         "PFC not quiet: pause frames after the first resume (the senders' rates had not come down enough)"),
         "final DCQCN rates: " + ", ".join(f"{fl['name'].split('->')[0]} {fl['final_rate_gbps']:.1f} Gb/s"
                                           for fl in st.flows),
     ]
