@@ -1,18 +1,30 @@
 """Output folders that never destroy what the user wrote.
 
-`claim_out` checks `--out` before any work is done: a new folder, an empty one, or a folder aifabric wrote a run
-into before (its `summary.json` says so, and every other file in it has a name aifabric writes) is accepted;
-a folder holding anything else is refused (exit 2) unless `--force`. The run is written into a hidden staging
-folder beside the target and moved into place when every file is complete (`OutFolder.publish`), summary.json
-last, so the target never holds a mix of a half-written run and the user's files.
+`claim_out` checks `--out` before any work is done: a new folder, an empty one, or a folder aifabric wrote the
+same kind of output into before (its marker file, e.g. `summary.json`, is aifabric's, and every other entry has a
+name that command writes) is accepted; a folder holding anything else is refused (exit 2) unless `--force`. The
+output is written into a hidden staging folder beside the target and moved into place when every file is
+complete (`OutFolder.publish`), the marker last, so the target never holds a mix of a half-written run and the
+user's files. What each command writes is its `Layout` (RUN, COMPARE, TRAIN, SWEEP, PACKET, PLAN).
+
+`claim_file` does the same for a command that writes one file (`calibrate ... --out FILE`): an existing file is
+replaced only when aifabric wrote it (its first line says so) or with `--force`; it is written to a temporary file
+beside it and renamed over it (report.files.write_atomic).
+
+A Ctrl-C while the staged files are moved in, or while an interrupted run writes what it has, is held until that
+is done (`held_interrupts`): a second Ctrl-C never leaves a half-moved folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,80 +36,131 @@ RUN_FILES = frozenset({"summary.json", "trace.json", "report.html", "scenario.ya
 SHOWN = 5  # foreign files named in the message
 
 
-def _written_by_aifabric(summary: Path, keys: tuple[str, ...] = ("aifabric_version", "schema_version")) -> bool:
+def _json_object_with(path: Path, keys: tuple[str, ...]) -> bool:
     try:
-        if summary.stat().st_size > 1 << 30:
+        if not path.is_file() or path.stat().st_size > 1 << 30:
             return False
-        data = json.loads(summary.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and all(k in data for k in keys)
 
 
-def foreign_entries(folder: Path, names: frozenset[str] = RUN_FILES) -> list[str]:
-    """Entries of `folder` aifabric did not write there: all of them, unless its summary.json is aifabric's; then
-    those whose names are not of a run's files."""
-    entries = sorted(p.name for p in folder.iterdir())
+@dataclass(frozen=True)
+class Layout:
+    """What one command writes into its --out folder: a marker file (a JSON object with `keys`) that says
+    aifabric wrote the folder, and the names of the files (`files`) and folders (`dirs`) it writes, as regular
+    expressions; a folder entry matching `dirs` is aifabric's only when `inner` (if any) finds nothing foreign
+    in it."""
+
+    marker: str
+    keys: tuple[str, ...]
+    files: str
+    dirs: str = r"(?!)"
+    inner: Layout | None = None
+    what: str = "the run"
+
+    def ours(self, folder: Path) -> bool:
+        return _json_object_with(folder / self.marker, self.keys)
+
+    def owns(self, entry: Path) -> bool:
+        """An entry of a folder this layout wrote that is one of its own files or folders."""
+        if entry.is_file() and not entry.is_symlink():
+            return re.fullmatch(self.files, entry.name) is not None
+        if entry.is_dir() and not entry.is_symlink() and re.fullmatch(self.dirs, entry.name):
+            return self.inner is None or not foreign_entries(entry, self.inner)
+        return False
+
+
+RUN = Layout("summary.json", ("aifabric_version", "schema_version"),
+             "|".join(re.escape(n) for n in sorted(RUN_FILES)))
+COMPARE = Layout("compare.json", ("variants", "schema_version"), r"compare\.(json|html)", dirs=r"\d{2,}-.+",
+                 inner=RUN, what="the comparison")
+TRAIN = Layout("train.json", ("aifabric_version", "schema_version"),
+               r"train\.json|report\.html|weights\.pt|trace\.jsonl|explain\.json|scenario\.yaml", what="the run")
+SWEEP = Layout("sweep.json", ("schema_version", "kind", "cases"),
+               r"sweep\.json|results\.(csv|parquet)|plotly\.min\.js|(sweep|optimize)\.html|optimize\.json",
+               dirs="runs", what="the sweep")
+PACKET = Layout("packet-stats.json", ("scenario",), r"packet-stats\.json|packet\.html|[\w.=-]+\.pcap", what="the run")
+PLAN = Layout("plan.json", ("name", "design"), r"plan\.json|bom\.csv|cabling\.csv|addressing\.csv",
+              what="the plan")
+
+
+def foreign_entries(folder: Path, layout: Layout = RUN) -> list[str]:
+    """Entries of `folder` aifabric did not write there: all of them, unless its marker file is aifabric's; then
+    those that are not of the layout's files and folders."""
+    entries = sorted(folder.iterdir())
     if not entries:
         return []
-    ours = _written_by_aifabric(folder / "summary.json")
-    return [n for n in entries if not (ours and n in names and (folder / n).is_file())]
+    ours = layout.ours(folder)
+    return [p.name for p in entries if not (ours and layout.owns(p))]
+
+
+@contextlib.contextmanager
+def held_interrupts():
+    """Hold a Ctrl-C (SIGINT) until the block is done, then raise it: files being moved or written when it came
+    are complete. Outside the main thread (no signal handlers there) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if getattr(signal.getsignal(signal.SIGINT), "holds", False):  # inside another such block: that one holds it
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(signum, frame) -> None:
+        caught.append(signum)
+
+    hold.holds = True  # type: ignore[attr-defined]
+    try:
+        previous = signal.signal(signal.SIGINT, hold)
+    except ValueError:  # pragma: no cover - not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @dataclass
 class OutFolder:
     target: Path
     staging: Path
-    names: frozenset[str] = RUN_FILES
+    layout: Layout = RUN
 
     def publish(self) -> Path:
-        """Move the staged files into the target; files of an earlier aifabric run there that this run did not
-        write are removed (its summary.json first, so the folder never claims a completeness it lacks)."""
-        self.target.mkdir(parents=True, exist_ok=True)
-        new = sorted(p.name for p in self.staging.iterdir())
-        old_summary = self.target / "summary.json"
-        ours = _written_by_aifabric(old_summary)
-        if ours:
-            old_summary.unlink(missing_ok=True)
-            for name in self.names - set(new):
-                path = self.target / name
-                if path.is_file():
-                    path.unlink()
-        for name in sorted(new, key=lambda n: n == "summary.json"):  # summary.json last
-            os.replace(self.staging / name, self.target / name)
-        self.discard()
+        """Move the staged files into the target; the entries of an earlier aifabric output there that this one
+        did not write are removed (its marker first, so the folder never claims a completeness it lacks). A
+        Ctrl-C meanwhile is held until the move is done."""
+        with held_interrupts():
+            self.target.mkdir(parents=True, exist_ok=True)
+            new = sorted(p.name for p in self.staging.iterdir())
+            marker = self.layout.marker
+            if self.layout.ours(self.target):
+                (self.target / marker).unlink(missing_ok=True)
+                for entry in sorted(self.target.iterdir()):
+                    if entry.name not in new and self.layout.owns(entry):
+                        _remove(entry)
+            for name in sorted(new, key=lambda n: n == marker):  # the marker last
+                dst = self.target / name
+                if dst.is_dir() and not dst.is_symlink():
+                    shutil.rmtree(dst)  # an earlier output's folder of the same name (or --force)
+                os.replace(self.staging / name, dst)
+            self.discard()
         return self.target
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
-
-
-def compare_out(out: Path, force: bool = False) -> Path:
-    """`compare --out`: a new or empty folder, or one an earlier comparison wrote (its compare.json is aifabric's,
-    and the rest is compare.html and numbered run folders); otherwise refused (exit 2) unless `force`."""
-    import re
-
-    if out.exists() and not out.is_dir():
-        raise InputError(Problem("--out", f"{out} exists and is not a directory"))
-    if out.is_dir() and not force:
-        try:
-            entries = sorted(out.iterdir())
-            ours = _written_by_aifabric(out / "compare.json", ("variants", "schema_version"))
-        except OSError as exc:
-            raise InputError(Problem("--out", f"cannot read {out}: {exc.strerror or exc}")) from None
-        foreign = [p.name for p in entries if not (ours and (
-            (p.is_file() and p.name in ("compare.json", "compare.html"))
-            or (p.is_dir() and re.match(r"^\d{2,}-", p.name) and not foreign_entries(p))))]
-        if foreign:
-            more = f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else ""
-            raise InputError(Problem(
-                "--out", f"{out} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); give "
-                         "a new or empty folder, or add --force to write the comparison into it anyway"))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(Problem("--out", f"cannot create {out}: {exc.strerror or exc}")) from None
-    return out
 
 
 def probe_out(path: Path | None, kind: str, flag: str = "--out") -> None:
@@ -125,36 +188,77 @@ def out_path(value: str) -> Path:
     return Path(value)
 
 
+def check_folder(out: str | Path, force: bool = False, layout: Layout = RUN, flag: str = "--out",
+                 prefix: str = "aifabric-run") -> Path:
+    """The checks of `claim_out` alone (no staging folder): `out` as an absolute path, or InputError naming
+    `flag`."""
+    if not str(out).strip():
+        raise InputError(Problem(flag, "is empty: give a folder name (or leave it out for a new "
+                                       f"{prefix}-<time> folder in the current directory)"))
+    target = Path(out).expanduser()
+    try:
+        if target.exists() and not target.is_dir():
+            raise InputError(Problem(flag, f"{target} exists and is not a directory"))
+        foreign = foreign_entries(target, layout) if target.is_dir() else []
+    except OSError as exc:
+        raise InputError(Problem(flag, f"cannot read {target}: {exc.strerror or exc}")) from None
+    if foreign and not force:
+        more = f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else ""
+        raise InputError(Problem(
+            flag, f"{target} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); "
+                  f"give a new or empty folder, or add --force to write {layout.what} into it anyway (files of the "
+                  "same names are replaced, others kept)"))
+    return Path(os.path.abspath(target))
+
+
 def claim_out(out: str | Path | None, force: bool = False, prefix: str = "aifabric-run",
-              names: frozenset[str] = RUN_FILES) -> OutFolder:
+              layout: Layout = RUN, flag: str = "--out") -> OutFolder:
     """Check `--out` and create the staging folder; raise InputError naming --out for any folder that would lose
     the user's files (without `force`), an empty name, or a place that cannot be written."""
     if out is None:
         from ..report.files import new_run_dir
 
-        target = new_run_dir(prefix=prefix)
+        try:
+            target = Path(os.path.abspath(new_run_dir(prefix=prefix)))
+        except OSError as exc:
+            raise InputError(Problem(flag, f"cannot create a {prefix}-<time> folder in the current directory: "
+                                           f"{exc.strerror or exc}; give one with {flag}")) from None
     else:
-        if not str(out).strip():
-            raise InputError(Problem("--out", "is empty: give a folder name (or leave --out out for a new "
-                                              f"{prefix}-<time> folder in the current directory)"))
-        target = Path(out).expanduser()
-        if target.exists() and not target.is_dir():
-            raise InputError(Problem("--out", f"{target} exists and is not a directory"))
-        if target.is_dir():
-            try:
-                foreign = foreign_entries(target, names)
-            except OSError as exc:
-                raise InputError(Problem("--out", f"cannot read {target}: {exc.strerror or exc}")) from None
-            if foreign and not force:
-                more = f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else ""
-                raise InputError(Problem(
-                    "--out", f"{target} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); "
-                             "give a new or empty folder, or add --force to write the run into it anyway (files of "
-                             "the same names are replaced, others kept)"))
-    target = Path(os.path.abspath(target))
+        target = check_folder(out, force, layout, flag, prefix)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name or 'out'}.partial-", dir=target.parent))
     except OSError as exc:
-        raise InputError(Problem("--out", f"cannot write beside {target}: {exc.strerror or exc}")) from None
-    return OutFolder(target, staging, names)
+        raise InputError(Problem(flag, f"cannot write beside {target}: {exc.strerror or exc}")) from None
+    return OutFolder(target, staging, layout)
+
+
+def compare_out(out: Path, force: bool = False) -> Path:
+    """`compare --out` checked and created (no staging): kept for callers of the earlier interface."""
+    target = check_folder(out, force, COMPARE)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(Problem("--out", f"cannot create {target}: {exc.strerror or exc}")) from None
+    return target
+
+
+def claim_file(out: Path, force: bool, header: str, flag: str = "--out") -> Path:
+    """A file to write (`calibrate ... --out FILE`), checked before any work: not a folder, in a place that takes
+    a file, and, if it exists, one aifabric wrote (its text starts with `header`) unless `force`."""
+    if not str(out).strip():
+        raise InputError(Problem(flag, "is empty: give the file to write"))
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise InputError(Problem(flag, f"{path} is a directory; give the file to write"))
+    if path.exists() and not force:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                head = fh.read(len(header))
+        except OSError as exc:
+            raise InputError(Problem(flag, f"cannot read {path}: {exc.strerror or exc}")) from None
+        if head != header:
+            raise InputError(Problem(flag, f"{path} exists and aifabric did not write it; give another file, or add "
+                                           "--force to replace it"))
+    probe_out(path, "file", flag)
+    return path

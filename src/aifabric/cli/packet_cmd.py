@@ -54,6 +54,8 @@ def packet(
     seed: int = typer.Option(None, "--seed", help="seed of the WRED marking draws (default: 0 for the stories, "
                                                   "the scenario's seed for a file)"),
     max_events: int = typer.Option(400, "--max-events", help="narrated events printed with --explain"),
+    force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did "
+                                                      "not write there"),
 ) -> None:
     """Run a packet-level story of Deep Learning for Network Engineers (Ch. 10-12), or a scenario file's
     iteration, on the packet engine; print what happened, optionally narrated and captured."""
@@ -92,8 +94,10 @@ def packet(
             problems.append(Problem(flag, f"the {scenario} story compares the values of {flag} itself"))
     if problems:
         raise InputError(problems)
-    from .outdir import probe_out
+    from .outdir import PACKET, check_folder, probe_out
 
+    if out is not None:  # a folder of the user's files is refused before the run (--force)
+        out = check_folder(out, force, PACKET)
     probe_out(out, "dir")  # before the run: an OS error after it was exit 1
     probe_out(pcap, "file", "--pcap")
     traced = tuple(flows) if flows else (0,)
@@ -137,7 +141,12 @@ def _check_traced(traced: tuple[int, ...], available: int, what: str) -> None:
 def _write_pcap(pcap: Path, net) -> str:
     from ..packet.pcap import write_pcap
 
-    n = write_pcap(pcap, net.captured, net)
+    tmp = pcap.with_name(f".{pcap.name}.tmp")  # written beside it, then renamed: never a half-written pcap
+    try:
+        n = write_pcap(tmp, net.captured, net)
+        tmp.replace(pcap)
+    finally:
+        tmp.unlink(missing_ok=True)
     return f"{pcap} ({n} frames)"
 
 
