@@ -39,8 +39,10 @@ class PacketRun:
 
 def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None,
                progress: Callable[[int, int], None] | None = None, hash_seed: int = 0,
-               per_switch_seed: bool = False) -> PacketRun:
-    """Run `graph` packet by packet. Ctrl-C raises `Interrupted` with the timeline so far."""
+               per_switch_seed: bool = False,
+               queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None) -> PacketRun:
+    """Run `graph` packet by packet. Ctrl-C raises `Interrupted` with the timeline so far. `queue_pairs`
+    (`Router.queue_pairs()`): each transfer's QP numbers and UDP source port, as the router hashed them."""
     net = Network(fabric, cfg, hash_seed=hash_seed, per_switch_seed=per_switch_seed)
     net.link_bin_s = 1e-6
     for p in net.ports:
@@ -88,13 +90,16 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
         for li in pcie:
             pcie_bytes[li] += size
 
+        qp = queue_pairs.get((graph.rank[t], graph.dst[t], tuple(route))) if queue_pairs else None
+        qp_kw = {"qpn": qp[0], "sport": qp[2]} if qp else {}
+
         def done(flow, t=t, tail=tail, pcie=pcie, size=size, t0=now + head) -> None:
             if pcie and sim.now > t0:
                 pcie_spans.append((t0, sim.now, pcie, size))
             sim.at(sim.now + tail, complete, t)
 
-        net.start_at(now + head, tuple(route), size, on_done=done, name=graph.name[t]) if head > 0 else \
-            net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t])
+        net.start_at(now + head, tuple(route), size, on_done=done, name=graph.name[t], **qp_kw) if head > 0 else \
+            net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
 
     for t in range(n):
         if waiting[t] == 0:
@@ -206,7 +211,7 @@ def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None
         cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
     try:
         pr = run_packet(graph, fabric, cfg, progress, hash_seed=scenario.fabric.ecmp_hash_seed,
-                        per_switch_seed=scenario.fabric.per_switch_hash_seed)
+                        per_switch_seed=scenario.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs())
         timeline, stats, complete, network = pr.timeline, pr.stats, True, pr.network if keep_network else None
     except Interrupted as exc:
         timeline, stats, complete, network = exc.timeline, None, False, None

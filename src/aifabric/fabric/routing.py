@@ -261,6 +261,18 @@ class Router:
         """The route the ECMP hash gives this pair for another UDP source port (Monte Carlo over QPs)."""
         return self._build(src_rank, dst_rank, 0, udp_sport)
 
+    def queue_pairs(self) -> dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]]:
+        """The QPs behind the routes built so far: (source rank, destination rank, route links) -> (local QPN,
+        remote QPN, UDP source port), so that the packet engine sends each transfer on the QP, and therefore
+        the 5-tuple and the ECMP path, that this router hashed (the first channel when several share a route)."""
+        out: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] = {}
+        for (src, dst, channel), route in self._routes.items():
+            qp = self.qps._qps.get((src, dst, channel))
+            if route.flow is None or qp is None:
+                continue
+            out.setdefault((src, dst, route.links), (qp[0], qp[1], route.flow.src_port))
+        return out
+
     def paths(self, src_rank: int, dst_rank: int, max_paths: int = MAX_PATHS) -> list[tuple[Route, float]]:
         """Every equal-cost route between two ranks, each with the share of traffic a per-hop uniform
         spray sends on it (products of 1/|ECMP group|; shares sum to 1). At most `max_paths` routes."""
