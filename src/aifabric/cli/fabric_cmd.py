@@ -90,10 +90,16 @@ def plan_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="write plan.json, bom.csv, cabling.csv, addressing.csv here"),
     prices: Path = typer.Option(None, "--prices", help="a price table (YAML) over the documented defaults "
                                 "(costs/prices.py; the file's entries replace the scenario's costs.prices)"),
+    force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did "
+                               "not write there (files of the same names are replaced, others kept)"),
 ) -> int:
     """Bill of materials, capacity per tier (non-blocking or not), failure domains, power and cost, cabling and
     addressing."""
     check_out(out, "dir")
+    if out is not None:  # a folder of the user's files is refused before any work (--force)
+        from .outdir import PLAN, check_folder
+
+        out = check_folder(out, force, PLAN)
     from rich.table import Table
 
     from ..fabric import build
@@ -168,9 +174,16 @@ def plan_cmd(
         if total > len(rows):
             console.print(f"  … {total - len(rows):,} more subnets (all in addressing.csv with --out)")
         if d.leaf_host_ports and d.servers_per_segment > 0:
-            _print_rail_map(d)
+            _print_rail_map(d, hw.fabric.port_layout)
     if out is not None:
-        _write_plan_files(out, hw, f, plan, d, costs)
+        from .outdir import PLAN, claim_out
+
+        folder = claim_out(out, True, layout=PLAN)  # checked above; staged, moved in when every file is written
+        try:
+            _write_plan_files(folder.staging, hw, f, plan, d, costs)
+            folder.publish()
+        finally:
+            folder.discard()
         console.print(f"wrote {out}/: plan.json, bom.csv, cabling.csv" + (", addressing.csv"
                                                                          if d.topology != "custom" else ""))
     return 0
@@ -215,24 +228,23 @@ def _print_costs(bom, hw: HardwareSpec):
     return data
 
 
-def _print_rail_map(d: Design) -> None:
+def _print_rail_map(d: Design, layout: str) -> None:
     from rich.table import Table
 
-    from ..fabric.cabling import rail_interface_blocks
+    from ..fabric.cabling import layout_used, rail_interfaces
 
-    hosts, rails = d.servers_per_segment, d.rails_per_switch * d.ports_per_nic_per_plane
-    if rails < 2:
+    if d.rails_per_switch * d.ports_per_nic_per_plane < 2:
         return
-    try:
-        blocks = rail_interface_blocks(d.leaf_radix, hosts, rails)
-    except ValueError:
-        return
-    console.print(f"[italic]Rail -> interface blocks on a {d.leaf_radix}-port rail switch, {hosts} hosts "
-                  "(Figure 13-6 interleave, port_layout: interleaved)[/]")
+    used = layout_used(d, layout)
+    figure = {"interleaved": "Figure 13-6 interleave", "host-major": "Figure 13-4, by host",
+              "rail-major": "Figures 13-11/13-12, by rail"}[used]
+    note = "" if used == layout else f"; port_layout {layout} does not fit this switch"
+    console.print(f"[italic]Rail -> interfaces on each {d.leaf_radix}-port rail switch, {d.servers_per_segment} hosts "
+                  f"(port_layout: {used}, {figure}{note}; as in cabling.csv)[/]")
     t = Table()
     t.add_column("rail")
     t.add_column("interfaces")
-    for r, ports in blocks.items():
+    for r, ports in rail_interfaces(d, layout).items():
         t.add_row(f"Rail-{r + 1}", ", ".join(map(str, ports)))
     console.print(t)
 

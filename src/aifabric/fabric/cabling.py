@@ -103,6 +103,25 @@ def leaf_ports(d: Design, layout: str) -> LeafPorts:
     return LeafPorts(slots, list(range(n_host + 1, n_host + uplinks + 1)))
 
 
+def layout_used(d: Design, layout: str) -> str:
+    """The layout `leaf_ports` applies: `interleaved` falls back to rail-major when the switch does not split."""
+    if layout != "interleaved":
+        return layout
+    found = interleaved_layout(d.leaf_radix, d.servers_per_segment, d.rails_per_switch * d.ports_per_nic_per_plane)
+    return "interleaved" if found is not None and len(found[1]) >= d.leaf_up_ports else "rail-major"
+
+
+def rail_interfaces(d: Design, layout: str) -> dict[int, list[int]]:
+    """Rail slot on one rail switch (0-based: rail within the switch x NIC ports per plane) -> its host
+    interfaces in ascending order, under the layout the cabling plan uses (`leaf_ports`): the same
+    numbers as cabling.csv."""
+    ports = leaf_ports(d, layout)
+    out: dict[int, list[int]] = {}
+    for (_h, r, k), interface in ports.host.items():
+        out.setdefault(r * d.ports_per_nic_per_plane + k, []).append(interface)
+    return {slot: sorted(v) for slot, v in sorted(out.items())}
+
+
 def interface_name(n: int) -> str:
     return f"Ethernet1/{n}"
 
