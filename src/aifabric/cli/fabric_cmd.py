@@ -159,7 +159,7 @@ def plan_cmd(
     console.print(fd)
 
     if d.topology != "custom":
-        ap = AddressPlan.of(d, hw.fabric.address_block, hw.fabric.subnet_per, hw.fabric.vlan_base)
+        ap = AddressPlan.from_spec(d, hw.fabric)
         addr = Table(title=f"Addressing: a /{ap.subnet_prefix} per {'rail' if ap.per_rail else 'rail switch'} "
                            f"per segment, aggregated per rail switch", title_justify="left")
         for col in ("pod", "segment", "rails", "VLAN", "subnet", "gateway", "aggregate (BGP)"):
@@ -271,7 +271,7 @@ def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design, costs: di
     bom_rows += [("nic", "host", d.host_speed_gbps, plan.bom.nics)]
     write_atomic(out / "bom.csv", _csv(("item", "tier", "speed_gbps", "count"), bom_rows))
     if d.topology != "custom":
-        ap = AddressPlan.of(d, hw.fabric.address_block, hw.fabric.subnet_per, hw.fabric.vlan_base)
+        ap = AddressPlan.from_spec(d, hw.fabric)
         rows = [(s.switch_group[0] + 1, s.switch_group[1] + 1, " ".join(str(r + 1) for r in s.rails), s.vlan,
                  s.network, s.gateway, agg) for s, agg in ap.rows()]
         write_atomic(out / "addressing.csv", _csv(("pod", "segment", "rails", "vlan", "subnet", "gateway",

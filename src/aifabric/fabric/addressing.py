@@ -5,6 +5,9 @@ advertise a single summary route (seeds Figure 13-10: connected routes -> BGP Lo
 Adj-RIB-Out). The two switches of a dual-port (MLAG / ESI) pair share the rail's subnet. The rail
 switch is the subnets' default gateway (.1); hosts follow from .2 in server order.
 
+Subnets are the smallest that hold their hosts unless `fabric.subnet_prefix_length` sets them: the book's
+/28 per rail of Figure 13-10 (4 hosts), /25 of Figure 13-11 (16 hosts), /24 of Figure 13-12 (32 hosts).
+
 Aggregates are computed, not typed: the seeds' own summaries are wrong (spec errata #3 and #4):
 10.0.1.0/28 + 10.0.2.0/28 is not inside 10.0.1.0/24 (the covering aggregate is 10.0.0.0/22), and
 10.0.1.0/25 + 10.0.128.0/25 needs 10.0.0.0/16.
@@ -62,10 +65,18 @@ class AddressPlan:
     block: ipaddress.IPv4Network
     per_rail: bool  # True: a subnet per rail; False: one per rail switch (rail group)
     vlan_base: int
+    prefix: int | None = None  # subnet prefix length; None: the smallest subnet that holds the hosts
 
     @classmethod
-    def of(cls, design: Design, block: str = "10.0.0.0/8", subnet_per: str = "rail", vlan_base: int = 101):
-        return cls(design, ipaddress.IPv4Network(block), subnet_per == "rail", vlan_base)
+    def of(cls, design: Design, block: str = "10.0.0.0/8", subnet_per: str = "rail", vlan_base: int = 101,
+           prefix: int | None = None):
+        return cls(design, ipaddress.IPv4Network(block), subnet_per == "rail", vlan_base, prefix)
+
+    @classmethod
+    def from_spec(cls, design: Design, fabric) -> AddressPlan:
+        """The plan of a scenario's `fabric` section (address_block, subnet_per, vlan_base, subnet_prefix_length)."""
+        return cls.of(design, fabric.address_block, fabric.subnet_per, fabric.vlan_base,
+                      getattr(fabric, "subnet_prefix_length", None))
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -74,8 +85,17 @@ class AddressPlan:
         return d.servers_per_segment * (1 if self.per_rail else d.rails_per_switch)
 
     @property
-    def subnet_prefix(self) -> int:
+    def smallest_prefix(self) -> int:
+        """The longest prefix that holds a subnet's hosts, gateway, network and broadcast addresses."""
         return prefix_for_hosts(self.hosts_per_subnet)
+
+    @property
+    def subnet_prefix(self) -> int:
+        """The given prefix length (the book's /28, /25, /24 of Figures 13-10..13-12), else the smallest fit."""
+        return self.smallest_prefix if self.prefix is None else self.prefix
+
+    def prefix_holds_hosts(self) -> bool:
+        return self.subnet_prefix <= self.smallest_prefix
 
     @property
     def subnets_per_switch(self) -> int:

@@ -117,7 +117,7 @@ def _add_server(f: Fabric, d: Design, s: int, cluster: ClusterSpec, ip_of) -> li
 def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabric") -> Fabric:
     """single-switch, rail-only, rail-optimized and multi-pod: one parametric Clos builder."""
     d = resolve(cluster, fabric)
-    plan = AddressPlan.of(d, fabric.address_block, fabric.subnet_per, fabric.vlan_base)
+    plan = AddressPlan.from_spec(d, fabric)
     host_bps = gbps_to_bytes_per_s(d.host_speed_gbps)
     spine_bps = gbps_to_bytes_per_s(d.spine_speed_gbps)
     ss_bps = gbps_to_bytes_per_s(d.superspine_speed_gbps)

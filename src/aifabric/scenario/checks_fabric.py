@@ -119,8 +119,13 @@ def check_fabric_spec(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
         out += _radix("fabric.superspine_radix" if f.superspine_radix else "fabric.switch_radix", "super-spine",
                       d.superspine_down_ports, f"{d.pods} pods x spines of its plane x {d.links_per_superspine}",
                       d.superspine_radix)
-    plan = AddressPlan.of(d, f.address_block, f.subnet_per, f.vlan_base)
-    if not plan.fits():
+    plan = AddressPlan.from_spec(d, f)
+    if not plan.prefix_holds_hosts():
+        out.append(Problem("fabric.subnet_prefix_length",
+                           f"a /{plan.subnet_prefix} holds {(1 << (32 - plan.subnet_prefix)) - 3} hosts after the "
+                           f"network, gateway and broadcast addresses; a subnet here has {plan.hosts_per_subnet} "
+                           f"(/{plan.smallest_prefix} or shorter)"))
+    elif not plan.fits():
         out.append(Problem("fabric.address_block", f"the rail subnets need {plan.addresses_needed:,} addresses; "
                                                    f"{f.address_block} has {plan.block.num_addresses:,}"))
     if plan.vlan(d.rails - 1) > 4094:

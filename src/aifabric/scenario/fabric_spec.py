@@ -166,6 +166,9 @@ class FabricSpec(Strict):
     address_block: str = Field("10.0.0.0/8", description="IPv4 block the rail subnets are carved from")
     subnet_per: Literal["rail", "switch"] = Field(
         "rail", description="one subnet + VLAN per rail on each switch, or one per rail switch (rail group)")
+    subnet_prefix_length: int | None = Field(
+        None, ge=8, le=30, description="prefix length of every rail subnet (default: the smallest that holds its "
+                                       "hosts); the book's /28, /25 and /24 of Figures 13-10..13-12")
     vlan_base: int = Field(101, ge=1, le=4094, description="VLAN of rail 1 (the book: 101, 102, ...)")
     port_layout: Literal["rail-major", "host-major", "interleaved"] = Field(
         "rail-major", description="host ports on a rail switch: by rail (13-11/12), by host (13-4), or the "
