@@ -17,6 +17,11 @@ from ..errors import InputError, Problem
 from .app import app
 from .console import PIPE_WIDTH, make_console
 from .errors import Interrupted
+from .outdir import claim_file
+
+FORCE_HELP = "replace an --out file aifabric did not write"
+NCCL_HEAD = "# aifabric calibrate nccl-tests"
+GEMM_HEAD = "# aifabric calibrate gemm"  # the first words of GemmTable.to_yaml
 
 console = make_console()
 err_console = Console(stderr=True)
@@ -94,6 +99,7 @@ def nccl_tests(
     nic_gbps: float = typer.Option(0, "--nic-gbps", help="NIC speed per GPU, Gb/s (0: the catalog's for the GPU)"),
     op: str = typer.Option(None, "--op", help="the operation, for files that do not say (allreduce, allgather, ...)"),
     out: Path = typer.Option(Path("calibration.yaml"), "--out", "-o", help="the calibration file to write"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Fit per-tier bandwidth efficiency and extra latency to nccl-tests outputs; write a calibration file."""
     import yaml
@@ -118,6 +124,7 @@ def nccl_tests(
         problems.append(Problem("--out", f"{out} is a directory"))
     if problems:
         raise InputError(problems)
+    out = claim_file(out, force, NCCL_HEAD)  # before any work: never over a file of the user's
     runs = []
     for path in files:
         try:
@@ -167,7 +174,7 @@ def nccl_tests(
                                                                    for f in cal.files):
         console.print("  [yellow]note:[/] no single-node file: the network fit took NVLink at its nominal "
                       "bandwidth and latency", highlight=False)
-    head = ("# aifabric calibrate nccl-tests: per-tier corrections to the collective cost model\n"
+    head = (f"{NCCL_HEAD}: per-tier corrections to the collective cost model\n"
             "# use it in a scenario: calibration: <this file>\n")
     write_atomic(out, head + yaml.safe_dump({"calibration": blocks}, sort_keys=False, width=120))
     console.print(f"wrote {out} ({', '.join(blocks)})")
@@ -181,6 +188,7 @@ def gemm(
     quick: bool = typer.Option(False, "--quick", help="a small grid (64 shapes up to 512): seconds, even on a CPU"),
     out: Path = typer.Option(Path("gemm-table.yaml"), "--out", "-o", help="the GEMM table to write"),
     repeats: int = typer.Option(5, "--repeats", help="timed samples per shape (the median is kept)"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Time torch.matmul over a grid of M, N, K on this machine; write a GEMM table for `calibration.gemm`."""
     from rich.markup import escape
@@ -201,6 +209,7 @@ def gemm(
         problems.append(Problem("--out", f"{out} is a directory"))
     if problems:
         raise InputError(problems)
+    out = claim_file(out, force, GEMM_HEAD)  # before any work: never over a file of the user's
     try:
         import torch
     except ImportError:

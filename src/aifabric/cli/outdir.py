@@ -59,9 +59,16 @@ class Layout:
     dirs: str = r"(?!)"
     inner: Layout | None = None
     what: str = "the run"
+    dirs_alone: bool = False  # a folder of its folders alone, without the marker, is aifabric's too (a cut-off
+    # comparison: the variants finished, no compare.json)
 
     def ours(self, folder: Path) -> bool:
-        return _json_object_with(folder / self.marker, self.keys)
+        if _json_object_with(folder / self.marker, self.keys):
+            return True
+        if not self.dirs_alone:
+            return False
+        entries = list(folder.iterdir())
+        return bool(entries) and all(p.is_dir() and self.owns(p) for p in entries)
 
     def owns(self, entry: Path) -> bool:
         """An entry of a folder this layout wrote that is one of its own files or folders."""
@@ -75,7 +82,7 @@ class Layout:
 RUN = Layout("summary.json", ("aifabric_version", "schema_version"),
              "|".join(re.escape(n) for n in sorted(RUN_FILES)))
 COMPARE = Layout("compare.json", ("variants", "schema_version"), r"compare\.(json|html)", dirs=r"\d{2,}-.+",
-                 inner=RUN, what="the comparison")
+                 inner=RUN, what="the comparison", dirs_alone=True)
 TRAIN = Layout("train.json", ("aifabric_version", "schema_version"),
                r"train\.json|report\.html|weights\.pt|trace\.jsonl|explain\.json|scenario\.yaml", what="the run")
 SWEEP = Layout("sweep.json", ("schema_version", "kind", "cases"),
@@ -208,7 +215,21 @@ def check_folder(out: str | Path, force: bool = False, layout: Layout = RUN, fla
             flag, f"{target} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); "
                   f"give a new or empty folder, or add --force to write {layout.what} into it anyway (files of the "
                   "same names are replaced, others kept)"))
-    return Path(os.path.abspath(target))
+    target = Path(os.path.abspath(target))
+    _can_create(target.parent, flag)
+    return target
+
+
+def _can_create(folder: Path, flag: str) -> None:
+    """Without touching anything: the nearest existing folder on the way to `folder` is a folder this process may
+    write in (a file on the way, or a read-only place, was an OS error after the run)."""
+    here = folder
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    if not here.is_dir():
+        raise InputError(Problem(flag, f"cannot create {folder}: {here} is not a directory"))
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise InputError(Problem(flag, f"cannot write in {here}: permission denied"))
 
 
 def claim_out(out: str | Path | None, force: bool = False, prefix: str = "aifabric-run",

@@ -27,22 +27,6 @@ FORCE_HELP = ("write into an --out folder that holds files aifabric did not writ
 PROGRESS_MIN_TASKS = 20_000
 
 
-def _out_dir(out: Path | None) -> Path:
-    if out is None:
-        from ..report.files import new_run_dir
-
-        return new_run_dir()
-    from ..errors import InputError, Problem
-
-    if out.exists() and not out.is_dir():
-        raise InputError(Problem("--out", f"{out} exists and is not a directory"))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(Problem("--out", f"cannot create {out}: {exc.strerror or exc}")) from None
-    return out
-
-
 def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
                    force: bool = False) -> int:
     import time
@@ -105,8 +89,11 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
             write_report(run, folder.staging, scenario_text)  # complete files, then moved into place
             folder.publish()
         except KeyboardInterrupt:  # outside the event loop (which stops itself and returns what it has)
-            written = _write_stopped(folder.staging, scenario, scenario_text, stage[0])
-            folder.publish()
+            from .outdir import held_interrupts
+
+            with held_interrupts():  # a second Ctrl-C waits until the files are in place
+                written = _write_stopped(folder.staging, scenario, scenario_text, stage[0])
+                folder.publish()
             raise Interrupted(f"stopped in stage {stage[0]!r}; wrote {out_dir}/: {', '.join(written)} "
                               "(summary.json: complete false)") from None
     finally:

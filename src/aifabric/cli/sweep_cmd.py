@@ -11,7 +11,8 @@ import typer
 from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
-from .run_cmds import _engine, _out_dir
+from .outdir import SWEEP, check_folder, claim_out, out_path
+from .run_cmds import FORCE_HELP, _engine
 
 console = make_console()
 
@@ -58,14 +59,29 @@ def _engine_or_problem(engine: str | None, problems: list[Problem]) -> str | Non
         return None
 
 
-def out_folder(out: Path | None, prefix: str, resume: bool) -> Path:
+def out_folder(out: Path | None, prefix: str, resume: bool, force: bool = False) -> Path:
+    """A sweep's folder, checked before anything runs: a new one, the sweep to resume (`resume`), or a folder that
+    holds nothing aifabric did not write there (or `force`). A sweep writes into it as it goes (each case's files
+    atomically, its row.json last), so that `--resume` finishes an interrupted one."""
     from ..report.files import new_run_dir
 
     if out is None:
-        return new_run_dir(prefix=prefix)
+        try:
+            return new_run_dir(prefix=prefix)
+        except OSError as exc:
+            raise InputError(Problem("--out", f"cannot create a {prefix}-<time> folder in the current directory: "
+                                              f"{exc.strerror or exc}; give one with --out")) from None
     if not resume and out.is_dir() and (out / "sweep.json").exists():
         raise InputError(Problem("--out", f"{out} holds a sweep already: --resume to finish it, or another --out"))
-    return _out_dir(out)
+    target = out if resume else check_folder(out, force, SWEEP)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(Problem("--out", f"cannot create {target}: {exc.strerror or exc}")) from None
+    from .outdir import probe_out
+
+    probe_out(target, "dir")
+    return target
 
 
 def progress_bar():
@@ -93,7 +109,9 @@ def sweep(
     vary: list[str] = typer.Option(None, "--vary", help=VARY_HELP),
     grid: bool = typer.Option(False, "--grid", help="every combination of the --vary fields' values"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    out: Path = typer.Option(None, "--out", "-o", help="the sweep's folder (default: a new aifabric-sweep-<time>)"),
+    out: Path = typer.Option(None, "--out", "-o", help="the sweep's folder (default: a new aifabric-sweep-<time>)",
+                             parser=out_path),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     resume: bool = typer.Option(False, "--resume", help="finish the sweep in --out: skip the cases it has done"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run the failed cases again"),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="record the combinations that do not validate "
@@ -127,8 +145,8 @@ def sweep(
     spec = definition("sweep", file, list(vary or []), grid, eng, cases)
     if resume:
         check_resume(out, spec)
-    folder = out_folder(out, "aifabric-sweep", resume)
-    write_json(folder / "sweep.json", spec)
+    folder = out_folder(out, "aifabric-sweep", resume, force)
+    write_json(folder / "sweep.json", {**spec, "complete": False})  # until every case is recorded
     for n in [note, *notes]:
         if n:
             console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
@@ -156,6 +174,8 @@ def sweep(
                            on_start=on_start, on_row=on_row)
     finally:
         bar.stop()
+    if not result.interrupted:
+        write_json(folder / "sweep.json", {**spec, "complete": len(result.rows) == len(cases)})
     print_outcome(result.rows, len(cases), folder, result.files)
     if result.interrupted:
         from .errors import Interrupted
@@ -215,7 +235,9 @@ def optimize(
                                "'best' a constraint needs, then one optimizes the objective)"),
     seed: int = typer.Option(0, "--seed", help="seed of the search"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    out: Path = typer.Option(None, "--out", "-o", help="the search's folder (default: a new aifabric-optimize-<time>)"),
+    out: Path = typer.Option(None, "--out", "-o", help="the search's folder (default: a new aifabric-optimize-<time>)",
+                             parser=out_path),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
     workers: int = typer.Option(None, "--workers", "-j", help=WORKERS_HELP),
@@ -225,12 +247,8 @@ def optimize(
     """Search the varied fields' combinations for the best objective under constraints (Optuna's TPE sampler;
     at random without Optuna), e.g. the cheapest fabric whose iteration time is within 2 % of the fastest; the
     runs it made are the evidence (table, optimize.html)."""
-    from rich.markup import escape
-
-    from ..report.files import write_json
-    from ..sweep.optimize import Space, parse_constraint, parse_objective, search
-    from ..sweep.run import case_payload, execute, make_backend, write_outputs
-    from ..sweep.store import definition, write_plotly
+    from ..sweep.optimize import Space, parse_constraint, parse_objective
+    from ..sweep.run import make_backend
 
     problems = check_run_options(workers=workers, timeout=timeout, address=address, backend=backend, resume=False,
                                  out=out)
@@ -250,7 +268,36 @@ def optimize(
     goal, cons = parsed[0], parsed[1:]
     space = Space.of(file, list(vary or []))
     pool, note = make_backend(backend, workers, timeout, address)
-    folder = out_folder(out, "aifabric-optimize", False)
+    # refused before anything runs when it would lose the user's files; the search is written into a staging
+    # folder and moved into --out when it ends (finished, or stopped by Ctrl-C)
+    claimed = claim_out(out, force, prefix="aifabric-optimize", layout=SWEEP)
+    try:
+        return _optimize_into(claimed, file, vary, eng, reports, goal, cons, trials, seed, space, pool, note)
+    except KeyboardInterrupt:  # outside the search's own handling (which stops it and writes what it has)
+        from ..report.files import write_json
+        from .errors import Interrupted
+        from .outdir import held_interrupts
+
+        with held_interrupts():
+            if not (claimed.staging / "sweep.json").exists():
+                write_json(claimed.staging / "sweep.json", {"schema_version": 1, "kind": "optimize",
+                                                            "scenario": str(file), "cases": [], "complete": False})
+            claimed.publish()
+        raise Interrupted(f"the search stopped; the runs made so far are in {claimed.target}/runs") from None
+    finally:
+        claimed.discard()
+
+
+def _optimize_into(claimed, file, vary, eng, reports, goal, cons, trials, seed, space, pool, note) -> int:
+    from rich.markup import escape
+
+    from ..report.files import write_json
+    from ..sweep.optimize import search
+    from ..sweep.run import case_payload, execute, write_outputs
+    from ..sweep.store import definition, write_plotly
+    from .errors import Interrupted
+
+    folder = claimed.staging
     if note:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     plotly = write_plotly(folder)
@@ -288,16 +335,15 @@ def optimize(
     evaluated = [space.cases[c] for c in space.cases]
     evaluated = [c for c in evaluated if any(r["case"] == c.id for r in result.rows)]
     write_json(folder / "sweep.json", definition("optimize", file, list(vary or []), True, eng, evaluated,
-                                                 {"search": result.to_dict()}))
+                                                 {"search": result.to_dict(), "complete": not result.interrupted}))
     write_json(folder / "optimize.json", result.to_dict())
     files = write_outputs(folder, evaluated, result.rows, f"{file.name}: {goal.text}", plotly,
                           extra_html=answer_html(result), name="optimize")
+    target = claimed.publish()
     print_answer(result)
-    print_outcome(result.rows, len(result.rows), folder, [*files, folder / "optimize.json"])
+    print_outcome(result.rows, len(result.rows), target, [target / f.name for f in [*files, folder / "optimize.json"]])
     if result.interrupted:
-        from .errors import Interrupted
-
-        raise Interrupted(f"the search stopped after {len(result.rows)} runs, recorded in {folder}")
+        raise Interrupted(f"the search stopped after {len(result.rows)} runs, recorded in {target}")
     return 0
 
 

@@ -12,8 +12,8 @@ from ..errors import InputError, Problem
 from .app import app
 from .console import make_console
 from ..train.names import LAYERS_HELP
-from .outdir import claim_out, out_path
-from .run_cmds import FORCE_HELP, OUT_HELP, _engine, _out_dir, write_report
+from .outdir import TRAIN, check_folder, claim_out, out_path
+from .run_cmds import FORCE_HELP, OUT_HELP, _engine, write_report
 
 console = make_console()
 
@@ -61,14 +61,15 @@ def train(
                                   help="first a run with traced and untraced steps interleaved: tracing's cost"),
     timeout: float = typer.Option(60.0, "--timeout", help="seconds without progress before the run is ended"),
     fault: str = typer.Option("", "--inject-fault", hidden=True, help="crash:RANK:STEP or hang:RANK:STEP"),
-    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    out: Path = typer.Option(None, "--out", "-o", help="output directory (default: a new aifabric-train-<time> "
+                             "folder in the current directory)", parser=out_path),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Train a small model for real: dp x tp x pp processes on torch.distributed (gloo on CPU, NCCL on GPU),
     every collective and send/recv traced into trace.jsonl."""
     import math
     import re
 
-    from ..report.files import new_run_dir, write_atomic, write_json
     from ..train.names import CELLS, MODELS, SCHEDULES, TP_STYLES
 
     problems: list[Problem] = []
@@ -114,31 +115,81 @@ def train(
                            explain_rank=explain_rank)
 
     check_config(config(""))  # before any folder is made or process started
-    out_dir = _out_dir(out) if out else new_run_dir(prefix="aifabric-train")
-    cfg = config(str(out_dir))
-    variant = "".join([f", layers {layers}" if layers else "", ", the book's LSTM cell" if cell == "book" else "",
-                       ", the book's tensor parallelism" if tp_style == "book" and tp > 1 else ""])
-    console.print(f"training {model}: dp {dp} x tp {tp} x pp {pp} = {cfg.layout.world_size} processes, "
-                  f"{steps} steps, {cfg.n_micro} micro-batch(es), {schedule if pp > 1 else 'no pipeline'}{variant}")
+    # refused before any process starts when it would lose the user's files; the run is written into a staging
+    # folder and moved into --out when complete (or when Ctrl-C stops it)
+    folder = claim_out(out, force, prefix="aifabric-train", layout=TRAIN)
+    try:
+        cfg = config(str(folder.staging))
+        variant = "".join([f", layers {layers}" if layers else "", ", the book's LSTM cell" if cell == "book" else "",
+                           ", the book's tensor parallelism" if tp_style == "book" and tp > 1 else ""])
+        console.print(f"training {model}: dp {dp} x tp {tp} x pp {pp} = {cfg.layout.world_size} processes, "
+                      f"{steps} steps, {cfg.n_micro} micro-batch(es), {schedule if pp > 1 else 'no pipeline'}{variant}")
+        stage = ["starting"]
+        try:
+            summary, record, files, replayable = _train_into(cfg, folder.staging, overhead, timeout, explain_step,
+                                                 explain_rank, stage)
+            folder.publish()
+        except KeyboardInterrupt:
+            written = _write_stopped_training(cfg, folder, stage[0])
+            raise _interrupted(f"stopped while {stage[0]}; wrote {folder.target}/: {', '.join(written)} "
+                               "(train.json: complete false)") from None
+    finally:
+        folder.discard()
+    _print(summary)
+    if explain_step:
+        _print_step(record)
+    console.print(f"\nwrote {folder.target}/: {files}")
+    if replayable:
+        console.print(f"replay it: aifabric replay {folder.target / summary['trace']} --scenario FILE")
+    return 0
+
+
+def _interrupted(message: str):
+    from .errors import Interrupted
+
+    return Interrupted(message)
+
+
+def _train_into(cfg, out_dir: Path, overhead: bool, timeout: float, explain_step: bool, explain_rank: int,
+                stage: list[str]) -> tuple[dict, dict | None, str, bool]:
+    """The training run (its processes write into `out_dir`, the staging folder), then train.json, report.html,
+    weights.pt; `stage` says what is being done (for a Ctrl-C)."""
+    from ..report.files import write_atomic, write_json
+    from ..train.launcher import launch
+    from ..train.summary import assemble_weights, build_train_summary, tracing_overhead
+
     measured = None
     if overhead:
+        stage[0] = "measuring the tracing overhead"
         scratch = out_dir / "overhead"
-        steps_each = max(5, steps)
+        steps_each = max(5, cfg.steps)
         alt = launch(replace(cfg, steps=2 * steps_each + 1, trace=True, alternate_trace=True, explain=False,
                              out=str(scratch)),
                      timeout_s=timeout)
         measured = tracing_overhead(alt)
         shutil.rmtree(scratch, ignore_errors=True)
+    stage[0] = "training"
     run = launch(cfg, timeout_s=timeout)
     import torch
 
-    torch.save(assemble_weights(out_dir, run), out_dir / "weights.pt")
+    stage[0] = "writing"
+    _save_atomic(torch, assemble_weights(out_dir, run), out_dir / "weights.pt")
     for f in out_dir.glob("weights-rank*.pt"):
         f.unlink()
     for f in out_dir.glob("result-rank*.json"):
         f.unlink()
-    summary = build_train_summary(run, measured)
-    write_json(out_dir / "train.json", summary)
+    from ..train.tracer import read_trace
+
+    traced = None
+    if run.trace_path:
+        try:
+            traced = read_trace(run.trace_path)
+        except InputError:  # one process: no communication to tabulate, show or replay
+            traced = None
+    summary = build_train_summary(run if traced is not None else replace(run, trace_path=None), measured)
+    summary["trace"] = run.trace_path.name if run.trace_path else None
+    summary["complete"] = True
+    record = None
     explained = out_dir / f"explain-rank{explain_rank}.json"
     if explain_step and explained.exists():
         import json
@@ -147,19 +198,55 @@ def train(
         write_json(out_dir / "explain.json", record)
         explained.unlink()
     from ..train.report_html import build_train_html
-    from ..train.tracer import read_trace
 
-    write_atomic(out_dir / "report.html", build_train_html(summary, read_trace(run.trace_path) if run.trace_path
-                                                            else None))
-    _print(summary)
-    if explain_step:
-        _print_step(record)
+    write_atomic(out_dir / "report.html", build_train_html(summary, traced))
+    write_json(out_dir / "train.json", summary)  # last: its presence says the run is complete
     files = "train.json, report.html, weights.pt" + (", trace.jsonl" if run.trace_path else "") + (
         ", explain.json" if explain_step else "")
-    console.print(f"\nwrote {out_dir}/: {files}")
-    if run.trace_path:
-        console.print(f"replay it: aifabric replay {run.trace_path} --scenario FILE")
-    return 0
+    return summary, record, files, traced is not None
+
+
+def _save_atomic(torch, obj, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        torch.save(obj, tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_stopped_training(cfg, folder, stage: str) -> list[str]:
+    """What a training run stopped by Ctrl-C leaves in --out: the trace of the ops recorded so far (trace.jsonl,
+    when tracing) and train.json saying `complete: false` and where it stopped; nothing half written (a second
+    Ctrl-C meanwhile is held until the files are in place)."""
+    from .. import __version__
+    from ..report.files import write_json
+    from ..train.summary import TRAIN_SCHEMA_VERSION
+    from .outdir import held_interrupts
+
+    out_dir = folder.staging
+    with held_interrupts():
+        shutil.rmtree(out_dir / "overhead", ignore_errors=True)
+        for pattern in ("weights-rank*.pt", "result-rank*.json", "error-rank*.txt", "explain-rank*.json",
+                        "weights.pt", "report.html", "explain.json", ".*.tmp"):
+            for f in out_dir.glob(pattern):
+                f.unlink(missing_ok=True)
+        if cfg.trace and any(out_dir.glob("trace-rank*.jsonl")):
+            from ..train.tracer import merge_rank_traces
+
+            merge_rank_traces(out_dir, cfg.layout.world_size)
+        write_json(out_dir / "train.json", {
+            "schema_version": TRAIN_SCHEMA_VERSION, "aifabric_version": __version__, "complete": False,
+            "stopped_in": stage, "model": cfg.model,
+            "plan": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp, "schedule": cfg.schedule,
+                     "micro_batches": cfg.n_micro, "global_batch": cfg.global_batch},
+            "world_size": cfg.layout.world_size, "steps": cfg.steps,
+            "trace": "trace.jsonl" if (out_dir / "trace.jsonl").exists() else None,
+            "note": "stopped by Ctrl-C: the trace (if any) holds the ops recorded until then and may end inside "
+                    "a step"})
+        written = sorted(p.name for p in out_dir.iterdir() if not p.name.startswith("."))
+        folder.publish()
+    return written
 
 
 def _print(s: dict) -> None:
@@ -302,6 +389,8 @@ def replay(
         problems.append(Problem("--out", f"{out} exists and is not a directory"))
     if problems:
         raise InputError(problems)
+    if out is not None:  # before any work: a folder of the user's files, or a place that cannot be written
+        check_folder(out, force)
     eng = _engine(engine) if engine else None
     t = read_trace(trace)
     s = load_scenario(scenario)
