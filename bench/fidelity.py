@@ -105,9 +105,9 @@ def run_layer(case: dict) -> float:
     """One decoder layer's forward or backward pass on one tensor-parallel rank, milliseconds: its kernels
     (the compute model) and its tensor-parallel collectives timed as the simulator folds them."""
     from aifabric.engines.fold import ScaleUpFolder
+    from aifabric.kernels.transformer import TransformerKernels
     from aifabric.scenario import parse_scenario
     from aifabric.simulate import build_fabric, kernel_model
-    from aifabric.kernels.transformer import TransformerKernels
     from aifabric.workload.from_spec import resolve_plan
     from aifabric.workload.ops import Collective
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from aifabric.collectives.cost import NVLS_EFFICIENCY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aifabric.collectives import ALGORITHMS
+from aifabric.collectives.cost import NVLS_EFFICIENCY
 from aifabric.engines import lower, run
 from aifabric.engines.lower_collective import CollectiveCall, plan
 from aifabric.fabric.graph import TIER_SPINE

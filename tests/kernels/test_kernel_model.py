@@ -20,7 +20,7 @@ PRECISIONS = ("bf16", "fp16", "fp8", "tf32", "fp32")
 GPU_PRECISIONS = [(name, p) for name, spec in GPUS.items() for p in PRECISIONS if p in spec.peak_tflops]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def km(name: str, precision: str = "bf16") -> KernelModel:
     return KernelModel(GPUS[name], precision)
 
