@@ -11,11 +11,16 @@ Large runs: every rank's track is complete up to `MAX_SEGMENT_EVENTS` events in 
 whole tracks of evenly spaced ranks); per-transfer events are capped at `MAX_TRANSFER_EVENTS`
 (collective transfers first, then pipeline sends in time order); `otherData` says what was left out.
 The bulk is encoded to JSON text straight from numpy columns (`Trace.json_chunks`), one event per line.
+
+The file is strict JSON that Perfetto loads: an event whose time is not a finite number (a run cut off by Ctrl-C
+leaves unfinished tasks; no event has an `inf` or `NaN` time or duration) is left out and counted in
+`otherData.left_out_not_finite`; any other non-finite number is written as null.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -35,6 +40,27 @@ MAX_SEGMENT_EVENTS = 2_500_000
 CHUNK = 50_000
 
 _enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _dumps(obj: Any) -> str:
+    """Compact strict JSON: NaN and Infinity (which Python would write, and no JSON reader takes) become null."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        from .files import _finite
+
+        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
+
+
+def _finite_spans(start_s: np.ndarray, end_s: np.ndarray) -> np.ndarray:
+    """The spans that can be drawn: both ends finite, the end not before the start."""
+    start_s, end_s = np.asarray(start_s, dtype=float), np.asarray(end_s, dtype=float)
+    return np.isfinite(start_s) & np.isfinite(end_s) & (end_s >= start_s)
+
+
+def _left_out(other: dict[str, Any], what: str, n: int) -> None:
+    if n:
+        other.setdefault("left_out_not_finite", {})[what] = int(n)
 
 
 def _us(x: np.ndarray) -> list[float]:
@@ -64,12 +90,11 @@ class Trace(Mapping):
     def json_chunks(self) -> Iterator[str]:
         yield '{"traceEvents":[\n'
         first = True
-        for part in ([json.dumps(e, separators=(",", ":")) for e in self.head], *self.bulk,
-                     [json.dumps(e, separators=(",", ":")) for e in self.tail]):
+        for part in ([_dumps(e) for e in self.head], *self.bulk, [_dumps(e) for e in self.tail]):
             for k in range(0, len(part), CHUNK):
                 yield ("" if first else ",\n") + ",\n".join(part[k:k + CHUNK])
                 first = False
-        yield '\n],"displayTimeUnit":"ns","otherData":' + json.dumps(self.other) + "}\n"
+        yield '\n],"displayTimeUnit":"ns","otherData":' + _dumps(self.other) + "}\n"
 
     def to_dict(self) -> dict[str, Any]:
         if self._dict is None:
@@ -90,6 +115,9 @@ def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
     fabric = run.fabric
     rt = rank_timeline(run.graph, run.timeline, fabric.world_size, run.workload.iterations)
     keep = rt.kind != 2  # idle: the gaps of the track
+    drawable = _finite_spans(rt.start_s, rt.end_s)
+    _left_out(other, "rank_segments", int((keep & ~drawable).sum()))
+    keep &= drawable
     kept_ranks = None
     if keep.sum() > MAX_SEGMENT_EVENTS:
         stride = int(np.ceil(keep.sum() / MAX_SEGMENT_EVENTS))
@@ -132,7 +160,11 @@ def _transfer_lines(run: Run, other: dict[str, Any]) -> list[str]:
     g, tl, fabric = run.graph, run.timeline, run.fabric
     n = len(g)
     kind = np.fromiter(g.kind, dtype=np.int8, count=n)
-    ids = np.flatnonzero((kind == TRANSFER) & ~np.isnan(tl.end_s[:n]))
+    sizes = np.fromiter(g.size_bytes, dtype=float, count=n)
+    done = (kind == TRANSFER) & ~np.isnan(tl.end_s[:n])
+    drawable = _finite_spans(tl.start_s[:n], tl.end_s[:n]) & np.isfinite(sizes)
+    _left_out(other, "transfers", int((done & ~drawable).sum()))
+    ids = np.flatnonzero(done & drawable)
     total = len(ids)
     coll = np.fromiter(g.collective, dtype=np.int64, count=n)
     if total > MAX_TRANSFER_EVENTS:
@@ -152,7 +184,7 @@ def _transfer_lines(run: Run, other: dict[str, Any]) -> list[str]:
     src = np.fromiter(g.rank, dtype=np.int64, count=n)[ids]
     dst = np.fromiter(g.dst, dtype=np.int64, count=n)[ids]
     gps = fabric.gpus_per_server
-    size = np.fromiter(g.size_bytes, dtype=float, count=n)[ids].tolist()
+    size = sizes[ids].tolist()
     ts, dur = _span_us(tl.start_s[ids], tl.end_s[ids])
     return [f'{{"ph":"X","name":"→ rank {d}","cat":"transfer","pid":{s // gps},"tid":{SEND_TID_OFFSET + s},'
             f'"ts":{a},"dur":{u},"args":{{"bytes":{b!r},"op":{_enc(g.name[t])},'
@@ -192,7 +224,17 @@ def _counter_events(run: Run) -> list[dict[str, Any]]:
     order = np.lexsort((np.concatenate((np.ones(int(changed.sum())), np.zeros(int(stops.sum())))), t, lk))
     names = [link.id for link in fabric.links]
     return [{"ph": "C", "name": names[k], "pid": LINKS_PID, "ts": a, "args": {"Gb/s": g}}
-            for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())]
+            for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())
+            if math.isfinite(a) and math.isfinite(g)]
+
+
+def _has_finite_times(event: dict[str, Any]) -> bool:
+    """An event Perfetto can place: its `ts` and `dur` (when it has them) finite numbers, `dur` not negative."""
+    for key in ("ts", "dur"):
+        v = event.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
+            return False
+    return not event.get("dur", 0) < 0
 
 
 def build_trace(run: Run) -> Trace:
@@ -221,4 +263,6 @@ def build_trace(run: Run) -> Trace:
         from ..packet.trace import packet_trace_events
 
         tail.extend(packet_trace_events(run.packet_stats))
-    return Trace(head, bulk, tail, other)
+    kept = [e for e in tail if _has_finite_times(e)]
+    _left_out(other, "counters", len(tail) - len(kept))
+    return Trace(head, bulk, kept, other)
