@@ -104,9 +104,11 @@ def foreign_entries(folder: Path, layout: Layout = RUN) -> list[str]:
 
 
 @contextlib.contextmanager
-def held_interrupts():
-    """Hold a Ctrl-C (SIGINT) until the block is done, then raise it: files being moved or written when it came
-    are complete. Outside the main thread (no signal handlers there) the block runs as it is."""
+def held_interrupts(reraise: bool = False):
+    """Hold a Ctrl-C (SIGINT) until the block is done: files being moved or written when it came are complete.
+    The blocks held are the last of a command (moving its files in, or writing what an interrupted run leaves),
+    so the Ctrl-C is then dropped, unless `reraise`. Outside the main thread (no signal handlers there) the block
+    runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -128,7 +130,7 @@ def held_interrupts():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if caught:
+    if caught and reraise:
         raise KeyboardInterrupt
 
 

@@ -29,12 +29,28 @@ PROGRESS_MIN_TASKS = 20_000
 
 def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
                    force: bool = False) -> int:
+    from ..report import print_summary
+
+    run, out_dir = simulate_into(scenario, out, engine, scenario_text, force)
+    print_summary(run, console)
+    console.print(f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
+    console.print(f"report: [bold]{escape(str(out_dir / 'report.html'))}[/]")
+    if not run.results.complete:
+        raise Interrupted(f"partial results written to {out_dir}")
+    return 0
+
+
+def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
+                  force: bool = False, workload=None):
+    """Simulate and write the run's folder (staged, moved into --out when complete): (run, folder). A Ctrl-C in
+    the event loop stops it and the partial results are written (`run.results.complete` false); anywhere else
+    (building, lowering, summarizing, writing) the folder gets scenario.yaml, the files already complete and a
+    summary.json with `complete: false` and `stopped_in`, and Interrupted is raised (exit 130)."""
     import time
 
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
-    from ..report import print_summary
     from ..simulate import simulate
 
     from .outdir import claim_out
@@ -82,7 +98,7 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
     try:
         try:
             try:
-                run = simulate(scenario, engine, on_progress, phase=on_phase)
+                run = simulate(scenario, engine, on_progress, workload=workload, phase=on_phase)
             finally:
                 progress.stop()
             on_phase("report")
@@ -99,12 +115,7 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
     finally:
         folder.discard()
     on_phase("done")
-    print_summary(run, console)
-    console.print(f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
-    console.print(f"report: [bold]{escape(str(out_dir / 'report.html'))}[/]")
-    if not run.results.complete:
-        raise Interrupted(f"partial results written to {out_dir}")
-    return 0
+    return run, out_dir
 
 
 def _write_stopped(staging: Path, scenario: Scenario, scenario_text: str | None, stage: str) -> list[str]:

@@ -169,19 +169,23 @@ def sweep(
         bar.update(task, advance=1, failed=failed)
 
     title = f"{file.name}: {', '.join(dict.fromkeys(p for c in cases for p, _ in c.varied))}"
+    from .errors import Interrupted
+
+    again = (f"finish with: aifabric sweep {file} {' '.join('--vary ' + v for v in vary)}{' --grid' if grid else ''} "
+             f"--out {folder} --resume")
     try:
         result = run_sweep(cases, folder, pool, engine=eng, reports=reports, resume=resume, title=title,
                            on_start=on_start, on_row=on_row)
+    except KeyboardInterrupt:  # outside the cases' loop (which stops itself and writes the table): every file
+        # written so far is complete (each atomically), sweep.json still says complete false
+        raise Interrupted(f"stopped; the cases recorded so far are in {folder}/runs; {again}") from None
     finally:
         bar.stop()
     if not result.interrupted:
         write_json(folder / "sweep.json", {**spec, "complete": len(result.rows) == len(cases)})
     print_outcome(result.rows, len(cases), folder, result.files)
     if result.interrupted:
-        from .errors import Interrupted
-
-        raise Interrupted(f"{result.ran} cases recorded in {folder}; finish with: aifabric sweep {file} "
-                          f"{' '.join('--vary ' + v for v in vary)}{' --grid' if grid else ''} --out {folder} --resume")
+        raise Interrupted(f"{result.ran} cases recorded in {folder}; {again}")
     return 0
 
 

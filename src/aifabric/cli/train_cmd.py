@@ -13,7 +13,7 @@ from .app import app
 from .console import make_console
 from ..train.names import LAYERS_HELP
 from .outdir import TRAIN, check_folder, claim_out, out_path
-from .run_cmds import FORCE_HELP, OUT_HELP, _engine, write_report
+from .run_cmds import FORCE_HELP, OUT_HELP, _engine
 
 console = make_console()
 
@@ -368,7 +368,7 @@ def replay(
     from ..report import print_summary
     from ..report.terminal import fmt_bytes
     from ..scenario import load_scenario
-    from ..simulate import build_fabric, simulate
+    from ..simulate import build_fabric
     from ..train.replay import (
         PLACEMENTS,
         check_fits,
@@ -417,14 +417,10 @@ def replay(
                       + (", on CPU" if backend in ("gloo", "none") else "")
                       + f"), not times of the scenario's {s.cluster.gpu}; --compute zero replays the communication "
                         "alone", highlight=False)
-    folder = claim_out(out, force)  # a folder of the user's files is refused before the run (--force)
-    out_dir = folder.target
-    try:
-        run = simulate(s, eng, workload=workload)
-        write_report(run, folder.staging, scenario.read_text(encoding="utf-8"))
-        folder.publish()
-    finally:
-        folder.discard()
+    from .run_cmds import simulate_into
+
+    # staged and moved into --out when complete; a Ctrl-C leaves scenario.yaml and summary.json (complete: false)
+    run, out_dir = simulate_into(s, out, eng, scenario.read_text(encoding="utf-8"), force, workload=workload)
     print_summary(run, console)
     if run.results.scale_out_bytes == 0:
         hint = (" --placement spread puts them on different servers." if placement_how == "packed"
@@ -432,4 +428,6 @@ def replay(
         console.print(f"[yellow]note:[/] no transfer crossed the network ({fmt_bytes(run.results.scale_up_bytes)} "
                       f"over NVLink): the trace's ranks share {where}.{hint}", highlight=False)
     console.print(f"\nwrote {out_dir}/: summary.json, trace.json, report.html, tables")
+    if not run.results.complete:  # Ctrl-C stopped the event loop: never presented as a finished replay
+        raise _interrupted(f"partial results written to {out_dir} (summary.json: complete false)")
     return 0

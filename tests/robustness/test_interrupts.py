@@ -1,0 +1,178 @@
+"""Issue 16, item 2, for replay, train and sweep: a Ctrl-C at any moment leaves a readable folder (what exists so
+far, and a file saying `complete: false` and where it stopped), says what it wrote, exits 130, never a traceback;
+a second Ctrl-C while those files are written still leaves them whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import aifabric.simulate  # noqa: F401 - sys.modules["aifabric.simulate"] is patched below
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.scenario import ch14_scenario_text
+
+
+def _scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(ch14_scenario_text())
+    return path
+
+
+def _trace(tmp_path: Path) -> Path:
+    from .test_replay_traces import _records
+
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in _records()) + "\n")
+    return path
+
+
+def _no_staging_left(tmp_path: Path) -> None:
+    assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []
+
+
+def _stop_in(stage: str):
+    def fake(scenario, engine=None, on_progress=None, workload=None, phase=None, **kw):
+        for name in ("fabric", "workload", "task graph", "results"):
+            phase(name)
+            if name == stage:
+                raise KeyboardInterrupt
+        raise AssertionError("no such stage")
+    return fake
+
+
+# ---------------------------------------------------------------- replay
+
+@pytest.mark.parametrize("stage", ["fabric", "task graph", "results", "report"])
+def test_replay_ctrl_c_in_any_stage_leaves_a_readable_folder(tmp_path, monkeypatch, capsys, stage):
+    if stage == "report":
+        def half(run_, out_dir, scenario_text):
+            (Path(out_dir) / "links.csv").write_text("id\n")
+            raise KeyboardInterrupt
+        monkeypatch.setattr("aifabric.cli.run_cmds.write_report", half)
+    else:
+        monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", _stop_in(stage))
+    out = tmp_path / "run"
+    scenario = _scenario(tmp_path)
+    assert run_app(app, ["replay", str(_trace(tmp_path)), "--scenario", str(scenario), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "summary.json" in err and "Traceback" not in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["stopped_in"] == stage
+    assert (out / "scenario.yaml").read_text() == scenario.read_text()
+    _no_staging_left(tmp_path)
+
+
+def test_replay_cut_off_in_its_event_loop_is_not_a_finished_run(tmp_path, monkeypatch, capsys):
+    module = sys.modules["aifabric.simulate"]
+    real = module.simulate
+
+    def cut_off(*args, **kwargs):
+        run = real(*args, **kwargs)
+        return replace(run, results=replace(run.results, complete=False))
+
+    monkeypatch.setattr(module, "simulate", cut_off)
+    out = tmp_path / "run"
+    args = ["replay", str(_trace(tmp_path)), "--scenario", str(_scenario(tmp_path)), "--out", str(out)]
+    assert run_app(app, args) == 130  # was 0: a cut-off replay presented as finished
+    assert "interrupted" in capsys.readouterr().err
+    assert json.loads((out / "summary.json").read_text())["complete"] is False
+
+
+# ---------------------------------------------------------------- train
+
+def _interrupted_launch(world_traced: int = 1, second_ctrl_c: bool = False):
+    """launch() that records one op of rank 0's trace, then meets a Ctrl-C."""
+    def launch(cfg, timeout_s=0.0, **kw):
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "trace-rank0.jsonl").write_text('{"type": "meta", "rank": 0}\n')
+        (out / "result-rank0.json").write_text("{}")
+        raise KeyboardInterrupt
+    return launch
+
+
+def test_train_ctrl_c_leaves_train_json_saying_incomplete(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")
+    import aifabric.train.launcher as launcher
+
+    monkeypatch.setattr(launcher, "launch", _interrupted_launch())
+    out = tmp_path / "t"
+    assert run_app(app, ["train", "--dp", "2", "--steps", "3", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "train.json" in err and "Traceback" not in err
+    summary = json.loads((out / "train.json").read_text())
+    assert summary["complete"] is False and summary["stopped_in"] == "training"
+    assert summary["plan"]["dp"] == 2
+    assert sorted(p.name for p in out.iterdir()) == ["trace.jsonl", "train.json"]  # no per-rank scratch files
+    _no_staging_left(tmp_path)
+    # an interrupted run's folder is aifabric's: the next run may be written into it
+    from aifabric.cli.outdir import TRAIN, foreign_entries
+
+    assert foreign_entries(out, TRAIN) == []
+
+
+def test_a_second_ctrl_c_while_writing_still_leaves_whole_files(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")
+    import aifabric.train.launcher as launcher
+    import aifabric.train.tracer as tracer
+
+    monkeypatch.setattr(launcher, "launch", _interrupted_launch())
+    real_merge = tracer.merge_rank_traces
+
+    def merge_then_ctrl_c(out_dir, world):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, while the interrupted run's files are written
+        return real_merge(out_dir, world)
+
+    monkeypatch.setattr(tracer, "merge_rank_traces", merge_then_ctrl_c)
+    out = tmp_path / "t"
+    assert run_app(app, ["train", "--dp", "2", "--steps", "3", "--out", str(out)]) == 130
+    assert "Traceback" not in capsys.readouterr().err
+    assert json.loads((out / "train.json").read_text())["complete"] is False
+    assert (out / "trace.jsonl").read_text().startswith('{"type": "meta"')
+    _no_staging_left(tmp_path)
+
+
+# ---------------------------------------------------------------- sweep
+
+TINY = {
+    "name": "tiny", "seed": 1,
+    "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 2, "nic_speed_gbps": 400},
+    "fabric": {"topology": "rail-optimized", "servers_per_segment": 2, "spines": 1, "link_speed_gbps": 400},
+    "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
+                 "global_batch_size": 64, "precision": "bf16"},
+    "engine": "flow",
+}
+
+
+def test_sweep_ctrl_c_while_writing_the_table(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    import aifabric.sweep.run as run
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "write_outputs", interrupted)
+    out = tmp_path / "sw"
+    args = ["sweep", str(path), "--vary", "fabric.spines=1,2", "--backend", "local", "--workers", "1",
+            "--no-reports", "--out", str(out)]
+    assert run_app(app, args) == 130
+    err = capsys.readouterr().err
+    assert "--resume" in err and "Traceback" not in err
+    assert json.loads((out / "sweep.json").read_text())["complete"] is False
+    rows = sorted((out / "runs").glob("*/row.json"))
+    assert len(rows) == 2 and all(json.loads(r.read_text())["status"] == "ok" for r in rows)
+    monkeypatch.undo()
+    assert run_app(app, [*args, "--resume"]) == 0  # finished from where it stopped
+    assert json.loads((out / "sweep.json").read_text())["complete"] is True
