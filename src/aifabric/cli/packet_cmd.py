@@ -56,10 +56,15 @@ def packet(
     max_events: int = typer.Option(400, "--max-events", help="narrated events printed with --explain"),
     force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did "
                                                       "not write there"),
+    qos: Path = typer.Option(None, "--qos", help="run a story on the switch QoS profile (fabric.qos) of this "
+                                                 "scenario or cluster+fabric file (a scenario file's own profile is "
+                                                 "always used)"),
 ) -> None:
     """Run a packet-level story of Deep Learning for Network Engineers (Ch. 10-12), or a scenario file's
     iteration, on the packet engine; print what happened, optionally narrated and captured."""
-    from ..packet.config import LbConfig, PacketConfig
+    from dataclasses import replace
+
+    from ..packet.config import PacketConfig
 
     is_file = scenario.endswith((".yaml", ".yml")) or Path(scenario).is_file()
     problems = []
@@ -92,6 +97,8 @@ def packet(
     for flag in OVERRIDDEN.get(scenario, ()):
         if given[flag]:
             problems.append(Problem(flag, f"the {scenario} story compares the values of {flag} itself"))
+    if qos is not None and is_file:
+        problems.append(Problem("--qos", "a scenario file runs on its own fabric.qos profile"))
     if problems:
         raise InputError(problems)
     from .outdir import PACKET, check_folder, probe_out
@@ -104,10 +111,15 @@ def packet(
     capture = pcap is not None or out is not None
     cfg = PacketConfig(explain=explain, seed=seed or 0, trace_flows=traced if capture else (), trace_pfc=capture,
                        trace_by="rdma" if is_file else "flow")
+    if qos is not None:
+        from ..packet.profile import apply_qos
+        from .fabric_cmd import load_hardware
+
+        cfg = apply_qos(cfg, load_hardware(qos).fabric.qos)
     if lb is not None:
-        cfg = cfg.with_(lb=LbConfig(mode=lb))
+        cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
     if transport is not None or write_only:
-        cfg = cfg.with_(nic=cfg.nic.__class__(transport=transport or "rc", write_only=write_only))
+        cfg = cfg.with_(nic=replace(cfg.nic, transport=transport or "rc", write_only=write_only))
     if is_file:
         _run_file(Path(scenario), cfg, out, pcap, lb, seed, traced if capture else (), max_events)
     else:

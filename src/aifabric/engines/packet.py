@@ -178,12 +178,13 @@ def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.n
 
 
 def packet_config(scenario, base: PacketConfig | None = None, seed: int | None = None) -> PacketConfig:
-    """The scenario's choices that the packet engine honours: load balancing and the seed (of the WRED marking
-    draws; `seed` overrides the scenario's)."""
-    base = base or PacketConfig()
-    lb = getattr(scenario.fabric, "load_balancing", "ecmp")
-    mode = lb if lb in ("ecmp", "flowlet", "spray", "adaptive") else "ecmp"
-    return base.with_(lb=replace(base.lb, mode=mode), seed=scenario.seed if seed is None else seed)
+    """The scenario's switch QoS profile (`fabric.qos`: classification, scheduling, WRED/ECN, PFC, buffers, MTU,
+    DCQCN), its load balancing and flowlet gap, and its seed (of the WRED marking draws; `seed` overrides the
+    scenario's), over `base`'s run options (explain, tracing, transport, write-only)."""
+    from ..packet.profile import apply_qos
+
+    cfg = apply_qos(base, scenario.fabric.qos, scenario.fabric)
+    return cfg.with_(seed=scenario.seed if seed is None else seed)
 
 
 def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None,

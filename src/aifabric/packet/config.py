@@ -40,8 +40,10 @@ class SwitchConfig:
     queue_limit_bytes: int = 8 * 1024 * 1024  # lossy queues drop above this
     strict_priority_queues: tuple[int, ...] = (CNP_PRIORITY,)
     bandwidth_remaining_percent: tuple[int, ...] = (50, 0, 0, 50, 0, 0, 0, 0)  # by queue
-    dscp_to_queue: tuple[tuple[int, int], ...] = ((24, 3), (48, 7))  # others -> 0
-    ecn_enabled: bool = True
+    dscp_to_queue: tuple[tuple[int, int], ...] = ((24, 3), (48, 7))  # DSCP -> QoS group = queue; others -> default
+    default_queue: int = 0  # `class class-default` -> `set qos-group 0`
+    ecn_enabled: bool = True  # WRED on the ecn_queues (False: no WRED at all)
+    wred_ecn: bool = True  # WRED marks ECN 11 (`ecn`); False: WRED drops instead
     ecn_queues: tuple[int, ...] = (LOSSLESS_PRIORITY,)
     wred_min_bytes: int = 150_000
     wred_max_bytes: int = 3_000_000
@@ -110,6 +112,10 @@ class PacketConfig:
     def with_(self, **kw) -> PacketConfig:
         return replace(self, **kw)
 
+    def queue_of(self, dscp: int) -> int:
+        """The egress queue (QoS group) of a DSCP value, as the switches classify it."""
+        return dict(self.switch.dscp_to_queue).get(dscp, self.switch.default_queue)
+
 
 def threshold_problems(xon: int, wred_min: int, wred_max: int, xoff: int, path: str = "switch") -> list[Problem]:
     """The book's rule of thumb (seeds Ch. 11, DCQCN): xON < WRED min < WRED max < xOFF."""
@@ -134,7 +140,8 @@ def validate(cfg: PacketConfig) -> PacketConfig:
         p.append(Problem("switch.pfc_quanta", "must be 0..65535 (0xFFFF)"))
     if len(s.bandwidth_remaining_percent) != N_QUEUES or sum(s.bandwidth_remaining_percent) > 100:
         p.append(Problem("switch.bandwidth_remaining_percent", "8 percentages summing to at most 100"))
-    for q in (*s.strict_priority_queues, *s.ecn_queues, *s.pfc_priorities, *(v for _, v in s.dscp_to_queue)):
+    for q in (*s.strict_priority_queues, *s.ecn_queues, *s.pfc_priorities, *(v for _, v in s.dscp_to_queue),
+              s.default_queue):
         if not 0 <= q < N_QUEUES:
             p.append(Problem("switch", f"queue {q} is not 0..7"))
     if not 0 < d.g <= 1:

@@ -38,6 +38,7 @@ class Network:
         self.hash_seed, self.per_switch_seed = hash_seed, per_switch_seed
         self.depth_sample_s = cfg.depth_sample_s
         self.data_dscp, self.cnp_dscp = cfg.nic.data_dscp, cfg.nic.cnp_dscp
+        self.cnp_queue = cfg.queue_of(cfg.nic.cnp_dscp)
         self.stats = PacketStats()
         self.events_log: list[tuple[float, str, str]] = []
         self.log_dropped = 0

@@ -201,7 +201,7 @@ class QpFlow:
         else:
             self.traced = fid in cfg.trace_flows
         self.dscp = cfg.nic.data_dscp if dscp is None else dscp
-        self.prio = dict(cfg.switch.dscp_to_queue).get(self.dscp, 0)
+        self.prio = cfg.queue_of(self.dscp)
         self.ecn_capable = True
         now = net.sim.now
         self.start_t = now
@@ -382,9 +382,9 @@ class QpFlow:
                 self.cnp_tx += 1
                 if self.cnp_tx == 1:
                     net.log(now, f"{self.name}: receiving NIC {self.dst.id} sees ECN 11 (CE): CNP (opcode 0x81, "
-                                 f"DSCP 48 -> strict-priority queue 7) to {self.src.id} for QP {self.qpn:#x}",
+                                 f"DSCP {net.cnp_dscp} -> queue {net.cnp_queue}) to {self.src.id} for QP {self.qpn:#x}",
                             "dcqcn")
-                self.dst.send(Pkt(CNP, self, 0, CNP_BYTES, 0, net.cnp_dscp, 7, 0, OP_CNP, self.rpath))
+                self.dst.send(Pkt(CNP, self, 0, CNP_BYTES, 0, net.cnp_dscp, net.cnp_queue, 0, OP_CNP, self.rpath))
         psn = pkt.psn
         if self.in_order:
             if psn == self.epsn:

@@ -58,6 +58,8 @@ class Switch:
         self.lossless = set(c.pfc_priorities) if c.pfc_enabled else set()
         self.ecn_queues = set(c.ecn_queues) if c.ecn_enabled else set()
         self.dscp_map = dict(c.dscp_to_queue)
+        self.default_queue = c.default_queue
+        self.wred_ecn = c.wred_ecn
         self.lb = net.cfg.lb.mode
         self.seed = net.switch_seed(node_id)
         self.buffer_bytes = c.buffer_bytes
@@ -115,7 +117,7 @@ class Switch:
     def receive(self, pkt: Pkt) -> None:
         net = self.net
         now = self.sim.now
-        q = self.dscp_map.get(pkt.dscp, 0)
+        q = self.dscp_map.get(pkt.dscp, self.default_queue)
         pkt.prio = q
         path = pkt.path
         li = path.next_at.get(self.idx) if self.static_lb and not path.spray else None
@@ -132,6 +134,9 @@ class Switch:
                 net.drop(port, pkt, "wred-drop-threshold")
                 return
             if act == MARK:
+                if not self.wred_ecn:  # WRED without `ecn`: the switch drops where it would mark
+                    net.drop(port, pkt, "wred")
+                    return
                 if pkt.ecn != ECN_NOT_ECT:
                     if pkt.ecn != ECN_CE:
                         pkt.ecn = ECN_CE

@@ -51,6 +51,13 @@ def check_cluster(c: ClusterSpec) -> list[Problem]:
 
 
 def check_fabric_spec(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
+    out = _check_hardware(c, f)
+    if not out:
+        out += check_qos_of(c, f)
+    return out
+
+
+def _check_hardware(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
     out = check_cluster(c)
     if out:
         return out
@@ -187,3 +194,13 @@ def _custom_islands(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
 def check_fabric(s) -> list[Problem]:
     """Checks of a scenario's (or any object's with .cluster and .fabric) hardware sections."""
     return check_fabric_spec(s.cluster, s.fabric)
+
+
+def check_qos_of(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
+    """The QoS profile's cross-field rules, with the headroom checked against the fabric's fastest link."""
+    from .checks_qos import check_qos
+
+    nic_gbps = c.nic_speed_gbps
+    if nic_gbps is None and f.topology != "custom":
+        nic_gbps = resolve(c, f).host_speed_gbps
+    return check_qos(f.qos, f, nic_gbps)

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from ..catalog import GPUS
 from .base import Strict
 from .costs_spec import CostsSpec
+from .qos_spec import QosSpec
 
 
 class ClusterSpec(Strict):
@@ -173,6 +174,11 @@ class FabricSpec(Strict):
     port_layout: Literal["rail-major", "host-major", "interleaved"] = Field(
         "rail-major", description="host ports on a rail switch: by rail (13-11/12), by host (13-4), or the "
                                   "Figure 13-6 interleave with uplinks between")
+
+    qos: QosSpec = Field(
+        QosSpec(), description="switch QoS profile: DSCP -> QoS group -> queue, scheduling, WRED/ECN, PFC, buffers, "
+        "MTU, DCQCN (default: Deep Learning for Network Engineers, Chapter 11); the packet engine runs it and "
+        "`aifabric fabric config` writes it as NX-OS or SONiC configuration")
 
     @field_validator("address_block")
     @classmethod

@@ -101,6 +101,8 @@ def _applicable(s: Scenario) -> dict:
         f.pop("spines_per_leaf", None)
     if s.fabric.load_balancing != "flowlet":
         f.pop("flowlet_gap_us", None)
+    if s.engine != "packet" and "qos" not in s.fabric.model_fields_set:
+        f.pop("qos", None)  # the switch profile is the packet engine's (and `aifabric fabric config`'s)
     costs = data["costs"]
     for k in ("prices", "power"):  # the tables the scenario changes (the defaults are costs/*.py's)
         given = getattr(s.costs, k).model_fields_set

@@ -1,0 +1,76 @@
+"""Cross-field checks of `fabric.qos` (the switch QoS profile), each naming the field to change.
+
+- The book's rule of thumb (Deep Learning for Network Engineers, Chapter 11): xON < WRED min < WRED max < xOFF,
+  so ECN slows the senders before PFC stops a link.
+- PFC headroom: what arrives after a pause is sent (the cable both ways, the switch pipeline, frames already on
+  the wire) must fit above xOFF: 2 x (cable + switch latency) x the fastest link's speed + 3 frames + a PFC frame.
+- xOFF + headroom fits the shared buffer.
+- The switch MTU carries a RoCE path-MTU packet with its headers.
+"""
+
+from __future__ import annotations
+
+from ..errors import Problem
+from .qos_spec import QUEUES, QosSpec
+
+KB = 1000
+ROCE_HEADERS_BYTES = 62 + 16  # Ethernet, IPv4, UDP, BTH, ICRC, FCS + the RETH (packet/headers.py)
+FRAME_OVERHEAD_BYTES = 100  # a full frame in flight: path MTU + headers, as the packet engine counts it
+PFC_FRAME_BYTES = 64
+P = "fabric.qos"
+
+
+def headroom_needed_bytes(qos: QosSpec, link_latency_ns: float, switch_latency_ns: float, speed_gbps: float) -> int:
+    """Bytes that still arrive after a pause is sent on a link of this speed and latency (packet/switch.py)."""
+    flight_s = 2 * (link_latency_ns + switch_latency_ns) * 1e-9
+    frame = qos.roce_mtu_bytes + FRAME_OVERHEAD_BYTES
+    return int(flight_s * speed_gbps * 1e9 / 8) + 3 * frame + PFC_FRAME_BYTES
+
+
+def threshold_order_problems(qos: QosSpec) -> list[Problem]:
+    w, p = qos.wred, qos.pfc
+    out = []
+    if not w.min_kb < w.max_kb:
+        out.append(Problem(f"{P}.wred.max_kb", f"must be greater than wred.min_kb ({w.max_kb:g} <= {w.min_kb:g})"))
+    if not (p.enabled and w.ecn and w.queues and p.priorities):
+        return out
+    chain = ((f"{P}.pfc.xon_kb", p.xon_kb), (f"{P}.wred.min_kb", w.min_kb), (f"{P}.wred.max_kb", w.max_kb),
+             (f"{P}.pfc.xoff_kb", p.xoff_kb))
+    for (a, va), (b, vb) in zip(chain, chain[1:]):
+        if not va < vb and not (a.endswith("min_kb") and b.endswith("max_kb")):
+            out.append(Problem(b, f"must be greater than {a.removeprefix(P + '.')} ({vb:g} <= {va:g} KB): the rule is "
+                                  "xON < WRED min < WRED max < xOFF, so ECN slows the senders before PFC pauses "
+                                  "(Deep Learning for Network Engineers, Chapter 11)"))
+    return out
+
+
+def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) -> list[Problem]:
+    """Every cross-field problem of the profile; `fabric` (a FabricSpec) for the headroom against its cables."""
+    out = threshold_order_problems(qos)
+    for name, queues in (("wred.queues", qos.wred.queues), ("pfc.priorities", qos.pfc.priorities)):
+        bad = [q for q in queues if not 0 <= q < QUEUES]
+        if bad:
+            out.append(Problem(f"{P}.{name}", f"queues are 0..7 (got {', '.join(map(str, bad))})"))
+    if qos.data_dscp == qos.cnp_dscp:
+        out.append(Problem(f"{P}.cnp_dscp", f"must differ from data_dscp ({qos.data_dscp}): CNPs need their own queue"))
+    need_mtu = qos.roce_mtu_bytes + ROCE_HEADERS_BYTES
+    if qos.mtu_bytes < need_mtu:
+        out.append(Problem(f"{P}.mtu_bytes", f"{qos.mtu_bytes} B does not carry a {qos.roce_mtu_bytes} B RoCE payload "
+                                             f"with its headers ({need_mtu} B): raise it (the book: 9216) or lower "
+                                             "roce_mtu_bytes"))
+    p = qos.pfc
+    if p.enabled and fabric is not None:
+        speeds = [fabric.link_speed_gbps, nic_speed_gbps or 0.0]
+        if getattr(fabric, "superspine_link_speed_gbps", None):
+            speeds.append(fabric.superspine_link_speed_gbps)
+        need = headroom_needed_bytes(qos, fabric.link_latency_ns, fabric.switch_latency_ns, max(speeds))
+        if p.headroom_kb is not None and p.headroom_kb * KB < need:
+            out.append(Problem(f"{P}.pfc.headroom_kb", f"{p.headroom_kb:g} KB is less than what arrives after a pause "
+                                                       f"on a {max(speeds):g} Gb/s link with {fabric.link_latency_ns:g} "
+                                                       f"ns cables and {fabric.switch_latency_ns:g} ns switches: "
+                                                       f"{need / KB:,.1f} KB (2 x latency x speed + 3 frames)"))
+        headroom = p.headroom_kb * KB if p.headroom_kb is not None else need
+        if p.xoff_kb * KB + headroom > qos.buffer.shared_mib * (1 << 20):
+            out.append(Problem(f"{P}.pfc.xoff_kb", f"xOFF {p.xoff_kb:g} KB + headroom {headroom / KB:,.1f} KB exceed "
+                                                   f"the shared buffer ({qos.buffer.shared_mib:g} MiB)"))
+    return out

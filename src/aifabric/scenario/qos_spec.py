@@ -1,0 +1,151 @@
+"""`fabric.qos`: the switch QoS profile a network engineer deploys, as scenario data.
+
+Deep Learning for Network Engineers, Chapter 11 (Figure 11-8, Examples 11-1..11-7), is the default:
+
+- classification: DSCP 24 (RoCEv2) -> QoS group 3, DSCP 48 (CNP) -> QoS group 7, anything else -> group 0;
+  QoS group n is egress queue n (fixed on NX-OS, "does not require configuration");
+- scheduling: queue 7 strict priority (`priority level 1`), queue 3 `bandwidth remaining percent 50`;
+- WRED on queue 3: minimum 150 KB, maximum 3,000 KB, drop-probability 7 %, weight 0 (instantaneous depth), ecn;
+- network-qos: MTU 9216, `pause pfc-cos 3`; PFC watchdog on.
+
+Not in the book, documented defaults of the packet engine (docs/packet.md): PFC xON 100 KB and xOFF 3,200 KB
+(so that xON < WRED min < WRED max < xOFF), headroom from cable latency x speed, a 64 MB shared buffer, the DCQCN
+parameters of ns-3's RdmaHw, RoCE path MTU 4096.
+
+KB here is 1,000 bytes (the packet engine counts bytes; NX-OS `kbytes`); buffers are in MiB (2^20 bytes). The cross-field rules (threshold order,
+headroom against the cables, MTU against the RoCE path MTU) are in checks_qos.py.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from .base import Strict
+
+QUEUES = 8
+
+
+class TrafficClass(Strict):
+    """One `class-map type qos match-any NAME` + `set qos-group N` (Examples 11-1, 11-2)."""
+
+    name: str = Field(..., min_length=1, max_length=40, pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$",
+                      description="class-map name, e.g. ROCEv2, CNP")
+    dscp: list[int] = Field(..., min_length=1, max_length=64, description="DSCP values it matches (0..63)")
+    qos_group: int = Field(..., ge=0, le=QUEUES - 1, description="internal QoS group = egress queue (0..7)")
+
+    @field_validator("dscp")
+    @classmethod
+    def _dscp_range(cls, v: list[int]) -> list[int]:
+        bad = [x for x in v if not 0 <= x <= 63]
+        if bad:
+            raise ValueError(f"DSCP is 6 bits: 0..63 (got {', '.join(map(str, bad))})")
+        return v
+
+
+class WredSpec(Strict):
+    """`random-detect minimum-threshold .. maximum-threshold .. drop-probability .. weight .. ecn` (Example 11-3)."""
+
+    queues: list[int] = Field([3], max_length=QUEUES, description="queues with WRED (the book: queue 3)")
+    min_kb: float = Field(150, gt=0, le=1_000_000, description="WRED minimum threshold, KB")
+    max_kb: float = Field(3000, gt=0, le=1_000_000, description="WRED maximum threshold, KB")
+    drop_probability_percent: float = Field(7, ge=0, le=100, description="marking probability at the maximum, %")
+    weight: int = Field(0, ge=0, le=0, description="queue averaging weight: 0 = instantaneous depth (the book's; the "
+                                                   "only one the packet engine models)")
+    ecn: bool = Field(True, description="mark ECN 11 instead of dropping (without it WRED drops)")
+    drop_threshold_kb: float | None = Field(None, gt=0, le=1_000_000, description="drop above this depth even when "
+                                                                                  "marking (default: none)")
+
+
+class PfcSpec(Strict):
+    """`pause pfc-cos N` (Example 11-4), thresholds per ingress port and priority, the watchdog (Example 11-5)."""
+
+    enabled: bool = True
+    priorities: list[int] = Field([3], max_length=QUEUES, description="lossless CoS values (the book: 3)")
+    xon_kb: float = Field(100, gt=0, le=1_000_000, description="resume below this ingress level, KB")
+    xoff_kb: float = Field(3200, gt=0, le=1_000_000, description="pause above this ingress level, KB")
+    headroom_kb: float | None = Field(None, gt=0, le=1_000_000, description="buffer above xOFF for what is in flight "
+                                      "(default: 2 x (cable + switch latency) x speed + 3 frames)")
+    quanta: int = Field(0xFFFF, ge=1, le=0xFFFF, description="pause time in quanta of 512 bit times")
+    watchdog_ms: float | None = Field(100, gt=0, le=100_000, description="PFC watchdog interval, ms (null: off)")
+
+
+class BufferSpec(Strict):
+    shared_mib: float = Field(64, gt=0, le=1_000_000, description="shared packet buffer per switch, MiB")
+    lossy_queue_limit_mib: float = Field(8, gt=0, le=1_000_000, description="a lossy queue drops above this, MiB")
+
+
+class DcqcnSpec(Strict):
+    """DCQCN (Zhu et al. 2015): the NIC's reaction point and notification point; defaults of ns-3's RdmaHw."""
+
+    g: float = Field(1 / 16, gt=0, le=1, description="alpha gain")
+    alpha_update_interval_us: float = Field(55, gt=0, le=1e6)
+    rate_decrease_interval_us: float = Field(4, gt=0, le=1e6)
+    rate_increase_timer_us: float = Field(55, gt=0, le=1e6)
+    byte_counter_mib: float = Field(10, gt=0, le=1e6, description="rate-increase byte counter, MiB")
+    fast_recovery_steps: int = Field(5, ge=1, le=100)
+    r_ai_mbps: float = Field(5, gt=0, le=1e6, description="additive increase, Mb/s")
+    r_hai_mbps: float = Field(50, gt=0, le=1e6, description="hyper increase, Mb/s")
+    min_rate_mbps: float = Field(100, gt=0, le=1e6, description="rate floor, Mb/s")
+    clamp_target_rate: bool = False
+    cnp_interval_us: float = Field(50, gt=0, le=1e6, description="notification point: one CNP per QP per interval")
+
+
+class QosSpec(Strict):
+    """The switch (and NIC) QoS profile: classification, scheduling, WRED/ECN, PFC, buffers, MTU, DCQCN."""
+
+    classes: list[TrafficClass] = Field(
+        [TrafficClass(name="ROCEv2", dscp=[24], qos_group=3), TrafficClass(name="CNP", dscp=[48], qos_group=7)],
+        max_length=QUEUES, description="DSCP -> QoS group (anything else: default_qos_group)")
+    default_qos_group: int = Field(0, ge=0, le=QUEUES - 1)
+    strict_priority_queues: list[int] = Field([7], max_length=QUEUES, description="`priority level 1` queues")
+    bandwidth_remaining_percent: dict[int, int] = Field(
+        {0: 50, 3: 50}, description="queue -> `bandwidth remaining percent` (others 0)")
+    wred: WredSpec = WredSpec()
+    pfc: PfcSpec = PfcSpec()
+    buffer: BufferSpec = BufferSpec()
+    mtu_bytes: int = Field(9216, ge=1500, le=9216, description="switch MTU (network-qos `mtu`)")
+    roce_mtu_bytes: Literal[256, 512, 1024, 2048, 4096] = Field(4096, description="RoCE path MTU of the NICs")
+    data_dscp: int = Field(24, ge=0, le=63, description="DSCP the NICs put on RoCEv2 data")
+    cnp_dscp: int = Field(48, ge=0, le=63, description="DSCP the NICs put on CNPs")
+    ack_every_packets: int = Field(8, ge=1, le=1024, description="the responder ACKs every N packets")
+    congestion_control: Literal["dcqcn", "none"] = "dcqcn"
+    dcqcn: DcqcnSpec = DcqcnSpec()
+
+    @field_validator("strict_priority_queues")
+    @classmethod
+    def _queues(cls, v: list[int]) -> list[int]:
+        bad = [q for q in v if not 0 <= q < QUEUES]
+        if bad:
+            raise ValueError(f"queues are 0..7 (got {', '.join(map(str, bad))})")
+        return v
+
+    @field_validator("bandwidth_remaining_percent")
+    @classmethod
+    def _shares(cls, v: dict[int, int]) -> dict[int, int]:
+        bad = [q for q in v if not 0 <= q < QUEUES]
+        if bad:
+            raise ValueError(f"queues are 0..7 (got {', '.join(map(str, bad))})")
+        if any(not 0 <= p <= 100 for p in v.values()):
+            raise ValueError("each share is 0..100 %")
+        if sum(v.values()) > 100:
+            raise ValueError(f"shares add up to {sum(v.values())} %, more than 100")
+        return v
+
+    @field_validator("classes")
+    @classmethod
+    def _distinct_dscp(cls, v: list[TrafficClass]) -> list[TrafficClass]:
+        seen: dict[int, str] = {}
+        for c in v:
+            for d in c.dscp:
+                if d in seen:
+                    raise ValueError(f"DSCP {d} is matched by two classes ({seen[d]} and {c.name})")
+                seen[d] = c.name
+        return v
+
+    def dscp_to_queue(self) -> dict[int, int]:
+        return {d: c.qos_group for c in self.classes for d in c.dscp}
+
+    def queue_of(self, dscp: int) -> int:
+        return self.dscp_to_queue().get(dscp, self.default_qos_group)

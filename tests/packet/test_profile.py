@@ -1,0 +1,112 @@
+"""`fabric.qos`, the switch QoS profile in the scenario: validated with the book's threshold order (Deep Learning
+for Network Engineers, Chapter 11), run by the packet engine instead of built-in values."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.packet.config import PacketConfig
+from aifabric.packet.nic import QpFlow
+from aifabric.packet.profile import apply_qos
+from aifabric.scenario.checks_qos import check_qos
+from aifabric.scenario.qos_spec import QosSpec
+
+
+def test_the_default_profile_is_the_engines_defaults():
+    """No profile given: the packet engine runs what it ran before (the book's values and documented defaults)."""
+    base = PacketConfig()
+    cfg = apply_qos(base, QosSpec())
+    assert cfg.switch == base.switch and cfg.dcqcn == base.dcqcn and cfg.nic == base.nic
+
+
+@settings(max_examples=200, deadline=None)
+@given(xs=st.lists(st.integers(1, 5000), min_size=4, max_size=4))
+def test_threshold_order_is_the_rule(xs):
+    """xON < WRED min < WRED max < xOFF, or problems naming the fields out of order."""
+    xon, wmin, wmax, xoff = xs
+    qos = QosSpec.model_validate({"wred": {"min_kb": wmin, "max_kb": wmax},
+                                  "pfc": {"xon_kb": xon, "xoff_kb": xoff}})
+    fields = {p.path for p in check_qos(qos)}
+    assert (not fields) == (xon < wmin < wmax < xoff)
+    if not xon < wmin:
+        assert "fabric.qos.wred.min_kb" in fields
+    if not wmin < wmax:
+        assert "fabric.qos.wred.max_kb" in fields
+    if not wmax < xoff:
+        assert "fabric.qos.pfc.xoff_kb" in fields
+
+
+@pytest.mark.parametrize("qos, field", [
+    ({"pfc": {"xon_kb": 200}}, "fabric.qos.wred.min_kb"),
+    ({"pfc": {"xoff_kb": 2500}}, "fabric.qos.pfc.xoff_kb"),
+    ({"pfc": {"headroom_kb": 5}}, "fabric.qos.pfc.headroom_kb"),
+    ({"mtu_bytes": 4100}, "fabric.qos.mtu_bytes"),
+    ({"bandwidth_remaining_percent": {0: 60, 3: 50}}, "fabric.qos.bandwidth_remaining_percent"),
+    ({"classes": [{"name": "A", "dscp": [24], "qos_group": 3}, {"name": "B", "dscp": [24], "qos_group": 7}]},
+     "fabric.qos.classes"),
+    ({"wred": {"weight": 4}}, "fabric.qos.wred.weight"),
+    ({"roce_mtu_bytes": 9000}, "fabric.qos.roce_mtu_bytes"),
+    ({"buffer": {"shared_mib": 2}}, "fabric.qos.pfc.xoff_kb"),
+])
+def test_validate_exits_2_naming_the_field(ch14_data, write_scenario, capsys, qos, field):
+    ch14_data["fabric"]["qos"] = qos
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 2
+    out = capsys.readouterr()
+    assert field in out.out + out.err
+
+
+def test_headroom_is_checked_against_the_cables(ch14_data, write_scenario, capsys):
+    """The same headroom fits 100 ns cables and not 1 us ones (about 200 m) at 400 Gb/s."""
+    ch14_data["fabric"]["qos"] = {"pfc": {"headroom_kb": 100}}
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 0
+    ch14_data["fabric"]["link_latency_ns"] = 1000
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 2
+    assert "fabric.qos.pfc.headroom_kb" in capsys.readouterr().err
+
+
+def test_simulate_packet_runs_the_scenarios_profile(ch14_data):
+    from aifabric.engines.packet import simulate_packet
+    from aifabric.scenario import load_scenario
+
+    ch14_data["workload"]["model"]["layer_widths"] = [256, 512, 256]
+    ch14_data["fabric"]["load_balancing"] = "flowlet"
+    ch14_data["fabric"]["flowlet_gap_us"] = 12
+    ch14_data["fabric"]["qos"] = {
+        "classes": [{"name": "RDMA", "dscp": [10], "qos_group": 5}, {"name": "CNP", "dscp": [46], "qos_group": 6}],
+        "data_dscp": 10, "cnp_dscp": 46, "strict_priority_queues": [6], "bandwidth_remaining_percent": {5: 80},
+        "wred": {"queues": [5], "min_kb": 200, "max_kb": 2000}, "pfc": {"priorities": [5], "xoff_kb": 2400},
+        "roce_mtu_bytes": 2048, "dcqcn": {"g": 0.125}}
+    run, stats = simulate_packet(load_scenario(ch14_data), keep_network=True)
+    net = run.packet_network
+    c = net.cfg
+    assert (c.switch.wred_min_bytes, c.switch.wred_max_bytes, c.switch.pfc_xoff_bytes) == (200_000, 2_000_000,
+                                                                                        2_400_000)
+    assert c.switch.pfc_priorities == (5,) and c.switch.bandwidth_remaining_percent[5] == 80
+    assert c.dcqcn.g == 0.125 and c.nic.mtu_bytes == 2048
+    assert c.lb.mode == "flowlet" and c.lb.flowlet_gap_s == pytest.approx(12e-6)
+    qps = [f for f in net.flows if isinstance(f, QpFlow)]
+    assert qps and all(f.prio == 5 and f.dscp == 10 for f in qps)
+    busy = {q["queue"] for p in stats.ports if p["switch_port"] for q in p["queues"] if q["max_depth_bytes"] > 0}
+    assert busy <= {5, 6}
+
+
+def test_a_story_runs_on_a_files_profile(write_scenario, tmp_path, capsys):
+    """`aifabric packet incast --qos FILE`: congestion control none means no CNPs; the default profile has them."""
+    import json
+
+    hw = {"name": "p", "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 8},
+          "fabric": {"qos": {"congestion_control": "none"}}}
+    for name, cc in (("none", "none"), ("dcqcn", "dcqcn")):
+        hw["fabric"]["qos"]["congestion_control"] = cc
+        path = write_scenario(hw, f"{name}.yaml")
+        assert run_app(app, ["packet", "incast", "--qos", str(path), "--out", str(tmp_path / name)]) == 0
+    cnps = {n: json.loads((tmp_path / n / "packet-stats.json").read_text())["runs"]["incast"]["totals"]["cnps"]
+            for n in ("none", "dcqcn")}
+    assert cnps["none"] == 0 < cnps["dcqcn"]
+    capsys.readouterr()
+    assert run_app(app, ["packet", str(path), "--qos", str(path)]) == 2
+    assert "--qos" in capsys.readouterr().err
