@@ -80,7 +80,7 @@ def test_load_scenario_lists_every_problem_from_each_kind_of_input(tmp_path):
     (tmp_path / "s.yaml").write_text(text)
     expected = ["fabric.switch_radix", "workload.global_batch_size"]
     for given in (data, text, tmp_path / "s.yaml", str(tmp_path / "s.yaml"), Scenario.model_validate(data)):
-        assert [p for p, _ in _problems(lambda: aifabric.load_scenario(given))] == expected, type(given)
+        assert [p for p, _ in _problems(lambda given=given: aifabric.load_scenario(given))] == expected, type(given)
 
 
 def test_load_scenario_refuses_what_is_not_a_scenario():

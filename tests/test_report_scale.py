@@ -15,10 +15,19 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from aifabric.analysis import (
+    BUBBLE_K,
+    COMM_K,
+    COMPUTE_K,
+    IDLE_K,
+    KINDS,
+    bytes_by_dimension,
+    flows,
+    rank_segments,
+    rank_timeline,
+    traffic_matrix,
+)
 from aifabric.engines.taskgraph import TRANSFER
-
-from aifabric.analysis import (BUBBLE_K, COMM_K, COMPUTE_K, IDLE_K, KINDS, bytes_by_dimension, flows, rank_segments,
-                               rank_timeline, traffic_matrix)
 from aifabric.report import build_html, build_summary, build_trace, write_tables
 from aifabric.report import html as html_mod
 from aifabric.report import tables as tables_mod

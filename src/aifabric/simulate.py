@@ -10,13 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
 from .catalog import gpu
+from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
 from .fabric import Fabric, Router, build
 from .results import Results, summarize
 from .scenario.schema import Scenario
 from .workload import Workload, build_data_parallel
-
 
 NVLS_GPUS = frozenset({"H100", "H200", "B200", "GB200"})  # NVSwitch with NVLink SHARP (NCCL_NVLS_ENABLE auto)
 

@@ -46,7 +46,7 @@ def output(op: str, nodes: int, gpus_per_node: int, sizes, times_us, *, gpu: str
     for r in range(n):
         host, local = divmod(r, gpus_per_node)
         pid = 4000 + r // gpus_per_process
-        lines.append(f"#  Rank {r:2d} Group {0:2d} Pid {pid:6d} on {'node-%d' % host:>10} device {local:2d} "
+        lines.append(f"#  Rank {r:2d} Group {0:2d} Pid {pid:6d} on {f'node-{host}':>10} device {local:2d} "
                      f"[0000:{0x10 + local:02x}:00] {gpu}")
     lines += ["#", "#                                                              out-of-place                       "
                    "in-place          ",

@@ -32,7 +32,7 @@ def test_writes_a_calibration_the_scenario_schema_accepts(tmp_path, capsys):
     assert list(data) == ["calibration"]
     blocks = data["calibration"]
     assert set(blocks) == {"nvlink", "network"}
-    for tier, block in blocks.items():
+    for block in blocks.values():
         assert set(block) == set(TierCalibration.model_fields)
         TierCalibration.model_validate(block)
     CalibrationSpec.model_validate(blocks)

@@ -10,8 +10,7 @@ from calib_synth import output
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aifabric.calibration.fit import (NOMINAL, Measurement, Nominal, TierValues, calibrate, measurement,
-                                      row_efficiency)
+from aifabric.calibration.fit import NOMINAL, Measurement, Nominal, TierValues, calibrate, measurement, row_efficiency
 from aifabric.calibration.nccl_tests import parse_file, parse_text
 from aifabric.catalog import gpu
 

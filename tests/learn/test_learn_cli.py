@@ -2,8 +2,8 @@
 with what the book printed, the user's own values when given, and refuses bad input with exit 2."""
 
 import contextlib
-import io
 import importlib.util
+import io
 
 import pytest
 

@@ -123,7 +123,7 @@ def test_t10_one_hot_and_saturation(les):
     sat = v["saturation"]
     assert round(sat[-5.0][0], 4) == 0.0067  # the book prints 0.0998 (= σ(-2.2))
     assert round(sat[-2.2][0], 4) == 0.0998 and round(sat[-7.0][0], 4) == 0.0009
-    for z, (y, dy) in sat.items():
+    for y, dy in sat.values():
         assert dy == pytest.approx(y * (1 - y))
 
 

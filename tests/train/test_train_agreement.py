@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from agreement import predicted_ops, traced_ops
+
 from aifabric.catalog import gpu
 from aifabric.models.transformer import Transformer
 from aifabric.train.models import GPT_CONTEXT, GPT_HEADS, GPT_LAYERS, GPT_WIDTH, dataset
@@ -24,7 +26,6 @@ from aifabric.train.tracer import read_trace
 from aifabric.workload.llm import build_llm_training
 from aifabric.workload.memory import stage_params
 from aifabric.workload.plan import Plan
-from agreement import predicted_ops, traced_ops
 
 
 def _model_and_plan(cfg):

@@ -12,11 +12,12 @@ import pytest
 
 pytest.importorskip("torch")
 
+from agreement import predicted_ops, traced_ops
+
 from aifabric.catalog import gpu
 from aifabric.models import MODELS
 from aifabric.train.tracer import read_trace
 from aifabric.workload.plan import Plan
-from agreement import predicted_ops, traced_ops
 from aifabric.workload.small_models import build_small_training, module_params, stage_modules, units_of
 
 ZOO = {"fnn": "digits-fnn", "cnn": "digits-cnn", "lstm": "digits-lstm"}

@@ -16,12 +16,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from agreement import predicted_ops, traced_ops
+
 from aifabric.catalog import gpu
 from aifabric.train.summary import assemble_weights
 from aifabric.train.tracer import read_trace
 from aifabric.workload.plan import Plan
 from aifabric.workload.small_models import build_small_training, module_params, stage_modules, trainer_model, units_of
-from agreement import predicted_ops, traced_ops
 
 
 def plan_of(cfg) -> Plan:

@@ -18,6 +18,7 @@ import typing
 from pathlib import Path
 
 import pytest
+
 from .conftest import COMMANDS, cli
 
 
@@ -66,7 +67,7 @@ OTHER_FORMS = {("packet",): lambda i: ["packet", str(i["scenario"])],
                ("compare",): lambda i: ["compare", str(i["scenario"]), "--vary", "cluster.nic_speed_gbps=200,400"]}
 
 # what a path option names: a folder written into, a file written, or an input read
-PATH_KIND = {"--out": "dir", "--pcap": "file", "--scenario": "input", "--prices": "input"}
+PATH_KIND = {"--out": "dir", "--pcap": "file", "--scenario": "input", "--prices": "input", "--qos": "input"}
 PATH_KIND_OF = {(("fabric", "draw"), "--out"): "file", (("fabric", "polarization"), "--out"): "file",
                 (("calibrate", "nccl-tests"), "--out"): "file", (("calibrate", "gemm"), "--out"): "file"}
 # string options whose every value is valid (none yet): an unknown word must be refused everywhere else
@@ -96,7 +97,7 @@ def _cases(inputs):
     assert not missing, f"commands without base arguments in this test: {sorted(missing)}"
     for path, callback in COMMANDS.items():
         forms = [base[path]] + ([OTHER_FORMS[path](inputs)] if path in OTHER_FORMS else [])
-        for name, kind, info in _params(callback):
+        for _name, kind, info in _params(callback):
             if not _is_option(info):
                 continue
             flag = _flag(info)
@@ -116,7 +117,7 @@ def test_every_bad_option_value_is_refused_with_exit_2(inputs, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)  # nothing a command might write lands in the repository
     failures = []
     n = 0
-    for path, flag, value, args in _cases(inputs):
+    for _path, flag, value, args in _cases(inputs):
         n += 1
         code, out, err = cli(*args)
         named = flag in err or value in err or flag.lstrip("-") in err

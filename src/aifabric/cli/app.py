@@ -30,6 +30,17 @@ def _root(
     reaction, the iteration time."""
 
 
-from . import collective_cmd, compare_cmd, fabric_cmd, packet_cmd, pipeline_cmd, run_cmds, train_cmd, workload_cmd  # noqa: E402,F401  (registration)
-from . import calibrate_cmd, learn_cmd  # noqa: E402,F401  (registration)
-from . import sweep_cmd  # noqa: E402,F401  (registration)
+# the commands register themselves on `app` when imported
+from . import (  # noqa: E402,F401
+    calibrate_cmd,
+    collective_cmd,
+    compare_cmd,
+    fabric_cmd,
+    learn_cmd,
+    packet_cmd,
+    pipeline_cmd,
+    run_cmds,
+    sweep_cmd,
+    train_cmd,
+    workload_cmd,
+)

@@ -78,13 +78,13 @@ def models(
     """The model zoo: parameters computed from the architecture, the published count, and how many GPUs the
     weights alone need (Deep Learning for Network Engineers, Ch. 13, Figure 13-3: 8B -> 1, 70B -> 2, 405B -> 11
     at 80 GB)."""
+    import math
+
     from rich.table import Table
 
     from ..errors import InputError, Problem
     from ..models import MODELS, Transformer
     from ..workload.memory import min_gpus_for_weights
-
-    import math
 
     bad = [Problem(flag, f"must be a number > 0 (got {v:g})") for flag, v in
            (("--gpu-memory-gb", gpu_memory_gb), ("--bytes-per-param", bytes_per_param))

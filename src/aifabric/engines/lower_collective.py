@@ -37,8 +37,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import Layout, build_schedule, network_of, not_applicable
-from ..collectives.cost import (NET, NVLINK, NVLS_EFFICIENCY, NVLS_LATENCY_S, PROTOCOLS, SHARP_LATENCY_S, Paths,
-                                Protocol, Shape)
+from ..collectives.cost import (
+    NET,
+    NVLINK,
+    NVLS_EFFICIENCY,
+    NVLS_LATENCY_S,
+    PROTOCOLS,
+    SHARP_LATENCY_S,
+    Paths,
+    Protocol,
+    Shape,
+)
 from ..collectives.schedule import MODE_REDUCE, Schedule
 from ..collectives.tuning import Choice, choose
 from ..fabric.graph import NVSWITCH, RAIL, Fabric

@@ -44,7 +44,7 @@ def run(v: dict[str, Any]) -> Lesson:
     g = torch.Generator().manual_seed(v["seed"])
 
     def rand(*shape):
-        return ((torch.rand(*shape, generator=g, dtype=torch.float64) - 0.5)).requires_grad_(True)
+        return (torch.rand(*shape, generator=g, dtype=torch.float64) - 0.5).requires_grad_(True)
 
     U, W, b, V, c = rand(hdim, n), rand(hdim, hdim), rand(hdim), rand(n, hdim), rand(n)
     steps = len(pairs)

@@ -172,7 +172,7 @@ def _decoder(torch, F, les: Lesson, v, words, ids, tokens, book) -> None:
     s.add("training", f"{v['train_steps']} steps, loss {num(loss0)} → {num(loss1)}", "Adam, cross-entropy of each "
                                                                                        "next word")
     s.add(f"word vector of \"{word}\" (position {t + 1})", vec(keep["x"][t]), "embedding + PE")
-    s = les.section(f"Query, key, value (Figures 7-9 ... 7-11)",
+    s = les.section("Query, key, value (Figures 7-9 ... 7-11)",
                     "Each word vector times the Q, K and V weight matrices (shared by all words of the layer).")
     s.add("W_Q shape", f"{d} × {d}",
           book="the book's Figure 7-10 reduces 5-dimensional word vectors to 3; here both are 3, its Add & Norm size"

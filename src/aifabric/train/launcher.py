@@ -21,7 +21,6 @@ from ..errors import InputError, Problem
 from .tracer import merge_rank_traces
 from .worker import TrainConfig, spawn_entry
 
-
 STARTUP_S = 120.0  # the longest a run waits for its ranks' first progress, whatever timeout_s is
 
 

@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import data as data_mod
 from ..workload.small_models import DIGITS_CLASSES, DIGITS_INPUT, TRAINER_LAYERS
+from . import data as data_mod
 from .book_tp import BookBlock, BookEmbed, BookHead, BookLinear
 from .layers import (
     TP,

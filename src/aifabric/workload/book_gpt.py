@@ -139,7 +139,7 @@ class _Rank:
         m, t, tp = self.m, self.tokens, self.p.tp
         d, f, bias = m.hidden, m.ffn_hidden, int(m.bias)
         act = t * d
-        ready = (lambda j, n: buckets.ready(j, n)) if buckets else (lambda j, n: None)  # noqa: E731
+        ready = (lambda j, n: buckets.ready(j, n)) if buckets else (lambda j, n: None)
         for u in reversed(range(self.start, self.stop)):
             k, j = f"{pre}/u{u}", u - self.start  # j: the unit's index in the stage
             if u == 0:

@@ -47,8 +47,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..catalog import GpuSpec
-
-SMALL_MODEL_EFFICIENCY = 0.45
 from ..models.cnn import CNN, Conv, conv_output_side
 from ..models.feedforward import FeedForward
 from ..models.lstm import GATES, LSTM
@@ -56,9 +54,10 @@ from ..units import BYTES_PER_ELEMENT
 from .buckets import ddp_buckets
 from .compute import duration_s
 from .ops import Collective, Compute, Op, Recv, Send, Wait, Workload
-from .pipeline import F, stage_order, stage_bounds
+from .pipeline import F, stage_bounds, stage_order
 from .plan import Plan
 
+SMALL_MODEL_EFFICIENCY = 0.45
 MIB = 2**20
 SmallModel = FeedForward | CNN | LSTM
 TP_STYLES = ("megatron", "book")
