@@ -1,6 +1,15 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
+    from .algorithms import build_schedule, not_applicable
+    from .names import ALGORITHMS, OPS, REDUCE_OPS
+    from .ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+    from .schedule import ALL, COPY, REDUCE, ChunkMove, Schedule, chunk_bounds, execute, reference
+    from .topology import Layout, network_of, snake_ring
 
 _EXPORTS = {
     "ALGORITHMS": ".names", "OPS": ".names", "REDUCE_OPS": ".names",
