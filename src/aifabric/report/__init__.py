@@ -1,6 +1,16 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
+    from .files import new_run_dir, write_atomic, write_json
+    from .html import build_html
+    from .summary import SUMMARY_SCHEMA_VERSION, build_summary
+    from .tables import write_tables
+    from .terminal import print_summary
+    from .trace import build_trace
 
 _EXPORTS = {
     "new_run_dir": ".files", "write_atomic": ".files", "write_json": ".files",
