@@ -148,7 +148,8 @@ def test_default_gradient_bucket_is_megatron_cores(tmp_path):
     s = demo_scenario()
     assert s.workload.parallelism.bucket_mb is None
     _, plan, problems = resolve_plan(s)
-    assert not problems and plan.bucket_mb == pytest.approx(40e6 * 2 / 2**20)  # dp 2: the 40 M floor, bf16
+    # dp 2: the 40 M floor; bf16 training reduces fp32 gradients (Megatron-LM), 4 B each
+    assert not problems and plan.grad_precision == "fp32" and plan.bucket_mb == pytest.approx(40e6 * 4 / 2**20)
     assert megatron_bucket_mb(128, "bf16") == pytest.approx(128e6 * 2 / 2**20)  # 1 M per data-parallel rank
     data = s.model_dump(mode="json", exclude_unset=True)
     data["workload"]["parallelism"]["bucket_mb"] = 25

@@ -23,7 +23,7 @@ def test_data_parallel_ring_is_2_n_minus_1_over_n_gradients(h100):
     n = 8
     plan = Plan(dp=n, global_batch_size=n, seq_len=256, bucket_mb=1.0)
     w = build_llm_training(SMALL, plan, h100)
-    grad_bytes = SMALL.params * 2
+    grad_bytes = SMALL.params * 4  # bf16 training: Megatron-LM reduces its fp32 main gradients
     assert sent(w, "dp").per_gpu_max_bytes == pytest.approx(2 * (n - 1) / n * grad_bytes, rel=1e-6)
     # DDP buckets: all but the last reach the 1 MiB cap, launched without blocking on the "dp" stream
     buckets = [op for op in w.ranks[0] if isinstance(op, Collective) and op.dim == "dp"]
@@ -135,8 +135,9 @@ def test_tied_embedding_gradients_are_summed_between_first_and_last_stage(h100):
 
 
 def test_zero3_moves_one_and_a_half_times_data_parallel(h100):
+    # the ZeRO paper's count: weights and gradients both 16-bit
     n = 8
-    kw = {"dp": n, "global_batch_size": n, "seq_len": 256}
+    kw = {"dp": n, "global_batch_size": n, "seq_len": 256, "grad_reduce_precision": "bf16"}
     ddp = sent(build_llm_training(SMALL, Plan(**kw), h100), "dp").per_gpu_max_bytes
     z3 = sent(build_llm_training(SMALL, Plan(zero=3, **kw), h100), "zero").per_gpu_max_bytes
     assert z3 == pytest.approx(1.5 * ddp, rel=1e-6)  # AllGather fwd + AllGather bwd + ReduceScatter
@@ -145,7 +146,7 @@ def test_zero3_moves_one_and_a_half_times_data_parallel(h100):
 @pytest.mark.parametrize("zero", [1, 2])
 def test_zero12_reduce_scatter_plus_all_gather_equals_allreduce(h100, zero):
     n = 8
-    kw = {"dp": n, "global_batch_size": n, "seq_len": 256}
+    kw = {"dp": n, "global_batch_size": n, "seq_len": 256, "grad_reduce_precision": "bf16"}
     ddp = sent(build_llm_training(SMALL, Plan(**kw), h100), "dp").per_gpu_max_bytes
     w = build_llm_training(SMALL, Plan(zero=zero, **kw), h100)
     total = sent(w, "dp").per_gpu_max_bytes + sent(w, "zero").per_gpu_max_bytes
@@ -169,7 +170,23 @@ def test_data_parallel_grads_of_a_pipeline_stage(h100):
     for stage, rank in ((0, 0), (1, plan.layout.rank(pp=1))):
         dense, _ = stage_params(SMALL, plan, stage)
         dp_sent = sum(2 * 3 / 4 * op.size_bytes for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "dp")
-        assert dp_sent == pytest.approx(2 * 3 / 4 * dense * 2, rel=1e-6)
+        assert dp_sent == pytest.approx(2 * 3 / 4 * dense * 4, rel=1e-6)  # fp32 gradients (bf16 training)
+
+
+@pytest.mark.parametrize("precision,grad,grad_bytes", [("bf16", "auto", 4), ("fp8", "auto", 4), ("fp16", "auto", 2),
+                                                       ("bf16", "bf16", 2), ("fp16", "fp32", 4)])
+def test_gradient_reduction_precision(h100, precision, grad, grad_bytes):
+    # Megatron-LM: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32" (its fp32
+    # main-gradient buffer is what the data-parallel group reduces); fp16 reduces fp16 gradients; the
+    # scenario's parallelism.grad_reduce_precision overrides. Weights (ZeRO's all-gather) stay 16-bit.
+    n = 8
+    kw = {"dp": n, "global_batch_size": n, "seq_len": 256, "precision": precision, "grad_reduce_precision": grad}
+    ddp = build_llm_training(SMALL, Plan(**kw), h100)
+    assert sent(ddp, "dp").per_gpu_max_bytes == pytest.approx(2 * (n - 1) / n * SMALL.params * grad_bytes, rel=1e-6)
+    z1 = build_llm_training(SMALL, Plan(zero=1, **kw), h100)
+    assert sent(z1, "dp").per_gpu_max_bytes == pytest.approx((n - 1) / n * SMALL.params * grad_bytes, rel=1e-6)
+    if precision != "fp8":  # (fp8 runs keep 16-bit weights; the workload's fp8 all-gather is 1 B: not checked here)
+        assert sent(z1, "zero").per_gpu_max_bytes == pytest.approx((n - 1) / n * SMALL.params * 2, rel=1e-6)
 
 
 @pytest.mark.parametrize("model", [SMALL, MOE], ids=["dense", "moe"])

@@ -102,6 +102,9 @@ class ParallelismSpec(Strict):
         None, gt=0, description="gradient bucket size, MiB; default: Megatron-core's, max(40 M, 1 M x dp) "
         "parameters (PyTorch DDP's default is 25)")
     overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
+    grad_reduce_precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="precision the data-parallel gradient reductions move; auto: fp32 when training in bf16 "
+        "or fp8 (Megatron-LM accumulates and all-reduces those gradients in fp32), else the training precision")
     order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
     layers_per_stage: list[int] | None = Field(
         None, description="decoder blocks of each pipeline stage (of each virtual stage, in order, with the "

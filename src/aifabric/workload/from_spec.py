@@ -110,8 +110,9 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
     plan = Plan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, schedule=par.schedule, chunks=chunks,
                 micro_batch_size=par.micro_batch_size, global_batch_size=w.global_batch_size, seq_len=seq,
                 precision=w.precision, recompute=par.recompute, sequence_parallel=par.sequence_parallel and par.tp > 1,
-                zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb or megatron_bucket_mb(dp, w.precision),
-                overlap_grad_reduce=par.overlap_grad_reduce,
+                zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb or megatron_bucket_mb(
+                    dp, Plan(precision=w.precision, grad_reduce_precision=par.grad_reduce_precision).grad_precision),
+                overlap_grad_reduce=par.overlap_grad_reduce, grad_reduce_precision=par.grad_reduce_precision,
                 order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
                 compute_efficiency=w.compute_efficiency, attention=w.attention,
                 layers_per_stage=tuple(par.layers_per_stage or ()),

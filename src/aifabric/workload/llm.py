@@ -90,6 +90,7 @@ class _StageBuilder:
         self.edp_group = lay.group(rank, "edp")
         self.embd_group = lay.group(rank, "embd")
         self.bpe = BYTES_PER_ELEMENT[plan.precision]
+        self.grad_bpe = BYTES_PER_ELEMENT[plan.grad_precision]  # data-parallel gradient reductions
         self.tokens = plan.micro_batch_size * plan.seq_len  # per micro-batch, whole sequence
         self.eff = plan.compute_efficiency
         self.stage_bounds = plan.virtual_stage_layers(model.layers)
@@ -228,9 +229,9 @@ class _StageBuilder:
         self.tp_exchange(f"{pre}/L{layer}/attn-in", False)
         if p.zero >= 3:  # FSDP: each unit's gradients reduce-scattered right after its backward
             self.coll(f"{pre}/L{layer}/zero3-rs", "reduce-scatter", self.dp_group, dense, "gradients", "zero",
-                      blocking=False, stream="dp")
+                      blocking=False, stream="dp", bpe=self.grad_bpe)
             self.coll(f"{pre}/L{layer}/zero3-rs-experts", "reduce-scatter", self.edp_group, expert, "gradients",
-                      "zero", blocking=False, stream="dp")
+                      "zero", blocking=False, stream="dp", bpe=self.grad_bpe)
         elif buckets is not None:
             buckets.add(norm1)
 
@@ -312,7 +313,7 @@ class _StageBuilder:
             self.ops.append(_Placeholder("send", f"{pre}/grad{vs}to{vs - 1}", vs - 1, size, "activation gradients"))
         if zero3_extra:
             self.coll(f"{pre}/extra-zero3-rs", "reduce-scatter", self.dp_group, self.extra_params, "gradients", "zero",
-                      blocking=False, stream="dp")
+                      blocking=False, stream="dp", bpe=self.grad_bpe)
 
     def iteration(self, it: int) -> None:
         p = self.p
@@ -332,7 +333,7 @@ class _StageBuilder:
             self.ops.append(Wait("edp"))
         if self.m.tied_embeddings and p.pp > 1:  # the first and last stage sum their copies' gradients
             self.coll(f"it{it}/embedding-grad", "all-reduce", self.embd_group, self.m.embedding_params / p.tp,
-                      "embedding gradients", "pp")
+                      "embedding gradients", "pp", bpe=self.grad_bpe)
         self.optimizer((dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1), dense + expert)
         if 1 <= p.zero <= 2:
             self.coll(f"it{it}/zero-ag-dense", "all-gather", self.dp_group, dense, "weights", "zero")
@@ -345,7 +346,7 @@ class _Buckets:
 
     def __init__(self, b: _StageBuilder, it: int):
         self.b, self.it = b, it
-        self.cap = b.p.bucket_mb * MIB / b.bpe  # elements
+        self.cap = b.p.bucket_mb * MIB / b.grad_bpe  # elements
         self.fill = {"dp": 0.0, "edp": 0.0}
         self.count = {"dp": 0, "edp": 0}
         self.deferred: list[tuple] = []  # without overlap: the buckets' reductions, issued after the schedule
@@ -371,7 +372,7 @@ class _Buckets:
         key = f"it{self.it}/{stream}-bucket{self.count[stream]}"
         args = (key, op, group, self.fill[stream], "gradients", "dp" if stream == "dp" else "ep")
         if p.overlap_grad_reduce:  # launched as soon as the bucket is full, on its own stream
-            b.coll(*args, blocking=False, stream=stream)
+            b.coll(*args, blocking=False, stream=stream, bpe=b.grad_bpe)
         else:  # Megatron-LM without overlap: every bucket reduced once the whole schedule is done
             self.deferred.append(args)
         self.fill[stream] = 0.0
@@ -381,7 +382,7 @@ class _Buckets:
         """The buckets held back (no overlap), in order, blocking: Megatron-LM's finish_grad_sync after the
         pipeline schedule, so the last backward passes send their gradients upstream first."""
         for args in self.deferred:
-            self.b.coll(*args, blocking=True)
+            self.b.coll(*args, blocking=True, bpe=self.b.grad_bpe)
         self.deferred.clear()
 
 

@@ -28,6 +28,7 @@ class Plan:
     zero: int = 0  # 0 none, 1 optimizer states, 2 + gradients, 3 + weights (= FSDP full shard)
     bucket_mb: float = DDP_BUCKET_MB
     overlap_grad_reduce: bool = True  # DDP: bucket AllReduce launched during the backward pass
+    grad_reduce_precision: str = "auto"  # see grad_precision
     order: str = DEFAULT_ORDER
     compute_efficiency: float | None = None  # None: the kernel model; else every op at this fraction of peak
     attention: str = "flash"  # flash (fused FlashAttention kernel) | unfused (Megatron-LM before FlashAttention)
@@ -38,6 +39,16 @@ class Plan:
     @property
     def layout(self) -> RankLayout:
         return RankLayout(tp=self.tp, pp=self.pp, dp=self.dp, cp=self.cp, ep=self.ep, order=self.order)
+
+    @property
+    def grad_precision(self) -> str:
+        """The precision of the data-parallel gradient reductions (buckets, ZeRO / FSDP reduce-scatters, the
+        tied embedding's all-reduce). `auto`: fp32 when training in bf16 or fp8, as Megatron-LM does ("bfloat16
+        requires gradient accumulation and all-reduce to be done in fp32": its fp32 main-gradient buffer is
+        what is reduced; torchtitan's FSDP reduces in fp32 by default too), else the training precision."""
+        if self.grad_reduce_precision != "auto":
+            return self.grad_reduce_precision
+        return "fp32" if self.precision in ("bf16", "fp8") else self.precision
 
     @property
     def world_size(self) -> int:
