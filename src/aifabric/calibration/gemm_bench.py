@@ -31,7 +31,7 @@ MIN_SAMPLE_S = 1e-3
 MAX_INNER = 1000
 
 
-def shape_grid(quick: bool, device_type: str) -> list[tuple[int, int, int]]:
+def shape_grid(quick: bool, device_type: str) -> list[tuple[int, ...]]:
     """(M, N, K) shapes, least work first: the progress bar moves early, and an interrupted run keeps
     every shape below the one it stopped at."""
     dims = QUICK_DIMS if quick else (GPU_DIMS if device_type == "cuda" else CPU_DIMS)

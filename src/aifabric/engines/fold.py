@@ -113,7 +113,7 @@ class ScaleUpFolder:
             before_links, before_pairs, before_peak = self.link_bytes, self.pairs, self.link_peak
             self.link_bytes, self.pairs = np.zeros(len(self.fabric.links)), {}
             self.link_peak = np.zeros(len(self.fabric.links))
-            time_s, kinds = 0.0, {}
+            time_s, kinds = 0.0, dict[tuple[str, str, int, int, str], list]()
             for op in block.ops:
                 if isinstance(op, Collective):
                     t = self.fold(replace(op, group=key[1]))  # on server 0

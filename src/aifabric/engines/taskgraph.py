@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COMPUTE, TRANSFER = 0, 1
 
@@ -45,9 +49,9 @@ class TaskGraph:
     folded: dict[tuple[str, str, int, int, str], list] = field(default_factory=dict)
     # (op, dim, group size, bytes, label) -> [count, time_s of one, label, payload bytes of one]: the collectives
     # folded into their GPUs' time (engines/fold.py)
-    folded_link_bytes: object = None  # numpy array per link: the folded collectives' bytes, or None
+    folded_link_bytes: np.ndarray | None = None  # numpy array per link: the folded collectives' bytes, or None
     folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes
-    folded_link_peak: object = None  # numpy array per link: the highest rate a folded collective reached
+    folded_link_peak: np.ndarray | None = None  # numpy array per link: the highest rate a folded collective reached
     folded_task_bytes: dict[int, list] = field(default_factory=dict)  # task -> [(links, bytes)] folded into it
     # a collective's protocol puts more bytes on the wire than its payload (LL: 2 x, LL128: 1 / 0.92, NVLS):
     # transfer -> wire bytes per payload byte (absent: 1); `payload_bytes` gives what the workload moved

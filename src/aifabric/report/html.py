@@ -173,15 +173,15 @@ def link_heatmaps(run: Run) -> list[tuple[go.Figure, str]]:
         notes = [] if len(idx) <= MAX_HEATMAP_LINKS else [f"busiest {MAX_HEATMAP_LINKS} of {len(idx)} loaded links"]
         if folded and tier == "nvlink":
             notes.append("collectives folded into GPU time are not in the load over time (they are in links.csv)")
-        idx = sorted(idx[:MAX_HEATMAP_LINKS].tolist(), key=lambda i: fabric.links[i].id)
+        shown = sorted(idx[:MAX_HEATMAP_LINKS].tolist(), key=lambda i: fabric.links[i].id)
         fig = go.Figure(go.Heatmap(
-            z=util[idx].astype(np.float32), x=((edges[:-1] + width / 2) * 1e3).astype(np.float32),
-            y=[fabric.links[i].id for i in idx],
+            z=util[shown].astype(np.float32), x=((edges[:-1] + width / 2) * 1e3).astype(np.float32),
+            y=[fabric.links[i].id for i in shown],
             zmin=0, zmax=100, colorscale="Viridis", colorbar=dict(title="%"),
             hovertemplate="%{y}<br>t=%{x:.3f} ms<br>%{z:.1f}%<extra></extra>",
         ))
         fig.update_layout(title=f"Link utilization over time — {tier} tier", xaxis_title="time (ms)",
-                          height=max(260, 16 * len(idx) + 120))
+                          height=max(260, 16 * len(shown) + 120))
         figs.append((fig, "; ".join(notes)))
     return figs
 
@@ -306,7 +306,7 @@ def compute_kinds(run: Run) -> tuple[go.Figure, str]:
 
 def topology_svg(run: Run) -> str:
     try:  # the fabric package's drawing, when it has one
-        from ..fabric.draw import fabric_svg  # type: ignore[attr-defined]
+        from ..fabric.draw import fabric_svg
 
         return fabric_svg(run.fabric)
     except Exception:  # noqa: BLE001 - a report without a drawing is still a report

@@ -39,7 +39,7 @@ MAX_TRANSFER_EVENTS = 20_000
 MAX_SEGMENT_EVENTS = 2_500_000
 CHUNK = 50_000
 
-_enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_enc = json.encoder.encode_basestring_ascii
 
 
 def _dumps(obj: Any) -> str:
@@ -197,10 +197,10 @@ def _counter_events(run: Run) -> list[dict[str, Any]]:
     rate changes, and a 0 when it stops carrying anything."""
     tl, fabric = run.timeline, run.fabric
     load = tl.link_load
-    starts, ends, links, rates = load.segments()
-    if not len(starts):
+    seg_starts, seg_ends, links, rates = load.segments()
+    if not len(seg_starts):
         return []
-    starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+    starts, ends = np.asarray(seg_starts, dtype=float), np.asarray(seg_ends, dtype=float)
     lens = np.fromiter(map(len, links), dtype=np.int64, count=len(links))
     seg = np.repeat(np.arange(len(starts)), lens)
     li = np.concatenate(links).astype(np.int64)

@@ -23,7 +23,7 @@ def check_data_parallel(s: Scenario) -> list[Problem]:
     elif w.model.layer_widths is None:
         from ..models import MODELS, Transformer
 
-        m = MODELS.get(w.model.name.lower())
+        m = MODELS.get((w.model.name or "").lower())  # a name here: the branch above took none
         if m is None:
             out.append(Problem("workload.model.name", f"unknown model {w.model.name!r}; known: "
                                                       f"{', '.join(sorted(MODELS))}"))

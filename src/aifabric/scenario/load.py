@@ -66,7 +66,7 @@ class _Shown:
         return shorten(reprlib.repr(self.value))
 
 
-def _friendly(err: dict[str, Any]) -> str:
+def _friendly(err: Mapping[str, Any]) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     got = _Shown(err.get("input"))

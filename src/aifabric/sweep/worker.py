@@ -44,7 +44,7 @@ def run_case(payload: dict) -> dict[str, Any]:
     return {"row": row, "files": files, "wall_s": time.perf_counter() - t0}
 
 
-def call(fn, payload) -> tuple[str, Any]:
+def call(fn, payload) -> tuple[Any, ...]:
     """`fn(payload)` with its exception turned into data: ("ok", result) or ("error", message, traceback)."""
     try:
         return ("ok", fn(payload))

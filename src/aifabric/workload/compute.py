@@ -65,7 +65,7 @@ def compute_summary(ops) -> tuple[float, tuple[tuple[str, float], ...]]:
     kind of the Compute ops in a list of ops."""
     from .ops import Compute
 
-    flops, kinds = 0.0, {}
+    flops, kinds = 0.0, dict[str, float]()
     for op in ops:
         if isinstance(op, Compute):
             if not op.name.endswith("optimizer"):
