@@ -11,7 +11,7 @@ import typer
 from .app import app
 from .console import make_console
 from .outdir import COMPARE, claim_out, out_path
-from .run_cmds import OUT_HELP, _engine
+from .run_cmds import FORCE_HELP, OUT_HELP, _engine
 
 console = make_console()
 
@@ -31,8 +31,7 @@ def compare(
                               "varying them together"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
-    force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did not "
-                               "write there (files of the same names are replaced, others kept)"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> int:
     """Compare runs: iteration time, exposed communication, MFU, bandwidths, link utilization per tier; each
     run's own report beside compare.html."""
@@ -42,6 +41,7 @@ def compare(
     if len({v.title for v in vs}) < len(vs):  # files of one name in different folders: number the columns
         vs = [replace(v, short=f"{i + 1}: {v.title}") for i, v in enumerate(vs)]
     eng = _engine(engine) if engine else None
+    _check_work(vs, eng, force)
     # refused before any variant runs when it would lose the user's files; written into a staging folder
     folder = claim_out(out, force, prefix="aifabric-compare", layout=COMPARE)
     try:
@@ -49,6 +49,21 @@ def compare(
         return _finish(files, vs, rows, by_tier, eng, folder)
     finally:
         folder.discard()
+
+
+def _check_work(vs, eng, force: bool) -> None:
+    """Before any variant runs: each one's estimated memory within this machine's (cli/estimate.py), or --force."""
+    from ..errors import InputError, Problem
+    from .estimate import check_work
+
+    problems = []
+    for v in vs:
+        try:
+            check_work(v.scenario, eng, force)
+        except InputError as exc:
+            problems += [Problem(p.path, f"{v.label}: {p.message}") for p in exc.problems]
+    if problems:
+        raise InputError(problems)
 
 
 def _run_variants(vs, eng, folder) -> tuple[list, list]:

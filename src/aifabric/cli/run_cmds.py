@@ -22,8 +22,10 @@ console = make_console()
 err_console = Console(stderr=True)
 
 OUT_HELP = "output directory (default: a new aifabric-run-<time> folder in the current directory)"
-FORCE_HELP = ("write into an --out folder that holds files aifabric did not write there (files of the same names "
-              "are replaced, others kept)")
+FOLDER_FORCE_HELP = ("write into an --out folder that holds files aifabric did not write there (files of the same "
+                     "names are replaced, others kept)")
+FORCE_HELP = (FOLDER_FORCE_HELP[:-1] + "), and simulate a scenario whose estimated memory is past what this machine "
+              "has")
 PROGRESS_MIN_TASKS = 20_000
 
 
@@ -53,9 +55,12 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
 
     from ..simulate import simulate
 
+    from .estimate import check_work, describe
     from .outdir import claim_out
 
-    folder = claim_out(out, force)  # refused before any work when it would lose the user's files
+    # refused before any work: a scenario past this machine's memory (its estimate), a folder of the user's files
+    est = check_work(scenario, engine, force) if workload is None else None
+    folder = claim_out(out, force)
     out_dir = folder.target
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True)
@@ -89,6 +94,8 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
              "results": "summarizing ...", "report": "writing the report ...", "done": "done"}
 
     stage = ["starting"]
+    if verbose and est is not None:
+        err_console.print(f"[dim]estimated: {describe(est)}[/]", highlight=False)
 
     def on_phase(name: str) -> None:
         stage[0] = name

@@ -13,7 +13,7 @@ from .app import app
 from .console import make_console
 from ..train.names import LAYERS_HELP
 from .outdir import TRAIN, check_folder, claim_out, out_path
-from .run_cmds import FORCE_HELP, OUT_HELP, _engine
+from .run_cmds import FOLDER_FORCE_HELP, OUT_HELP, _engine
 
 console = make_console()
 
@@ -63,7 +63,7 @@ def train(
     fault: str = typer.Option("", "--inject-fault", hidden=True, help="crash:RANK:STEP or hang:RANK:STEP"),
     out: Path = typer.Option(None, "--out", "-o", help="output directory (default: a new aifabric-train-<time> "
                              "folder in the current directory)", parser=out_path),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    force: bool = typer.Option(False, "--force", help=FOLDER_FORCE_HELP),
 ) -> int:
     """Train a small model for real: dp x tp x pp processes on torch.distributed (gloo on CPU, NCCL on GPU),
     every collective and send/recv traced into trace.jsonl."""
@@ -362,7 +362,7 @@ def replay(
                                       help="packed: trace rank r on GPU r (torchrun order) | spread: round-robin "
                                            "over the servers, so the ranks talk over the network"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    force: bool = typer.Option(False, "--force", help=FOLDER_FORCE_HELP),
 ) -> int:
     """Replay a training trace's communication on a scenario's fabric and write the usual report."""
     from ..report import print_summary
