@@ -36,6 +36,7 @@ from . import (  # noqa: E402,F401
     collective_cmd,
     compare_cmd,
     fabric_cmd,
+    fabric_config_cmd,
     learn_cmd,
     packet_cmd,
     pipeline_cmd,

@@ -6,6 +6,8 @@ uses, so what is checked is what gets built.
 
 from __future__ import annotations
 
+import ipaddress
+
 from ..errors import Problem
 from ..fabric.addressing import AddressPlan
 from ..fabric.build import custom_problems, parse_nic
@@ -135,6 +137,13 @@ def _check_hardware(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
     elif not plan.fits():
         out.append(Problem("fabric.address_block", f"the rail subnets need {plan.addresses_needed:,} addresses; "
                                                    f"{f.address_block} has {plan.block.num_addresses:,}"))
+    underlay = ipaddress.IPv4Network(f.underlay_block)
+    if underlay.overlaps(plan.block):
+        out.append(Problem("fabric.underlay_block", f"{f.underlay_block} overlaps address_block {f.address_block}: "
+                                                    "loopbacks and inter-switch links need their own block"))
+    elif underlay.prefixlen > 15:
+        out.append(Problem("fabric.underlay_block", f"must be a /15 or larger (a /16 of loopbacks, then the "
+                                                    f"inter-switch /31s; got /{underlay.prefixlen})"))
     if plan.vlan(d.rails - 1) > 4094:
         out.append(Problem("fabric.vlan_base", f"rail VLANs would reach {plan.vlan(d.rails - 1)} (> 4094)"))
     return out

@@ -175,12 +175,14 @@ class FabricSpec(Strict):
         "rail-major", description="host ports on a rail switch: by rail (13-11/12), by host (13-4), or the "
                                   "Figure 13-6 interleave with uplinks between")
 
+    underlay_block: str = Field("172.16.0.0/12", description="IPv4 block of the switches' loopbacks (its first "
+                                "/16) and inter-switch /31s (from its second /16), for `aifabric fabric config`")
     qos: QosSpec = Field(
         QosSpec(), description="switch QoS profile: DSCP -> QoS group -> queue, scheduling, WRED/ECN, PFC, buffers, "
         "MTU, DCQCN (default: Deep Learning for Network Engineers, Chapter 11); the packet engine runs it and "
         "`aifabric fabric config` writes it as NX-OS or SONiC configuration")
 
-    @field_validator("address_block")
+    @field_validator("address_block", "underlay_block")
     @classmethod
     def _ipv4_block(cls, value: str) -> str:
         try:
