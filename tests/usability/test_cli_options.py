@@ -50,6 +50,7 @@ def _base(inputs) -> dict[tuple[str, ...], list[str]]:
         ("pipeline",): ["pipeline"],
         ("fabric", "plan"): ["fabric", "plan", sc], ("fabric", "polarization"): ["fabric", "polarization", sc],
         ("fabric", "draw"): ["fabric", "draw", sc], ("fabric", "rail-map"): ["fabric", "rail-map"],
+        ("fabric", "config"): ["fabric", "config", sc],
         ("collective", "bench"): ["collective", "bench"], ("collective", "bootstrap"): ["collective", "bootstrap"],
         ("packet",): ["packet", "incast"],
         ("train",): ["train"], ("replay",): ["replay", tr, "--scenario", sc], ("learn",): ["learn", "neuron"],
@@ -69,7 +70,8 @@ OTHER_FORMS = {("packet",): lambda i: ["packet", str(i["scenario"])],
 # what a path option names: a folder written into, a file written, or an input read
 PATH_KIND = {"--out": "dir", "--pcap": "file", "--scenario": "input", "--prices": "input", "--qos": "input"}
 PATH_KIND_OF = {(("fabric", "draw"), "--out"): "file", (("fabric", "polarization"), "--out"): "file",
-                (("calibrate", "nccl-tests"), "--out"): "file", (("calibrate", "gemm"), "--out"): "file"}
+                (("calibrate", "nccl-tests"), "--out"): "file", (("calibrate", "gemm"), "--out"): "file",
+                (("fabric", "config"), "--import"): "input"}
 # string options whose every value is valid (none yet): an unknown word must be refused everywhere else
 FREE_TEXT: set[tuple[tuple[str, ...], str]] = set()
 
