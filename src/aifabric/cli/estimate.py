@@ -84,7 +84,8 @@ def estimate(s) -> Estimate | None:
         per_stage = model.layers / plan.pp + (plan.tp * chunks if plan.pp > 1 else 0)
         lanes = plan.dp * plan.cp * plan.pp
         tasks = lanes * mb * 2 * per_stage * its
-        counted = (f"{plan.dp:,} data-parallel replica(s) x {plan.cp} x {plan.pp} pipeline stage(s) x {mb:,} "
+        cp = f" x {plan.cp} context-parallel ranks" if plan.cp > 1 else ""
+        counted = (f"{plan.dp:,} data-parallel replica(s){cp} x {plan.pp} pipeline stage(s) x {mb:,} "
                    f"micro-batches x 2 passes x ~{per_stage:,.0f} tasks each" + (f" x {its} iterations" if its > 1
                                                                                      else ""))
         if its > 1 and its >= mb:
