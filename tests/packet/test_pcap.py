@@ -78,3 +78,54 @@ def test_pfc_frames_are_mac_control_0x8808_opcode_0x0101_cev_bit_3(frames):
 def test_pfc_frame_builder_encodes_the_book_example():
     raw = bytes(pfc_frame("02:00:00:00:00:01", {3: 0xFFFF}))
     assert raw[12:18] == bytes.fromhex("8808" "0101" "0008")
+
+
+def _lldp_tlvs(pkt) -> list[tuple[int, bytes]]:
+    data, out = bytes(pkt[Ether].payload), []
+    while data:
+        head = struct.unpack("!H", data[:2])[0]
+        kind, length = head >> 9, head & 0x1FF
+        out.append((kind, data[2:2 + length]))
+        data = data[2 + length:]
+        if kind == 0:
+            break
+    return out
+
+
+def _dcbx(tlvs, subtype: int) -> bytes:
+    return next(v[4:] for k, v in tlvs if k == 127 and v[:3] == b"\x00\x80\xc2" and v[3] == subtype)
+
+
+@pytest.mark.parametrize("pfc_prio", [3, 5])
+def test_lldp_dcbx_tlvs_carry_the_profile(tmp_path, pfc_prio):
+    """LLDP with the 802.1Qaz TLVs of the switch profile on the traced flow's links (Deep Learning for Network
+    Engineers, Capture 11-1: PFC capability 8, only priority 3 enabled, TTL 120 s)."""
+    from aifabric.packet.profile import apply_qos
+    from aifabric.scenario.qos_spec import QosSpec
+
+    qos = QosSpec.model_validate({"classes": [{"name": "R", "dscp": [24], "qos_group": pfc_prio},
+                                              {"name": "CNP", "dscp": [48], "qos_group": 7}],
+                                  "pfc": {"priorities": [pfc_prio]}, "wred": {"queues": [pfc_prio]},
+                                  "bandwidth_remaining_percent": {0: 40, pfc_prio: 60}})
+    cfg = apply_qos(PacketConfig(trace_flows=(0,)), qos)
+    f = leaf_spine([["a", "b"]], ["sw"], [], 100)
+    net = Network(f, cfg)
+    net.add_transfer((link_between(f, "a", "sw"), link_between(f, "sw", "b")), 100e3)
+    net.run()
+    path = tmp_path / "l.pcap"
+    write_pcap(path, net.captured, net)
+    lldp = [p for p in rdpcap(str(path)) if Ether in p and p[Ether].type == 0x88CC]
+    # both ends of both links of the path (a->sw, sw->b) and of the ACKs' path
+    assert {p[Ether].dst for p in lldp} == {"01:80:c2:00:00:0e"} and len(lldp) == 4
+    for p in lldp:
+        tlvs = _lldp_tlvs(p)
+        assert [k for k, _ in tlvs][:3] == [1, 2, 3] and tlvs[-1][0] == 0
+        assert struct.unpack("!H", tlvs[2][1])[0] == 120
+        pfc = _dcbx(tlvs, 0x0B)
+        assert pfc[0] & 0x0F == 0b1000 and pfc[1] == 1 << pfc_prio
+        ets = _dcbx(tlvs, 0x09)
+        bw, tsa = ets[5:13], ets[13:21]
+        assert bw[pfc_prio] == 60 and bw[0] == 40 and tsa[7] == 0 and tsa[pfc_prio] == 2
+        app = _dcbx(tlvs, 0x0C)[1:]
+        entries = {(app[i] & 7, struct.unpack("!H", app[i + 1:i + 3])[0]): app[i] >> 5 for i in range(0, len(app), 3)}
+        assert entries[(5, 24)] == pfc_prio and entries[(5, 48)] == 7 and entries[(3, 4791)] == pfc_prio

@@ -8,12 +8,20 @@
 - PFC: MAC control frame to 01:80:c2:00:00:01, Ethertype 0x8808, opcode 0x0101, class-enable vector
   and eight pause times (quanta; 0 = resume).
 
+- LLDP (Ethertype 0x88cc, to 01:80:c2:00:00:0e) at time 0 on every link the traced flows cross, from each end:
+  chassis and port IDs, TTL 120 s, and the DCBX TLVs of IEEE 802.1Qaz (OUI 00-80-C2) from the switch QoS
+  profile: ETS Configuration (priority -> traffic class, bandwidth shares, strict or ETS per class), PFC
+  Configuration (8 classes, the enable bitmap: `0000 1000` for CoS 3, Deep Learning for Network Engineers,
+  Capture 11-1) and Application Priority (each class's DSCPs, selector 5, and RoCEv2's UDP port 4791,
+  selector 3, to their priorities).
+
 Packets are captured where they are received (data at the destination NIC, so CE marks show; CNPs and
 ACKs at the source NIC; PFC frames when sent). Timestamps are simulated seconds.
 """
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
@@ -85,13 +93,70 @@ def pfc_frame(src_mac: str, priorities_quanta: dict[int, int]):
     return Ether(src=src_mac, dst=PFC_DST_MAC, type=0x8808) / MACControlClassBasedFlowControl(**fields)
 
 
+LLDP_DST_MAC = "01:80:c2:00:00:0e"
+LLDP_TTL_S = 120
+OUI_8021 = b"\x00\x80\xc2"
+DCBX_ETS_CONFIG, DCBX_PFC_CONFIG, DCBX_APP_PRIORITY = 0x09, 0x0B, 0x0C
+TSA_STRICT, TSA_ETS = 0, 2
+APP_SEL_UDP, APP_SEL_DSCP = 3, 5
+
+
+def _tlv(kind: int, value: bytes) -> bytes:
+    return struct.pack("!H", (kind << 9) | len(value)) + value
+
+
+def dcbx_tlvs(cfg) -> bytes:
+    """The 802.1Qaz ETS Configuration, PFC Configuration and Application Priority TLVs of a PacketConfig."""
+    sw = cfg.switch
+    prio_tc = bytes(((2 * i) << 4 | (2 * i + 1)) for i in range(4))  # priority p -> traffic class p (QoS group = CoS)
+    bw = bytes(0 if q in sw.strict_priority_queues else sw.bandwidth_remaining_percent[q] for q in range(8))
+    tsa = bytes(TSA_STRICT if q in sw.strict_priority_queues else TSA_ETS for q in range(8))
+    ets = OUI_8021 + bytes([DCBX_ETS_CONFIG, 0x00 | 0]) + prio_tc + bw + tsa  # willing 0, CBS 0, max TCs 0 (= 8)
+    enabled = sum(1 << p for p in sw.pfc_priorities) if sw.pfc_enabled else 0
+    pfc = OUI_8021 + bytes([DCBX_PFC_CONFIG, 8, enabled])  # willing 0, MBC 0, PFC cap 8
+    entries = [(q, APP_SEL_DSCP, dscp) for dscp, q in sw.dscp_to_queue]
+    entries.append((cfg.queue_of(cfg.nic.data_dscp), APP_SEL_UDP, ROCEV2_UDP_DPORT))
+    app = OUI_8021 + bytes([DCBX_APP_PRIORITY, 0]) + b"".join(
+        bytes([(prio << 5) | sel]) + struct.pack("!H", proto) for prio, sel, proto in entries)
+    return _tlv(127, ets) + _tlv(127, pfc) + _tlv(127, app)
+
+
+def lldp_frame(src_mac: str, chassis: str, port: str, cfg):
+    """An LLDPDU with the DCBX TLVs of the profile."""
+    mac = bytes(int(x, 16) for x in src_mac.split(":"))
+    body = (_tlv(1, b"\x04" + mac) + _tlv(2, b"\x05" + port.encode()[:255]) + _tlv(3, struct.pack("!H", LLDP_TTL_S))
+            + _tlv(5, chassis.encode()[:255]) + dcbx_tlvs(cfg) + _tlv(0, b""))
+    return Ether(src=src_mac, dst=LLDP_DST_MAC, type=0x88CC) / Raw(body)
+
+
+def _port_mac(link: int) -> str:
+    return "02:00:00:00:%02x:%02x" % ((link >> 8) & 0xFF, link & 0xFF)
+
+
+def lldp_frames(net) -> list:
+    """LLDP from both ends of every link the traced flows cross, at time 0."""
+    links: set[int] = set()
+    for flow in net.flows:
+        if getattr(flow, "traced", False):
+            links.update(flow.path.links)
+            if getattr(flow, "rpath", None) is not None:
+                links.update(flow.rpath.links)
+    out = []
+    for li in sorted(links):
+        port = net.ports[li]
+        frame = lldp_frame(_port_mac(li), port.owner.id if hasattr(port, "owner") else str(li), port.name, net.cfg)
+        frame.time = 0.0
+        out.append(frame)
+    return out
+
+
 def to_scapy(captured: list, net) -> list:
     out = []
     for rec in captured:
         t = rec[0]
         if rec[1] == "pfc":
             _, _, port, prio, quanta = rec
-            frame = pfc_frame("02:00:00:00:%02x:%02x" % ((port.link >> 8) & 0xFF, port.link & 0xFF), {prio: quanta})
+            frame = pfc_frame(_port_mac(port.link), {prio: quanta})
         else:
             _, _, kind, flow, psn, opcode, payload, ecn, dscp = rec
             fwd = kind == DATA
@@ -115,7 +180,7 @@ def to_scapy(captured: list, net) -> list:
     return out
 
 
-def write_pcap(path: str | Path, captured: list, net) -> int:
-    frames = to_scapy(captured, net)
+def write_pcap(path: str | Path, captured: list, net, lldp: bool = True) -> int:
+    frames = (lldp_frames(net) if lldp else []) + to_scapy(captured, net)
     wrpcap(str(path), frames)
     return len(frames)
