@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aifabric.train.layout import Layout, split_evenly, stage_bounds
+from aifabric.workload.ranks import RankLayout
 
 sizes = st.integers(1, 4)
 
@@ -46,3 +47,47 @@ def test_stage_bounds_cover_units_contiguously(n, pp):
 
 def test_split_evenly():
     assert [split_evenly(32, 4, i) for i in range(4)] == [(0, 8), (8, 16), (16, 24), (24, 32)]
+
+
+def _formula_groups(dp, tp, pp):
+    """The trainer's groups as the module's formula gives them (rank = dp_index·pp·tp + pp_index·tp + tp_index),
+    written out independently (the trainer had its own arithmetic before it used workload/ranks.py)."""
+    def rank(d, p, t):
+        return d * pp * tp + p * tp + t
+
+    world = dp * tp * pp
+    coords = {rank(d, p, t): (d, p, t) for d in range(dp) for p in range(pp) for t in range(tp)}
+    tp_g = {r: tuple(rank(d, p, x) for x in range(tp)) for r, (d, p, t) in coords.items()}
+    dp_g = {r: tuple(rank(x, p, t) for x in range(dp)) for r, (d, p, t) in coords.items()}
+    pp_g = {r: tuple(rank(d, x, t) for x in range(pp)) for r, (d, p, t) in coords.items()}
+    nxt = {r: rank(d, p + 1, t) if p + 1 < pp else None for r, (d, p, t) in coords.items()}
+    prv = {r: rank(d, p - 1, t) if p > 0 else None for r, (d, p, t) in coords.items()}
+    return world, coords, tp_g, dp_g, pp_g, nxt, prv
+
+
+def _unique(groups):
+    return list(dict.fromkeys(groups))
+
+
+def test_the_trainer_layout_is_the_workload_layout_in_the_seeds_order():
+    """One rank arithmetic: the trainer's Layout answers what its formula says, through RankLayout."""
+    for dp in range(1, 5):
+        for tp in range(1, 5):
+            for pp in range(1, 5):
+                lay = Layout(dp=dp, tp=tp, pp=pp)
+                world, coords, tp_g, dp_g, pp_g, nxt, prv = _formula_groups(dp, tp, pp)
+                assert lay.world_size == world
+                assert isinstance(lay.ranks, RankLayout) and lay.ranks.world_size == world
+                for r in range(world):
+                    c = lay.coords(r)
+                    assert (c.dp, c.pp, c.tp) == coords[r]
+                    assert lay.rank(c.dp, c.pp, c.tp) == r
+                    assert (lay.tp_group(r), lay.dp_group(r), lay.pp_group(r)) == (tp_g[r], dp_g[r], pp_g[r])
+                    assert (lay.next_stage(r), lay.prev_stage(r)) == (nxt[r], prv[r])
+                assert lay.tp_groups() == _unique(tp_g[r] for r in range(world))
+                assert lay.dp_groups() == _unique(dp_g[r] for r in range(world))
+                assert lay.pp_groups() == _unique(pp_g[r] for r in range(world))
+
+
+def test_layout_sizes_below_one_leave_the_refusal_to_the_trainer_checks():
+    assert Layout(dp=0, tp=2, pp=1).world_size == 0  # check_config names --dp; no ValueError before it
