@@ -280,3 +280,26 @@ def test_an_unwritable_or_odd_out_is_exit_2_naming_it(tmp_path, capsys, args):
     err = capsys.readouterr().err
     assert code == 2, err
     assert "--out" in err and "internal error" not in err
+
+
+# ---------------------------------------------------------------- fabric draw and polarization: one file each
+
+@pytest.mark.parametrize("args,name", [(["fabric", "draw", "{scenario}"], "topology.svg"),
+                                       (["fabric", "polarization", "{scenario}", "--trials", "2"], "p.json")])
+def test_a_single_file_of_the_user_is_not_written_over(tmp_path, monkeypatch, capsys, args, name):
+    monkeypatch.chdir(tmp_path)
+    scenario = _scenario(tmp_path)
+    mine = tmp_path / name
+    mine.write_text("<svg>my own drawing</svg>\n")
+    argv = [a.format(scenario=scenario) for a in args] + ["--out", str(mine)]
+    assert run_app(app, argv) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "--force" in err and mine.read_text() == "<svg>my own drawing</svg>\n"
+    assert run_app(app, [*argv, "--force"]) == 0
+    assert run_app(app, argv) == 0  # now its own: replaced
+    if name.endswith(".svg"):
+        import xml.dom.minidom
+
+        xml.dom.minidom.parseString(mine.read_text())  # still a valid SVG document
+    else:
+        json.loads(mine.read_text())

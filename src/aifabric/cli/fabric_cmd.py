@@ -287,6 +287,7 @@ def polarization_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of the trials"),
     target: int = typer.Option(0, "--target", help="incast: the receiving rank"),
     out: Path = typer.Option(None, "--out", "-o", help="also write the figures as JSON to this file"),
+    force: bool = typer.Option(False, "--force", help="replace an --out file aifabric did not write"),
 ) -> int:
     """Load on uplinks under ECMP (identical and per-switch hash seeds) vs an ideal spread."""
     from dataclasses import asdict
@@ -310,6 +311,10 @@ def polarization_cmd(
     if problems:
         raise InputError(problems)
     check_out(out, "file")
+    if out is not None:  # never over a file of the user's
+        from .outdir import claim_file
+
+        claim_file(out, force, json_keys=("name", "pattern", "trials", "variants"))
     hw = load_hardware(file)
     f = build(hw.cluster, hw.fabric, hw.name)
     if not 0 <= target < f.world_size:
@@ -371,9 +376,13 @@ def polarization_cmd(
 def draw_cmd(
     file: Path = typer.Argument(..., help="scenario or cluster+fabric YAML file"),
     out: Path = typer.Option(Path("topology.svg"), "--out", "-o", help="SVG file to write"),
+    force: bool = typer.Option(False, "--force", help="replace an --out file aifabric did not write"),
 ) -> int:
     """An SVG of the topology: servers, rails, spines, super-spines, link speeds (large fabrics collapsed)."""
     check_out(out, "file")
+    from .outdir import claim_file
+
+    claim_file(out, force, DRAW_HEAD)  # never over a file of the user's (the default name is topology.svg)
     from ..fabric import build
     from ..fabric.draw import fabric_svg
     from ..report.files import write_atomic
@@ -385,9 +394,12 @@ def draw_cmd(
         from ..fabric.design import resolve
 
         svg = fabric_svg(resolve(hw.cluster, hw.fabric), f"{hw.name}: {hw.fabric.topology}")
-    write_atomic(out, svg)
+    write_atomic(out, f"{DRAW_HEAD} -->\n{svg}")
     console.print(f"wrote {out}")
     return 0
+
+
+DRAW_HEAD = "<!-- aifabric fabric draw"  # an XML comment before the root element: the SVG stays valid
 
 
 RAIL_MAP_DEFAULTS = {"ports": 48, "hosts": 4, "rails": 8}  # the book's Figure 13-6: a Nexus 9348D-GX2A

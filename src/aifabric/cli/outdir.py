@@ -266,21 +266,26 @@ def compare_out(out: Path, force: bool = False) -> Path:
     return target
 
 
-def claim_file(out: Path, force: bool, header: str, flag: str = "--out") -> Path:
-    """A file to write (`calibrate ... --out FILE`), checked before any work: not a folder, in a place that takes
-    a file, and, if it exists, one aifabric wrote (its text starts with `header`) unless `force`."""
+def claim_file(out: Path, force: bool, header: str | None = None, flag: str = "--out",
+               json_keys: tuple[str, ...] = ()) -> Path:
+    """A file to write (`calibrate ... --out FILE`, `fabric draw --out FILE`), checked before any work: not a
+    folder, in a place that takes a file, and, if it exists, one aifabric wrote (its text starts with `header`, or
+    it is a JSON object with `json_keys`) unless `force`."""
     if not str(out).strip():
         raise InputError(Problem(flag, "is empty: give the file to write"))
     path = Path(out).expanduser()
     if path.is_dir():
         raise InputError(Problem(flag, f"{path} is a directory; give the file to write"))
     if path.exists() and not force:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                head = fh.read(len(header))
-        except OSError as exc:
-            raise InputError(Problem(flag, f"cannot read {path}: {exc.strerror or exc}")) from None
-        if head != header:
+        if json_keys:
+            ours = _json_object_with(path, json_keys)
+        else:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    ours = fh.read(len(header or "")) == header
+            except OSError as exc:
+                raise InputError(Problem(flag, f"cannot read {path}: {exc.strerror or exc}")) from None
+        if not ours:
             raise InputError(Problem(flag, f"{path} exists and aifabric did not write it; give another file, or add "
                                            "--force to replace it"))
     probe_out(path, "file", flag)
