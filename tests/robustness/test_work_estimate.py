@@ -115,3 +115,15 @@ def test_ordinary_scenarios_are_estimated_small():
     for name in ("demo", "fabric", "ch14"):
         est = estimate(embedded_scenario(name))
         assert est is not None and est.memory_bytes < 2e9
+
+
+def test_sweep_refuses_cases_past_memory_before_any_runs(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_llm(64, 8, 8, 256)))
+    out = tmp_path / "sw"
+    args = ["sweep", str(path), "--vary", "workload.iterations=1,1000", "--backend", "local", "--workers", "1",
+            "--no-reports", "--out", str(out)]
+    assert run_app(app, args) == 2
+    err = capsys.readouterr().err
+    assert "case 0002" in err and "workload.iterations" in err and "--force" in err
+    assert not out.exists()

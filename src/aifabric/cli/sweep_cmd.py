@@ -84,6 +84,30 @@ def out_folder(out: Path | None, prefix: str, resume: bool, force: bool = False)
     return target
 
 
+def check_cases_work(cases, engine: str | None, force: bool) -> None:
+    """Before any case runs: each one's estimated memory within this machine's (cli/estimate.py), or --force; the
+    cases past it are refused together (the first five named)."""
+    if force:
+        return
+    from ..scenario.schema import Scenario
+    from .estimate import check_work
+
+    problems = []
+    for c in cases:
+        if c.scenario is None:
+            continue
+        try:
+            check_work(Scenario.model_validate(c.scenario), engine)
+        except InputError as exc:
+            problems += [Problem(p.path, f"case {c.id} ({c.label}): {p.message}") for p in exc.problems]
+        except ValueError:  # not valid alone: the run says why
+            continue
+    if problems:
+        more = [Problem("--vary", f"and {len(problems) - 5} more cases past this machine's memory")] \
+            if len(problems) > 5 else []
+        raise InputError(problems[:5] + more)
+
+
 def progress_bar():
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
@@ -141,6 +165,7 @@ def sweep(
     if problems:
         raise InputError(problems)
     cases, notes = build_cases(file, list(vary or []), grid, skip_invalid)
+    check_cases_work(cases, eng, force)
     pool, note = make_backend(backend, workers, timeout, address)
     spec = definition("sweep", file, list(vary or []), grid, eng, cases)
     if resume:
