@@ -21,12 +21,13 @@ from .console import make_console
 
 console = make_console()
 
-STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying")
+STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink")
 MAX_SIZE_MB = 1024  # per flow of a story
 HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
-        "spraying (Figs. 12-6/12-7) | a scenario YAML file (its training iteration, packet by packet)")
+        "spraying (Figs. 12-6/12-7) | hol-blocking (Fig. 10-4) | ecmp-uplink (Figs. 12-4/12-5) | a scenario YAML "
+        "file (its training iteration, packet by packet)")
 # flags a story overrides itself (it compares their values): refused there rather than ignored
-OVERRIDDEN = {"polarization": ("--lb",), "spraying": ("--lb", "--transport", "--write-only")}
+OVERRIDDEN = {"polarization": ("--lb",), "ecmp-uplink": ("--lb",), "spraying": ("--lb", "--transport", "--write-only")}
 
 
 def _fmt(v) -> str:

@@ -38,6 +38,7 @@ from .headers import (
     ROCE_HEADER_BYTES,
     segment_count,
 )
+from ..fabric.graph import SCALE_UP_TIERS
 from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
 
 MAX_RATE_SAMPLES = 20_000
@@ -194,6 +195,10 @@ class QpFlow:
         self.write_only = cfg.nic.write_only or self.uet
         self.in_order = not self.write_only
         self.line_bps = line_bps
+        # a QP that starts before its NIC (a PXN relay: NVLink to the relaying GPU, then its NIC) is paced at its
+        # line rate, as the NIC's QP scheduler sends it, rather than at the NVLink's speed
+        self.paced = net.fabric.links[path.links[0]].tier in SCALE_UP_TIERS
+
         self.on_done = on_done
         if cfg.trace_by == "rdma":  # the k-th RDMA transfer of the run (NVLink transfers not counted)
             self.traced = net.rdma_flows in cfg.trace_flows
@@ -271,6 +276,8 @@ class QpFlow:
                     self.bytes_ctr -= self.dc.byte_counter_bytes
                     rp.i_b += 1
                     self._increase(now, "byte counter")
+        elif self.paced:
+            self.next_t = now + size * 8 / self.line_bps
         else:
             self.next_t = now
         if not self.rto_armed:

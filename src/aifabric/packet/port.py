@@ -18,7 +18,7 @@ from math import exp, inf
 
 from ..fabric.graph import TIER_NVLINK, TIER_PCIE
 from .headers import pfc_pause_s
-from .sim import Pkt
+from .sim import DATA, Pkt
 
 MAX_BINS = 4096  # link-load bins per port before they are merged pairwise
 MAX_DEPTH_SAMPLES = 20_000  # depth samples per queue before the series is thinned
@@ -69,6 +69,7 @@ class Port:
         "s_per_byte",
         "sample_s",
         "sample_t",
+        "src_turn",
         "sim",
         "source",
         "strict",
@@ -103,6 +104,7 @@ class Port:
         self.paused_total = [0.0] * 8
         self.ignore_pause_until = [0.0] * 8
         self.source = None
+        self.src_turn = False  # a host port: its own QPs' turn after a forwarded (relayed) data packet
         self.strict = sorted(strict, reverse=True)
         self.weighted = [q for q in range(8) if q not in strict]
         self.quantum = [w * mtu_bytes // 10 for w in weights]  # 50 % -> 5 MTUs per round
@@ -283,7 +285,14 @@ class Port:
             if busy < self.wake_t or self.wake_t <= now:
                 self.wake_at(busy)
             return
-        pkt = self._pick(now) if self.backlog else None
+        pkt = None
+        if self.src_turn:  # a NIC sends its own QPs and relayed data (PXN) in turns, not the relayed first
+            self.src_turn = False
+            pkt = self.source.pull(now, self.paused_until)
+        if pkt is None and self.backlog:
+            pkt = self._pick(now)
+            if pkt is not None and pkt.kind == DATA and self.source is not None and not self.is_switch_port:
+                self.src_turn = True
         if pkt is None:
             src = self.source
             if src is not None:

@@ -6,7 +6,9 @@
 - pfc-cascade: Figures 11-4..11-6, Rail C pauses Spine 1 on queue 3 only, Spine 1 pauses Rails A and B,
   the pause reaches the NICs, recovery with quanta 0, while a queue-0 flow keeps crossing Spine 1;
 - dcqcn: Figure 11-7, ECN marks, CNPs and rate cuts first, PFC as the backstop, then recovery;
-- spraying: Figures 12-6/12-7, RDMA Write First/Middle/Last vs Write Only (and UET) under spraying.
+- spraying: Figures 12-6/12-7, RDMA Write First/Middle/Last vs Write Only (and UET) under spraying;
+- hol-blocking: Figure 10-4, GPU-0's traffic relayed through GPU-1's NIC waits behind GPU-1's own;
+- ecmp-uplink: Figure 12-4, three flows hashed onto one Rail-1 uplink, and Figure 12-5's remedies.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .network import Network
 from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
 
-SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying")
+SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink")
 
 
 @dataclass
@@ -319,9 +321,94 @@ def spraying(cfg: PacketConfig | None = None, size_mb: float = 2.0, spine2_extra
     return r
 
 
+# -- head-of-line blocking (Figure 10-4) --------------------------------------------------------------------
+def hol_blocking(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> ScenarioRun:
+    """Deep Learning for Network Engineers, Chapter 10, Figure 10-4: GPU-0's gradients for the other hosts' GPU-1
+    go over NVLink to GPU-1 and out of GPU-1's NIC on Rail B (NCCL's PXN); when GPU-1 is sending its own
+    gradients, GPU-0's traffic waits behind them at that NIC. Three servers x 2 GPUs on a rail-only fabric at
+    200 Gb/s: GPU-0 on Host-1 -> GPU-1 on Host-2 (relayed), GPU-1 on Host-1 -> GPU-1 on Host-3 (its own)."""
+    from ..fabric import build
+    from ..fabric.routing import Router
+    from ..scenario.fabric_spec import ClusterSpec, FabricSpec
+
+    cfg = cfg or PacketConfig()
+    cluster = ClusterSpec(servers=3, gpus_per_server=2, nic_speed_gbps=200)
+    fabric = FabricSpec(topology="rail-only")
+    r = ScenarioRun("hol-blocking", "Figure 10-4: head-of-line blocking at the relaying GPU's NIC")
+    relayed_label, own_label = "GPU-0 Host-1 -> GPU-1 Host-2 (via GPU-1's NIC)", "GPU-1 Host-1 -> GPU-1 Host-3"
+    results = {}
+    for label, pairs in (("relayed transfer alone", [(0, 3, relayed_label)]),
+                         ("behind GPU-1's own gradients", [(1, 5, own_label), (0, 3, relayed_label)])):
+        f = build(cluster, fabric, "fig10-4")
+        router = Router(f, pxn=True)
+        net = Network(f, cfg)
+        for src, dst, name in pairs:
+            route = router.route(src, dst)
+            qpn = router.qps.pair(src, dst, 0, f.rank_nic(route.relay_rank if route.relay_rank is not None
+                                                          else src), f.rank_nic(dst))[0]
+            net.add_transfer(route.links, size_mb * 1e6, name=name, qpn=qpn, sport=route.flow.src_port)
+        st = net.run()
+        nic = next(p for p in st.ports if p["port"] == "s0/nic1->rail1")
+        relayed = st.flow(relayed_label)
+        results[label] = (relayed["fct_s"],)
+        r.table.append({"run": label, "relayed_fct_us": relayed["fct_s"] * 1e6,
+                        "nic1_uplink_MB": nic["tx_bytes"] / 1e6,
+                        "own_fct_us": st.flow(own_label)["fct_s"] * 1e6 if len(pairs) > 1 else None})
+        r.runs.append((label, net, st))
+    alone, behind = results["relayed transfer alone"][0], results["behind GPU-1's own gradients"][0]
+    r.findings = [
+        "route of GPU-0's transfer: NVLink to GPU-1, PCIe to GPU-1's NIC, Rail B (rail1 here), then GPU-1 on Host-2: "
+        "Rail A's switch has no path to Rail B (rail-only), so NCCL relays through the GPU on the destination's rail",
+        f"alone: {size_mb:g} MB in {alone * 1e6:.0f} us ({_gbps(size_mb * 1e6, alone):.0f} Gb/s, the NIC's line rate)",
+        f"while GPU-1 sends its own {size_mb:g} MB out of the same NIC: {behind * 1e6:.0f} us "
+        f"({behind / alone:.2f}x): GPU-0's packets queue behind GPU-1's at that NIC's 200 Gb/s port (the NIC "
+        "serves the two in turns), though GPU-0's own NIC, on Rail A, is idle",
+    ]
+    return r
+
+
+# -- three flows on one uplink (Figure 12-4) and what flowlets, spraying and adaptive routing make of it ------
+def ecmp_uplink(cfg: PacketConfig | None = None, size_mb: float = 2.0,
+                modes: tuple[str, ...] = ("ecmp", "flowlet", "spray", "adaptive")) -> ScenarioRun:
+    """Deep Learning for Network Engineers, Chapter 12, Figure 12-4: the GPU-1s of Hosts 1, 2 and 3 (on Rail-1)
+    send to GPU-2 on Host 4 (on Rail-2); Rail-1's 5-tuple hash puts all three flows on the same uplink (QPNs
+    chosen so that it does, deterministically); then Figure 12-5's flowlets, spraying and adaptive routing."""
+    cfg = cfg or PacketConfig()
+    senders = ["host1/GPU1", "host2/GPU1", "host3/GPU1"]
+    dst = "host4/GPU2"
+    f0 = _fig12_fabric(0)
+    up = [link_between(f0, "rail1", "spine1"), link_between(f0, "rail1", "spine2")]
+    qpns = colliding_qpns(f0, [(s, dst) for s in senders], "rail1", up, 0)
+    r = ScenarioRun("ecmp-uplink", "Figure 12-4: three flows hashed onto one Rail-1 uplink")
+    for mode in modes:
+        f = _fig12_fabric(0)
+        net = Network(f, replace(cfg, lb=replace(cfg.lb, mode=mode)))
+        for s, q in zip(senders, qpns):
+            _flow(net, f, s, dst, size_mb * 1e6, q)
+        st = net.run()
+        end = max(fl["done_s"] for fl in st.flows)
+        b1, b2 = _port_bytes(net, "rail1", "spine1"), _port_bytes(net, "rail1", "spine2")
+        r.table.append({"lb": mode, "rail1->spine1_MB": b1 / 1e6, "rail1->spine2_MB": b2 / 1e6,
+                        "max_fct_us": end * 1e6, "ecn_marks": st.total_ecn_marks(),
+                        "pfc_pauses": st.total_pauses(),
+                        "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+        r.runs.append((mode, net, st))
+    e = r.table[0]
+    r.findings = [
+        f"the three 5-tuples (QPNs {', '.join(hex(q) for q in qpns)}) hash to Rail-1 -> Spine-1: 600 Gb/s offered to "
+        f"a 200 Gb/s uplink while Rail-1 -> Spine-2 idles",
+        f"ECMP: Spine-1 uplink {e['rail1->spine1_MB']:.1f} MB, Spine-2 uplink {e['rail1->spine2_MB']:.1f} MB; "
+        f"{e['max_fct_us']:.0f} us for 3 x {size_mb:g} MB ({3 * size_mb * 8e6 / 400e9 * 1e6:.0f} us if both "
+        "uplinks carried their share; Host-4's 200 Gb/s port bounds it to "
+        f"{3 * size_mb * 8e6 / 200e9 * 1e6:.0f} us)",
+    ] + [f"{row['lb']}: uplinks {row['rail1->spine1_MB']:.1f} / {row['rail1->spine2_MB']:.1f} MB, "
+         f"{row['max_fct_us']:.0f} us" for row in r.table[1:]]
+    return r
+
+
 def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRun:
     fn = {"incast": incast, "polarization": polarization, "pfc-cascade": pfc_cascade, "dcqcn": dcqcn,
-          "spraying": spraying}[name]
+          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink}[name]
     return fn(cfg, **kw)
 
 
