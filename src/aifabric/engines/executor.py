@@ -121,12 +121,7 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     for t, w in graph.route_weight.items():
         weight_flat[route_ptr[t]:route_ptr[t + 1]] = w
     weighted = bool(graph.route_weight)
-    # plain lists: the per-completion bookkeeping is scalar work, where lists beat numpy
-    waiting = [len(d) for d in graph.deps]
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for t, deps in enumerate(graph.deps):
-        for d in deps:
-            dependents[d].append(t)
+    waiting, dependents = graph.dependency_counts()
 
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)

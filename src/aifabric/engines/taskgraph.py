@@ -77,6 +77,17 @@ class TaskGraph:
     def __len__(self) -> int:
         return len(self.kind)
 
+    def dependency_counts(self) -> tuple[list[int], list[list[int]]]:
+        """(waiting, dependents): how many tasks each task waits for, and the tasks waiting for each (in task
+        order). An engine's event loop counts `waiting` down as tasks complete and starts a task at zero. Plain
+        lists: the per-completion bookkeeping is scalar work, where lists beat numpy."""
+        waiting = [len(d) for d in self.deps]
+        dependents: list[list[int]] = [[] for _ in range(len(self.kind))]
+        for t, deps in enumerate(self.deps):
+            for d in deps:
+                dependents[d].append(t)
+        return waiting, dependents
+
     def add(self, kind: int, rank: int, dst: int, name: str, deps: list[int], *, duration_s: float = 0.0,
             size_bytes: float = 0.0, route: tuple[int, ...] = (), latency_s: float = 0.0, step: int = -1,
             collective: int = -1, dim: str = "", wire: float = 1.0) -> int:
