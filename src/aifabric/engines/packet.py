@@ -51,11 +51,7 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     n = len(graph)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
-    waiting = [len(d) for d in graph.deps]
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for t, deps in enumerate(graph.deps):
-        for d in deps:
-            dependents[d].append(t)
+    waiting, dependents = graph.dependency_counts()
     pcie_bytes = np.zeros(len(fabric.links))
     pcie_spans: list[tuple[float, float, list[int], int]] = []  # (first packet out, last byte in, links, bytes)
     state = {"completed": 0}
