@@ -288,6 +288,9 @@ def polarization_cmd(
     target: int = typer.Option(0, "--target", help="incast: the receiving rank"),
     out: Path = typer.Option(None, "--out", "-o", help="also write the figures as JSON to this file"),
     force: bool = typer.Option(False, "--force", help="replace an --out file aifabric did not write"),
+    same_index: int = typer.Option(None, "--same-index", help="instead: the spine each leaf picks when every leaf's "
+                                   "hash gives this index for flows to --target's leaf (the book's Chapter 13 case), "
+                                   "full mesh vs partial mesh"),
 ) -> int:
     """Load on uplinks under ECMP (identical and per-switch hash seeds) vs an ideal spread."""
     from dataclasses import asdict
@@ -306,6 +309,11 @@ def polarization_cmd(
         problems.append(Problem("--trials", f"must be >= 1 (got {trials})"))
     if seed < 0:
         problems.append(Problem("--seed", f"must be >= 0 (got {seed})"))
+    if same_index is not None and same_index < 0:
+        problems.append(Problem("--same-index", f"must be >= 0 (got {same_index})"))
+    if same_index is not None and out is not None:
+        problems.append(Problem("--same-index", "prints the leaf -> spine table; --out writes the Monte Carlo's "
+                                                "figures: give one of them"))
     if out is not None and out.is_dir():
         problems.append(Problem("--out", f"{out} is a directory; give the JSON file to write"))
     if problems:
@@ -319,6 +327,10 @@ def polarization_cmd(
     f = build(hw.cluster, hw.fabric, hw.name)
     if not 0 <= target < f.world_size:
         raise InputError(Problem("--target", f"must be a rank in 0..{f.world_size - 1} (got {target})"))
+    if same_index is not None:
+        from .fabric_polarization_view import print_same_index
+
+        return print_same_index(hw, f, target, same_index, console)
     if pattern == "all-to-all" and f.world_size > 512:
         raise InputError(Problem("--pattern", f"all-to-all over {f.world_size} ranks is "
                                               f"{f.world_size * (f.world_size - 1):,} flows per trial: at most 512 ranks"))

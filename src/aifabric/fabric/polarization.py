@@ -131,3 +131,21 @@ def analyze(router: Router, pattern: str, trials: int, rng: np.random.Generator,
         trials=trials, ecmp=_stats("ECMP", samples, cap), ideal=_stats("ideal spread", ideal, cap),
         histogram_gbps=tuple((float(v), int(c)) for v, c in zip(values, counts, strict=True)),
     )
+
+
+def same_index_spines(router: Router, dst_leaf: str, index: int = 0) -> dict[str, str]:
+    """Deep Learning for Network Engineers, Chapter 13 (hash polarization in a Clos): when every leaf's hash gives
+    the same result `index` for flows to one endpoint (low entropy, one deterministic hash), which spine each leaf
+    sends them to: group[index mod len(group)] of its ECMP group toward `dst_leaf`. A full mesh sends every leaf to
+    the same spine; a partial mesh, whose leaves reach distinct subsets of spines, cannot."""
+    from .graph import RAIL
+
+    f = router.fabric
+    out: dict[str, str] = {}
+    for leaf, node in f.nodes.items():
+        if node.kind != RAIL or leaf == dst_leaf or not np.isfinite(router.distance(leaf, dst_leaf)):
+            continue
+        group = router.next_hops(leaf, dst_leaf)
+        if group:
+            out[leaf] = f.links[group[index % len(group)]].dst
+    return out
