@@ -82,3 +82,15 @@ def test_several_fields_vary_together(write_scenario, tmp_path, capsys):
     assert run_app(app, ["compare", str(path), "--vary", "workload.parallelism.tp=8,4",
                          "--vary", "workload.parallelism.dp=2", "--out", str(tmp_path)]) == 2
     assert "same number of values" in capsys.readouterr().err
+
+
+def test_a_qos_field_is_noted_as_the_packet_engines(ch14_data):
+    """fabric.qos acts on the packet engine alone: compare says so when the runs are on another engine."""
+    from aifabric.compare import Variant, inert_notes
+    from aifabric.scenario import load_scenario
+
+    s = load_scenario(ch14_data)
+    vs = [Variant("a", s, (("fabric.qos.wred.max_kb", 2000),)), Variant("b", s, (("fabric.qos.wred.max_kb", 3000),))]
+    notes = inert_notes(vs, [{}, {}])
+    assert any("fabric.qos.wred.max_kb" in n and "packet engine" in n for n in notes)
+    assert not any("fabric.qos" in n for n in inert_notes(vs, [{}, {}], engine="packet"))
