@@ -250,3 +250,14 @@ def test_fabric_config_cli(write_scenario, tmp_path, capsys):
                    "    pause pfc-cos 3\n")  # WRED max 4,000 KB above the default xOFF 3,200 KB
     assert run_app(app, ["fabric", "config", "--import", str(bad)]) == 2
     assert "fabric.qos.pfc.xoff_kb" in capsys.readouterr().err
+
+
+def test_dual_port_nics_give_both_planes_the_rail_gateways():
+    """Figure 13-5/13-7: each NIC's two ports on two switches; both hold the rail's gateway, and say so."""
+    cluster = ClusterSpec(servers=4, gpus_per_server=8, nic_ports=2)
+    fab = FabricSpec(rails_per_switch=8, spines=2)
+    plans = {sw.id: sw for sw in switch_plans(build(cluster, fab), fab)}
+    a, b = plans["leaf0-A"], plans["leaf0-B"]
+    assert a.svis == b.svis and a.svis and a.loopback != b.loopback
+    assert "anycast / MLAG gateway pair" in nxos(a, fab.qos, fab)
+    assert not plans["spine0"].notes
