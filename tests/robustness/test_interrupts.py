@@ -175,3 +175,42 @@ def test_sweep_ctrl_c_while_writing_the_table(tmp_path, monkeypatch, capsys):
     monkeypatch.undo()
     assert run_app(app, [*args, "--resume"]) == 0  # finished from where it stopped
     assert json.loads((out / "sweep.json").read_text())["complete"] is True
+
+
+# ---------------------------------------------------------------- a Ctrl-C no command handled; a real one
+
+def test_a_ctrl_c_outside_every_handler_says_interrupted(tmp_path, monkeypatch, capsys):
+    """typer returns 130 for a KeyboardInterrupt that escaped a command (it printed nothing before)."""
+    import aifabric.scenario as scenario_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scenario_module, "load_scenario", interrupted)
+    assert run_app(app, ["validate", str(_scenario(tmp_path))]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("delay_s", [0.4, 1.5, 3.0])
+def test_a_real_ctrl_c_at_some_moment_of_demo(tmp_path, delay_s):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C, at some moment of `aifabric demo`: exit 130 (or 0
+    when it had finished), never a traceback, and whatever is in --out is whole: summary.json is JSON saying
+    whether the run is complete, beside scenario.yaml; no staging folder left."""
+    import subprocess
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "aifabric", "demo", "--out", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path)
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 130), err
+    assert "Traceback" not in err
+    if proc.returncode == 130:
+        assert "interrupted" in err
+    if out.exists():
+        summary = json.loads((out / "summary.json").read_text())
+        assert isinstance(summary["complete"], bool) and (out / "scenario.yaml").exists()
+    _no_staging_left(tmp_path)

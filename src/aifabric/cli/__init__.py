@@ -14,4 +14,22 @@ except KeyboardInterrupt:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run_app(app, argv))
+    code = run_app(app, argv)
+    if code == 130:
+        _exit_interrupted()
+    sys.exit(code)
+
+
+def _exit_interrupted() -> None:
+    """Exit 130 now. A Ctrl-C that came while an extension module ran Python code through the C API (during an
+    import, say) leaves CPython's 'unhandled KeyboardInterrupt' flag set although aifabric handled it, and the
+    interpreter would then end itself by SIGINT at exit instead of with the code; the files are written and the
+    rank processes stopped by now."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(130)

@@ -40,6 +40,8 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
     debug = "--debug" in args
     try:
         result = app(args=args, standalone_mode=False, prog_name="aifabric")
+        if result == 130:  # typer's form of a Ctrl-C that no command handled: it returns Exit(130)'s code
+            stderr.print("[yellow]interrupted[/]")
         return int(result or 0)
     except InputError as exc:
         print_input_error(exc)

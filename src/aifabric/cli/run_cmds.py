@@ -60,8 +60,6 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
 
     # refused before any work: a scenario past this machine's memory (its estimate), a folder of the user's files
     est = check_work(scenario, engine, force) if workload is None else None
-    folder = claim_out(out, force)
-    out_dir = folder.target
     progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True)
     task_id = None
@@ -102,6 +100,8 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
         if verbose and name in words:  # the event loop has its bar
             err_console.print(f"[dim]{time.perf_counter() - t0:7.1f} s[/] {words[name]}", highlight=False)
 
+    folder = claim_out(out, force)
+    out_dir = folder.target
     try:
         try:
             try:
