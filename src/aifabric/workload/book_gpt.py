@@ -35,15 +35,10 @@ from __future__ import annotations
 
 from ..catalog import GpuSpec
 from ..models.transformer import Transformer
-from ..units import BYTES_PER_ELEMENT
-from .buckets import ddp_buckets
-from .compute import duration_s
-from .ops import Collective, Compute, Op, Recv, Send, Wait, Workload
-from .pipeline import F, stage_bounds, stage_order
+from .ops import Workload
+from .pipeline import stage_bounds
 from .plan import Plan
-from .small_models import SMALL_MODEL_EFFICIENCY
-
-MIB = 2**20
+from .small_models import DdpBuckets, StageRank
 
 
 def check_book_gpt(model: Transformer, plan: Plan) -> list[str]:
@@ -66,20 +61,22 @@ def check_book_gpt(model: Transformer, plan: Plan) -> list[str]:
     return out
 
 
-class _Rank:
+class _Rank(StageRank):
     def __init__(self, model: Transformer, plan: Plan, gpu: GpuSpec, rank: int):
-        self.m, self.p, self.gpu, self.rank = model, plan, gpu, rank
-        lay = plan.layout
-        c = lay.coords(rank)
-        self.stage, self.root = c["pp"], c["tp"] == 0
-        self.tp_group, self.dp_group = lay.group(rank, "tp"), lay.group(rank, "dp")
-        self.peers = [lay.rank(tp=c["tp"], dp=c["dp"], pp=s) for s in range(plan.pp)]
-        self.bpe = BYTES_PER_ELEMENT[plan.precision]
+        super().__init__(plan, gpu, rank)
+        self.m = model
+        self.root = self.c["tp"] == 0
         self.tokens = plan.micro_batch_size * plan.seq_len
         self.n_units = model.layers + 2
         self.start, self.stop = stage_bounds(self.n_units, plan.pp, self.stage)
         self.params = [self.unit_params(u) for u in range(self.start, self.stop)]
-        self.ops: list[Op] = []
+
+    def boundary_bytes(self) -> tuple[int, int]:  # the whole activation, both ways
+        size = self.tokens * self.m.hidden * self.bpe
+        return size, size
+
+    def buckets(self, it: int) -> _Buckets:
+        return _Buckets(self, it)
 
     # ---- the stage's parameters (elements per tensor, registration order) ------------------------
     def unit_params(self, u: int) -> list[int]:
@@ -91,23 +88,6 @@ class _Rank:
         if u == self.n_units - 1:  # final norm, output layer (no bias)
             return [d, d, m.vocab * d]
         return [d, d, d, d, *lin(d, d), *lin(d, d), *lin(d, d), *lin(d, d), *lin(d, f), *lin(f, d)]
-
-    # ---- emitters ---------------------------------------------------------------------------------
-    def compute(self, name: str, flops: float) -> None:
-        self.ops.append(Compute(name, flops, duration_s(flops, self.gpu, self.p.precision,
-                                                        self.p.compute_efficiency or SMALL_MODEL_EFFICIENCY)))
-
-    def tp(self, key: str, op: str, elements: int, label: str) -> None:
-        if self.p.tp > 1:
-            self.ops.append(Collective(f"{key}@{self.tp_group[0]}", op, self.tp_group, int(elements), self.bpe,
-                                       label, dim="tp"))
-
-    def send(self, key: str, stage: int, size: int, label: str) -> None:
-        self.ops.append(Send(f"{key}@{self.rank}", self.rank, self.peers[stage], size, label))
-
-    def recv(self, key: str, stage: int, size: int, label: str) -> None:
-        peer = self.peers[stage]
-        self.ops.append(Recv(f"{key}@{peer}", peer, self.rank, size, label))
 
     # ---- passes -----------------------------------------------------------------------------------
     def forward(self, pre: str) -> None:
@@ -172,52 +152,15 @@ class _Rank:
             ready(j, n - 2)  # V, K, Q, then ln2 (ready before, after them in DDP's order)
             ready(j, n)  # ln1
 
-    def iteration(self, it: int) -> None:
-        p, s = self.p, self.stage
-        size = self.tokens * self.m.hidden * self.bpe
-        order = stage_order(p.schedule, p.pp, p.micro_batches, s)
-        last_b = max(i for i, ref in enumerate(order) if ref.kind != F)
-        for i, ref in enumerate(order):
-            pre = f"it{it}/mb{ref.micro_batch}"
-            if ref.kind == F:
-                if s > 0:
-                    self.recv(f"{pre}/act{s - 1}to{s}", s - 1, size, "activations")
-                self.forward(pre)
-                if s < p.pp - 1:
-                    self.send(f"{pre}/act{s}to{s + 1}", s + 1, size, "activations")
-                continue
-            if s < p.pp - 1:
-                self.recv(f"{pre}/grad{s + 1}to{s}", s + 1, size, "activation gradients")
-            self.backward(pre, _Buckets(self, it) if i == last_b and p.dp > 1 else None)
-            if s > 0:
-                self.send(f"{pre}/grad{s}to{s - 1}", s - 1, size, "activation gradients")
-        if p.dp > 1:
-            self.ops.append(Wait("dp"))
-        self.compute("optimizer", 2.0 * sum(map(sum, self.params)))
 
-
-class _Buckets:
-    """The stage's DDP buckets over its parameters in reverse registration order; `ready(j, n)`: the last `n`
-    tensors of the stage's unit j have their gradients, so every bucket now complete (and every one before
-    it) is launched."""
-
-    def __init__(self, r: _Rank, it: int):
-        self.r, self.it = r, it
-        self.order = [(j, q) for j in reversed(range(len(r.params))) for q in reversed(range(len(r.params[j])))]
-        self.sizes = [r.params[j][q] for j, q in self.order]
-        self.buckets = ddp_buckets(self.sizes, r.p.bucket_mb * MIB / r.bpe)
-        self.done = 0  # tensors (in self.order) whose gradients are ready
-        self.launched = 0
+class _Buckets(DdpBuckets):
+    """`ready(j, n)`: the last `n` tensors of the stage's unit j have their gradients, so every bucket now complete
+    (and every one before it) is launched."""
 
     def ready(self, unit: int, n: int) -> None:
         first = next((i for i, (j, _) in enumerate(self.order) if j == unit), len(self.order))
         self.done = max(self.done, first + n)
-        while self.launched < len(self.buckets) and self.buckets[self.launched][-1] < self.done:
-            idx, r = self.buckets[self.launched], self.r
-            r.ops.append(Collective(f"it{self.it}/dp-bucket{self.launched}@{r.dp_group[0]}", "all-reduce",
-                                    r.dp_group, int(sum(self.sizes[i] for i in idx)), r.bpe, "gradients",
-                                    blocking=False, stream="dp", dim="dp"))
-            self.launched += 1
+        self.launch_ready()
 
 
 def build_book_gpt_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str = "book-gpt-training",

@@ -45,6 +45,7 @@ model: these workloads exist to be compared with traced training op by op, not f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..catalog import GpuSpec
 from ..models.cnn import CNN, Conv, conv_output_side
@@ -218,32 +219,121 @@ def check_plan(model: SmallModel, plan: Plan, tp_style: str = "megatron") -> lis
     return out
 
 
-class _Rank:
-    def __init__(self, model: SmallModel, plan: Plan, gpu: GpuSpec, rank: int, tp_style: str = "megatron"):
-        self.p, self.gpu = plan, gpu
+class StageRank:
+    """One rank of a small model's or the book GPT's training (workload/book_gpt.py): its place in the plan (pipeline
+    stage, tensor- and data-parallel groups, the same position on the other stages), the ops it emits (compute,
+    tensor-parallel collectives, pipeline sends and receives) and an iteration: the schedule's passes, each
+    forward receiving from the previous stage and sending to the next, each backward the other way, the DDP
+    buckets launched during the last backward, then the wait for them and the optimizer step (SGD, 2 FLOP per
+    parameter). A model's builder gives `params` (per part of its stage, elements per tensor in registration
+    order), `forward`, `backward`, `buckets` and `boundary_bytes`."""
+
+    def __init__(self, plan: Plan, gpu: GpuSpec, rank: int):
+        self.p, self.gpu, self.rank = plan, gpu, rank
         lay = plan.layout
         self.c = lay.coords(rank)
-        self.rank = rank
         self.stage = self.c["pp"]
         self.tp_group = lay.group(rank, "tp")
         self.dp_group = lay.group(rank, "dp")
         self.peers = [lay.rank(tp=self.c["tp"], dp=self.c["dp"], pp=s) for s in range(plan.pp)]
         self.bpe = BYTES_PER_ELEMENT[plan.precision]
-        self.b = plan.micro_batch_size
-        self.units = units_of(model)
-        self.start, self.stop = stage_bounds(len(self.units), plan.pp, self.stage)
-        self.mods = stage_modules(self.units, self.start, self.stop, tp_style)
-        self.params = [module_params(self.units, m, plan.tp) for m in self.mods]
+        self.params: list[list[int]] = []
         self.ops: list[Op] = []
 
+    # ---- emitters ---------------------------------------------------------------------------------
     def compute(self, name: str, flops: float) -> None:
         self.ops.append(Compute(name, flops, duration_s(flops, self.gpu, self.p.precision,
                                                         self.p.compute_efficiency or SMALL_MODEL_EFFICIENCY)))
 
     def tp(self, key: str, op: str, elements: int, label: str) -> None:
         if self.p.tp > 1:
-            self.ops.append(Collective(f"{key}@{self.tp_group[0]}", op, self.tp_group, elements, self.bpe, label,
-                                       dim="tp"))
+            self.ops.append(Collective(f"{key}@{self.tp_group[0]}", op, self.tp_group, int(elements), self.bpe,
+                                       label, dim="tp"))
+
+    def send(self, key: str, stage: int, size: int, label: str) -> None:
+        self.ops.append(Send(f"{key}@{self.rank}", self.rank, self.peers[stage], size, label))
+
+    def recv(self, key: str, stage: int, size: int, label: str) -> None:
+        peer = self.peers[stage]
+        self.ops.append(Recv(f"{key}@{peer}", peer, self.rank, size, label))
+
+    # ---- what a model's builder gives ---------------------------------------------------------------
+    def boundary_bytes(self) -> tuple[int, int]:
+        """Bytes of a micro-batch's activations into the stage and out of it (their gradients the same)."""
+        raise NotImplementedError
+
+    def forward(self, pre: str) -> None:
+        raise NotImplementedError
+
+    def backward(self, pre: str, buckets: Any) -> None:
+        raise NotImplementedError
+
+    def buckets(self, it: int) -> Any:
+        """The DDP buckets of iteration `it`'s last backward."""
+        raise NotImplementedError
+
+    # ---- one iteration ----------------------------------------------------------------------------
+    def iteration(self, it: int) -> None:
+        p, s = self.p, self.stage
+        size_in, size_out = self.boundary_bytes()
+        order = stage_order(p.schedule, p.pp, p.micro_batches, s)
+        last_b = max(i for i, ref in enumerate(order) if ref.kind != F)
+        for i, ref in enumerate(order):
+            pre = f"it{it}/mb{ref.micro_batch}"
+            if ref.kind == F:
+                if s > 0:
+                    self.recv(f"{pre}/act{s - 1}to{s}", s - 1, size_in, "activations")
+                self.forward(pre)
+                if s < p.pp - 1:
+                    self.send(f"{pre}/act{s}to{s + 1}", s + 1, size_out, "activations")
+                continue
+            if s < p.pp - 1:
+                self.recv(f"{pre}/grad{s + 1}to{s}", s + 1, size_out, "activation gradients")
+            self.backward(pre, self.buckets(it) if i == last_b and p.dp > 1 else None)
+            if s > 0:
+                self.send(f"{pre}/grad{s}to{s - 1}", s - 1, size_in, "activation gradients")
+        if p.dp > 1:
+            self.ops.append(Wait("dp"))
+        self.compute("optimizer", 2.0 * sum(map(sum, self.params)))
+
+
+class DdpBuckets:
+    """A stage's DDP buckets over its parameters in reverse registration order (parts last to first, each part's
+    tensors last to first); `launch_ready` launches, in bucket order, every bucket whose gradients are all ready
+    (the first `done` tensors of that order), on the "dp" stream without blocking."""
+
+    def __init__(self, r: StageRank, it: int):
+        self.r, self.it = r, it
+        self.order = [(j, q) for j in reversed(range(len(r.params))) for q in reversed(range(len(r.params[j])))]
+        self.sizes = [r.params[j][q] for j, q in self.order]
+        self.buckets = ddp_buckets(self.sizes, r.p.bucket_mb * MIB / r.bpe)
+        self.done = 0  # tensors (in self.order) whose gradients are ready
+        self.launched = 0
+
+    def launch_ready(self) -> None:
+        while self.launched < len(self.buckets) and self.buckets[self.launched][-1] < self.done:
+            idx, r = self.buckets[self.launched], self.r
+            r.ops.append(Collective(f"it{self.it}/dp-bucket{self.launched}@{r.dp_group[0]}", "all-reduce",
+                                    r.dp_group, int(sum(self.sizes[i] for i in idx)), r.bpe, "gradients",
+                                    blocking=False, stream="dp", dim="dp"))
+            self.launched += 1
+
+
+class _Rank(StageRank):
+    def __init__(self, model: SmallModel, plan: Plan, gpu: GpuSpec, rank: int, tp_style: str = "megatron"):
+        super().__init__(plan, gpu, rank)
+        self.b = plan.micro_batch_size
+        self.units = units_of(model)
+        self.start, self.stop = stage_bounds(len(self.units), plan.pp, self.stage)
+        self.mods = stage_modules(self.units, self.start, self.stop, tp_style)
+        self.params = [module_params(self.units, m, plan.tp) for m in self.mods]
+
+    def boundary_bytes(self) -> tuple[int, int]:
+        return (self.units[self.start].in_width * self.b * self.bpe,
+                self.units[self.stop - 1].out_width * self.b * self.bpe)
+
+    def buckets(self, it: int) -> _Buckets:
+        return _Buckets(self, it)
 
     def forward(self, pre: str) -> None:
         p, b = self.p, self.b
@@ -287,63 +377,15 @@ class _Rank:
             if mod.kind != "book" and (k > self.start or self.stage > 0):  # the input needs its gradient
                 self.tp(f"{pre}/u{k}/bwd-ar", "all-reduce", b * u.in_width, "input gradient")
 
-    def iteration(self, it: int) -> None:
-        p, s = self.p, self.stage
-        m = p.micro_batches
-        width_in = self.units[self.start].in_width * self.b * self.bpe
-        width_out = self.units[self.stop - 1].out_width * self.b * self.bpe
-        order = stage_order(p.schedule, p.pp, m, s)
-        last_b = max(i for i, ref in enumerate(order) if ref.kind != F)
-        for i, ref in enumerate(order):
-            pre = f"it{it}/mb{ref.micro_batch}"
-            if ref.kind == F:
-                if s > 0:
-                    self.recv(f"{pre}/act{s - 1}to{s}", s - 1, width_in, "activations")
-                self.forward(pre)
-                if s < p.pp - 1:
-                    self.send(f"{pre}/act{s}to{s + 1}", s + 1, width_out, "activations")
-                continue
-            if s < p.pp - 1:
-                self.recv(f"{pre}/grad{s + 1}to{s}", s + 1, width_out, "activation gradients")
-            self.backward(pre, _Buckets(self, it) if i == last_b and p.dp > 1 else None)
-            if s > 0:
-                self.send(f"{pre}/grad{s}to{s - 1}", s - 1, width_in, "activation gradients")
-        if p.dp > 1:
-            self.ops.append(Wait("dp"))
-        self.compute("optimizer", 2.0 * sum(map(sum, self.params)))
-
-    def send(self, key: str, stage: int, size: int, label: str) -> None:
-        self.ops.append(Send(f"{key}@{self.rank}", self.rank, self.peers[stage], size, label))
-
-    def recv(self, key: str, stage: int, size: int, label: str) -> None:
-        peer = self.peers[stage]
-        self.ops.append(Recv(f"{key}@{peer}", peer, self.rank, size, label))
 
 
-class _Buckets:
-    """The stage's DDP buckets over its parameters in reverse registration order; `add(j)`: module j's
-    gradients are accumulated, so every bucket whose last gradient that was is launched."""
-
-    def __init__(self, r: _Rank, it: int):
-        self.r, self.it = r, it
-        # reverse registration order: modules last to first, each module's parameters last to first
-        self.order = [(j, q) for j in reversed(range(len(r.params))) for q in reversed(range(len(r.params[j])))]
-        sizes = [r.params[j][q] for j, q in self.order]
-        self.buckets = ddp_buckets(sizes, r.p.bucket_mb * MIB / r.bpe)
-        self.sizes = sizes
-        self.done = 0  # parameters (in self.order) whose gradients are ready
-        self.launched = 0
+class _Buckets(DdpBuckets):
+    """`add(j)`: module j's gradients are accumulated, so every bucket whose last gradient that was is launched."""
 
     def add(self, module: int) -> None:
         while self.done < len(self.order) and self.order[self.done][0] == module:
             self.done += 1
-        while self.launched < len(self.buckets) and self.buckets[self.launched][-1] < self.done:
-            idx = self.buckets[self.launched]
-            r = self.r
-            r.ops.append(Collective(f"it{self.it}/dp-bucket{self.launched}@{r.dp_group[0]}", "all-reduce",
-                                    r.dp_group, int(sum(self.sizes[i] for i in idx)), r.bpe, "gradients",
-                                    blocking=False, stream="dp", dim="dp"))
-            self.launched += 1
+        self.launch_ready()
 
 
 def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str = "small-training",
@@ -376,5 +418,5 @@ def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str 
     )
 
 
-__all__ = ["TP_STYLES", "TRAINER_LAYERS", "Unit", "build_small_training", "check_plan", "layers_problem",
-           "stage_modules", "trainer_model", "units_of"]
+__all__ = ["TP_STYLES", "TRAINER_LAYERS", "DdpBuckets", "StageRank", "Unit", "build_small_training", "check_plan",
+           "layers_problem", "stage_modules", "trainer_model", "units_of"]
