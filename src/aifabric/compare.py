@@ -42,7 +42,7 @@ class Variant:
 _SPINE_PATHS = ("spine", "superspine")
 FIELD_TIERS: dict[str, tuple[str, ...]] = {
     **{f"fabric.{k}": _SPINE_PATHS for k in ("load_balancing", "flowlet_gap_us", "ecmp_hash_seed",
-                                             "per_switch_hash_seed")},
+                                             "per_switch_hash_seed", "ecmp_hash_fields")},
     **{f"fabric.{k}": ("spine",) for k in ("spines", "leaf_oversubscription", "links_per_spine", "spine_radix",
                                            "spine_cabling", "spines_per_leaf", "link_speed_gbps")},
     **{f"fabric.{k}": ("superspine",) for k in ("superspines", "superspine_planes", "superspine_link_speed_gbps",

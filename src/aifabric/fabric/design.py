@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..catalog import PCIE_X16_GBPS_PER_DIRECTION, gpu
+from .ecmp import HASH_FIELDS
 
 if TYPE_CHECKING:  # the scenario imports the fabric (checks); the fabric needs only its types
     from ..scenario.fabric_spec import ClusterSpec, FabricSpec
@@ -60,6 +61,8 @@ class Design:
     links_per_superspine: int
     superspine_speed_gbps: float
     superspine_radix: int
+    # the header fields the switches' ECMP hash reads (fabric.ecmp_hash_fields; ecmp.HASH_FIELDS order)
+    ecmp_hash_fields: tuple[str, ...] = ("src_ip", "dst_ip", "protocol", "src_port", "dst_port")
 
     # -- counts ------------------------------------------------------------------------------------
     @property
@@ -208,4 +211,5 @@ def resolve(cluster: ClusterSpec, fabric: FabricSpec) -> Design:
         partial_mesh=partial,
         superspines=superspines, superspine_planes=ss_planes, links_per_superspine=fabric.links_per_superspine,
         superspine_speed_gbps=ss_gbps, superspine_radix=fabric.superspine_radix or fabric.switch_radix,
+        ecmp_hash_fields=tuple(f for f in HASH_FIELDS if f in getattr(fabric, "ecmp_hash_fields", HASH_FIELDS)),
     )

@@ -3,6 +3,7 @@
 The hash (documented, so users can reproduce and reason about polarization):
 
     key  = src_ip (4 B) | dst_ip (4 B) | protocol (1 B) | src_port (2 B) | dst_port (2 B), big-endian
+           (only the fields of `fabric.ecmp_hash_fields`, in this order, when it names fewer)
     h    = fmix32(CRC-32(key) XOR seed)        CRC-32: zlib / IEEE 802.3; fmix32: MurmurHash3's finalizer
     port = next_hops[h mod len(next_hops)]
 
@@ -39,8 +40,17 @@ class FiveTuple:
     dst_port: int = ROCEV2_UDP_PORT
     protocol: int = IPPROTO_UDP
 
-    def key(self) -> bytes:
-        return struct.pack(">IIBHH", self.src_ip, self.dst_ip, self.protocol, self.src_port, self.dst_port)
+    def key(self, fields: tuple[str, ...] | None = None) -> bytes:
+        """The hashed bytes: every field (the default), or only `fields` (the switch's hash configuration), in
+        the order of HASH_FIELDS."""
+        if fields is None or fields == HASH_FIELDS:
+            return struct.pack(">IIBHH", self.src_ip, self.dst_ip, self.protocol, self.src_port, self.dst_port)
+        return b"".join(struct.pack(_FIELD_FORMAT[name], getattr(self, name)) for name in HASH_FIELDS
+                        if name in fields)
+
+
+HASH_FIELDS = ("src_ip", "dst_ip", "protocol", "src_port", "dst_port")
+_FIELD_FORMAT = {"src_ip": ">I", "dst_ip": ">I", "protocol": ">B", "src_port": ">H", "dst_port": ">H"}
 
 
 def fmix32(h: int) -> int:
@@ -54,8 +64,9 @@ def fmix32(h: int) -> int:
     return h
 
 
-def ecmp_hash(flow: FiveTuple, seed: int) -> int:
-    return fmix32(zlib.crc32(flow.key()) ^ (seed & 0xFFFFFFFF))
+def ecmp_hash(flow: FiveTuple, seed: int, fields: tuple[str, ...] | None = None) -> int:
+    """`fields`: the header fields the switches hash (default all five; `fabric.ecmp_hash_fields`)."""
+    return fmix32(zlib.crc32(flow.key(fields)) ^ (seed & 0xFFFFFFFF))
 
 
 def switch_seed(base_seed: int, switch_name: str, per_switch: bool) -> int:

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
-from .ecmp import FiveTuple, ecmp_hash, roce_udp_source_port, switch_seed
+from .ecmp import HASH_FIELDS, FiveTuple, ecmp_hash, roce_udp_source_port, switch_seed
 from .graph import NVSWITCH, SCALE_UP_TIERS, Fabric
 
 MAX_PATHS = 4096
@@ -69,6 +69,8 @@ class Router:
         self.hash_seed = hash_seed
         self.per_switch_seed = per_switch_seed
         design = fabric.design
+        fields = getattr(design, "ecmp_hash_fields", None)
+        self.hash_fields: tuple[str, ...] | None = None if fields in (None, HASH_FIELDS) else fields
         self.pxn = bool(pxn) if pxn is not None else getattr(design, "topology", None) == "rail-only"
         self.qps = QueuePairs(np.random.default_rng(seed))
         self._routes: dict[tuple[int, int, int], Route] = {}
@@ -142,7 +144,9 @@ class Router:
     def _pick(self, node: str, group: list[int], flow: FiveTuple) -> int:
         if len(group) == 1:
             return group[0]
-        return group[ecmp_hash(flow, self._seed(node)) % len(group)]
+        if self.hash_fields is None:
+            return group[ecmp_hash(flow, self._seed(node)) % len(group)]
+        return group[ecmp_hash(flow, self._seed(node), self.hash_fields) % len(group)]
 
     # -- pieces of a route ----------------------------------------------------------------------
     def _switch_ports(self, nic: str) -> list[int]:

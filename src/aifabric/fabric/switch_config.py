@@ -220,6 +220,8 @@ def nxos(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None, tit
         lines.append("feature interface-vlan")
     lines.append("!")
     lines += nxos_qos(qos, headroom_bytes)
+    lines += ["!", f"! ECMP hash fields: {', '.join(fabric_spec.ecmp_hash_fields)}", nxos_load_sharing(
+        fabric_spec.ecmp_hash_fields)]
     lb = fabric_spec.load_balancing
     ups = sw.uplinks()
     if lb in ("flowlet", "spray", "adaptive") and ups:
@@ -256,6 +258,19 @@ def nxos(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None, tit
         lines += [f"  neighbor {nb.ip}", f"    remote-as {nb.asn}", f"    description {nb.name}",
                   "    address-family ipv4 unicast"]
     return "\n".join(lines) + "\n"
+
+
+def nxos_load_sharing(fields) -> str:
+    """`ip load-sharing` for the hashed header fields (the addresses, then the L4 ports)."""
+    ends = {("src", "dst"): "source-destination", ("src",): "source", ("dst",): "destination"}
+    ip = tuple(e for e in ("src", "dst") if f"{e}_ip" in fields)
+    port = tuple(e for e in ("src", "dst") if f"{e}_port" in fields)
+    line = "ip load-sharing address " + ends.get(ip, "source-destination")
+    return line + (f" port {ends[port]}" if port else "")
+
+
+SONIC_HASH = {"src_ip": "SRC_IP", "dst_ip": "DST_IP", "protocol": "IP_PROTOCOL", "src_port": "L4_SRC_PORT",
+              "dst_port": "L4_DST_PORT"}
 
 
 # -- SONiC -----------------------------------------------------------------------------------------------
@@ -342,6 +357,7 @@ def sonic(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None) ->
     routed = {name: x for name, x in ports.items() if x.ip is not None}
     if routed:
         db["INTERFACE"] = {**{name: {} for name in routed}, **{f"{name}|{x.ip}": {} for name, x in routed.items()}}
+    db["SWITCH_HASH"] = {"GLOBAL": {"ecmp_hash": [SONIC_HASH[f] for f in fabric_spec.ecmp_hash_fields]}}
     if sw.aggregates:
         db["BGP_AGGREGATE_ADDRESS"] = {str(a): {"summary-only": "true"} for a in sw.aggregates}
     if sw.networks:

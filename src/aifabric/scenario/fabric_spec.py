@@ -160,6 +160,10 @@ class FabricSpec(Strict):
     flowlet_gap_us: float = Field(50, gt=0, description="idle gap that starts a new flowlet, µs (not in the "
                                                         "book; a configurable default)")
     ecmp_hash_seed: int = Field(0, ge=0, le=0xFFFFFFFF, description="seed of the CRC32 5-tuple ECMP hash")
+    ecmp_hash_fields: list[Literal["src_ip", "dst_ip", "protocol", "src_port", "dst_port"]] = Field(
+        ["src_ip", "dst_ip", "protocol", "src_port", "dst_port"], min_length=1, max_length=5,
+        description="header fields the switches' ECMP hash reads (default the 5-tuple; without src_port every QP "
+                    "between two NICs takes one path)")
     per_switch_hash_seed: bool = Field(
         False, description="mix each switch's id into its ECMP seed (breaks hash polarization)"
     )
@@ -181,6 +185,13 @@ class FabricSpec(Strict):
         QosSpec(), description="switch QoS profile: DSCP -> QoS group -> queue, scheduling, WRED/ECN, PFC, buffers, "
         "MTU, DCQCN (default: Deep Learning for Network Engineers, Chapter 11); the packet engine runs it and "
         "`aifabric fabric config` writes it as NX-OS or SONiC configuration")
+
+    @field_validator("ecmp_hash_fields")
+    @classmethod
+    def _distinct_fields(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"a field named twice: {', '.join(value)}")
+        return value
 
     @field_validator("address_block", "underlay_block")
     @classmethod

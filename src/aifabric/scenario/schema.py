@@ -69,7 +69,7 @@ _SUPERSPINE_FIELDS = ("pods", "superspines", "superspine_planes", "superspine_li
                       "links_per_superspine", "superspine_radix", "spine_oversubscription")
 _SPINE_FIELDS = ("spines", "link_speed_gbps", "links_per_spine", "spine_radix", "spine_cabling", "spines_per_leaf",
                  "leaf_oversubscription", "load_balancing", "flowlet_gap_us", "ecmp_hash_seed",
-                 "per_switch_hash_seed")
+                 "per_switch_hash_seed", "ecmp_hash_fields")
 
 
 def _drop_none(d: dict) -> dict:
