@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from math import inf
 
+from ..fabric.graph import SCALE_UP_TIERS
 from .dcqcn import RpState, decay_alpha, increase, on_cnp
 from .headers import (
     ACK_BYTES,
@@ -38,7 +39,6 @@ from .headers import (
     ROCE_HEADER_BYTES,
     segment_count,
 )
-from ..fabric.graph import SCALE_UP_TIERS
 from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
 
 MAX_RATE_SAMPLES = 20_000
