@@ -187,8 +187,15 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
     transfers = np.flatnonzero((np.fromiter(graph.kind, dtype=np.int8, count=n) == TRANSFER) & ran[:n])
     payload = graph.payload_array()
     up_link = np.array([link.tier in SCALE_UP_TIERS for link in fabric.links], dtype=bool)
-    on_scale_up = np.fromiter((up_link[list(graph.route[t])].all() for t in transfers), dtype=bool,
-                              count=len(transfers))
+    route_up: dict[tuple[int, ...], bool] = {}  # routes repeat: each distinct one checked once
+    routes = graph.route
+    on_scale_up = np.empty(len(transfers), dtype=bool)
+    for i, t in enumerate(transfers.tolist()):
+        route = routes[t]
+        up = route_up.get(route)
+        if up is None:
+            up = route_up[route] = bool(up_link[list(route)].all())
+        on_scale_up[i] = up
     scale_up = float(payload[transfers][on_scale_up].sum())
     folded = float(sum(count * payload for count, _, _, payload in graph.folded.values()))
     scale_up += folded
