@@ -367,14 +367,6 @@ def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:
     )
 
 
-def task_dim(graph: TaskGraph, t: int) -> str:
-    """The parallel dimension a task serves: its own, else its collective's."""
-    d = graph.dim[t] if t < len(graph.dim) else ""
-    if not d and graph.collective[t] >= 0:
-        d = graph.collectives[graph.collective[t]].dim
-    return d or "other"
-
-
 NETWORKS = ("all", "scale-up", "scale-out")
 
 

@@ -6,7 +6,6 @@ Network speeds are quoted in Gb/s (10^9 bits per second), scale-up bandwidths in
 
 BITS_PER_BYTE = 8
 GIGA = 1e9
-TERA = 1e12
 
 
 def gbps_to_bytes_per_s(rate_gbps: float) -> float:
@@ -19,24 +18,8 @@ def gBps_to_bytes_per_s(rate_gBps: float) -> float:
     return rate_gBps * GIGA
 
 
-def bytes_per_s_to_gbps(rate_bytes_per_s: float) -> float:
-    return rate_bytes_per_s * BITS_PER_BYTE / GIGA
-
-
-def bytes_per_s_to_gBps(rate_bytes_per_s: float) -> float:
-    return rate_bytes_per_s / GIGA
-
-
 def ns_to_s(t_ns: float) -> float:
     return t_ns * 1e-9
-
-
-def us_to_s(t_us: float) -> float:
-    return t_us * 1e-6
-
-
-def tflops_to_flops(rate_tflops: float) -> float:
-    return rate_tflops * TERA
 
 
 BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}

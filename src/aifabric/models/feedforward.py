@@ -32,6 +32,3 @@ class FeedForward:
     def backward_flops(self, samples: int) -> float:
         """Twice the forward pass: gradients with respect to activations and to weights."""
         return 2.0 * self.forward_flops(samples)
-
-    def activations_per_sample(self) -> int:
-        return sum(self.layer_widths)

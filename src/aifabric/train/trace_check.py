@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from ..errors import Problem
@@ -166,7 +165,3 @@ def cap(problems: list[Problem]) -> list[Problem]:
     if len(problems) <= MAX_PROBLEMS:
         return problems
     return problems[:MAX_PROBLEMS] + [Problem("", f"... and {len(problems) - MAX_PROBLEMS:,} more problems")]
-
-
-def line_of(path: Path, n: int) -> tuple[str, int]:
-    return (str(path), n)
