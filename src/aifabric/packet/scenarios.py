@@ -252,7 +252,8 @@ def dcqcn(cfg: PacketConfig | None = None, size_mb: float = 6.0) -> ScenarioRun:
         f"{c.wred_max_bytes / 1e3:,.0f} KB < xOFF {c.pfc_xoff_bytes / 1e3:,.0f} KB",
         f"{st.total_ecn_marks()} ECN marks, {sum(fl['cnp_sent'] for fl in st.flows)} CNPs, "
         f"{st.total_pauses()} PFC pause frames (refreshes every half pause included) / "
-        f"{sum(st.pfc_resume_sent.values())} resumes, {st.total_drops()} drops",
+        f"{sum(st.pfc_resume_sent.values())} resume{'s' * (sum(st.pfc_resume_sent.values()) != 1)}, "
+        f"{st.total_drops()} drops",
         ("PFC quiet after t8: no pause frame after the resume; DCQCN alone holds the queue" if quiet else
          "PFC not quiet: pause frames after the first resume (the senders' rates had not come down enough)"),
         "final DCQCN rates: " + ", ".join(f"{fl['name'].split('->')[0]} {fl['final_rate_gbps']:.1f} Gb/s"
