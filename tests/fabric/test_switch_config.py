@@ -261,3 +261,10 @@ def test_dual_port_nics_give_both_planes_the_rail_gateways():
     assert a.svis == b.svis and a.svis and a.loopback != b.loopback
     assert "anycast / MLAG gateway pair" in nxos(a, fab.qos, fab)
     assert not plans["spine0"].notes
+
+
+def test_sonic_dynamic_threshold_is_log2_alpha():
+    fab = FABRIC.model_copy(update={"qos": QosSpec.model_validate({"buffer": {"dynamic_threshold_alpha": 0.25}})})
+    sw = switch_plans(build(CLUSTER, fab), fab)[0]
+    assert sonic(sw, fab.qos, fab)["BUFFER_PROFILE"]["egress_lossy_profile"]["dynamic_th"] == "-2"
+    assert "egress_lossy_profile" not in sonic(sw, FABRIC.qos, FABRIC)["BUFFER_PROFILE"]

@@ -110,3 +110,24 @@ def test_a_story_runs_on_a_files_profile(write_scenario, tmp_path, capsys):
     capsys.readouterr()
     assert run_app(app, ["packet", str(path), "--qos", str(path)]) == 2
     assert "--qos" in capsys.readouterr().err
+
+
+def test_dynamic_threshold_drops_a_lossy_incast_the_static_limit_holds():
+    """fabric.qos.buffer.dynamic_threshold_alpha: a lossy queue may hold alpha x the free shared buffer."""
+    from aifabric.packet.network import Network
+    from aifabric.packet.topo import leaf_spine, link_between
+
+    def run(alpha):
+        qos = QosSpec.model_validate({"buffer": {"dynamic_threshold_alpha": alpha}} if alpha else {})
+        f = leaf_spine([["a", "b", "c", "d", "e"]], ["sw"], [], 100)
+        net = Network(f, apply_qos(PacketConfig(), qos))
+        for h in "abcd":
+            net.add_transfer((link_between(f, h, "sw"), link_between(f, "sw", "e")), 1e6, dscp=0)
+        st = net.run()
+        return {reason: n for (_, _, reason), n in st.drops.items()}, st
+
+    static, st = run(None)
+    assert not static and all(fl["done_s"] for fl in st.flows)
+    dynamic, st = run(1 / 128)  # 64 MiB x 1/128 = 512 KiB while the buffer is nearly free
+    assert dynamic.get("dynamic-threshold", 0) > 0 and all(fl["done_s"] for fl in st.flows)
+    assert set(dynamic) == {"dynamic-threshold"}

@@ -24,6 +24,7 @@ differ).
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass, field
 
 from .addressing import AddressPlan
@@ -331,6 +332,10 @@ def sonic(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None) ->
         db["BUFFER_PROFILE"]["pg_lossless_profile"] = {
             "pool": "ingress_lossless_pool", "xon": str(int(p.xon_kb * KB)), "xoff": str(int(head)),
             "size": str(int(p.xoff_kb * KB + head)), "dynamic_th": "0"}
+    alpha = qos.buffer.dynamic_threshold_alpha
+    if alpha is not None:  # SONiC's dynamic_th is log2(alpha)
+        db["BUFFER_PROFILE"]["egress_lossy_profile"] = {"pool": "egress_lossy_pool", "size": "0",
+                                                        "dynamic_th": str(int(round(math.log2(alpha))))}
     for name in ports:
         for q in range(8):
             entry = {"scheduler": f"scheduler.{q}"}

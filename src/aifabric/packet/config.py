@@ -9,7 +9,8 @@ Not in the book (spec §11.1), chosen here and documented in docs/packet.md:
   (the book's rule of thumb, checked by `validate`); headroom = 2 x (cable + forwarding latency) x rate + 3 MTU frames
   unless given; pause quanta 0xFFFF, refreshed every half pause while above xON; watchdog 100 ms
   (Cisco NX-OS default `priority-flow-control watch-dog-interval`).
-- Shared buffer 64 MB per switch; a lossy queue drops above `queue_limit_bytes` or when the shared
+- Shared buffer 64 MB per switch; a lossy queue drops above `queue_limit_bytes` (and, with a dynamic threshold,
+  above alpha x the shared buffer still free, Choudhury and Hahne's rule) or when the shared
   buffer is full; a lossless queue never drops at egress unless `drop_threshold_bytes` is set; its
   ingress accounting drops only when a priority group overruns xOFF + headroom (a misconfiguration).
 - DCQCN: the algorithm of Zhu et al. 2015 with ns-3 `RdmaHw` defaults (spec §11.2): g = 1/16 (EwmaGain;
@@ -38,6 +39,7 @@ class SwitchConfig:
     forwarding_latency_s: float | None = None  # None: the fabric's switch_latency_s
     buffer_bytes: int = 64 * 1024 * 1024
     queue_limit_bytes: int = 8 * 1024 * 1024  # lossy queues drop above this
+    dynamic_threshold_alpha: float | None = None  # lossy queues also drop above alpha x the free shared buffer
     strict_priority_queues: tuple[int, ...] = (CNP_PRIORITY,)
     bandwidth_remaining_percent: tuple[int, ...] = (50, 0, 0, 50, 0, 0, 0, 0)  # by queue
     dscp_to_queue: tuple[tuple[int, int], ...] = ((24, 3), (48, 7))  # DSCP -> QoS group = queue; others -> default
@@ -134,6 +136,8 @@ def validate(cfg: PacketConfig) -> PacketConfig:
     s, d, n = cfg.switch, cfg.dcqcn, cfg.nic
     if s.ecn_enabled and s.pfc_enabled:
         p += threshold_problems(s.pfc_xon_bytes, s.wred_min_bytes, s.wred_max_bytes, s.pfc_xoff_bytes)
+    if s.dynamic_threshold_alpha is not None and not 0 < s.dynamic_threshold_alpha <= 64:
+        p.append(Problem("switch.dynamic_threshold_alpha", "must be in (0, 64]"))
     if not 0 <= s.wred_pmax <= 1:
         p.append(Problem("switch.wred_pmax", "must be a probability in [0, 1]"))
     if not 0 <= s.pfc_quanta <= PFC_MAX_QUANTA:

@@ -21,6 +21,7 @@ def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfi
         forwarding_latency_s=forwarding_latency_s,
         buffer_bytes=int(b.shared_mib * MIB),
         queue_limit_bytes=int(b.lossy_queue_limit_mib * MIB),
+        dynamic_threshold_alpha=b.dynamic_threshold_alpha,
         strict_priority_queues=tuple(sorted(set(qos.strict_priority_queues))),
         bandwidth_remaining_percent=shares,
         dscp_to_queue=tuple(sorted(qos.dscp_to_queue().items())),

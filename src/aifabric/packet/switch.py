@@ -67,6 +67,7 @@ class Switch:
         self.drop_threshold = c.drop_threshold_bytes
         self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
         self.queue_limit = c.queue_limit_bytes
+        self.dt_alpha = c.dynamic_threshold_alpha
         self.static_lb = self.lb == "ecmp"
 
     # -- forwarding -------------------------------------------------------------------------------
@@ -168,6 +169,9 @@ class Switch:
             pkt.ikey = key
         elif depth + size > self.queue_limit:
             net.drop(port, pkt, "queue-limit")
+            return
+        elif self.dt_alpha is not None and depth + size > self.dt_alpha * (self.buffer_bytes - self.buffer_used):
+            net.drop(port, pkt, "dynamic-threshold")
             return
         elif not port.backlog and port.busy_until <= now and port.paused_until[q] <= now:
             port.send_direct(pkt)

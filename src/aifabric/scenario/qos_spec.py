@@ -74,6 +74,9 @@ class PfcSpec(Strict):
 class BufferSpec(Strict):
     shared_mib: float = Field(64, gt=0, le=1_000_000, description="shared packet buffer per switch, MiB")
     lossy_queue_limit_mib: float = Field(8, gt=0, le=1_000_000, description="a lossy queue drops above this, MiB")
+    dynamic_threshold_alpha: float | None = Field(
+        None, gt=0, le=64, description="lossy queues also drop above alpha x the free shared buffer (dynamic "
+                                       "threshold; default: off, the static limit alone)")
 
 
 class DcqcnSpec(Strict):
