@@ -37,6 +37,7 @@ energy model (aifabric.costs) counts per GPU, as the book's Chapter 8 example do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,9 @@ class GpuSpec:
 
 _A100_PEAKS = {"fp64": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}
 _HOPPER_PEAKS = {"fp64": 67, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
-_A100_MEASURED = dict(sm_count=108, tensor_clock_mhz=1410, l2_mb=40, attention_tflops=(230.0, 156.0),
+_A100_MEASURED: dict[str, Any] = dict(sm_count=108, tensor_clock_mhz=1410, l2_mb=40, attention_tflops=(230.0, 156.0),
                       nvlink_efficiency=232.8 / 300)
-_HOPPER_MEASURED = dict(sm_count=132, tensor_clock_mhz=1830, l2_mb=50, hbm_efficiency=3303.8 / 3900,
+_HOPPER_MEASURED: dict[str, Any] = dict(sm_count=132, tensor_clock_mhz=1830, l2_mb=50, hbm_efficiency=3303.8 / 3900,
                         attention_tflops=(661.0, 450.0 * 661 / 740), nvlink_efficiency=370 / 450)
 
 GPUS: dict[str, GpuSpec] = {

@@ -122,6 +122,7 @@ class Transformer:
     def moe_mlp_params(self, active_only: bool = False) -> int:
         """Routed + shared experts + router of one MoE layer (active_only: the experts one token visits)."""
         m = self.moe
+        assert m is not None, "an MoE model's"
         routed = m.top_k if active_only else m.experts
         return (routed + m.shared_experts) * self.expert_params + self.hidden * m.experts
 
@@ -174,6 +175,7 @@ class Transformer:
         mats = 3 if self.gated_mlp else 2
         if moe_layer:
             m = self.moe
+            assert m is not None, "an MoE model's"
             return 2.0 * mats * self.hidden * m.expert_ffn_hidden * (m.top_k + m.shared_experts) \
                 + 2.0 * self.hidden * m.experts
         return 2.0 * mats * self.hidden * self.ffn_hidden

@@ -17,7 +17,7 @@ from ..errors import InputError, Problem
 from ..kernels.model import KernelModel
 from ..kernels.small import network_kernels
 from ..kernels.transformer import optimizer_kernels
-from ..models import FeedForward, Transformer, get_model
+from ..models import FeedForward, Model, Transformer, get_model
 from ..scenario.schema import Scenario
 from ..units import BYTES_PER_ELEMENT
 from .compute import compute_summary
@@ -26,10 +26,11 @@ from .ops import Collective, Compute, Op, Workload
 
 def build_data_parallel(s: Scenario, kernels: KernelModel | None = None) -> Workload:
     w = s.workload
+    model: Model
     if w.model.layer_widths is not None:
         model = FeedForward(tuple(w.model.layer_widths), w.model.bias)
     else:
-        model = get_model(w.model.name, "workload.model.name")
+        model = get_model(w.model.name or "", "workload.model.name")  # a name: the checks refuse neither
         if isinstance(model, Transformer):
             raise InputError(Problem("workload.model.name", f"{w.model.name!r} is a transformer: use "
                                                             "kind: llm-training"))
@@ -40,7 +41,7 @@ def build_data_parallel(s: Scenario, kernels: KernelModel | None = None) -> Work
     spec = gpu(s.cluster.gpu)
     if w.compute_efficiency is not None:
         flops_per_s = spec.peak_flops(w.precision) * w.compute_efficiency
-        passes = [("forward", fwd, fwd / flops_per_s, (("all", fwd / flops_per_s),)),
+        passes: list[tuple] = [("forward", fwd, fwd / flops_per_s, (("all", fwd / flops_per_s),)),
                   ("backward", bwd, bwd / flops_per_s, (("all", bwd / flops_per_s),))]
         after: list[tuple] = []
     else:

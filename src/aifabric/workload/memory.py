@@ -101,6 +101,7 @@ def block_params_per_gpu(model: Transformer, plan: Plan, layer: int) -> tuple[fl
     dense = split(model.attention_params, attn_row_bias) + 2 * model.norm_params
     if is_moe_layer(model, layer):
         m = model.moe
+        assert m is not None, "an MoE layer's"
         one_expert = split(model.expert_params, row_bias)
         return dense + m.shared_experts * one_expert + model.hidden * m.experts, m.experts / plan.ep * one_expert
     return dense + split(model.dense_mlp_params, row_bias), 0.0
@@ -144,8 +145,8 @@ def outer_param_tensors(model: Transformer, plan: Plan, stage: int) -> tuple[lis
     first, last = outer_params_per_gpu(model, plan, stage)
     norm = model.norm_params if stage == plan.pp - 1 else 0
     head = [last - norm] if last - norm else []
-    final_norm = ([model.hidden, model.hidden] if model.norm == "layernorm" else [model.hidden]) if norm else []
-    embed = [x for x in ((model.position_params, first - model.position_params) if first else ()) if x]
+    final_norm: list[float] = ([model.hidden, model.hidden] if model.norm == "layernorm" else [model.hidden]) if norm else []
+    embed: list[float] = [x for x in ((model.position_params, first - model.position_params) if first else ()) if x]
     return head, final_norm, embed
 
 
@@ -184,7 +185,9 @@ def layer_activation_bytes_per_token(model: Transformer, plan: Plan, moe_layer: 
         return 2 * h * scale / (t if plan.sequence_parallel else 1)
     mats = 6 if model.gated_mlp else 4
     if moe_layer:
-        mlp = mats * model.moe.expert_ffn_hidden * (model.moe.top_k + model.moe.shared_experts)
+        moe = model.moe
+        assert moe is not None, "an MoE layer's"
+        mlp = mats * moe.expert_ffn_hidden * (moe.top_k + moe.shared_experts)
     else:
         mlp = mats * model.ffn_hidden
     whole = 10 * h

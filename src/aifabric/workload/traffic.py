@@ -37,7 +37,7 @@ def scale_out_share(op: Collective, gpus_per_server: int) -> float:
     if len(servers) == 1:
         return 0.0
     if op.op == "all-to-all":
-        per = defaultdict(int)
+        per: dict[int, int] = defaultdict(int)
         for r in op.group:
             per[r // gpus_per_server] += 1
         # mean over ranks of (peers on other servers) / (n - 1)
@@ -64,13 +64,12 @@ def traffic_summary(w: Workload, gpus_per_server: int) -> dict[str, DimTraffic]:
     for r, ops in enumerate(w.ranks):
         acc: dict[str, float] = defaultdict(float)
         for op in ops:
-            kind = type(op)
-            if kind is Collective:
+            if type(op) is Collective:
                 c = cache.get(id(op))
                 if c is None:
                     c = cache[id(op)] = (op.dim or "dp", bytes_sent_per_rank(op), scale_out_share(op, gpus_per_server))
                 dim, b, share = c
-            elif kind is Send:
+            elif type(op) is Send:
                 dim, b = op.dim, float(op.size_bytes)
                 share = 0.0 if op.src // gpus_per_server == op.dst // gpus_per_server else 1.0
             else:
