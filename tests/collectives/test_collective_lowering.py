@@ -214,3 +214,23 @@ def test_merged_transfers_carry_every_moved_element_once(op_alg, n, gpus, elemen
     keys = set(zip(step.tolist(), src.tolist(), dst.tolist(), channel.tolist()))
     assert len(keys) == len(step)  # one transfer per (step, src, dst, channel)
     assert (src != dst).all()
+
+
+@pytest.mark.parametrize("size", [256 * 2**20, 2**30])
+def test_nvls_streams_in_fine_pieces_inside_a_server(size):
+    # NCCL's NVLS streams 128 KiB chunks (NCCL_NVLS_CHUNKSIZE): a large buffer's pipeline barely fills. The tuner
+    # gives NVLS inside one server up to 64 pieces (never more than the GPU's shard has chunks), so the simulated
+    # time is the buffer over one NVLink direction at NVLS's rate plus at most ~3 / 64 of it (with 16 pieces
+    # the fill alone was 3 / 16: 8 x H200 at 1 GiB 10.8 % under nccl-tests' busbw)
+    fabric, router = fabric_of(1, 8)
+    call = Collective("c", "all-reduce", tuple(range(8)), size // 4, 4)
+    sched, choice = plan(call, fabric, router)
+    assert choice is not None and choice.algorithm == "nvls" and choice.pieces == 64
+    timeline = run(lower(one(call), fabric, router), fabric, "flow")
+    rate = min(link.rate_bytes_per_s for link in fabric.links if link.tier == "nvlink") * NVLS_EFFICIENCY
+    t = collective_time(None, timeline)
+    assert size / rate < t < (1 + 4 / 64) * size / rate + 100e-6
+    # a small buffer: no more pieces than 128 KiB chunks per GPU
+    small = Collective("s", "all-reduce", tuple(range(8)), 2**20 // 4, 4)  # 1 MiB: one 128 KiB chunk per GPU
+    _, choice = plan(small, fabric, router)
+    assert choice is None or choice.algorithm != "nvls" or choice.pieces == 1

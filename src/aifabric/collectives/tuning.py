@@ -16,6 +16,7 @@ ring's 2(n-1) steps cost milliseconds whatever the size.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,11 @@ NCCL_ALGORITHMS = {  # what NCCL itself runs (2.18-2.28): `algorithm="nccl"` cho
     "barrier": ("dissemination",),
 }
 PIPELINED = frozenset({"tree", "nvls"})  # algorithms whose time depends on the pipeline depth
+# NVLS inside one server streams 128 KiB chunks (NCCL_NVLS_CHUNKSIZE): thousands per large buffer, so its
+# pipeline barely fills; lowered as pieces, it is given up to 64 (the simulated fill then costs ~3 / 64 of
+# the transfer instead of 3 / 16). Only inside a server: 8 GPUs x 4 transfers x 64 pieces stays small.
+NVLS_PIECES = PIECES + (32, 64)
+NVLS_CHUNK_BYTES = 128 * 1024
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,13 @@ def choose(op: str, shape: Shape, size_bytes: float, paths: Paths, *, algorithm:
     best: Choice | None = None
     for alg in algorithms:
         chans = (channels,) if channels else tuple(sorted({1, max(1, shape.per_server)}))
-        piece_set = (pieces,) if pieces else (PIECES if alg in PIPELINED or op in ("broadcast", "reduce") else (1,))
+        if pieces:
+            piece_set: tuple[int, ...] = (pieces,)
+        elif alg == "nvls" and shape.servers == 1:  # no more pieces than the GPU's shard has NVLS chunks
+            chunks = math.ceil(size_bytes / (max(1, shape.per_server) * NVLS_CHUNK_BYTES))
+            piece_set = tuple(p for p in NVLS_PIECES if p <= chunks) or (1,)
+        else:
+            piece_set = PIECES if alg in PIPELINED or op in ("broadcast", "reduce") else (1,)
         for proto in protocols:
             for c in chans:
                 for p in piece_set:

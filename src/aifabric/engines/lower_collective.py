@@ -58,6 +58,7 @@ from .taskgraph import TRANSFER, CollectiveInstance, TaskGraph
 DEFAULT_ALGORITHM = {"all-to-all": "direct", "all-to-allv": "direct", "send-recv": "direct",
                      "barrier": "dissemination"}
 MAX_PIECES_LOWERED = 16
+MAX_PIECES_NVLS = 64  # collectives/tuning.py NVLS_PIECES: in-switch reduction inside one server
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
     counts = getattr(op, "counts", ())
     n = len(op.group)
     sched = build_schedule(op.op, algorithm, op.group, op.elements, layout, channels=max(1, channels),
-                           pieces=min(MAX_PIECES_LOWERED, max(1, pieces)), root=getattr(op, "root", -1),
+                           pieces=min(MAX_PIECES_NVLS if algorithm == "nvls" else MAX_PIECES_LOWERED, max(1, pieces)),
+                           root=getattr(op, "root", -1),
                            counts=np.array(counts).reshape(n, n) if counts else None)
     return sched, choice
 
