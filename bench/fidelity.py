@@ -4,6 +4,11 @@
     python bench/fidelity.py --case K3 --case N2 # some
     python bench/fidelity.py --max-gpus 4096     # larger ones too (minutes each)
     python bench/fidelity.py --write-docs        # the table into docs/validation.md
+    python bench/fidelity.py --case M4 --write-docs  # re-run some; the others' stored results stay
+
+Every prediction is stored in bench/fidelity/results.json with the commit it ran at; the docs table is written
+from the stored results of every case (a case re-run replaces its own), so a change that affects a few cases
+is re-run on those alone.
 
 Prints, per case, the predicted and the published figure, the error (predicted / published - 1: for an
 iteration time positive means the simulator is slower than the real run, for a throughput or bandwidth
@@ -17,7 +22,10 @@ configuration as its source states it (assumptions listed per source in cases.ya
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -30,6 +38,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent
 CASES = ROOT / "fidelity" / "cases.yaml"
 DOCS = ROOT.parent / "docs" / "validation.md"
+RESULTS = ROOT / "fidelity" / "results.json"
 DEFAULT_MAX_GPUS = 1024
 # wall seconds of the flow engine per (GPU x micro-batch x layer) of a plan, measured on the cases that ran;
 # used to estimate the ones that did not (printed as "~ N min")
@@ -234,9 +243,41 @@ def main(argv: list[str] | None = None) -> int:
             o.estimated_s = work_units(o.case) * s_per_unit
     table = render(outcomes, sources, console)
     if args.write_docs:
-        write_docs(outcomes, sources)
-        console.print(f"wrote the table into {DOCS}")
+        stored = store(outcomes)
+        everything = [next((o for o in outcomes if o.case["id"] == c["id"] and o.predicted is not None), None)
+                      or stored_outcome(c, stored) or next((o for o in outcomes if o.case["id"] == c["id"]),
+                                                           Outcome(c, None, None, 0.0))
+                      for c in load_cases()[1]]
+        write_docs(everything, sources)
+        console.print(f"stored the results in {RESULTS}; wrote the table of every stored case into {DOCS}")
     return 0 if table else 1
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def store(outcomes: list[Outcome]) -> dict:
+    """Add the predictions just made to results.json (replacing those cases' earlier ones); all stored."""
+    stored = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
+    commit, day = _commit(), datetime.date.today().isoformat()
+    for o in outcomes:
+        if o.predicted is not None:
+            stored[o.case["id"]] = {"predicted": o.predicted, "published": o.case["published"],
+                                    "wall_s": round(o.wall_s, 1), "commit": commit, "date": day}
+    RESULTS.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return stored
+
+
+def stored_outcome(case: dict, stored: dict) -> Outcome | None:
+    r = stored.get(case["id"])
+    if r is None or r.get("published") != case["published"]:
+        return None
+    return Outcome(case, r["predicted"], r["predicted"] / case["published"] - 1, r["wall_s"])
 
 
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, float, float]]:

@@ -74,3 +74,17 @@ def test_small_cases_run_through_the_simulator(cases, fidelity):
     assert 0 < fwd < bwd < 3 * fwd  # backward: two GEMMs per forward one, plus the attention's
     busbw = fidelity.predict(by_id["C4"])  # two DGX A100 over 8 x HDR: at most 8 NICs' payload rate
     assert 0 < busbw <= 8 * 25 * 0.9937
+
+
+def test_stored_results_survive_a_partial_rerun(cases, fidelity, tmp_path, monkeypatch):
+    # `--write-docs` stores each prediction; a later run of some cases replaces only theirs, and a stored result
+    # whose published figure no longer matches the case is dropped (the case changed)
+    monkeypatch.setattr(fidelity, "RESULTS", tmp_path / "results.json")
+    _, items = cases
+    a, b = items[0], items[1]
+    fidelity.store([fidelity.Outcome(a, a["published"] * 1.1, 0.1, 1.0), fidelity.Outcome(b, b["published"], 0.0, 2.0)])
+    stored = fidelity.store([fidelity.Outcome(a, a["published"] * 0.9, -0.1, 1.0)])
+    assert stored[a["id"]]["predicted"] == pytest.approx(a["published"] * 0.9)
+    assert fidelity.stored_outcome(b, stored).error == pytest.approx(0.0)
+    assert fidelity.stored_outcome(a, stored).error == pytest.approx(-0.1)
+    assert fidelity.stored_outcome({**a, "published": a["published"] * 2}, stored) is None
