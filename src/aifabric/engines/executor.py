@@ -20,6 +20,7 @@ import heapq
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -133,7 +134,7 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     act_rem = np.zeros(0)
     act_rate = np.zeros(0)
     started: list[int] = []  # transfers started since the last rate computation
-    state = {"now": 0.0, "completed": 0, "recomputations": 0}
+    state: dict[str, Any] = {"now": 0.0, "completed": 0, "recomputations": 0}
 
     def begin(t: int, now: float) -> None:
         start[t] = now
@@ -163,9 +164,9 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
             if dirty:
                 links, row, at = _gather(route_ptr, route_flat, act_task)
                 used, inverse = np.unique(links, return_inverse=True)  # the links in use, compacted
-                w = weight_flat[at] if weighted else None
-                act_rate = share(row, inverse, len(act_task), capacity[used], w)
-                load = np.bincount(inverse, weights=act_rate[row] if w is None else act_rate[row] * w,
+                w_at = weight_flat[at] if weighted else None
+                act_rate = share(row, inverse, len(act_task), capacity[used], w_at)
+                load = np.bincount(inverse, weights=act_rate[row] if w_at is None else act_rate[row] * w_at,
                                    minlength=len(used))
                 link_peak[used] = np.maximum(link_peak[used], load)
                 link_load.set_sparse(now, used, load)

@@ -72,7 +72,7 @@ class _Merger:
             if max(seconds) - min(seconds) <= 1e-12 * max(1.0, max(seconds)):
                 g.duration_s[t] += seconds[0] + time_s
                 g.comm_s[t] = g.comm_s.get(t, 0.0) + comm_s
-                g.ops[t] = g.ops.get(t, 1) + n_ops + pend.get(group[0], [0.0, 0])[1]
+                g.ops[t] = g.ops.get(t, 1) + n_ops + int(pend.get(group[0], [0.0, 0])[1])
                 pend.clear()
                 return
         deps: list[int] = []
@@ -100,7 +100,7 @@ class _Merger:
             p = self.pending[t].pop(r, None)
             if p is not None and self.done[r] == [t]:
                 e = self.g.add(COMPUTE, r, -1, f"compute after {self.g.name[t]}", [t], duration_s=p[0])
-                self.g.ops[e] = p[1]
+                self.g.ops[e] = int(p[1])
                 self.done[r] = [e]
                 self.open[r] = e
 
@@ -207,12 +207,12 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                 if waiter is not None:
                     wake(waiter)
             elif isinstance(op, Recv):
-                t = sent.get(op.key)
-                if t is None:
+                sender = sent.get(op.key)
+                if sender is None:
                     waiting_recv[op.key] = r  # the sender has not reached its Send yet
                     break
                 merge.flush(r)
-                done[r] = done[r] + [t]
+                done[r] = done[r] + [sender]
             elif isinstance(op, Wait):
                 merge.flush(r)
                 done[r] = done[r] + streams[r].pop(op.stream, [])
@@ -223,6 +223,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                     break
                 arrived.pop(op.key, None)
                 if isinstance(op, Block):
+                    assert folder is not None  # blocks exist only where scale-up collectives fold
                     comm_s = folder.fold_block(op, g.folded)
                     merge.lockstep(op.group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
                     g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)

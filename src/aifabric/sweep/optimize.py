@@ -319,7 +319,7 @@ def search(space: Space, objective: Objective, constraints: list[Constraint], tr
     best_case: dict[str, str] = {}
     phases: list[Phase] = []
     interrupted = False
-    goals = [(Objective(m, m in MAXIMIZE), []) for m in dict.fromkeys(c.metric for c in constraints if c.relative)]
+    goals: list[tuple[Objective, list[Constraint]]] = [(Objective(m, m in MAXIMIZE), []) for m in dict.fromkeys(c.metric for c in constraints if c.relative)]
     relative = [g for g, _ in goals]
     goals.append((objective, constraints))
 
@@ -361,20 +361,20 @@ def search(space: Space, objective: Objective, constraints: list[Constraint], tr
             stale = 0
             cases = [space.case(c) for _, c in todo]
             try:
-                rows = {r["case"]: r for r in run_batch(cases)}
+                ran = {r["case"]: r for r in run_batch(cases)}
             except KeyboardInterrupt:
                 interrupted = True
-                rows = {}
+                ran = {}
             for (token, combo), case in zip(todo, cases):
-                row = rows.get(case.id)
-                if row is None:
+                got = ran.get(case.id)
+                if got is None:
                     continue
-                results[combo] = row
+                results[combo] = got
                 if case.key:
-                    by_key[case.key] = row
-                update_best(row)
-                phase.runs += row.get("status") != "invalid"  # an invalid combination costs no run
-                proposer.tell(token, row)
+                    by_key[case.key] = got
+                update_best(got)
+                phase.runs += got.get("status") != "invalid"  # an invalid combination costs no run
+                proposer.tell(token, got)
             for token, combo in later:
                 proposer.tell(token, results.get(combo, {"status": "interrupted"}))
         phase.best = best_row(list(results.values()), goal, cons, best)
