@@ -98,6 +98,7 @@ class Paths:
     nvlink: Hop
     rail: Hop
     cross_rail: Hop
+    nics_per_server: int = 0  # NICs a server's channels spread over; 0: one per GPU
 
     @classmethod
     def from_fabric(cls, fabric, router) -> Paths:
@@ -115,7 +116,8 @@ class Paths:
         cross = hop(0, g + 1) if n > g + 1 and g > 1 else rail
         rail = rail or nvlink or Hop(0.0, math.inf)
         nvlink = nvlink or rail
-        return cls(g, nvlink, rail, cross or rail)
+        nics = getattr(fabric.design, "nics_per_server", 0) or 0
+        return cls(g, nvlink, rail, cross or rail, nics if 0 < nics < g else 0)
 
     @classmethod
     def simple(cls, gpus_per_server: int, nvlink_gBps: float, nic_gbps: float, nvlink_latency_us: float = 0.5,
@@ -198,7 +200,7 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
     inter = s > 1
     nvl, net = paths.nvlink, _net(paths, shape)
     c = max(1, channels)
-    nics = min(c, L)
+    nics = min(c, L, paths.nics_per_server or L)  # channels share the server's NICs
     t = proto.base_latency_s
     over = proto.step_overhead_s(NET if inter else NVLINK)  # per message of the direct algorithms
 
@@ -247,7 +249,7 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             # direction: two children up and the parent down; a chain GPU's NVLink 2·B)
             trees = 2 * c
             b = B / (trees * pieces)
-            per_nic = math.ceil(trees / min(trees, L))
+            per_nic = math.ceil(trees / min(trees, L, paths.nics_per_server or L))
             per_piece = _step(proto, (nvl, 2 * trees * b) if intra else None,
                               (paths.rail, 3 * b * per_nic) if inter else None)
             # the trees' chains start at different GPUs: at each step every GPU's NVLink port carries the
