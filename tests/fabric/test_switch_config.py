@@ -199,11 +199,16 @@ def profiles(draw):
         left -= shares[q]
     dscps = draw(st.lists(st.integers(0, 63), min_size=2, max_size=4, unique=True))
     classes = [{"name": f"C{i}", "dscp": [d], "qos_group": draw(st.integers(0, 7))} for i, d in enumerate(dscps)]
+    per_queue = {}
+    for q in queues[1:]:
+        if xoff - xon >= 3 and draw(st.booleans()):
+            lo, hi = sorted(draw(st.lists(st.integers(xon + 1, xoff - 1), min_size=2, max_size=2, unique=True)))
+            per_queue[q] = {"min_kb": lo, "max_kb": hi, "drop_probability_percent": draw(st.integers(0, 100))}
     return QosSpec.model_validate({
         "classes": classes, "default_qos_group": draw(st.integers(0, 7)), "strict_priority_queues": strict,
         "bandwidth_remaining_percent": shares,
         "wred": {"queues": queues, "min_kb": wmin, "max_kb": wmax, "drop_probability_percent": draw(st.integers(0, 100)),
-                 "ecn": draw(st.booleans())},
+                 "ecn": draw(st.booleans()), "per_queue": per_queue},
         "pfc": {"priorities": draw(st.lists(st.integers(0, 7), min_size=1, max_size=2, unique=True)), "xon_kb": xon,
                 "xoff_kb": xoff, "headroom_kb": draw(st.integers(50, 500)),
                 "watchdog_ms": draw(st.one_of(st.none(), st.integers(1, 1000)))},

@@ -131,3 +131,31 @@ def test_dynamic_threshold_drops_a_lossy_incast_the_static_limit_holds():
     dynamic, st = run(1 / 128)  # 64 MiB x 1/128 = 512 KiB while the buffer is nearly free
     assert dynamic.get("dynamic-threshold", 0) > 0 and all(fl["done_s"] for fl in st.flows)
     assert set(dynamic) == {"dynamic-threshold"}
+
+
+def test_per_queue_wred_thresholds_are_each_queues_own():
+    """wred.per_queue: queue 5's thresholds apply to queue 5 alone; the order rule is checked for it too."""
+    from aifabric.packet.network import Network
+    from aifabric.packet.topo import leaf_spine, link_between
+
+    def marks(per_queue):
+        qos = QosSpec.model_validate({
+            "classes": [{"name": "A", "dscp": [24], "qos_group": 3}, {"name": "B", "dscp": [26], "qos_group": 5},
+                        {"name": "CNP", "dscp": [48], "qos_group": 7}],
+            "bandwidth_remaining_percent": {3: 50, 5: 50},
+            "wred": {"queues": [3, 5], "per_queue": per_queue}, "pfc": {"priorities": [3, 5]}})
+        assert not check_qos(qos)
+        cfg = apply_qos(PacketConfig(), qos)
+        f = leaf_spine([["a", "b", "c"]], ["sw"], [], 100)
+        net = Network(f, cfg)
+        for h in "ab":
+            net.add_transfer((link_between(f, h, "sw"), link_between(f, "sw", "c")), 1e6, dscp=26)
+        st = net.run()
+        return sum(n for (_, q), n in st.ecn_marks.items() if q == 5), cfg
+
+    low, cfg = marks({5: {"min_kb": 150, "max_kb": 300}})
+    assert cfg.wred_of(5)[:2] == (150_000, 300_000) and cfg.wred_of(3)[:2] == (150_000, 3_000_000)
+    high, _ = marks({})
+    assert low > high
+    bad = QosSpec.model_validate({"wred": {"queues": [3], "per_queue": {3: {"min_kb": 50, "max_kb": 300}}}})
+    assert {p.path for p in check_qos(bad)} == {"fabric.qos.wred.per_queue.3.min_kb"}  # below xON 100 KB

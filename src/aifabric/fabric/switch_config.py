@@ -174,9 +174,9 @@ def nxos_qos(qos, headroom_bytes: int | None = None) -> list[str]:
         else:
             lines.append(f"    bandwidth remaining percent {qos.bandwidth_remaining_percent.get(q, 0)}")
         if q in w.queues:
-            lines.append(f"    random-detect minimum-threshold {_kb(w.min_kb)} kbytes maximum-threshold "
-                         f"{_kb(w.max_kb)} kbytes drop-probability {_kb(w.drop_probability_percent)} weight "
-                         f"{w.weight}" + (" ecn" if w.ecn else ""))
+            lo, hi, pct, _drop = w.of(q)
+            lines.append(f"    random-detect minimum-threshold {_kb(lo)} kbytes maximum-threshold "
+                         f"{_kb(hi)} kbytes drop-probability {_kb(pct)} weight {w.weight}" + (" ecn" if w.ecn else ""))
     lines += ["!", "! Step 4: lossless class, MTU and PFC (Example 11-4)", "policy-map type network-qos qos_network"]
     lossless = p.priorities if p.enabled else []
     for q in range(8):
@@ -319,14 +319,18 @@ def sonic(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None) ->
         else:
             db["SCHEDULER"][f"scheduler.{q}"] = {"type": "DWRR",
                                                   "weight": str(qos.bandwidth_remaining_percent.get(q, 0))}
-    if w.queues:
+    wred_name: dict[int, str] = {}
+    for q in sorted(set(w.queues)):
+        lo, hi, pct, _drop = w.of(q)
+        name = "AIFABRIC_ECN" if q not in w.per_queue else f"AIFABRIC_ECN_Q{q}"
+        wred_name[q] = name
         prof = {"wred_green_enable": "true", "wred_yellow_enable": "true", "wred_red_enable": "true",
                 "ecn": "ecn_all" if w.ecn else "ecn_none"}
         for color in ("green", "yellow", "red"):
-            prof[f"{color}_min_threshold"] = str(int(w.min_kb * KB))
-            prof[f"{color}_max_threshold"] = str(int(w.max_kb * KB))
-            prof[f"{color}_drop_probability"] = f"{w.drop_probability_percent:g}"
-        db["WRED_PROFILE"]["AIFABRIC_ECN"] = prof
+            prof[f"{color}_min_threshold"] = str(int(lo * KB))
+            prof[f"{color}_max_threshold"] = str(int(hi * KB))
+            prof[f"{color}_drop_probability"] = f"{pct:g}"
+        db["WRED_PROFILE"][name] = prof
     if lossless:
         head = p.headroom_kb * KB if p.headroom_kb is not None else (headroom_bytes or 0)
         db["BUFFER_PROFILE"]["pg_lossless_profile"] = {
@@ -339,8 +343,8 @@ def sonic(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None) ->
     for name in ports:
         for q in range(8):
             entry = {"scheduler": f"scheduler.{q}"}
-            if q in w.queues:
-                entry["wred_profile"] = "AIFABRIC_ECN"
+            if q in wred_name:
+                entry["wred_profile"] = wred_name[q]
             db["QUEUE"][f"{name}|{q}"] = entry
         qm = {"dscp_to_tc_map": MAP, "tc_to_queue_map": MAP, "tc_to_pg_map": MAP}
         if lossless:
@@ -415,7 +419,7 @@ def parse_nxos_qos(text: str) -> dict:
     groups: dict[str, int] = {}
     strict: list[int] = []
     shares: dict[int, int] = {}
-    wred: dict = {}
+    wred_by_queue: dict[int, dict] = {}
     wred_queues: list[int] = []
     pfc: dict = {}
     cos: list[int] = []
@@ -464,6 +468,7 @@ def parse_nxos_qos(text: str) -> dict:
             i += 4
         elif w == "random-detect" and mode == "queuing":
             wred_queues.append(queue)
+            wred = wred_by_queue.setdefault(queue, {})
             i += 1
             while i < n and t[i] in ("minimum-threshold", "maximum-threshold", "drop-probability", "weight", "ecn"):
                 key = t[i]
@@ -478,7 +483,6 @@ def parse_nxos_qos(text: str) -> dict:
                 else:
                     wred["drop_probability_percent" if key == "drop-probability" else "weight"] = num(i + 1)
                     i += 2
-            wred.setdefault("ecn", False)
         elif w == "mtu" and mode == "nq":
             mtu = int(num(i + 1))
             i += 2
@@ -514,8 +518,16 @@ def parse_nxos_qos(text: str) -> dict:
         qos["strict_priority_queues"] = sorted(set(strict))
         qos["bandwidth_remaining_percent"] = {q: v for q, v in sorted(shares.items()) if v and q not in strict}
     if wred_queues:
-        qos["wred"] = {"queues": sorted(set(wred_queues)), **{k: (int(v) if k == "weight" else v)
-                                                             for k, v in wred.items()}}
+        queues = sorted(set(wred_queues))
+        base = wred_by_queue[queues[0]]
+        qos["wred"] = {"queues": queues, **{k: v for k, v in base.items() if k not in ("ecn", "weight")},
+                       "weight": int(base.get("weight", 0)),
+                       "ecn": any(x.get("ecn", False) for x in wred_by_queue.values())}
+        own = {q: {k: v for k, v in wred_by_queue[q].items() if k in ("min_kb", "max_kb", "drop_probability_percent")}
+               for q in queues[1:] if {k: v for k, v in wred_by_queue[q].items() if k != "ecn"}
+               != {k: v for k, v in base.items() if k != "ecn"}}
+        if own:
+            qos["wred"]["per_queue"] = own
     p: dict = {"enabled": bool(cos), "priorities": sorted(set(cos))}
     if "pause-threshold" in pfc:
         p["xoff_kb"] = pfc["pause-threshold"] / KB

@@ -50,6 +50,8 @@ class SwitchConfig:
     wred_min_bytes: int = 150_000
     wred_max_bytes: int = 3_000_000
     wred_pmax: float = 0.07
+    # queues whose WRED differs from the above: (queue, min bytes, max bytes, pmax, drop threshold bytes | None)
+    wred_per_queue: tuple[tuple[int, int, int, float, int | None], ...] = ()
     drop_threshold_bytes: int | None = None  # egress drop on the ECN queues; None: PFC keeps them lossless
     pfc_enabled: bool = True
     pfc_priorities: tuple[int, ...] = (LOSSLESS_PRIORITY,)
@@ -114,6 +116,14 @@ class PacketConfig:
     def with_(self, **kw) -> PacketConfig:
         return replace(self, **kw)
 
+    def wred_of(self, q: int) -> tuple[int, int, float, int | None]:
+        """(WRED min, max, pmax, drop threshold) of queue q."""
+        s = self.switch
+        for qq, lo, hi, pmax, drop in s.wred_per_queue:
+            if qq == q:
+                return lo, hi, pmax, drop
+        return s.wred_min_bytes, s.wred_max_bytes, s.wred_pmax, s.drop_threshold_bytes
+
     def queue_of(self, dscp: int) -> int:
         """The egress queue (QoS group) of a DSCP value, as the switches classify it."""
         return dict(self.switch.dscp_to_queue).get(dscp, self.switch.default_queue)
@@ -134,8 +144,14 @@ def threshold_problems(xon: int, wred_min: int, wred_max: int, xoff: int, path: 
 def validate(cfg: PacketConfig) -> PacketConfig:
     p: list[Problem] = []
     s, d, n = cfg.switch, cfg.dcqcn, cfg.nic
-    if s.ecn_enabled and s.pfc_enabled:
-        p += threshold_problems(s.pfc_xon_bytes, s.wred_min_bytes, s.wred_max_bytes, s.pfc_xoff_bytes)
+    if s.ecn_enabled and s.pfc_enabled:  # on every queue that is both lossless and WRED-managed
+        own = {q for q, *_ in s.wred_per_queue}
+        lossless_wred = [q for q in s.ecn_queues if q in s.pfc_priorities]
+        if any(q not in own for q in lossless_wred) or not lossless_wred and not own:
+            p += threshold_problems(s.pfc_xon_bytes, s.wred_min_bytes, s.wred_max_bytes, s.pfc_xoff_bytes)
+        for q, lo, hi, _, _ in s.wred_per_queue:
+            if q in lossless_wred:
+                p += threshold_problems(s.pfc_xon_bytes, lo, hi, s.pfc_xoff_bytes, f"switch.wred_per_queue[{q}]")
     if s.dynamic_threshold_alpha is not None and not 0 < s.dynamic_threshold_alpha <= 64:
         p.append(Problem("switch.dynamic_threshold_alpha", "must be in (0, 64]"))
     if not 0 <= s.wred_pmax <= 1:

@@ -66,7 +66,7 @@ class Network:
             if cfg.lb.mode in ("flowlet", "adaptive") and port.is_switch_port:
                 port.dre_tau = cfg.lb.dre_tau_s
             if cfg.explain and port.is_switch_port and c.ecn_enabled:
-                port.kmin_watch = c.wred_min_bytes
+                port.kmin_watch = [cfg.wred_of(q)[0] if q in c.ecn_queues else None for q in range(8)]
             owner.ports[link.index] = port
             self.ports.append(port)
         # reverse link of each directed link (the j-th parallel a->b pairs with the j-th b->a)
@@ -121,8 +121,7 @@ class Network:
         key = (port.name, q)
         s.ecn_marks[key] = s.ecn_marks.get(key, 0) + 1
         if s.ecn_marks[key] == 1:
-            c = self.cfg.switch
-            regime = "above WRED max: every packet" if depth > c.wred_max_bytes else \
+            regime = "above WRED max: every packet" if depth > self.cfg.wred_of(q)[1] else \
                 "between WRED min and max: randomly"
             self.log(self.sim.now, f"{port.name}: egress queue {q} at {depth / 1e3:.1f} KB, {regime} marked "
                                    "ECN 11 (CE) and still forwarded", "ecn")

@@ -117,7 +117,7 @@ class Port:
         self.max_depth = [0] * 8
         self.pfc_rx = [0] * 8
         self.is_switch_port = False
-        self.kmin_watch: int | None = None  # --explain: narrate WRED-min crossings on the ECN queue
+        self.kmin_watch: list[int | None] | None = None  # --explain: WRED min per queue (None: no WRED) to narrate
         self.bins: dict[int, float] | None = None  # bytes sent per `bin_s` bin (by serialization time), if recorded
         self.bin_s = net.link_bin_s
         self.dre_tau: float | None = None  # load estimate for flowlet/adaptive routing (CONGA's DRE)
@@ -139,8 +139,8 @@ class Port:
                 self.depth_series[q].append((now, d))
                 if len(self.depth_series[q]) > MAX_DEPTH_SAMPLES:
                     self._coarsen_depth()
-            k = self.kmin_watch
-            if k is not None and d - size <= k < d and q in self.net.cfg.switch.ecn_queues:
+            k = None if self.kmin_watch is None else self.kmin_watch[q]
+            if k is not None and d - size <= k < d:
                 self.net.log(now, f"{self.name}: egress queue {q} rises above WRED min ({k / 1e3:.0f} KB)", "ecn")
         if self.busy_until <= self.sim.now:
             self.kick()
@@ -219,8 +219,8 @@ class Port:
                 self.depth_series[q].append((now, d))
                 if len(self.depth_series[q]) > MAX_DEPTH_SAMPLES:
                     self._coarsen_depth()
-            k = self.kmin_watch
-            if k is not None and d < k <= d + pkt.size and q in self.net.cfg.switch.ecn_queues:
+            k = None if self.kmin_watch is None else self.kmin_watch[q]
+            if k is not None and d < k <= d + pkt.size:
                 self.net.log(now, f"{self.name}: egress queue {q} falls below WRED min ({k / 1e3:.0f} KB): "
                                   "ECN marking stops", "ecn")
             self.owner.released(pkt)

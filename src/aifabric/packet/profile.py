@@ -14,8 +14,18 @@ from .config import N_QUEUES, DcqcnConfig, LbConfig, PacketConfig, SwitchConfig
 KB, MIB = 1000, 1 << 20
 
 
+def _wred_bytes(w, q: int) -> tuple[int, int, float, int | None]:
+    lo, hi, pct, drop = w.of(q)
+    return int(lo * KB), int(hi * KB), pct / 100, None if drop is None else int(drop * KB)
+
+
 def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfig:
+    """The profile as the switches' settings; WRED in a canonical form: the lowest WRED queue's thresholds as the
+    base, the queues that differ from it in `wred_per_queue`."""
     w, p, b = qos.wred, qos.pfc, qos.buffer
+    queues = sorted(set(w.queues))
+    base = _wred_bytes(w, queues[0]) if queues else _wred_bytes(w, -1)
+    own = tuple((q, *_wred_bytes(w, q)) for q in queues if _wred_bytes(w, q) != base)
     shares = tuple(qos.bandwidth_remaining_percent.get(q, 0) for q in range(N_QUEUES))
     return SwitchConfig(
         forwarding_latency_s=forwarding_latency_s,
@@ -29,10 +39,11 @@ def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfi
         ecn_enabled=bool(w.queues),
         wred_ecn=w.ecn,
         ecn_queues=tuple(sorted(set(w.queues))),
-        wred_min_bytes=int(w.min_kb * KB),
-        wred_max_bytes=int(w.max_kb * KB),
-        wred_pmax=w.drop_probability_percent / 100,
-        drop_threshold_bytes=None if w.drop_threshold_kb is None else int(w.drop_threshold_kb * KB),
+        wred_min_bytes=base[0],
+        wred_max_bytes=base[1],
+        wred_pmax=base[2],
+        drop_threshold_bytes=base[3],
+        wred_per_queue=own,
         pfc_enabled=p.enabled and bool(p.priorities),
         pfc_priorities=tuple(sorted(set(p.priorities))),
         pfc_xon_bytes=int(p.xon_kb * KB),

@@ -63,8 +63,8 @@ class Switch:
         self.lb = net.cfg.lb.mode
         self.seed = net.switch_seed(node_id)
         self.buffer_bytes = c.buffer_bytes
-        self.kmin, self.kmax, self.pmax = c.wred_min_bytes, c.wred_max_bytes, c.wred_pmax
-        self.drop_threshold = c.drop_threshold_bytes
+        # per ECN queue: (WRED min, max, pmax, drop threshold)
+        self.wred = {q: net.cfg.wred_of(q) for q in self.ecn_queues}
         self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
         self.queue_limit = c.queue_limit_bytes
         self.dt_alpha = c.dynamic_threshold_alpha
@@ -128,9 +128,10 @@ class Switch:
             net.drop(port, pkt, "buffer-full")
             return
         depth = port.qbytes[q]
-        if depth > self.kmin and pkt.kind == DATA and q in self.ecn_queues:
-            u = net.uniform() if depth <= self.kmax else 1.0
-            act = wred_decision(depth, self.kmin, self.kmax, self.pmax, self.drop_threshold, u)
+        w = self.wred.get(q)
+        if w is not None and depth > w[0] and pkt.kind == DATA:
+            u = net.uniform() if depth <= w[1] else 1.0
+            act = wred_decision(depth, w[0], w[1], w[2], w[3], u)
             if act == DROP:
                 net.drop(port, pkt, "wred-drop-threshold")
                 return
@@ -145,7 +146,7 @@ class Switch:
                 elif q not in self.lossless:
                     net.drop(port, pkt, "wred")  # not ECN-capable: WRED drops instead of marking
                     return
-        elif self.drop_threshold is not None and depth > self.drop_threshold and q in self.ecn_queues:
+        elif w is not None and w[3] is not None and depth > w[3]:
             net.drop(port, pkt, "wred-drop-threshold")
             return
         if q in self.lossless:

@@ -32,9 +32,26 @@ def threshold_order_problems(qos: QosSpec) -> list[Problem]:
     out = []
     if not w.min_kb < w.max_kb:
         out.append(Problem(f"{P}.wred.max_kb", f"must be greater than wred.min_kb ({w.max_kb:g} <= {w.min_kb:g})"))
+    for q, o in w.per_queue.items():
+        if q not in w.queues:
+            out.append(Problem(f"{P}.wred.per_queue.{q}", f"queue {q} is not in wred.queues {w.queues}"))
+        if not o.min_kb < o.max_kb:
+            out.append(Problem(f"{P}.wred.per_queue.{q}.max_kb", f"must be greater than min_kb ({o.max_kb:g} <= "
+                                                                 f"{o.min_kb:g})"))
     if not (p.enabled and w.ecn and w.queues and p.priorities):
         return out
-    chain = ((f"{P}.pfc.xon_kb", p.xon_kb), (f"{P}.wred.min_kb", w.min_kb), (f"{P}.wred.max_kb", w.max_kb),
+    lossless = [q for q in w.queues if q in p.priorities]
+    if any(q not in w.per_queue for q in lossless):
+        out += _chain(p, w.min_kb, w.max_kb, f"{P}.wred")
+    for q in lossless:
+        if q in w.per_queue:
+            out += _chain(p, w.per_queue[q].min_kb, w.per_queue[q].max_kb, f"{P}.wred.per_queue.{q}")
+    return out
+
+
+def _chain(p, wmin: float, wmax: float, where: str) -> list[Problem]:
+    out = []
+    chain = ((f"{P}.pfc.xon_kb", p.xon_kb), (f"{where}.min_kb", wmin), (f"{where}.max_kb", wmax),
              (f"{P}.pfc.xoff_kb", p.xoff_kb))
     for (a, va), (b, vb) in zip(chain, chain[1:]):
         if not va < vb and not (a.endswith("min_kb") and b.endswith("max_kb")):

@@ -44,6 +44,15 @@ class TrafficClass(Strict):
         return v
 
 
+class WredQueueSpec(Strict):
+    """One queue's own WRED thresholds (its `random-detect` line), over the `wred` block's."""
+
+    min_kb: float = Field(..., gt=0, le=1_000_000, description="WRED minimum threshold, KB")
+    max_kb: float = Field(..., gt=0, le=1_000_000, description="WRED maximum threshold, KB")
+    drop_probability_percent: float | None = Field(None, ge=0, le=100, description="default: the wred block's")
+    drop_threshold_kb: float | None = Field(None, gt=0, le=1_000_000, description="default: none")
+
+
 class WredSpec(Strict):
     """`random-detect minimum-threshold .. maximum-threshold .. drop-probability .. weight .. ecn` (Example 11-3)."""
 
@@ -56,6 +65,23 @@ class WredSpec(Strict):
     ecn: bool = Field(True, description="mark ECN 11 instead of dropping (without it WRED drops)")
     drop_threshold_kb: float | None = Field(None, gt=0, le=1_000_000, description="drop above this depth even when "
                                                                                   "marking (default: none)")
+    per_queue: dict[int, WredQueueSpec] = Field({}, description="queues of `queues` with thresholds of their own")
+
+    @field_validator("per_queue")
+    @classmethod
+    def _per_queue_keys(cls, v: dict[int, WredQueueSpec]) -> dict[int, WredQueueSpec]:
+        bad = [q for q in v if not 0 <= q < QUEUES]
+        if bad:
+            raise ValueError(f"queues are 0..7 (got {', '.join(map(str, bad))})")
+        return v
+
+    def of(self, q: int) -> tuple[float, float, float, float | None]:
+        """(min KB, max KB, drop probability %, drop threshold KB) of queue q."""
+        o = self.per_queue.get(q)
+        if o is None:
+            return self.min_kb, self.max_kb, self.drop_probability_percent, self.drop_threshold_kb
+        p = self.drop_probability_percent if o.drop_probability_percent is None else o.drop_probability_percent
+        return o.min_kb, o.max_kb, p, o.drop_threshold_kb
 
 
 class PfcSpec(Strict):
