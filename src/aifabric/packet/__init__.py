@@ -7,7 +7,14 @@ RDMA Writes over routes; `run()` returns `PacketStats`. The engines' task graphs
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
+    from .config import DcqcnConfig, LbConfig, NicConfig, PacketConfig, SwitchConfig
+    from .network import Network
+    from .stats import PacketStats
 
 _EXPORTS = {
     "DcqcnConfig": ".config", "LbConfig": ".config", "NicConfig": ".config", "PacketConfig": ".config",
