@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..report.write import write_report  # noqa: F401 - the library's; train and compare take it from here
+from ..report.write import write_report  # the library's; train and compare take it from here
 from .app import app
 from .console import make_console
 from .errors import Interrupted
@@ -50,11 +50,16 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     summary.json with `complete: false` and `stopped_in`, and Interrupted is raised (exit 130)."""
     import time
 
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from ..simulate import simulate
-
     from .estimate import check_work, describe
     from .outdir import claim_out
 

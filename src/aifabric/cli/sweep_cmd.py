@@ -109,8 +109,14 @@ def check_cases_work(cases, engine: str | None, force: bool) -> None:
 
 
 def progress_bar():
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from .run_cmds import err_console
 
@@ -152,10 +158,10 @@ def sweep(
     the Pareto fronts of cost against iteration time and against tokens per second per dollar."""
     from rich.markup import escape
 
+    from ..report.files import write_json
     from ..sweep.cases import build_cases
     from ..sweep.run import make_backend, run_sweep
     from ..sweep.store import check_resume, definition
-    from ..report.files import write_json
 
     problems = check_run_options(workers=workers, timeout=timeout, address=address, backend=backend,
                                  resume=resume, out=out)

@@ -9,9 +9,9 @@ from pathlib import Path
 import typer
 
 from ..errors import InputError, Problem
+from ..train.names import LAYERS_HELP
 from .app import app
 from .console import make_console
-from ..train.names import LAYERS_HELP
 from .outdir import TRAIN, check_folder, claim_out, out_path
 from .run_cmds import FOLDER_FORCE_HELP, OUT_HELP, _engine
 
@@ -103,8 +103,7 @@ def train(
     if problems:
         raise InputError(problems)
     _need_torch()
-    from ..train.launcher import check_config, launch
-    from ..train.summary import assemble_weights, build_train_summary, tracing_overhead
+    from ..train.launcher import check_config
     from ..train.worker import TrainConfig
 
     def config(out_dir: str) -> TrainConfig:
@@ -293,7 +292,7 @@ def _print_step(r: dict) -> None:
                   f"pipeline stage {c['pp'] + 1} of {p['pp']}, tensor-parallel rank {c['tp'] + 1} of {p['tp']}"
                   + (" (the book's style)" if p["tp_style"] == "book" and p["tp"] > 1 else ""), highlight=False)
     console.print(f"data: {r['samples']} of the global batch's {r['global_batch']} samples"
-                  + (f" (the other replicas have the rest: Chapter 2's data parallelism)" if p["dp"] > 1 else "")
+                  + (" (the other replicas have the rest: Chapter 2's data parallelism)" if p["dp"] > 1 else "")
                   + f", in {p['micro_batches']} micro-batch(es)", highlight=False)
     console.print("[bold]forward[/], first micro-batch (Chapter 1: z = W·x + b, then the activation; Chapter 3: "
                   "SoftMax and the loss)", highlight=False)
