@@ -130,7 +130,7 @@ def lldp_frame(src_mac: str, chassis: str, port: str, cfg):
 
 
 def _port_mac(link: int) -> str:
-    return "02:00:00:00:%02x:%02x" % ((link >> 8) & 0xFF, link & 0xFF)
+    return f"02:00:00:00:{(link >> 8) & 0xFF:02x}:{link & 0xFF:02x}"
 
 
 def lldp_frames(net) -> list:
