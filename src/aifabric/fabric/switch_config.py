@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .addressing import AddressPlan
 from .cabling import cabling_rows
+from .design import Design
 from .graph import RAIL, SPINE, SUPERSPINE, Fabric
 
 ASN_SUPERSPINE = 4_200_000_000
@@ -95,7 +96,7 @@ def _asn(f: Fabric, node_id: str, leaf_ordinal: dict[str, int]) -> int:
 def switch_plans(f: Fabric, fabric_spec) -> list[SwitchCfg]:
     """Every switch of a structured fabric with its ports, addresses, BGP neighbours and aggregates."""
     d = f.design
-    if d is None or d.topology == "custom":
+    if not isinstance(d, Design) or d.topology == "custom":
         raise ValueError("a custom topology has no addressing plan to configure")
     plan = AddressPlan.from_spec(d, fabric_spec)
     underlay = ipaddress.IPv4Network(fabric_spec.underlay_block)
@@ -138,22 +139,6 @@ def switch_plans(f: Fabric, fabric_spec) -> list[SwitchCfg]:
 # -- NX-OS ---------------------------------------------------------------------------------------------
 def _kb(x: float) -> str:
     return f"{x:g}"
-
-
-def _ranges(numbers: list[int]) -> str:
-    """1,2,3,5 -> Eth1/1-3,Eth1/5"""
-    out, start, prev = [], None, None
-    for n in sorted(numbers):
-        if start is None:
-            start = prev = n
-        elif n == prev + 1:
-            prev = n
-        else:
-            out.append(f"Eth1/{start}" + (f"-{prev}" if prev != start else ""))
-            start = prev = n
-    if start is not None:
-        out.append(f"Eth1/{start}" + (f"-{prev}" if prev != start else ""))
-    return ",".join(out)
 
 
 def nxos_qos(qos, headroom_bytes: int | None = None) -> list[str]:
@@ -424,7 +409,8 @@ def parse_nxos_qos(text: str) -> dict:
     pfc: dict = {}
     cos: list[int] = []
     mtu = None
-    mode, cur_class, queue = None, None, None
+    mode: str | None = None
+    cur_class, queue = "", 0
     i, n = 0, len(t)
 
     def num(k: int) -> float:
