@@ -10,6 +10,7 @@ those too. In the file form `--flow N` is the N-th RDMA transfer of the iteratio
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -18,6 +19,9 @@ from ..errors import InputError, Problem
 from ..packet.config import LB_MODES, TRANSPORTS
 from .app import app
 from .console import make_console
+
+if TYPE_CHECKING:
+    from ..packet.network import Network
 
 console = make_console()
 
@@ -127,7 +131,7 @@ def packet(
         _run_story(scenario, cfg, out, pcap, size_mb, traced if capture else (), max_events)
 
 
-def _narrate(runs: list[tuple[str, object]], max_events: int) -> None:
+def _narrate(runs: list[tuple[str, Network]], max_events: int) -> None:
     for label, net in runs:
         if len(runs) > 1:
             console.print(f"\n[bold]{label}[/]")

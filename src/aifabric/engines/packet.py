@@ -14,7 +14,7 @@ Returns the same `Timeline` as engines/executor.py, so results, reports and trac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -135,7 +135,7 @@ def _pcie_peaks(spans: list[tuple[float, float, list[int], int]], n_links: int) 
 
 
 def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.ndarray,
-              pcie_spans: list[tuple[float, float, list[int], int]] = ()) -> Timeline:
+              pcie_spans: Sequence[tuple[float, float, list[int], int]] = ()) -> Timeline:
     n_links = len(net.fabric.links)
     link_bytes = pcie_bytes.copy()
     for p in net.ports:
@@ -144,16 +144,16 @@ def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.n
     makespan = float(finished.max()) if len(finished) else 0.0
     # link load: each port's bins (1 us, doubled as a long run goes on) re-binned on one grid of at most
     # LINK_LOAD_SEGMENTS segments
-    binned = [p for p in net.ports if p.bins]
+    binned = [(p, p.bins) for p in net.ports if p.bins]
     seg_bytes: dict[int, np.ndarray] = {}
-    width = max((p.bin_s for p in binned), default=net.link_bin_s)
+    width = max((p.bin_s for p, _ in binned), default=net.link_bin_s)
     if binned:
-        t_last = max((max(p.bins) + 1) * p.bin_s for p in binned)
+        t_last = max((max(bins) + 1) * p.bin_s for p, bins in binned)
         while t_last / width > LINK_LOAD_SEGMENTS:
             width *= 2
-        for p in binned:
+        for p, bins in binned:
             factor = max(1, round(width / p.bin_s))
-            for b, v in p.bins.items():
+            for b, v in bins.items():
                 seg_bytes.setdefault(b // factor, np.zeros(n_links))[p.link] += v
     load = LinkLoad()
     peak = np.zeros(n_links)

@@ -135,9 +135,8 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
 
     Structured fabrics use the port layout; custom ones number each switch's interfaces in cable order.
     """
-    d = f.design
-    structured = d is not None and d.topology != "custom"
-    ports = leaf_ports(d, layout) if structured else None
+    d = f.design if isinstance(f.design, Design) and f.design.topology != "custom" else None
+    ports = leaf_ports(d, layout) if d is not None else None
     next_free: dict[str, int] = {}
     used_uplinks: dict[str, int] = {}
     nic_port_no: dict[str, int] = {}
@@ -164,19 +163,19 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
         if a.kind == NIC and f.is_switch(b.id):
             k = nic_port_no.get(a.id, 0)
             nic_port_no[a.id] = k + 1
-            if structured:
-                _pod, _seg, host = server_position(d, a.server)
-                rail_in_switch = a.index % d.rails_per_switch
+            if d is not None and ports is not None:
+                _pod, _seg, host = server_position(d, a.server or 0)
+                rail_in_switch = (a.index or 0) % d.rails_per_switch
                 interface = ports.host[host, rail_in_switch, k // d.planes if d.planes > 1 else k]
             else:
                 interface = seq(b.id)
             cable += 1
             host_rows.append((cable, "host", a.id, f"port{k + 1}", b.id, interface_name(interface),
-                              link.capacity_bytes_per_s * 8 / 1e9, a.server, a.index + 1,
+                              link.capacity_bytes_per_s * 8 / 1e9, a.server, (a.index or 0) + 1,
                               " ".join(f"gpu{g}" for g in gpus_of_nic.get(a.id, []))))
         elif f.is_switch(a.id) and f.is_switch(b.id):
-            pa = uplink_port(a.id) if structured and a.kind == RAIL else seq(a.id)
-            pb = uplink_port(b.id) if structured and b.kind == RAIL else seq(b.id)
+            pa = uplink_port(a.id) if d is not None and a.kind == RAIL else seq(a.id)
+            pb = uplink_port(b.id) if d is not None and b.kind == RAIL else seq(b.id)
             fabric_rows.append((a.id, pa, b.id, pb, link.capacity_bytes_per_s * 8 / 1e9, link.tier))
     yield from host_rows
     for a_id, pa, b_id, pb, gbps, tier in fabric_rows:

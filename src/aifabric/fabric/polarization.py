@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives.topology import snake_ring
+from .design import Design
 from .graph import Fabric
 from .routing import Route, Router
 
@@ -114,7 +115,7 @@ def analyze(router: Router, pattern: str, trials: int, rng: np.random.Generator,
     """Monte Carlo over QP source ports: uplink loads under ECMP (router's seeds) vs the ideal spread."""
     f = router.fabric
     d = f.design
-    rate = rate_gbps if rate_gbps is not None else (d.host_speed_gbps if d is not None else 400.0)
+    rate = rate_gbps if rate_gbps is not None else (d.host_speed_gbps if isinstance(d, Design) else 400.0)
     pairs = pattern_pairs(pattern, f.world_size, f, rng, target)
     net = [(a, b) for a, b in pairs if f.server_of(a) != f.server_of(b)]
     up = uplinks(f)

@@ -110,7 +110,9 @@ class Router:
         if dist is None:
             if self._sw_index is None:
                 self._switch_graph()
-            idx = sorted({self._sw_index[t] for t in targets})
+            sw_index = self._sw_index
+            assert sw_index is not None
+            idx = sorted({sw_index[t] for t in targets})
             d = dijkstra(self._csr, directed=True, indices=idx, unweighted=True, min_only=True)
             self._dist[targets] = dist = np.append(d, np.inf).astype(np.float32)
         assert self._sw_index is not None

@@ -175,10 +175,10 @@ class Network:
         if not touches_switch:
             path = self._path(core, ("chunk", fid))
             src = self.devices[self.node_index[f.links[core[0]].src]]
-            flow = ChunkFlow(self, fid, name or f"flow{fid}", src, size_bytes, path, on_done)
-            self.flows.append(flow)
-            src.source(core[0]).add(flow)
-            return flow
+            chunks = ChunkFlow(self, fid, name or f"flow{fid}", src, size_bytes, path, on_done)
+            self.flows.append(chunks)
+            src.source(core[0]).add(chunks)
+            return chunks
         src = self.devices[self.node_index[f.links[core[0]].src]]
         dst = self.devices[self.node_index[f.links[core[-1]].dst]]
         if qpn is None:  # one QP per NIC pair, as the Router allocates per (source, destination, channel)

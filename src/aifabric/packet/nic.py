@@ -21,6 +21,7 @@ on the receiving NIC):
 from __future__ import annotations
 
 from math import inf
+from typing import TYPE_CHECKING
 
 from ..fabric.graph import SCALE_UP_TIERS
 from .dcqcn import RpState, decay_alpha, increase, on_cnp
@@ -40,6 +41,9 @@ from .headers import (
     segment_count,
 )
 from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
+
+if TYPE_CHECKING:
+    from .port import Port
 
 MAX_RATE_SAMPLES = 20_000
 
@@ -111,7 +115,7 @@ class Host:
         self.idx = idx
         self.id = node_id
         self.ip = ip or 0
-        self.ports: dict[int, object] = {}
+        self.ports: dict[int, Port] = {}
         self.sources: dict[int, Source] = {}
 
     def source(self, link: int) -> Source:
@@ -415,6 +419,7 @@ class QpFlow:
                 return
         else:
             got = self.got
+            assert got is not None  # write-only and UET place out of order: a bitmap of what arrived
             if got[psn]:
                 self.dup += 1
                 return

@@ -15,10 +15,14 @@ from __future__ import annotations
 from collections import deque
 from heapq import heappush
 from math import exp, inf
+from typing import TYPE_CHECKING
 
 from ..fabric.graph import TIER_NVLINK, TIER_PCIE
 from .headers import pfc_pause_s
 from .sim import DATA, Pkt
+
+if TYPE_CHECKING:
+    from .nic import Source
 
 MAX_BINS = 4096  # link-load bins per port before they are merged pairwise
 MAX_DEPTH_SAMPLES = 20_000  # depth samples per queue before the series is thinned
@@ -94,7 +98,7 @@ class Port:
         self.s_per_byte = 1.0 / rate
         self.latency_s = link.latency_s
         self.delay = link.latency_s + peer.forwarding_latency_s
-        self.queues = [deque() for _ in range(8)]
+        self.queues: list[deque[Pkt]] = [deque() for _ in range(8)]
         self.qbytes = [0] * 8
         self.backlog = 0
         self.busy_until = 0.0
@@ -103,7 +107,7 @@ class Port:
         self.pause_start: list[float | None] = [None] * 8
         self.paused_total = [0.0] * 8
         self.ignore_pause_until = [0.0] * 8
-        self.source = None
+        self.source: Source | None = None
         self.src_turn = False  # a host port: its own QPs' turn after a forwarded (relayed) data packet
         self.strict = sorted(strict, reverse=True)
         self.weighted = [q for q in range(8) if q not in strict]
@@ -180,6 +184,7 @@ class Port:
         """A frame's bytes over the bins its serialization [now, end) spans, by time: a bin never holds more
         than the line rate's worth (a frame counted whole where it starts would overfill its bin)."""
         bins, w, dur = self.bins, self.bin_s, end - now
+        assert bins is not None  # called only while bins are recorded
         t = now
         while True:
             e = min(end, (b + 1) * w)
@@ -191,7 +196,8 @@ class Port:
 
     def _coarsen_bins(self) -> None:
         """Long runs: merge pairs of bins, doubling the bin width (memory stays bounded)."""
-        merged: dict[int, int] = {}
+        merged: dict[int, float] = {}
+        assert self.bins is not None
         for b, v in self.bins.items():
             merged[b >> 1] = merged.get(b >> 1, 0) + v
         self.bins = merged
@@ -205,7 +211,9 @@ class Port:
     def load(self, now: float) -> float:
         """Queued bytes plus a discounting rate estimator of bytes sent (decays with time constant
         `dre_tau`): what flowlet and adaptive routing compare."""
-        return self.backlog + self.dre * exp(-(now - self.dre_t) / self.dre_tau)
+        tau = self.dre_tau
+        assert tau is not None  # set on the ports flowlet and adaptive routing compare
+        return self.backlog + self.dre * exp(-(now - self.dre_t) / tau)
 
     def _dequeue(self, q: int) -> Pkt:
         pkt = self.queues[q].popleft()
@@ -286,7 +294,7 @@ class Port:
                 self.wake_at(busy)
             return
         pkt = None
-        if self.src_turn:  # a NIC sends its own QPs and relayed data (PXN) in turns, not the relayed first
+        if self.src_turn and self.source is not None:  # a NIC sends its own QPs and relayed data (PXN) in turns
             self.src_turn = False
             pkt = self.source.pull(now, self.paused_until)
         if pkt is None and self.backlog:

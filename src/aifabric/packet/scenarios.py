@@ -239,7 +239,7 @@ def dcqcn(cfg: PacketConfig | None = None, size_mb: float = 6.0) -> ScenarioRun:
                                             in x, after=t5)
     t["t7"] = None if t5 is None else first(lambda x: x.startswith(eg) and "falls below WRED min" in x, after=t5)
     t["t8"] = None if t5 is None else first(lambda x: x.startswith(isl) and "PFC resume" in x, after=t5)
-    r.table = [{"figure": k, "event": text, "t_us": None if t[k] is None else t[k] * 1e6} for k, text in FIG_11_7]
+    r.table = [{"figure": k, "event": text, "t_us": None if (v := t[k]) is None else v * 1e6} for k, text in FIG_11_7]
     end = max(fl["done_s"] for fl in st.flows)
     pauses = [x for x in st.pfc_frames if x[3] > 0]
     last_pause = max((x[0] for x in pauses), default=None)
@@ -345,6 +345,7 @@ def hol_blocking(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
         net = Network(f, cfg)
         for src, dst, name in pairs:
             route = router.route(src, dst)
+            assert route.flow is not None  # between servers: a QP
             qpn = router.qps.pair(src, dst, 0, f.rank_nic(route.relay_rank if route.relay_rank is not None
                                                           else src), f.rank_nic(dst))[0]
             net.add_transfer(route.links, size_mb * 1e6, name=name, qpn=qpn, sport=route.flow.src_port)

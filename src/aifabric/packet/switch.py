@@ -17,9 +17,14 @@ Load = queued bytes + a discounting rate estimator of recently sent bytes (CONGA
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
 from .lb import spray_index
 from .sim import DATA, Pkt
+
+if TYPE_CHECKING:
+    from .port import Port
 
 FORWARD, MARK, DROP = 0, 1, 2
 
@@ -47,7 +52,7 @@ class Switch:
         self.id = node_id
         self.forwarding_latency_s = forwarding_latency_s
         c = net.cfg.switch
-        self.ports: dict[int, object] = {}  # out link -> Port
+        self.ports: dict[int, Port] = {}  # out link -> Port
         self.buffer_used = 0
         self.ingress: dict[int, int] = {}  # in_link * 8 + prio -> bytes
         self.paused_up: dict[int, int] = {}  # in_link * 8 + prio -> pause generation (0: not paused)

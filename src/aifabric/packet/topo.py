@@ -57,7 +57,7 @@ def host_switch(f: Fabric, host: str) -> str:
 
 
 def five_tuple(f: Fabric, src: str, dst: str, src_qpn: int, dst_qpn: int) -> FiveTuple:
-    return FiveTuple(f.nodes[src].ip, f.nodes[dst].ip, roce_udp_source_port(src_qpn, dst_qpn))
+    return FiveTuple(f.nodes[src].ip or 0, f.nodes[dst].ip or 0, roce_udp_source_port(src_qpn, dst_qpn))
 
 
 def switch_distances(f: Fabric, target: str) -> dict[str, int]:
