@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"kernels"},
     {"scenario"},
     {"fabric", "workload"},
-    {"packet", "costs"},
+    {"packet", "costs", "reliability"},
     {"engines"},
     {"analysis", "results"},
     {"simulate"},

@@ -40,6 +40,15 @@ class Run:
         return run_costs(self).to_dict()
 
 
+    @cached_property
+    def reliability(self) -> dict:
+        """Failures by component, the job's MTBF, the best checkpoint interval and the fraction of a training run
+        lost to failures (aifabric.reliability; summary.json `reliability`)."""
+        from .reliability import reliability
+
+        return reliability(self.fabric, self.workload.params, self.scenario.reliability).to_dict()
+
+
 def _refuse(problems: list, s: Scenario) -> None:
     if problems:
         from .errors import InputError

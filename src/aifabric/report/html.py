@@ -23,7 +23,8 @@ from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, rank_tim
 from ..analysis import flows as run_flows
 from ..fabric.graph import TIERS
 from ..simulate import Run
-from .terminal import compute_breakdown, cost_lines, fmt_bytes, fmt_time, fmt_usd, fmt_watts, throughput_line
+from .terminal import (compute_breakdown, cost_lines, fmt_bytes, fmt_time, fmt_usd, fmt_watts, reliability_line,
+                       throughput_line)
 
 MAX_GANTT_RANKS = 64
 MAX_HEATMAP_LINKS = 48
@@ -344,6 +345,7 @@ def _headline(run: Run, ctx: _Context) -> str:
                       f"network {fmt_bytes(r.scale_out_bytes)})"),
     ]
     rows += cost_lines(run.costs)
+    rows.append(("reliability", reliability_line(run.reliability)))
     if not r.complete:
         rows.append(("status", "interrupted — partial results"))
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)

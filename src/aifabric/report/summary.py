@@ -97,6 +97,9 @@ def build_summary(run: Run) -> dict[str, Any]:
         "compute_by_kind_s": dict(r.compute_by_kind_s),
         # power and cost: the cluster's bill (power, capital), per iteration and per training run (aifabric.costs)
         "costs": run.costs,
+        # what failures cost the training run: by component, MTBF, checkpoint interval, lost fraction
+        # (aifabric.reliability)
+        "reliability": run.reliability,
         # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise
         "packet": run.packet_stats.to_dict(series=False) if run.packet_stats is not None else None,
     }

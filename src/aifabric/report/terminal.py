@@ -28,6 +28,26 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def fmt_hours(t_s: float) -> str:
+    """2.9 h, 38 min, 45 s."""
+    if t_s >= 3600:
+        return f"{t_s / 3600:.1f} h"
+    if t_s >= 60:
+        return f"{t_s / 60:.0f} min"
+    return f"{t_s:.0f} s"
+
+
+def reliability_line(rel: dict) -> str:
+    """One line of summary.json `reliability`: failures, MTBF, checkpoint interval, the run's lost fraction."""
+    interval = "as set" if rel["checkpoint_interval_given"] else "the interval that loses least"
+    lost = rel["lost_fraction"]
+    return (f"{rel['failures_per_day']:.3g} failures/day (MTBF {fmt_hours(rel['mtbf_s'])}); checkpoint of "
+            f"{fmt_bytes(rel['checkpoint_bytes'])} in {fmt_hours(rel['checkpoint_s'])} every "
+            f"{fmt_hours(rel['checkpoint_interval_s'])} ({interval}): {100 * lost['total']:.1f} % of the run lost "
+            f"(checkpoints {100 * lost['checkpointing']:.1f}, redone work {100 * lost['rework']:.1f}, restarts "
+            f"{100 * lost['restart']:.1f})")
+
+
 def fmt_usd(x: float) -> str:
     """$2.52 M, $607,680, $19.20, $3.57e-05."""
     if abs(x) >= 1e6:
@@ -150,6 +170,7 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
                  f" network {fmt_bytes(r.scale_out_bytes)})")
     for label, text in cost_lines(run.costs):
         head.add_row(label, text)
+    head.add_row("reliability", reliability_line(run.reliability))
     if run.packet_stats is not None:
         tot = run.packet_stats.to_dict(series=False)["totals"]
         head.add_row("fabric (packet engine)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"

@@ -13,6 +13,7 @@ from pydantic import Field
 from .base import Strict
 from .calibration_spec import CalibrationSpec, TierCalibration
 from .costs_spec import CostsSpec
+from .reliability_spec import ReliabilitySpec
 from .fabric_spec import ClusterSpec, FabricSpec
 from .workload_spec import FeedForwardSpec, WorkloadSpec
 
@@ -47,6 +48,9 @@ class Scenario(Strict):
     costs: CostsSpec = Field(
         CostsSpec(), description="what the cluster costs to buy and to run: price per kWh, PUE, the training run's "
         "length, your prices and power figures over the documented defaults (aifabric.costs)")
+    reliability: ReliabilitySpec = Field(
+        ReliabilitySpec(), description="failure rates by component, checkpoint size, bandwidth and interval, restart "
+        "time: what failures cost the training run (aifabric.reliability)")
 
     def applicable_dump(self) -> dict:
         """The scenario as JSON data with every default that applies to it filled in, and what does not apply
