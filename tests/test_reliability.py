@@ -95,3 +95,33 @@ def test_bad_reliability_sections_are_refused(bad):
     with pytest.raises(InputError) as e:
         load_scenario(data)
     assert "reliability" in str(e.value)
+
+
+def test_fabric_plan_shows_and_writes_reliability(tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from aifabric.cli import run_app
+    from aifabric.cli.app import app
+
+    scenarios = Path(__file__).resolve().parents[1] / "src" / "aifabric" / "scenarios"
+    # a scenario: its model's size gives the checkpoint, so the interval and the lost fraction
+    out = tmp_path / "plan"
+    assert run_app(app, ["fabric", "plan", str(scenarios / "demo.yaml"), "--out", str(out)]) == 0
+    assert "Reliability" in capsys.readouterr().out
+    rel = json.loads((out / "plan.json").read_text())["reliability"]
+    s = demo_scenario()
+    assert rel["components"][0]["count"] == s.cluster.servers * s.cluster.gpus_per_server
+    assert rel["checkpoint_interval_s"] > 0 and 0 < rel["effective_training_fraction"] < 1
+    # hardware only: failures and MTBF, no checkpoint figures
+    hw = {k: v for k, v in yaml.safe_load((scenarios / "demo.yaml").read_text()).items() if k in ("name", "cluster",
+                                                                                                  "fabric")}
+    path = tmp_path / "hw.yaml"
+    path.write_text(yaml.safe_dump(hw))
+    out2 = tmp_path / "plan2"
+    assert run_app(app, ["fabric", "plan", str(path), "--out", str(out2)]) == 0
+    rel2 = json.loads((out2 / "plan.json").read_text())["reliability"]
+    assert rel2["mtbf_s"] == pytest.approx(rel["mtbf_s"])
+    assert "checkpoint_interval_s" not in rel2 and "lost_fraction" not in rel2

@@ -53,7 +53,8 @@ def load_hardware(path: Path) -> HardwareSpec:
     data = read_yaml(text, str(path))
     if isinstance(data, dict) and "workload" in data:
         s = load_scenario(path)
-        return HardwareSpec(name=s.name, seed=s.seed, cluster=s.cluster, fabric=s.fabric, costs=s.costs)
+        return HardwareSpec(name=s.name, seed=s.seed, cluster=s.cluster, fabric=s.fabric, costs=s.costs,
+                            reliability=s.reliability)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping with cluster: and fabric: sections", str(path))
     data = resolve_costs({k: v for k, v in data.items() if k != "engine"}, path.parent, str(path))
@@ -157,6 +158,7 @@ def plan_cmd(
         fd.add_row(x.element, x.example, f"{x.gpus_cut_off:,}", f"{x.gpus_partitioned:,}", f"{x.gpus_degraded:,}",
                    x.effect)
     console.print(fd)
+    reliability = _print_reliability(f, hw, _model_params(file))
 
     if d.topology != "custom":
         ap = AddressPlan.from_spec(d, hw.fabric)
@@ -180,13 +182,62 @@ def plan_cmd(
 
         folder = claim_out(out, True, layout=PLAN)  # checked above; staged, moved in when every file is written
         try:
-            _write_plan_files(folder.staging, hw, f, plan, d, costs)
+            _write_plan_files(folder.staging, hw, f, plan, d, costs, reliability)
             folder.publish()
         finally:
             folder.discard()
         console.print(f"wrote {out}/: plan.json, bom.csv, cabling.csv" + (", addressing.csv"
                                                                          if d.topology != "custom" else ""))
     return 0
+
+
+def _model_params(path: Path) -> float | None:
+    """The parameters of a scenario's transformer (its checkpoint's size), or None for a hardware-only file or
+    another workload."""
+    from ..scenario.load import load_scenario
+
+    try:
+        s = load_scenario(path)
+    except InputError:
+        return None
+    if s.workload.kind != "llm-training":
+        return None
+    from ..workload.from_spec import resolve_model
+
+    return float(resolve_model(s.workload.model).params)
+
+
+def _print_reliability(f, hw: HardwareSpec, params: float | None) -> dict:
+    """Failures by component on this fabric, the job's MTBF, and with the model's size the checkpoint interval that
+    loses least and the fraction of a training run lost (aifabric.reliability); plan.json `reliability`."""
+    from rich.table import Table
+
+    from ..reliability import reliability
+    from ..report.terminal import fmt_bytes, fmt_hours
+
+    r = reliability(f, params or 0.0, hw.reliability)
+    t = Table(title="Reliability: failures of a job using every GPU (rates per component-hour: Llama 3 405B's "
+                    "breakdown, Dubey et al. 2024, Table 5, unless the file's reliability: sets them)",
+              title_justify="left")
+    for col in ("component", "count", "failures / hour each", "failures / day"):
+        t.add_column(col, justify="left" if col == "component" else "right")
+    for c in r.components:
+        t.add_row(c.kind.replace("_", " "), f"{c.count:,}", f"{c.rate_per_hour:.3g}", f"{c.failures_per_day:.3g}")
+    console.print(t)
+    out = r.to_dict()
+    line = f"the job: {out['failures_per_day']:.3g} failures/day, one every {fmt_hours(r.mtbf_s)}"
+    if params:
+        lost = out["lost_fraction"]
+        line += (f"; a checkpoint of {fmt_bytes(r.checkpoint_bytes)} takes {fmt_hours(r.checkpoint_s)}: every "
+                 f"{fmt_hours(r.interval_s)} of work loses least (Young {fmt_hours(r.young_interval_s)}, Daly "
+                 f"{fmt_hours(r.daly_interval_s)}), {100 * lost['total']:.1f} % of the run lost")
+    else:
+        for k in ("checkpoint_bytes", "checkpoint_s", "checkpoint_interval_s", "young_interval_s", "daly_interval_s",
+                  "lost_fraction", "effective_training_fraction"):
+            out.pop(k, None)
+        line += "; the checkpoint interval and the run's lost fraction need the model (a scenario with a workload)"
+    console.print(line)
+    return out
 
 
 def _print_costs(bom, hw: HardwareSpec):
@@ -257,7 +308,7 @@ def _csv(header, rows) -> str:
     return buf.getvalue()
 
 
-def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design, costs: dict) -> None:
+def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design, costs: dict, reliability: dict) -> None:
     from ..fabric.addressing import AddressPlan
     from ..fabric.cabling import HEADER, cabling_rows
     from ..fabric.plan import TIER_NAMES
@@ -276,7 +327,8 @@ def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design, costs: di
                  s.network, s.gateway, agg) for s, agg in ap.rows()]
         write_atomic(out / "addressing.csv", _csv(("pod", "segment", "rails", "vlan", "subnet", "gateway",
                                                     "aggregate"), rows))
-    write_json(out / "plan.json", {"name": hw.name, "design": d.__dict__, **plan.to_dict(), "costs": costs})
+    write_json(out / "plan.json", {"name": hw.name, "design": d.__dict__, **plan.to_dict(), "costs": costs,
+                                   "reliability": reliability})
 
 
 @fabric_app.command("polarization")

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from ..catalog import GPUS
 from .base import Strict
 from .costs_spec import CostsSpec
+from .reliability_spec import ReliabilitySpec
 from .qos_spec import QosSpec
 
 
@@ -212,3 +213,5 @@ class HardwareSpec(Strict):
     cluster: ClusterSpec
     fabric: FabricSpec = FabricSpec()
     costs: CostsSpec = Field(CostsSpec(), description="prices, power figures, energy price and PUE (aifabric.costs)")
+    reliability: ReliabilitySpec = Field(ReliabilitySpec(), description="failure rates, checkpoints, restarts "
+                                         "(aifabric.reliability)")
