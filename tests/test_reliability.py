@@ -11,8 +11,16 @@ from hypothesis import strategies as st
 
 from aifabric import load_scenario, simulate
 from aifabric.errors import InputError
-from aifabric.reliability import (DEFAULT_RATES_PER_HOUR, LLAMA3_CABLES, LLAMA3_GPUS, LLAMA3_HOURS, Component,
-                                  Reliability, component_counts, reliability)
+from aifabric.reliability import (
+    DEFAULT_RATES_PER_HOUR,
+    LLAMA3_CABLES,
+    LLAMA3_GPUS,
+    LLAMA3_HOURS,
+    Component,
+    Reliability,
+    component_counts,
+    reliability,
+)
 from aifabric.scenario import demo_scenario
 from aifabric.simulate import build_fabric
 

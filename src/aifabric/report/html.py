@@ -23,8 +23,16 @@ from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, rank_tim
 from ..analysis import flows as run_flows
 from ..fabric.graph import TIERS
 from ..simulate import Run
-from .terminal import (compute_breakdown, cost_lines, fmt_bytes, fmt_time, fmt_usd, fmt_watts, reliability_line,
-                       throughput_line)
+from .terminal import (
+    compute_breakdown,
+    cost_lines,
+    fmt_bytes,
+    fmt_time,
+    fmt_usd,
+    fmt_watts,
+    reliability_line,
+    throughput_line,
+)
 
 MAX_GANTT_RANKS = 64
 MAX_HEATMAP_LINKS = 48

@@ -27,8 +27,8 @@ from pydantic import Field, field_validator, model_validator
 from ..catalog import GPUS
 from .base import Strict
 from .costs_spec import CostsSpec
-from .reliability_spec import ReliabilitySpec
 from .qos_spec import QosSpec
+from .reliability_spec import ReliabilitySpec
 
 
 class ClusterSpec(Strict):

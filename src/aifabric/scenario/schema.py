@@ -13,8 +13,8 @@ from pydantic import Field
 from .base import Strict
 from .calibration_spec import CalibrationSpec, TierCalibration
 from .costs_spec import CostsSpec
-from .reliability_spec import ReliabilitySpec
 from .fabric_spec import ClusterSpec, FabricSpec
+from .reliability_spec import ReliabilitySpec
 from .workload_spec import FeedForwardSpec, WorkloadSpec
 
 SCHEMA_VERSION = 1
