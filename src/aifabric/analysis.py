@@ -8,8 +8,6 @@ quick to report.
 from __future__ import annotations
 
 import re
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -27,25 +25,6 @@ FOLDED = "folded scale-up collectives"
 P2P = "pipeline send/recv"
 
 _ITERATION = re.compile(r"it(\d+)/")
-_MEMO: dict[tuple, tuple] = {}
-_MEMO_SIZE = 8
-
-
-def _memo(fn: Callable, graph: TaskGraph, tl: Timeline, *args):
-    """fn(graph, tl, *args), remembered for the same graph and timeline objects (a report asks several times)."""
-    key = (fn.__name__, id(graph), id(tl), len(graph), float(tl.makespan_s),
-           *(a if a is None or isinstance(a, (bool, int, str)) else id(a) for a in args))
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0]() is graph and hit[1]() is tl:
-        return hit[2]
-    out = fn(graph, tl, *args)
-    try:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.pop(next(iter(_MEMO)))
-        _MEMO[key] = (weakref.ref(graph), weakref.ref(tl), out)
-    except TypeError:  # not weak-referenceable: not remembered
-        pass
-    return out
 
 
 @dataclass(frozen=True)
@@ -163,8 +142,9 @@ def is_pipeline(graph: TaskGraph) -> bool:
 def rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None = None, iterations: int = 1,
                   pipeline: bool | None = None) -> RankTimeline:
     """Every rank's compute, communication, idle and bubble segments (see `RankTimeline`), and per rank its
-    idle and bubble time per iteration. `pipeline`: count bubbles (default: `is_pipeline(graph)`)."""
-    return _memo(_rank_timeline, graph, tl, world, iterations, pipeline)
+    idle and bubble time per iteration. `pipeline`: count bubbles (default: `is_pipeline(graph)`). A run keeps
+    its own (`Run.rank_timeline`)."""
+    return _rank_timeline(graph, tl, world, iterations, pipeline)
 
 
 def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations: int,
@@ -333,8 +313,9 @@ def _task_dims(graph: TaskGraph, ids: np.ndarray) -> np.ndarray:
 
 
 def flows(graph: TaskGraph, fabric: Fabric, tl: Timeline) -> Flows:
-    """Every transfer that ran, and the folded collectives' bytes per rank pair."""
-    return _memo(_flows, graph, tl, fabric)
+    """Every transfer that ran, and the folded collectives' bytes per rank pair. A run keeps its own
+    (`Run.flows`)."""
+    return _flows(graph, tl, fabric)
 
 
 def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:

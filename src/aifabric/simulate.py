@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from .fabric import Fabric, Router, build
 from .results import Results, summarize
 from .scenario.schema import Scenario
 from .workload import Workload, build_data_parallel
+
+if TYPE_CHECKING:
+    from .analysis import Flows, RankTimeline
 
 NVLS_GPUS = frozenset({"H100", "H200", "B200", "GB200"})  # NVSwitch with NVLink SHARP (NCCL_NVLS_ENABLE auto)
 
@@ -30,6 +33,21 @@ class Run:
     results: Results
     packet_stats: Any = None  # packet.stats.PacketStats when the packet engine ran (None otherwise)
     packet_network: Any = None  # packet.network.Network of a packet-engine run: captured packets, events log
+
+    @cached_property
+    def rank_timeline(self) -> RankTimeline:
+        """Every rank's compute, communication, idle and bubble segments (analysis.rank_timeline), computed once
+        per run: the summary, the tables, the trace and the report all read it."""
+        from .analysis import rank_timeline
+
+        return rank_timeline(self.graph, self.timeline, self.fabric.world_size, self.workload.iterations)
+
+    @cached_property
+    def flows(self) -> Flows:
+        """Every transfer that ran and the folded collectives' bytes (analysis.flows), computed once per run."""
+        from .analysis import flows
+
+        return flows(self.graph, self.fabric, self.timeline)
 
     @cached_property
     def costs(self) -> dict:

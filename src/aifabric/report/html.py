@@ -19,8 +19,7 @@ import plotly.graph_objects as go
 import yaml
 from plotly.offline import get_plotlyjs
 
-from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, rank_timeline, traffic_matrix
-from ..analysis import flows as run_flows
+from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, traffic_matrix
 from ..fabric.graph import TIERS
 from ..simulate import Run
 from .terminal import (
@@ -63,8 +62,7 @@ class _Context:
 
 
 def _context(run: Run) -> _Context:
-    return _Context(run, run_flows(run.graph, run.fabric, run.timeline),
-                    rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations))
+    return _Context(run, run.flows, run.rank_timeline)
 
 
 def _layout(run: Run):

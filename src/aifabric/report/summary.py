@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..analysis import bytes_by_dimension, flows, rank_timeline
+from ..analysis import bytes_by_dimension
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
 from .tables import flow_rows
@@ -20,7 +20,7 @@ def _gB(x: float) -> float:
 def build_summary(run: Run) -> dict[str, Any]:
     r = run.results
     s = run.scenario
-    rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
+    rt = run.rank_timeline
     n_ranks = len(r.rank_compute_s)
     idle, bubble = rt.idle_s[:n_ranks], rt.bubble_s[:n_ranks]
     return {
@@ -87,7 +87,7 @@ def build_summary(run: Run) -> dict[str, Any]:
             "bytes": r.flow_bytes,
             "scale_up_bytes": r.scale_up_bytes,
             "scale_out_bytes": r.scale_out_bytes,
-            "by_dimension": bytes_by_dimension(flows(run.graph, run.fabric, run.timeline)),
+            "by_dimension": bytes_by_dimension(run.flows),
             "table_rows": len(flow_rows(run)),
         },
         "mfu": r.mfu,

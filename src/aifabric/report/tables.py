@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis import flows, rank_timeline
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
 from .files import write_atomic
@@ -33,8 +32,8 @@ def _csv(cols: Columns) -> str:
 
 
 def flow_rows(run: Run) -> np.ndarray:
-    """Indices into `analysis.flows(...)` of the flows flows.csv holds (all, or MAX_FLOW_ROWS chosen)."""
-    f = flows(run.graph, run.fabric, run.timeline)
+    """Indices into `run.flows` (analysis.flows) of the flows flows.csv holds (all, or MAX_FLOW_ROWS chosen)."""
+    f = run.flows
     if len(f.task) <= MAX_FLOW_ROWS:
         return np.arange(len(f.task))
     p2p = np.fromiter(run.graph.collective, dtype=np.int64, count=len(run.graph))[f.task] < 0
@@ -43,8 +42,8 @@ def flow_rows(run: Run) -> np.ndarray:
 
 def table_columns(run: Run) -> dict[str, Columns]:
     r = run.results
-    f = flows(run.graph, run.fabric, run.timeline)
-    rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
+    f = run.flows
+    rt = run.rank_timeline
     keep = flow_rows(run)
     names = run.graph.name
     n_ranks = len(r.rank_compute_s)

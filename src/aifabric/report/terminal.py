@@ -6,7 +6,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..analysis import rank_timeline
 from ..collectives.cost import busbw_factor
 from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
@@ -154,7 +153,7 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("communication", fmt_time(r.communication_time_s))
     exposed_pct = 100 * r.exposed_communication_s / r.iteration_time_s if r.iteration_time_s else 0
     head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
-    rt = rank_timeline(run.graph, run.timeline, run.fabric.world_size, run.workload.iterations)
+    rt = run.rank_timeline
     if len(rt.idle_s) and r.iteration_time_s:
         n = len(r.rank_compute_s)
         idle, bubble = float(rt.idle_s[:n].mean()), float(rt.bubble_s[:n].mean())

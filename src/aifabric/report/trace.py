@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS, rank_timeline
+from ..analysis import BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS
 from ..engines.taskgraph import TRANSFER
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
@@ -113,7 +113,7 @@ class Trace(Mapping):
 
 def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
     fabric = run.fabric
-    rt = rank_timeline(run.graph, run.timeline, fabric.world_size, run.workload.iterations)
+    rt = run.rank_timeline
     keep = rt.kind != 2  # idle: the gaps of the track
     drawable = _finite_spans(rt.start_s, rt.end_s)
     _left_out(other, "rank_segments", int((keep & ~drawable).sum()))
