@@ -58,7 +58,7 @@ def run(v: dict[str, Any]) -> Lesson:
     y = torch.tensor(v["y"], dtype=torch.float64)
     w = _net(torch, v)
     lr = v["lr"]
-    history = []
+    history: list[dict[str, Any]] = []
     for it in range(1, v["iterations"] + 1):
         z_a, y_a, z_b, y_hat, loss = forward(torch, w, x, y)
         loss.backward()
@@ -69,7 +69,7 @@ def run(v: dict[str, Any]) -> Lesson:
         f_a = 1.0 if float(z_a) > 0 else 0.0
         e_b = mse_d * f_b
         e_a = float(w["w_b1"].detach()) * e_b * f_a
-        hand = {"w_b1": float(y_a) * e_b, "w_b0": e_b, "w_a": [float(xi) * e_a for xi in x], "w_a0": e_a}
+        hand: dict[str, Any] = {"w_b1": float(y_a) * e_b, "w_b0": e_b, "w_a": [float(xi) * e_a for xi in x], "w_a0": e_a}
         grads = {k: t.grad.detach().clone() for k, t in w.items()}
         old = {k: t.detach().clone() for k, t in w.items()}
         with torch.no_grad():
