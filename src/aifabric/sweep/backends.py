@@ -88,7 +88,7 @@ class LocalPool:
 
     def __init__(self, fn: Callable, workers: int | None = None, timeout_s: float | None = None):
         methods = multiprocessing.get_all_start_methods()
-        self.ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        self.ctx: Any = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if self.ctx.get_start_method() == "forkserver":
             self.ctx.set_forkserver_preload(["aifabric.sweep.worker", "aifabric.simulate", "aifabric.report.html"])
         self.fn = fn
@@ -149,21 +149,22 @@ class LocalPool:
         out: list[Outcome] = []
         now = time.monotonic()
         for w in busy:
-            attempt = w.attempt
+            attempt, case_id = w.attempt, w.case_id
+            assert case_id is not None  # busy: it holds a case
             if w.conn in ready:
                 try:
                     msg = w.conn.recv()
                 except (EOFError, OSError):
                     msg = None
                 if msg is not None:
-                    out.append(_outcome(w.case_id, msg, attempt, now - w.started))
+                    out.append(_outcome(case_id, msg, attempt, now - w.started))
                     w.case_id = None
                     continue
             if w.conn in ready or w.proc.sentinel in ready or not w.proc.is_alive():
                 w.proc.join(timeout=2)  # the pipe closes as the process dies: reap it for its exit code
                 code = w.proc.exitcode
                 why = (f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}")
-                case_id, payload = w.case_id, w.payload
+                payload = w.payload
                 self._replace(w)
                 if attempt <= CRASH_RETRIES:
                     self.queue.appendleft((case_id, payload, attempt + 1))
@@ -171,7 +172,6 @@ class LocalPool:
                     out.append(Outcome(case_id, "crashed", error=f"worker process died ({why}) on each of "
                                        f"{attempt} attempts", attempts=attempt, wall_s=now - w.started))
             elif self.timeout_s and now - w.started > self.timeout_s:
-                case_id = w.case_id
                 self._replace(w)
                 out.append(Outcome(case_id, "timeout", error=f"ran longer than {self.timeout_s:g} s: stopped",
                                    attempts=attempt, wall_s=now - w.started))
