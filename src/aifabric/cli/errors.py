@@ -9,7 +9,7 @@ import typer
 try:  # typer >= 0.20 vendors its own click
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import ClickException
+    from click import ClickException  # type: ignore[assignment, no-redef, unused-ignore]
 from rich.console import Console
 from rich.markup import escape
 
