@@ -249,3 +249,25 @@ def test_the_tuner_sees_gpus_sharing_nics():
     _, choice = plan(call, fabric, router)
     timeline = run(lower(one(call), fabric, router), fabric, "flow")
     assert choice.time_s == pytest.approx(collective_time(None, timeline), rel=0.05)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast"]),
+       st.integers(0, 3), st.integers(2, 8), st.integers(1, 3), st.integers(1, 5000))
+def test_a_schedule_built_once_serves_every_translate_of_its_group(op, offset, n, stride, elements):
+    # plan() builds a group's schedule on its ranks relative to its first rank's server and shifts it onto every
+    # group that is the same shape whole servers away: identical to building it on the group itself
+    from aifabric.collectives import Layout, build_schedule
+
+    fabric, router = fabric_of(4, 4)
+    for servers in (0, 1, 2):
+        group = tuple(offset + i * stride + 4 * servers for i in range(n))
+        if group[-1] >= fabric.world_size:
+            continue
+        sched, choice = plan(Collective("c", op, group, elements, 4), fabric, router)
+        direct = build_schedule(op, sched.algorithm, group, elements, Layout(4), channels=choice.channels,
+                                pieces=min(16, choice.pieces))
+        assert sched.ranks == direct.ranks and sched.root == direct.root
+        for field in ("step", "src", "dst", "chunk", "count", "mode", "phase", "channel", "source", "target",
+                      "chunk_bounds"):
+            np.testing.assert_array_equal(getattr(sched, field), getattr(direct, field), err_msg=field)

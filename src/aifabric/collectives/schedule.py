@@ -74,6 +74,20 @@ class Schedule:
         if self.channel is None:
             object.__setattr__(self, "channel", np.zeros(len(self.step), dtype=np.int16))
 
+    def shifted(self, delta: int) -> Schedule:
+        """The same schedule on the group whose every rank is `delta` higher (chunks, steps, phases unchanged):
+        a schedule built once serves every translate of its group."""
+        if delta == 0:
+            return self
+        from dataclasses import replace
+
+        def up(a: np.ndarray) -> np.ndarray:
+            return np.where(a >= 0, a + delta, a).astype(a.dtype)
+
+        return replace(self, ranks=tuple(r + delta for r in self.ranks), src=(self.src + delta).astype(self.src.dtype),
+                       dst=(self.dst + delta).astype(self.dst.dtype), source=up(self.source), target=up(self.target),
+                       root=self.root + delta if self.root >= 0 else self.root)
+
     # -- sizes ----------------------------------------------------------------------------------
     @property
     def n_moves(self) -> int:

@@ -117,11 +117,23 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
         algorithm, channels, pieces = choice.algorithm, channels or choice.channels, pieces or choice.pieces
     counts = getattr(op, "counts", ())
     n = len(op.group)
-    sched = build_schedule(op.op, algorithm, op.group, op.elements, layout, channels=max(1, channels),
-                           pieces=min(MAX_PIECES_NVLS if algorithm == "nvls" else MAX_PIECES_LOWERED, max(1, pieces)),
-                           root=getattr(op, "root", -1),
-                           counts=np.array(counts).reshape(n, n) if counts else None)
-    return sched, choice
+    pieces = min(MAX_PIECES_NVLS if algorithm == "nvls" else MAX_PIECES_LOWERED, max(1, pieces))
+    root = getattr(op, "root", -1)
+    if counts or op.op in ("broadcast", "reduce"):  # AllToAllv's counts; a root (named in the schedule's notes)
+        return build_schedule(op.op, algorithm, op.group, op.elements, layout, channels=max(1, channels),
+                              pieces=pieces, root=root,
+                              counts=np.array(counts).reshape(n, n) if counts else None), choice
+    # a schedule depends on the group only through its ranks relative to the first one's server: built once,
+    # shifted onto every translate of the group by whole servers (data-parallel groups, their buckets)
+    g0 = op.group[0]
+    base = g0 - g0 % layout.gpus_per_server
+    relative = tuple(r - base for r in op.group)
+    key = ("schedule", op.op, algorithm, relative, op.elements, max(1, channels), pieces)
+    sched = router.cache.get(key)
+    if sched is None:
+        sched = router.cache[key] = build_schedule(op.op, algorithm, relative, op.elements, layout,
+                                                   channels=max(1, channels), pieces=pieces)
+    return sched.shifted(base), choice
 
 
 def transfers(sched: Schedule) -> tuple[np.ndarray, ...]:
