@@ -214,3 +214,50 @@ def test_a_real_ctrl_c_at_some_moment_of_demo(tmp_path, delay_s):
         summary = json.loads((out / "summary.json").read_text())
         assert isinstance(summary["complete"], bool) and (out / "scenario.yaml").exists()
     _no_staging_left(tmp_path)
+
+
+@pytest.mark.parametrize("after_s", [0.5, 3.0])
+def test_a_real_ctrl_c_while_training(tmp_path, after_s):
+    """SIGINT to the whole process group (the launcher, the forkserver importing torch, the rank processes) some
+    time after the run's folder was claimed: exit 130, no traceback from any process, train.json saying
+    complete false, and no process left behind (one was left waiting in a collective, holding the terminal)."""
+    pytest.importorskip("torch")
+    import subprocess
+    import time
+
+    out = tmp_path / "t"
+    proc = subprocess.Popen([sys.executable, "-m", "aifabric", "train", "--dp", "2", "--steps", "100000", "--out",
+                             str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not any(".partial-" in p.name for p in tmp_path.iterdir()):  # claimed: the imports are done
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(after_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    summary = json.loads((out / "train.json").read_text())
+    assert summary["complete"] is False
+    left = _alive_in_group(proc.pid)
+    for pid in left:  # not to leave them running if the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    _no_staging_left(tmp_path)
+
+
+def _alive_in_group(pgid: int, wait_s: float = 10.0) -> list[int]:
+    """The processes of group `pgid` still running (zombies waiting for init to reap them do not count), after
+    waiting up to `wait_s` for them to end."""
+    import subprocess
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        rows = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(pgid)], capture_output=True, text=True).stdout
+        alive = [int(pid) for pid, stat in (r.split()[:2] for r in rows.splitlines() if r.strip())
+                 if not stat.startswith("Z")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)

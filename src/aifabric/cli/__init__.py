@@ -25,8 +25,13 @@ def _exit_interrupted() -> None:
     import, say) leaves CPython's 'unhandled KeyboardInterrupt' flag set although aifabric handled it, and the
     interpreter would then end itself by SIGINT at exit instead of with the code; the files are written and the
     rank processes stopped by now."""
+    import atexit
     import os
 
+    try:
+        atexit._run_exitfuncs()  # what the interpreter's exit would run (multiprocessing's clean-up among them)
+    except BaseException:  # noqa: BLE001 - exiting anyway
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

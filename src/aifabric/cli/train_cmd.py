@@ -129,6 +129,7 @@ def train(
                                                  explain_rank, stage)
             folder.publish()
         except KeyboardInterrupt:
+            _stop_rank_processes()
             written = _write_stopped_training(cfg, folder, stage[0])
             raise _interrupted(f"stopped while {stage[0]}; wrote {folder.target}/: {', '.join(written)} "
                                "(train.json: complete false)") from None
@@ -168,6 +169,7 @@ def _train_into(cfg, out_dir: Path, overhead: bool, timeout: float, explain_step
         measured = tracing_overhead(alt)
         shutil.rmtree(scratch, ignore_errors=True)
     stage[0] = "training"
+    _start_forkserver_deaf_to_ctrl_c()
     run = launch(cfg, timeout_s=timeout)
     import torch
 
@@ -203,6 +205,62 @@ def _train_into(cfg, out_dir: Path, overhead: bool, timeout: float, explain_step
     files = "train.json, report.html, weights.pt" + (", trace.jsonl" if run.trace_path else "") + (
         ", explain.json" if explain_step else "")
     return summary, record, files, traced is not None
+
+
+def _start_forkserver_deaf_to_ctrl_c() -> None:
+    """Start the rank processes' forkserver with SIGINT ignored, which it and every rank process it forks keep: a
+    Ctrl-C (sent by the terminal to the whole process group) then reaches the launcher alone, which stops the
+    ranks and writes what the run leaves. Otherwise the forkserver, importing torch for a second or two, died of it
+    with a traceback on the terminal."""
+    import multiprocessing as mp
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    mp.get_context("forkserver").set_forkserver_preload(["torch", "torch.distributed", "aifabric.train.worker"])
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_rank_processes() -> None:
+    """After a Ctrl-C: every process the forkserver started (the launcher stops those it knows; one being started
+    when the Ctrl-C came it never learnt of, and rank processes ignore SIGINT) and the forkserver itself, so that
+    nothing is left waiting in a collective, holding the terminal."""
+    import os
+    import signal
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # the stdlib's: its pid is what names the rank processes (their parent)
+    pid = getattr(server, "_forkserver_pid", None)
+    if not pid:
+        return
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # not Linux: the launcher's own clean-up is what there is
+        entries = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+        server._stop()  # reap it and forget it (a later run starts a new one)
+    except Exception:  # noqa: BLE001 - gone already
+        pass
 
 
 def _save_atomic(torch, obj, path: Path) -> None:
