@@ -159,6 +159,8 @@ def _train_into(cfg, out_dir: Path, overhead: bool, timeout: float, explain_step
     from ..train.summary import assemble_weights, build_train_summary, tracing_overhead
 
     measured = None
+    stage[0] = "starting the rank processes"
+    _start_forkserver_deaf_to_ctrl_c()
     if overhead:
         stage[0] = "measuring the tracing overhead"
         scratch = out_dir / "overhead"
@@ -169,7 +171,6 @@ def _train_into(cfg, out_dir: Path, overhead: bool, timeout: float, explain_step
         measured = tracing_overhead(alt)
         shutil.rmtree(scratch, ignore_errors=True)
     stage[0] = "training"
-    _start_forkserver_deaf_to_ctrl_c()
     run = launch(cfg, timeout_s=timeout)
     import torch
 
