@@ -108,6 +108,16 @@ def check_cases_work(cases, engine: str | None, force: bool) -> None:
         raise InputError(problems[:5] + more)
 
 
+def _quiet_workers(pool) -> None:
+    """A local pool's forkserver started deaf to Ctrl-C (its workers ignore it themselves): a Ctrl-C while it
+    imported the simulator printed a traceback."""
+    ctx = getattr(pool, "ctx", None)
+    if ctx is not None and ctx.get_start_method() == "forkserver":
+        from .procs import start_forkserver_deaf_to_ctrl_c
+
+        start_forkserver_deaf_to_ctrl_c()  # with the preload the pool set
+
+
 def progress_bar():
     from rich.progress import (
         BarColumn,
@@ -173,6 +183,7 @@ def sweep(
     cases, notes = build_cases(file, list(vary or []), grid, skip_invalid)
     check_cases_work(cases, eng, force)
     pool, note = make_backend(backend, workers, timeout, address)
+    _quiet_workers(pool)
     spec = definition("sweep", file, list(vary or []), grid, eng, cases)
     if resume:
         check_resume(out, spec)
@@ -303,6 +314,7 @@ def optimize(
     goal, cons = parsed[0], parsed[1:]
     space = Space.of(file, list(vary or []))
     pool, note = make_backend(backend, workers, timeout, address)
+    _quiet_workers(pool)
     # refused before anything runs when it would lose the user's files; the search is written into a staging
     # folder and moved into --out when it ends (finished, or stopped by Ctrl-C)
     claimed = claim_out(out, force, prefix="aifabric-optimize", layout=SWEEP)

@@ -209,23 +209,11 @@ def _train_into(cfg, out_dir: Path, overhead: bool, timeout: float, explain_step
 
 
 def _start_forkserver_deaf_to_ctrl_c() -> None:
-    """Start the rank processes' forkserver with SIGINT ignored, which it and every rank process it forks keep: a
-    Ctrl-C (sent by the terminal to the whole process group) then reaches the launcher alone, which stops the
-    ranks and writes what the run leaves. Otherwise the forkserver, importing torch for a second or two, died of it
-    with a traceback on the terminal."""
-    import multiprocessing as mp
-    import signal
-    import threading
-    from multiprocessing import forkserver
+    """The rank processes' forkserver, started with SIGINT ignored (cli/procs.py), which every rank process it forks
+    keeps: a Ctrl-C reaches the launcher alone, which stops the ranks and writes what the run leaves."""
+    from .procs import start_forkserver_deaf_to_ctrl_c
 
-    if threading.current_thread() is not threading.main_thread():
-        return
-    mp.get_context("forkserver").set_forkserver_preload(["torch", "torch.distributed", "aifabric.train.worker"])
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    start_forkserver_deaf_to_ctrl_c(["torch", "torch.distributed", "aifabric.train.worker"])
 
 
 def _stop_rank_processes() -> None:
