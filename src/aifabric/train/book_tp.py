@@ -59,6 +59,7 @@ class _BookLinearFn(torch.autograd.Function):
         z = F.linear(x, weight[a:b], None if bias is None else bias[a:b])
         ctx.save_for_backward(x, weight)
         ctx.tp, ctx.tag, ctx.rows, ctx.has_bias = tp, tag, (a, b), bias is not None
+        assert tp.comm is not None  # tensor parallelism: several processes
         return tp.comm.all_gather(z, tp.group, f"{tag}/fwd/all-gather")
 
     @staticmethod
@@ -107,6 +108,7 @@ class _BroadcastFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, tp: TP, tag: str):
         y = x.contiguous().clone()
+        assert tp.comm is not None  # tensor parallelism: several processes
         tp.comm.broadcast(y, tp.group[0], tp.group, tag)
         return y
 

@@ -8,6 +8,8 @@ buckets and divides by the data-parallel size (the average of Ch. 14)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..workload.buckets import ddp_buckets
@@ -29,7 +31,7 @@ class GradSync:
         self.final = False
         self._ready: list[int] = [0] * len(self.buckets)
         self._next = 0  # the next bucket to launch
-        self._pending: dict[int, tuple[object, torch.Tensor]] = {}
+        self._pending: dict[int, tuple[Any, torch.Tensor]] = {}  # bucket -> (its AllReduce's work handle, flat)
         for i, p in enumerate(params):
             p.register_post_accumulate_grad_hook(self._hook(i))
 

@@ -67,11 +67,11 @@ def full_units(model: str, seed: int, vocab_size: int = 0, layers: tuple[int, ..
             Unit("linear", nn.Linear(a, b), "relu" if i < len(widths) - 2 else "")
             for i, (a, b) in enumerate(zip(widths, widths[1:]))]
     if model == "lstm":
-        (hidden,) = tuple(layers) or TRAINER_LAYERS["lstm"]
-        gates = nn.ModuleDict({k: nn.Linear(8 + hidden, hidden, bias=cell != "book") for k in TPLSTM.GATES})
+        (width,) = tuple(layers) or TRAINER_LAYERS["lstm"]
+        gates = nn.ModuleDict({k: nn.Linear(8 + width, width, bias=cell != "book") for k in TPLSTM.GATES})
         # the book's cell writes no biases (nor does its SoftMax layer here: the zoo's LSTM has one bias switch)
         return [Unit("lstm", gates, "book" if cell == "book" else ""),
-                Unit("linear", nn.Linear(hidden, 10, bias=cell != "book"))]
+                Unit("linear", nn.Linear(width, 10, bias=cell != "book"))]
     if model == "gpt":
         d = GPT_WIDTH
         units = [Unit("embed", nn.ModuleDict({"tok": nn.Embedding(vocab_size, d),

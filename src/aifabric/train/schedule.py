@@ -72,7 +72,7 @@ class Pipe:
         if self.backwards == self.m:
             self.on_last_backward()
         torch.autograd.backward(out, grad_tensors=g)
-        return x.grad if self.prev is not None else None
+        return x.grad if self.prev is not None and x is not None else None  # x: received from the previous stage
 
 
 def gpipe(p: Pipe) -> float:

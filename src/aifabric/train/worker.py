@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -119,10 +120,11 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
     params = list(stage.parameters())
     dp_group = layout.dp_group(rank)
     if cfg.dp > 1:
+        assert comm is not None  # data parallelism: several processes
         flat = torch.cat([p.detach().reshape(-1) for p in params])
         comm.broadcast(flat, dp_group[0], dp_group, "init/broadcast")
         torch.nn.utils.vector_to_parameters(flat, params)
-    sync = GradSync(params, comm, dp_group, cfg.bucket_bytes) if cfg.dp > 1 else None
+    sync = GradSync(params, comm, dp_group, cfg.bucket_bytes) if cfg.dp > 1 and comm is not None else None
     shapes = boundary_shapes(cfg, data)
     losses, step_times = [], []
     explain = cfg.explain and rank == cfg.explain_rank
@@ -158,11 +160,11 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         if rec:
             _write_explain(cfg, rank, c, b - a, rec, local, averaged, before, tracer, sync, params, out)
         t1 = time.time()
-        loss = loss if c.pp == cfg.pp - 1 else None
-        losses.append(loss)
+        step_loss = loss if c.pp == cfg.pp - 1 else None  # the last stage's
+        losses.append(step_loss)
         step_times.append(t1 - t0)
         if tracer.enabled:
-            tracer.record_step(step, t0, t1, loss)
+            tracer.record_step(step, t0, t1, step_loss)
     tracer.write(out)
     shards = {p.full_name: (p.detach().cpu().clone(), p.shard_dim) for p in params}
     torch.save(shards, out / f"weights-rank{rank}.pt")
@@ -240,7 +242,7 @@ def spawn_entry(rank: int, env: dict[str, str], cfg: TrainConfig, progress) -> N
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="aifabric training worker (run under torchrun)")
     for f in TrainConfig.__dataclass_fields__.values():
-        kind = {"int": int, "float": float, "bool": lambda s: s.lower() in ("1", "true", "yes")}.get(
+        kind: Any = {"int": int, "float": float, "bool": lambda s: s.lower() in ("1", "true", "yes")}.get(
             f.type if isinstance(f.type, str) else f.type.__name__, str)
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
     cfg = TrainConfig(**vars(ap.parse_args(argv)))
