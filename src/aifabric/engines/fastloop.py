@@ -51,7 +51,7 @@ try:  # optional: the loop in executor.py is the fallback
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     AVAILABLE = False
 
-    def njit(*args, **kwargs):
+    def njit(*args, **kwargs):  # type: ignore[no-redef]
         return (lambda f: f) if not args or not callable(args[0]) else args[0]
 
 
@@ -1076,7 +1076,7 @@ def cached_on_disk() -> bool:
     """Whether numba's cache holds the compiled loop; False: the first call compiles it (about a minute on a
     2-core machine; later processes load it in about a second)."""
     try:
-        return os.path.exists(run_chunk._cache._cache_file._index_path)
+        return os.path.exists(run_chunk._cache._cache_file._index_path)  # type: ignore[attr-defined]
     except AttributeError:  # numba's internals moved: say nothing rather than guess
         return True
 

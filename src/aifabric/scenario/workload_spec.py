@@ -70,12 +70,13 @@ class ModelSpec(Strict):
     @field_validator("layer_widths")
     @classmethod
     def _positive(cls, widths: list[int] | None) -> list[int] | None:
-        bad = [i for i, w in enumerate(widths or []) if w < 1]
+        given = widths or []
+        bad = [i for i, w in enumerate(given) if w < 1]
         if bad:
-            raise ValueError(f"every width must be >= 1 (index {bad[0]} is {widths[bad[0]]})")
-        big = [i for i, w in enumerate(widths or []) if w > MAX_WIDTH]
+            raise ValueError(f"every width must be >= 1 (index {bad[0]} is {given[bad[0]]})")
+        big = [i for i, w in enumerate(given) if w > MAX_WIDTH]
         if big:
-            raise ValueError(f"every width must be <= {MAX_WIDTH:,} (index {big[0]} is {widths[big[0]]})")
+            raise ValueError(f"every width must be <= {MAX_WIDTH:,} (index {big[0]} is {given[big[0]]})")
         return widths
 
 
