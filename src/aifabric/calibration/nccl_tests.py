@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..collectives.cost import busbw_factor
@@ -194,6 +194,14 @@ def _number(text: str, kind: type) -> float | int | None:
     return value
 
 
+def _program_of(command: str) -> str:
+    """The nccl-tests program a kept command line runs ("all_reduce_perf"): a line is kept as the command only
+    when it names one."""
+    m = _PROGRAM.search(command)
+    assert m is not None
+    return m.group(1) + "_perf"
+
+
 def _command_gpus(command: str) -> int | None:
     """GPUs a launch command asks for: processes (mpirun/srun -np/-n/--ntasks) × threads (-t) × GPUs (-g)."""
     tokens = command.split()
@@ -234,9 +242,10 @@ def _timing(tokens: list[str], block: tuple[int, int, int, int | None], where: s
     wrong = tokens[wi] if wi is not None else "N/A"
     if wi is not None and wrong != "N/A" and _number(wrong, float) is None:
         problems.append(f"{layout.columns[wi]} ({where}) is neither a number nor N/A: {wrong!r}")
-    if any(v is None or math.isnan(v) for v in values):
+    known = [v for v in values if v is not None]
+    if len(known) < len(values) or any(math.isnan(v) for v in known):
         return None
-    return Timing(values[0], values[1], values[2], wrong)
+    return Timing(known[0], known[1], known[2], wrong)
 
 
 def _parse_row(tokens: list[str], layout: _Layout, lineno: int) -> Row | list[str]:
@@ -309,8 +318,7 @@ def _split_sections(text: str, where: str, problems: list[Problem]) -> list[_Sec
                                 m.group(6), m.group(7), lineno)
                 if rank.gpu_name.endswith("..."):  # the process's 2,048-character buffer ran out here
                     cur.truncated_ranks = True
-                    rank = RankLine(*[getattr(rank, f) for f in ("rank", "group", "pid", "host", "device",
-                                                                  "bus_id")], rank.gpu_name[:-3].rstrip(), lineno)
+                    rank = replace(rank, gpu_name=rank.gpu_name[:-3].rstrip())
                 cur.ranks.append(rank)
             elif line.rstrip().endswith("...") and cur.ranks and not cur.rows:
                 cur.truncated_ranks = True
@@ -347,7 +355,7 @@ def _resolve_op(sec: _Section, where: str, op: str | None) -> tuple[str, str]:
     """(operation, where it came from): the "Collective test starting" line, else the echoed command,
     else `op` (the --op flag), else the file name."""
     for program, origin in ((sec.test, f"line {sec.test_line}: Collective test starting"),
-                            (_PROGRAM.search(sec.command).group(1) + "_perf" if sec.command else "",
+                            (_program_of(sec.command) if sec.command else "",
                              f"line {sec.command_line}: the command")):
         if not program:
             continue
@@ -422,7 +430,7 @@ def _finish(sec: _Section, where: str, op: str | None, gpus_per_server: int) -> 
              if t is not None and t.wrong not in ("N/A", "0") and _number(t.wrong, float)]
     if wrong:
         notes.append(f"nccl-tests reported wrong results at {len(wrong)} size(s), e.g. {wrong[0]} B")
-    return NcclTestsRun(where, op_name, op_from, sec.test or (_PROGRAM.search(sec.command).group(1) + "_perf"
+    return NcclTestsRun(where, op_name, op_from, sec.test or (_program_of(sec.command)
                                                               if sec.command else ""),
                         sec.version, tuple(sec.ranks), gpus, nodes, per_node, gpu_name, tuple(sec.rows),
                         tuple(notes), sec.start)
