@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import aifabric.simulate  # noqa: F401 - patched through sys.modules
+
 from aifabric.cli import run_app
 from aifabric.cli.app import app
 from aifabric.scenario import ch14_scenario_text
@@ -303,3 +305,14 @@ def test_a_single_file_of_the_user_is_not_written_over(tmp_path, monkeypatch, ca
         xml.dom.minidom.parseString(mine.read_text())  # still a valid SVG document
     else:
         json.loads(mine.read_text())
+
+
+def test_a_failed_run_without_out_leaves_no_empty_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", boom)
+    assert run_app(app, ["demo", "--scenario", "ch14"]) == 1
+    assert list(tmp_path.iterdir()) == []

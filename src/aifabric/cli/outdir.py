@@ -146,6 +146,7 @@ class OutFolder:
     target: Path
     staging: Path
     layout: Layout = RUN
+    created: bool = False  # the target is a new aifabric-...-<time> folder made for this output
 
     def publish(self) -> Path:
         """Move the staged files into the target; the entries of an earlier aifabric output there that this one
@@ -169,7 +170,14 @@ class OutFolder:
         return self.target
 
     def discard(self) -> None:
+        """Remove the staging folder (what publish did not move in), and the target when it was made for this
+        output and nothing was moved into it (a failed run leaves no empty folder behind)."""
         shutil.rmtree(self.staging, ignore_errors=True)
+        if self.created:
+            try:
+                self.target.rmdir()  # only when empty
+            except OSError:
+                pass
 
 
 def probe_out(path: Path | None, kind: str, flag: str = "--out") -> None:
@@ -238,6 +246,7 @@ def claim_out(out: str | Path | None, force: bool = False, prefix: str = "aifabr
               layout: Layout = RUN, flag: str = "--out") -> OutFolder:
     """Check `--out` and create the staging folder; raise InputError naming --out for any folder that would lose
     the user's files (without `force`), an empty name, or a place that cannot be written."""
+    created = out is None
     if out is None:
         from ..report.files import new_run_dir
 
@@ -253,7 +262,7 @@ def claim_out(out: str | Path | None, force: bool = False, prefix: str = "aifabr
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name or 'out'}.partial-", dir=target.parent))
     except OSError as exc:
         raise InputError(Problem(flag, f"cannot write beside {target}: {exc.strerror or exc}")) from None
-    return OutFolder(target, staging, layout)
+    return OutFolder(target, staging, layout, created)
 
 
 def compare_out(out: Path, force: bool = False) -> Path:
