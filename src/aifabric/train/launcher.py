@@ -192,7 +192,7 @@ def _run_processes(cfg: TrainConfig, world: int, timeout_s: float, poll_s: float
                     f"all ranks were stopped", stuck)
             time.sleep(poll_s)
     except TrainFailure as exc:
-        exc.pids = [p.pid for p in procs]
+        exc.pids = [p.pid for p in procs if p.pid is not None]  # every one started
         raise
     finally:
         for p in procs:
@@ -209,11 +209,11 @@ def _behind(progress: list[int], alive: list[int]) -> list[int]:
     return [r for r in alive if ops[r] == low]
 
 
-def _reason(out: Path, rank: int, code: int) -> str:
+def _reason(out: Path, rank: int, code: int | None) -> str:
     err = out / f"error-rank{rank}.txt"
     if err.exists():
         return err.read_text(encoding="utf-8").strip()
-    return f"killed by signal {-code}" if code < 0 else "no message"
+    return f"killed by signal {-code}" if code is not None and code < 0 else "no message"
 
 
 def _lost_peer(reason: str) -> bool:
