@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"kernels"},
     {"scenario"},
     {"fabric", "workload"},
-    {"packet", "costs", "reliability"},
+    {"packet", "costs", "reliability", "faults"},
     {"engines"},
     {"analysis", "results"},
     {"simulate"},

@@ -33,6 +33,7 @@ class Run:
     results: Results
     packet_stats: Any = None  # packet.stats.PacketStats when the packet engine ran (None otherwise)
     packet_network: Any = None  # packet.network.Network of a packet-engine run: captured packets, events log
+    faults: dict | None = None  # aifabric.faults.report: what broke and what it cost (None: no faults)
 
     @cached_property
     def rank_timeline(self) -> RankTimeline:
@@ -160,6 +161,10 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         raise InputError(Problem("engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})"))
     phase = phase or (lambda name: None)
     engine = engine or s.engine
+    if engine == "packet" and s.faults:
+        from .errors import InputError, Problem
+
+        raise InputError(Problem("faults", "the flow and analytic engines simulate faults; the packet engine not yet"))
     if engine == "packet":
         from .engines.packet import simulate_packet
 
@@ -168,12 +173,29 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         return packet_run
     phase("fabric")
     fabric, router = build_fabric(s)
+    fx = None
+    if s.faults:
+        from .faults import apply_to_fabric, resolve_faults
+
+        fx = resolve_faults(fabric, s.faults)
+        apply_to_fabric(fabric, router, fx)
     if workload is None:
         phase("workload")
         workload = build_workload(s)
     phase("task graph")
-    graph = lower(workload, fabric, router, **s.lowering_options(),
-                  spread_paths=s.fabric.load_balancing != "ecmp")
+    try:
+        graph = lower(workload, fabric, router, **s.lowering_options(),
+                      spread_paths=s.fabric.load_balancing != "ecmp")
+    except ValueError as exc:
+        if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
+            raise
+        from .faults import unreachable
+
+        raise unreachable(fabric, fx, exc) from None
+    if fx is not None:
+        from .faults import slow_down
+
+        slow_down(graph, fx.slow)
     phase("event loop")
     try:
         timeline = run(graph, fabric, engine, progress)
@@ -184,4 +206,11 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     add_folded_bytes(graph, timeline)
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
     results = summarize(engine, workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
-    return Run(s, fabric, workload, graph, timeline, results)
+    out = Run(s, fabric, workload, graph, timeline, results)
+    if fx is not None and complete:
+        from .faults import report
+
+        phase("fault-free run")  # the same iteration without the faults: what they cost
+        baseline = simulate(s.model_copy(update={"faults": []}), engine=engine, workload=workload)
+        out.faults = report(fx, out, baseline, router)
+    return out

@@ -94,7 +94,8 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
 
     words = {"fabric": f"building the fabric of {scenario.cluster.total_gpus:,} GPUs ...",
              "workload": "building the workload ...", "task graph": "lowering it to a task graph ...",
-             "results": "summarizing ...", "report": "writing the report ...", "done": "done"}
+             "results": "summarizing ...", "report": "writing the report ...", "done": "done",
+             "fault-free run": "the same iteration without the faults (what they cost) ..."}
 
     stage = ["starting"]
     if verbose and est is not None:
@@ -102,7 +103,7 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
 
     def on_phase(name: str) -> None:
         stage[0] = name
-        if verbose and name in words:  # the event loop has its bar
+        if (verbose or name == "fault-free run") and name in words:  # the event loop has its bar
             err_console.print(f"[dim]{time.perf_counter() - t0:7.1f} s[/] {words[name]}", highlight=False)
 
     folder = claim_out(out, force)

@@ -82,6 +82,20 @@ class Router:
         self._groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         self.cache: dict = {}  # what layers above compute once per fabric (measured paths, tuner choices)
         self._egress: dict[tuple[str, str], tuple[list[int], tuple[str, ...]] | None] = {}
+        self.down: frozenset[int] = frozenset()  # failed links (aifabric.faults)
+        self.healthy: Router | None = None  # the same fabric before the failures: what each flow hashed to then
+        self.rerouted: set[tuple[int, int, int]] = set()  # QPs whose path the failures changed
+
+    def fail(self, links) -> None:
+        """Take `links` down, routing converged around them: shortest paths over what is left, and ECMP as with
+        resilient hashing: a flow keeps the next hop it hashed to before the failure while that hop is still on a
+        shortest path, and only the others re-hash over the surviving group."""
+        if self.healthy is None:
+            self.healthy = Router(self.fabric, self.hash_seed, self.per_switch_seed, pxn=self.pxn)
+        self.down = self.down | frozenset(int(li) for li in links)
+        self._routes, self._dist, self._groups, self._nic_ports, self._egress = {}, {}, {}, {}, {}
+        self._sw_index = self._csr = None
+        self.cache = {}
 
     # -- switch graph ---------------------------------------------------------------------------
     def _switch_graph(self) -> None:
@@ -91,7 +105,7 @@ class Router:
         rows, cols = [], []
         self._nbr: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for n in ids:
-            out = f.out_links[n]
+            out = [li for li in f.out_links[n] if li not in self.down]
             nbr = np.array([index.get(f.links[li].dst, -1) for li in out], dtype=np.int64)
             self._nbr[n] = (np.array(out, dtype=np.int64), nbr)
             ok = nbr >= 0
@@ -155,7 +169,8 @@ class Router:
         ports = self._nic_ports.get(nic)
         if ports is None:
             f = self.fabric
-            ports = self._nic_ports[nic] = [li for li in f.out_links[nic] if f.is_switch(f.links[li].dst)]
+            ports = self._nic_ports[nic] = [li for li in f.out_links[nic] if f.is_switch(f.links[li].dst)
+                                            and li not in self.down]
         return ports
 
     def _egress_choices(self, src_nic: str, dst_nic: str) -> tuple[list[int], tuple[str, ...]] | None:
@@ -185,16 +200,43 @@ class Router:
         if choice is None:
             raise ValueError(f"no switch path from {src_nic} to {dst_nic}")
         ports, dst_switches = choice
-        first = self._pick(src_nic, ports, flow)
+        healthy = self.healthy
+        if healthy is not None:
+            before = healthy._egress_choices(src_nic, dst_nic)
+            first = self._keep(src_nic, before[0] if before else [], ports, flow)
+        else:
+            first = self._pick(src_nic, ports, flow)
         links = [first]
         node = f.links[first].dst
         while node not in dst_switches:
-            li = self._pick(node, self.next_hops(node, dst_switches), flow)
+            group = self.next_hops(node, dst_switches)
+            if healthy is not None:
+                old = healthy.next_hops(node, tuple(dict.fromkeys(f.links[li].dst for li in healthy._switch_ports(
+                    dst_nic)))) if node in healthy._nbr_or_build() else []
+                li = self._keep(node, old, group, flow)
+            else:
+                li = self._pick(node, group, flow)
             links.append(li)
             node = f.links[li].dst
-        down = [li for li in f.out_links[node] if f.links[li].dst == dst_nic]
+        down = [li for li in f.out_links[node] if f.links[li].dst == dst_nic and li not in self.down]
+        if not down:
+            raise ValueError(f"no switch path from {src_nic} to {dst_nic}")
         links.append(self._pick(node, down, flow))
         return links
+
+    def _nbr_or_build(self) -> dict:
+        if self._sw_index is None:
+            self._switch_graph()
+        return self._nbr
+
+    def _keep(self, node: str, before: list[int], group: list[int], flow: FiveTuple) -> int:
+        """Resilient hashing: the hop this flow took before the failures when it is still in `group`, else a
+        re-hash over `group`."""
+        if before:
+            was = self._pick(node, before, flow)
+            if was in group:
+                return was
+        return self._pick(node, group, flow)
 
     def _nvlink_links(self, src_gpu: str, dst_gpu: str) -> list[int]:
         f = self.fabric
@@ -251,7 +293,14 @@ class Router:
         flow = self._flow(src_rank, dst_rank, channel, src_nic, dst_nic)
         if udp_sport is not None:
             flow = FiveTuple(flow.src_ip, flow.dst_ip, udp_sport)
-        links += [*f.rank_nic_up[sender], *self._network_links(src_nic, dst_nic, flow), *f.rank_nic_down[dst_rank]]
+        network = self._network_links(src_nic, dst_nic, flow)
+        if self.healthy is not None and udp_sport is None:
+            try:
+                if self.healthy._network_links(src_nic, dst_nic, flow) != network:
+                    self.rerouted.add((src_rank, dst_rank, channel))
+            except ValueError:
+                pass
+        links += [*f.rank_nic_up[sender], *network, *f.rank_nic_down[dst_rank]]
         return self._finish(links, flow, relay)
 
     # -- the API --------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ..simulate import Run
 from .terminal import (
     compute_breakdown,
     cost_lines,
+    faults_line,
     fmt_bytes,
     fmt_time,
     fmt_usd,
@@ -352,6 +353,8 @@ def _headline(run: Run, ctx: _Context) -> str:
     ]
     rows += cost_lines(run.costs)
     rows.append(("reliability", reliability_line(run.reliability)))
+    if run.faults:
+        rows.append(("faults", faults_line(run.faults)))
     if not r.complete:
         rows.append(("status", "interrupted — partial results"))
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)

@@ -100,6 +100,9 @@ def build_summary(run: Run) -> dict[str, Any]:
         # what failures cost the training run: by component, MTBF, checkpoint interval, lost fraction
         # (aifabric.reliability)
         "reliability": run.reliability,
+        # the scenario's faults: what broke, the iteration against the fault-free one (aifabric.faults); null
+        # without faults
+        "faults": run.faults,
         # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise
         "packet": run.packet_stats.to_dict(series=False) if run.packet_stats is not None else None,
     }

@@ -47,6 +47,16 @@ def reliability_line(rel: dict) -> str:
             f"{100 * lost['restart']:.1f})")
 
 
+def faults_line(faults: dict) -> str:
+    """One line of summary.json `faults`."""
+    what = ", ".join(f"{f['kind'].replace('_', ' ')} {f['target']}" for f in faults["faults"][:4])
+    more = f" and {len(faults['faults']) - 4} more" if len(faults["faults"]) > 4 else ""
+    return (f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
+            f"{fmt_time(faults['fault_free_iteration_time_s'])} without ({100 * (faults['slowdown'] - 1):+.1f} %); "
+            f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {faults['qps_rerouted']:,} "
+            "QPs on a new path")
+
+
 def fmt_usd(x: float) -> str:
     """$2.52 M, $607,680, $19.20, $3.57e-05."""
     if abs(x) >= 1e6:
@@ -170,6 +180,8 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     for label, text in cost_lines(run.costs):
         head.add_row(label, text)
     head.add_row("reliability", reliability_line(run.reliability))
+    if run.faults:
+        head.add_row("[yellow]faults", faults_line(run.faults))
     if run.packet_stats is not None:
         tot = run.packet_stats.to_dict(series=False)["totals"]
         head.add_row("fabric (packet engine)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"

@@ -14,6 +14,7 @@ from .base import Strict
 from .calibration_spec import CalibrationSpec, TierCalibration
 from .costs_spec import CostsSpec
 from .fabric_spec import ClusterSpec, FabricSpec
+from .faults_spec import FaultSpec
 from .reliability_spec import ReliabilitySpec
 from .workload_spec import FeedForwardSpec, WorkloadSpec
 
@@ -48,6 +49,9 @@ class Scenario(Strict):
     costs: CostsSpec = Field(
         CostsSpec(), description="what the cluster costs to buy and to run: price per kWh, PUE, the training run's "
         "length, your prices and power figures over the documented defaults (aifabric.costs)")
+    faults: list[FaultSpec] = Field(
+        default_factory=list, max_length=10_000, description="links, switches, NICs down or degraded, slow GPUs, "
+        "during the iteration (aifabric.faults)")
     reliability: ReliabilitySpec = Field(
         ReliabilitySpec(), description="failure rates by component, checkpoint size, bandwidth and interval, restart "
         "time: what failures cost the training run (aifabric.reliability)")

@@ -1,0 +1,118 @@
+"""Faults during an iteration (aifabric.faults): links, switches and NICs down, degraded cables, slow GPUs; the
+fabric's reaction (converged routing, resilient ECMP, a dual-port NIC's LAG) and what each costs the job."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aifabric import load_scenario, simulate
+from aifabric.errors import InputError
+from aifabric.scenario import demo_scenario
+from aifabric.simulate import build_fabric
+
+
+def scenario(faults, **fabric):
+    data = demo_scenario().model_dump(mode="json", exclude_unset=True)
+    data["fabric"].update(fabric)
+    data["faults"] = faults
+    return load_scenario(data)
+
+
+# two segments of two servers: data-parallel traffic between segments crosses the spines
+SEGMENTS = {"servers_per_segment": 2}
+
+
+def test_names_are_checked_with_near_names():
+    with pytest.raises(InputError) as e:
+        scenario([{"kind": "link_down", "target": "rail0--spne0"}]).model_dump()
+        simulate(scenario([{"kind": "link_down", "target": "rail0--spne0"}]))
+    assert "faults[0].target" in str(e.value) and "rail0--spine0" in str(e.value)
+    for bad in ({"kind": "gpu_slow", "target": 3}, {"kind": "link_degraded", "target": "rail0--spine0", "factor": 2},
+                {"kind": "link_down", "target": "rail0--spine0", "at_s": 1.0},
+                {"kind": "switch_down", "target": "spine0", "factor": 0.5}):
+        with pytest.raises(InputError) as e:
+            scenario([bad])
+        assert "faults" in str(e.value)
+    with pytest.raises(InputError, match="no GPU"):
+        simulate(scenario([{"kind": "gpu_slow", "target": 999, "factor": 2}]))
+    with pytest.raises(InputError, match="packet engine"):
+        simulate(scenario([{"kind": "gpu_slow", "target": 1, "factor": 2}]), engine="packet")
+
+
+def test_a_straggler_holds_back_the_iteration():
+    base = simulate(scenario([]))
+    slow = simulate(scenario([{"kind": "gpu_slow", "target": 5, "factor": 1.5}]))
+    t, t0 = slow.results.iteration_time_s, base.results.iteration_time_s
+    assert slow.faults["fault_free_iteration_time_s"] == pytest.approx(t0)
+    # every collective rank 5 is in waits for it: slower, but never more than its own slowdown
+    assert t0 < t <= 1.5 * t0 * (1 + 1e-9)
+    assert slow.faults["slowdown"] == pytest.approx(t / t0)
+    same = simulate(scenario([{"kind": "gpu_slow", "target": 5, "factor": 1.0}]))
+    assert same.results.iteration_time_s == pytest.approx(t0, rel=1e-12)
+
+
+def test_a_spine_cable_down_moves_only_the_flows_that_used_it():
+    cable = "seg0/rail0--spine2"  # carries data-parallel traffic without the fault
+    run = simulate(scenario([{"kind": "link_down", "target": cable}], **SEGMENTS))
+    f = run.fabric
+    down = [li for li, link in enumerate(f.links) if {link.src, link.dst} == {"seg0/rail0", "spine2"}]
+    assert len(down) == 2 and all(run.timeline.link_bytes[li] == 0 for li in down)
+    assert run.faults["bytes_rerouted_per_iteration"] > 0 and run.faults["qps_rerouted"] > 0
+    assert run.results.iteration_time_s >= run.faults["fault_free_iteration_time_s"] * (1 - 1e-9)
+    # resilient hashing: every QP whose fault-free path avoided the cable keeps its path
+    _, healthy = build_fabric(scenario([], **SEGMENTS))
+    router = run_router(run)
+    kept = moved = 0
+    for key, route in router._routes.items():
+        before = healthy.route(*key).links
+        if set(before) & set(down):
+            assert route.links != before
+            moved += 1
+        else:
+            assert route.links == before, key
+            kept += 1
+    assert kept > 0 and moved > 0
+
+
+def run_router(run):
+    # the router simulate used: rebuilt the same way (same seeds, same faults) to read its routes
+    from aifabric.faults import apply_to_fabric, resolve_faults
+
+    fabric, router = build_fabric(run.scenario)
+    apply_to_fabric(fabric, router, resolve_faults(fabric, run.scenario.faults))
+    pairs = {(int(s), int(d)) for s, d in zip(np.asarray(run.graph.rank), np.asarray(run.graph.dst))
+             if d >= 0 and fabric.server_of(int(s)) != fabric.server_of(int(d))}
+    for s, d in pairs:
+        for channel in range(fabric.gpus_per_server):
+            router.route(s, d, channel)
+    return router
+
+
+def test_a_nic_down_ends_the_job():
+    with pytest.raises(InputError) as e:
+        simulate(scenario([{"kind": "nic_down", "target": "s0/nic0"}]))
+    assert "the job fails" in str(e.value) and "s0/nic0" in str(e.value) and "timeout" in str(e.value)
+
+
+def test_a_dual_port_nic_keeps_going_on_its_other_port():
+    data = demo_scenario().model_dump(mode="json", exclude_unset=True)
+    data["cluster"]["nic_ports"] = 2
+    fabric, _ = build_fabric(load_scenario(data))
+    ports = [li for li in fabric.out_links["s0/nic0"] if fabric.is_switch(fabric.links[li].dst)]
+    assert len(ports) == 2
+    a = fabric.links[ports[0]]
+    data["faults"] = [{"kind": "link_down", "target": f"{a.src}--{a.dst}"}]
+    run = simulate(load_scenario(data))
+    assert run.timeline.link_bytes[ports[0]] == 0
+    assert run.timeline.link_bytes[ports[1]] > 0
+    assert run.results.complete
+
+
+def test_a_degraded_cable_runs_at_its_fraction():
+    run = simulate(scenario([{"kind": "link_degraded", "target": "seg0/rail0--spine0", "factor": 0.25}], **SEGMENTS))
+    healthy, _ = build_fabric(scenario([], **SEGMENTS))
+    for li, link in enumerate(run.fabric.links):
+        ratio = link.rate_bytes_per_s / healthy.links[li].rate_bytes_per_s
+        assert ratio == pytest.approx(0.25 if {link.src, link.dst} == {"seg0/rail0", "spine0"} else 1.0)
+    assert run.results.iteration_time_s >= run.faults["fault_free_iteration_time_s"] * (1 - 1e-9)
