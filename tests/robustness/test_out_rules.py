@@ -316,3 +316,23 @@ def test_a_failed_run_without_out_leaves_no_empty_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", boom)
     assert run_app(app, ["demo", "--scenario", "ch14"]) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "--steps", "1"],
+    ["sweep", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local"],
+    ["optimize", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local"],
+    ["compare", "{scenario}", "--vary", "fabric.spines=1,2"],
+    ["replay", "{scenario}", "--scenario", "{scenario}"],
+    ["fabric", "plan", "{scenario}"],
+    ["packet", "incast"],
+    ["simulate", "{scenario}"],
+])
+def test_a_file_given_as_out_folder_is_exit_2_before_any_work(tmp_path, capsys, args):
+    scenario = _scenario(tmp_path)
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("mine")
+    code = run_app(app, [a.format(scenario=scenario) for a in args] + ["--out", str(a_file)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--out" in err and "internal error" not in err and a_file.read_text() == "mine"
