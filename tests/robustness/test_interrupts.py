@@ -261,3 +261,22 @@ def _alive_in_group(pgid: int, wait_s: float = 10.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+def test_simulate_second_ctrl_c_while_writing_what_it_has(tmp_path, monkeypatch, capsys):
+    import aifabric.cli.run_cmds as run_cmds
+
+    monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", _stop_in("results"))
+    real = run_cmds._write_stopped
+
+    def ctrl_c_again(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, while the stopped run's files are written
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_cmds, "_write_stopped", ctrl_c_again)
+    out = tmp_path / "run"
+    assert run_app(app, ["simulate", str(_scenario(tmp_path)), "--out", str(out)]) == 130
+    assert "Traceback" not in capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["stopped_in"] == "results"
+    _no_staging_left(tmp_path)
