@@ -280,3 +280,14 @@ def test_simulate_second_ctrl_c_while_writing_what_it_has(tmp_path, monkeypatch,
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False and summary["stopped_in"] == "results"
     _no_staging_left(tmp_path)
+
+
+def test_packet_file_ctrl_c_leaves_its_folder_saying_so(tmp_path, monkeypatch, capsys):
+    import aifabric.engines.packet as packet
+
+    monkeypatch.setattr(packet, "simulate_packet", lambda *a, **k: (None, None))  # what a Ctrl-C returns
+    out = tmp_path / "p"
+    assert run_app(app, ["packet", str(_scenario(tmp_path)), "--out", str(out)]) == 130
+    assert "Traceback" not in capsys.readouterr().err
+    stats = json.loads((out / "packet-stats.json").read_text())
+    assert stats["complete"] is False

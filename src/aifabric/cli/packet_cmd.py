@@ -220,7 +220,9 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     console.print(f"simulating [bold]{escape(s.name)}[/] packet by packet ...")
     run, stats = simulate_packet(s, cfg=cfg, lb=lb, seed=seed, keep_network=True)
     if stats is None:
-        console.print("interrupted")
+        if out is not None:  # Ctrl-C: the folder says how far it got
+            write_json(out / "packet-stats.json", {"scenario": s.name, "complete": False, "stopped_in": "packet engine"})
+        console.print("interrupted" + (f": wrote {out / 'packet-stats.json'} (complete: false)" if out else ""))
         raise typer.Exit(130)
     net = run.packet_network
     if traced:
