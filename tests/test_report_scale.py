@@ -34,6 +34,7 @@ from aifabric.report import tables as tables_mod
 from aifabric.report import trace as trace_mod
 from aifabric.scenario.load import parse_scenario
 from aifabric.simulate import simulate
+from aifabric.workload.from_spec import resolve_plan
 from aifabric.workload.ranks import RankLayout
 
 PP = {
@@ -229,7 +230,10 @@ def test_gantt_ranks_at_1024_gpus():
     d["workload"].update(model="gpt3-175b", global_batch_size=1536)
     d["workload"]["parallelism"].update(pp=8, dp=16)
     s = parse_scenario(d)
-    run = SimpleNamespace(scenario=s, fabric=SimpleNamespace(world_size=1024, gpus_per_server=8))
+    _, plan, problems = resolve_plan(s)  # the plan the LLM workload carries (simulate.build_workload)
+    assert not problems
+    run = SimpleNamespace(scenario=s, workload=SimpleNamespace(layout=plan.layout),
+                          fabric=SimpleNamespace(world_size=1024, gpus_per_server=8))
     ranks, labels, note = html_mod.gantt_ranks(run)
     assert len(ranks) == html_mod.MAX_GANTT_RANKS == 64 and len(set(ranks)) == 64
     lay = RankLayout(tp=8, pp=8, dp=16)
@@ -242,7 +246,7 @@ def test_gantt_ranks_at_1024_gpus():
 
 def test_gantt_ranks_without_a_plan_spread_over_servers():
     run = SimpleNamespace(scenario=SimpleNamespace(workload=SimpleNamespace(kind="data-parallel")),
-                          fabric=SimpleNamespace(world_size=2048, gpus_per_server=8))
+                          workload=SimpleNamespace(layout=None), fabric=SimpleNamespace(world_size=2048, gpus_per_server=8))
     ranks, labels, note = html_mod.gantt_ranks(run)
     assert len(ranks) == 64 and ranks[0] == 0 and ranks[-1] == 2040
     assert all(r % 8 == 0 for r in ranks)

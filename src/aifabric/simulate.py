@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +120,8 @@ def build_workload(s: Scenario) -> Workload:
         model, plan, problems = resolve_plan(s)
         if problems:
             raise InputError(problems)
-        return build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations, km)
+        workload = build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations, km)
+        return replace(workload, layout=plan.layout)  # the plan travels with the workload (the report's Gantt)
     return build_data_parallel(s, km)
 
 

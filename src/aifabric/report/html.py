@@ -67,18 +67,10 @@ def _context(run: Run) -> _Context:
 
 
 def _layout(run: Run):
-    """The rank layout of an LLM-training run's parallelism plan (None for other workloads)."""
-    s = run.scenario
-    if getattr(s.workload, "kind", "") != "llm-training":
-        return None
-    try:
-        from ..workload.from_spec import resolve_plan
-
-        _, plan, problems = resolve_plan(s)
-        lay = plan.layout
-    except Exception:  # noqa: BLE001 - no plan: the generic choice of ranks
-        return None
-    return lay if not problems and lay.world_size == run.fabric.world_size else None
+    """The rank layout of the run's parallelism plan, as its workload carries it (None: no plan, e.g. the
+    data-parallel workload or a replayed trace)."""
+    lay = run.workload.layout
+    return lay if lay is not None and lay.world_size == run.fabric.world_size else None
 
 
 def gantt_ranks(run: Run, limit: int | None = None) -> tuple[list[int], list[str], str]:

@@ -19,6 +19,10 @@ all a rank sends, to every destination together).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .ranks import RankLayout
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class Workload:
     blocked: list[list] | None = None  # per rank, runs of lockstep ops as `Block`s (None: not built)
     hardware_flops_per_iteration: float = 0.0  # every compute op's FLOPs, recomputation included (HFU)
     compute_by_kind_s: tuple[tuple[str, float], ...] = ()  # per iteration, the rank that computes longest
+    layout: RankLayout | None = None  # the parallelism plan's ranks (LLM training; None: no plan to show)
 
     @property
     def world_size(self) -> int:
