@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import aifabric.simulate  # noqa: F401 - patched through sys.modules
-
 from aifabric.cli import run_app
 from aifabric.cli.app import app
 from aifabric.scenario import ch14_scenario_text
