@@ -127,3 +127,24 @@ def test_sweep_refuses_cases_past_memory_before_any_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "case 0002" in err and "workload.iterations" in err and "--force" in err
     assert not out.exists()
+
+
+def test_the_packet_engine_is_estimated_by_its_packets(tmp_path, capsys):
+    # the packet engine's cost is the bytes crossing NICs in 4 KB packets (34 µs each, bench/bench_packet.py): the
+    # demo's iteration is minutes; past a week (here a limit of a minute) it is refused naming the engine
+    from aifabric.cli.estimate import PACKET_BYTES, SECONDS_PER_PACKET
+    from aifabric.scenario import embedded_scenario
+    from aifabric.simulate import build_workload
+    from aifabric.workload import traffic_summary
+
+    s = embedded_scenario("demo")
+    est = check_work(s, "packet")
+    summary = traffic_summary(build_workload(s), gpus_per_server=s.cluster.gpus_per_server)
+    network = sum(v.scale_out_bytes for k, v in summary.items() if k != "all")
+    assert est.tasks == int(network / PACKET_BYTES)
+    assert est.seconds == pytest.approx(est.tasks * SECONDS_PER_PACKET)
+    assert 60 < est.seconds < 7 * 86400
+    with pytest.raises(InputError) as e:
+        check_work(s, "packet", limit_s=60)
+    assert "engine" in str(e.value) and "packet engine would take" in str(e.value)
+    assert check_work(s, "packet", force=True, limit_s=60) is not None

@@ -14,8 +14,12 @@ count of tasks made from the plan without building anything:
   against 35 (8 kB), 513 (16 MB) and 4,083 (1 GB) measured per rank.
 
 Only a scenario whose estimate is past what this machine's memory holds is refused (exit 2, naming the field that
-drives it, with what it would take and how to reduce it); `--force` runs it anyway. The packet engine and a
-replayed trace are not estimated here (their cost is packets, or the trace's size).
+drives it, with what it would take and how to reduce it); `--force` runs it anyway.
+
+The packet engine's cost is its packets: the bytes that cross NICs (the workload's traffic summary) in 4 KB
+packets, at 34 µs of wall time each (bench/bench_packet.py: 272 k packet hops of 65,536 packets in 2.2 s, ~4 hops a
+packet; docs/performance.md). Its memory stays small; a run estimated past a week is refused the same way. A
+replayed trace is not estimated here (its cost is the trace's size).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ BYTES_PER_TASK = 2_200  # the 1T model: 7.6 GB peak for 3.5 M tasks, the report 
 BYTES_PER_GPU = 30_000  # the fabric and per-rank results: Llama 3 405B on 32,768 GPUs, 5.6 GB for 1.5 M tasks
 SECONDS_PER_TASK = 1.0e-4  # whole command, wall: 50 µs (1T) to 230 µs (32,768 GPUs) a task
 MEMORY_SHARE = 0.8  # of this machine's memory (or the process's cgroup limit) a run may be estimated to need
+PACKET_BYTES = 4096  # RoCE payload per packet at a 4,096-byte path MTU
+SECONDS_PER_PACKET = 34e-6  # the packet engine, wall: bench/bench_packet.py, ~4 hops a packet at 125 k hops/s
+PACKET_LIMIT_S = 7 * 86400  # a packet-engine run estimated past a week is refused (--force runs it)
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,25 @@ def estimate(s) -> Estimate | None:
     return _of(tasks, gpus, counted, "cluster.servers", "fewer GPUs, or a smaller model")
 
 
+def estimate_packet(s) -> Estimate | None:
+    """The packet engine's work on scenario `s`: every byte that crosses a NIC, in packets; None when the workload
+    cannot be built (simulate names why)."""
+    from ..simulate import build_workload
+    from ..workload import traffic_summary
+
+    try:
+        w = build_workload(s)
+    except (InputError, ValueError, KeyError):
+        return None
+    summary = traffic_summary(w, gpus_per_server=s.cluster.gpus_per_server)
+    network = sum(v.scale_out_bytes for k, v in summary.items() if k != "all")
+    packets = max(1, int(network / PACKET_BYTES))
+    return Estimate(packets, BASE_BYTES, packets * SECONDS_PER_PACKET,
+                    f"{_gb(network)} across NICs in {PACKET_BYTES:,}-byte packets", "engine",
+                    "the flow engine for the whole iteration (engine: flow), or the packet engine on fewer servers, "
+                    "a smaller batch or fewer iterations")
+
+
 def memory_limit_bytes() -> float:
     """This machine's memory, or the cgroup limit of this process when that is lower."""
     try:
@@ -134,11 +160,18 @@ def memory_limit_bytes() -> float:
     return total
 
 
-def check_work(s, engine: str | None, force: bool = False, limit_bytes: float | None = None) -> Estimate | None:
+def check_work(s, engine: str | None, force: bool = False, limit_bytes: float | None = None,
+               limit_s: float = PACKET_LIMIT_S) -> Estimate | None:
     """Refuse (InputError naming the driving field) a scenario whose estimated memory is past what this machine
-    holds, unless `force`; the estimate otherwise (None when not estimated)."""
+    holds (flow, analytic) or whose packet-engine run would take past `limit_s`, unless `force`; the estimate
+    otherwise (None when not estimated)."""
     if (engine or s.engine) == "packet":
-        return None
+        est = estimate_packet(s)
+        if est is not None and not force and est.seconds > limit_s:
+            raise InputError(Problem(est.field, (
+                f"the packet engine would take about {_duration(est.seconds)} on this scenario ({est.tasks:,} "
+                f"packets: {est.counted}). To reduce it: {est.reduce}. --force runs it anyway")))
+        return est
     est = estimate(s)
     if est is None or force:
         return est
