@@ -167,9 +167,9 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         collectives.append(CollectiveResult(
             inst.key, inst.op, inst.algorithm, len(inst.group), inst.size_bytes, inst.label,
             float(tl.start_s[ts].min()), float(tl.end_s[ts].max()), len(ts), inst.n_steps))
-    for (op, dim, n, size, label), (count, time_s, _, _) in graph.folded.items():
+    for (op, dim, n, size, label), kind in graph.folded.items():
         collectives.append(CollectiveResult(f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label,
-                                            0.0, time_s, 0, 0, count))
+                                            0.0, kind.time_s, 0, 0, kind.count))
     rank_compute = _union_per_rank(c_rank, c_a, c_b, world) / its
     rank_comm = _union_per_rank(m_rank, m_a, m_b, world) / its
     # communication not hidden under compute: union(both) - union(compute)
@@ -197,7 +197,7 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
             up = route_up[route] = bool(up_link[list(route)].all())
         on_scale_up[i] = up
     scale_up = float(payload[transfers][on_scale_up].sum())
-    folded = float(sum(count * payload for count, _, _, payload in graph.folded.values()))
+    folded = float(sum(kind.count * kind.payload_bytes for kind in graph.folded.values()))
     scale_up += folded
     total = float(payload[transfers].sum()) + folded
     return Results(

@@ -28,7 +28,7 @@ import numpy as np
 from ..fabric.graph import Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Collective
-from .taskgraph import TRANSFER, TaskGraph
+from .taskgraph import TRANSFER, FoldedKind, TaskGraph
 
 
 @dataclass(frozen=True)
@@ -113,16 +113,16 @@ class ScaleUpFolder:
             before_links, before_pairs, before_peak = self.link_bytes, self.pairs, self.link_peak
             self.link_bytes, self.pairs = np.zeros(len(self.fabric.links)), {}
             self.link_peak = np.zeros(len(self.fabric.links))
-            time_s, kinds = 0.0, dict[tuple[str, str, int, int, str], list]()
+            time_s, kinds = 0.0, dict[tuple[str, str, int, int, str], FoldedKind]()
             for op in block.ops:
                 if isinstance(op, Collective):
                     t = self.fold(replace(op, group=key[1]))  # on server 0
                     time_s += t
                     k = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
                     if k in kinds:
-                        kinds[k][0] += 1
+                        kinds[k].count += 1
                     else:
-                        kinds[k] = [1, t, op.label, self.payload_bytes(replace(op, group=key[1]))]
+                        kinds[k] = FoldedKind(1, t, op.label, self.payload_bytes(replace(op, group=key[1])))
             nz = np.flatnonzero(self.link_bytes)
             cached = self._blocks[key] = (time_s, nz, self.link_bytes[nz],
                                           [(a, b, d, v) for (a, b, d), v in self.pairs.items()], kinds,
@@ -157,12 +157,12 @@ class ScaleUpFolder:
             for a, b, d, v in pairs:
                 k = (a + base, b + base, d)
                 self.pairs[k] = self.pairs.get(k, 0.0) + count * v
-            for k, (n, t, label, payload) in kinds.items():
+            for k, kind in kinds.items():
                 entry = folded.get(k)
-                if entry is None:
-                    folded[k] = [count * n, t, label, payload]
+                if entry is None:  # a new entry: the block's cached kinds stay as they are
+                    folded[k] = FoldedKind(count * kind.count, kind.time_s, kind.label, kind.payload_bytes)
                 else:
-                    entry[0] += count * n
+                    entry.count += count * kind.count
         self._pending.clear()
 
     def payload_bytes(self, op: Collective) -> float:

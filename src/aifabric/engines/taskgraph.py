@@ -25,6 +25,17 @@ class CollectiveInstance:
 
 
 @dataclass
+class FoldedKind:
+    """One kind of collective folded into its GPUs' time (engines/fold.py): how many ran, and the time, label and
+    payload bytes of one."""
+
+    count: int
+    time_s: float
+    label: str
+    payload_bytes: float
+
+
+@dataclass
 class TaskGraph:
     kind: list[int] = field(default_factory=list)
     rank: list[int] = field(default_factory=list)  # compute: the GPU; transfer: the sender
@@ -46,9 +57,8 @@ class TaskGraph:
     # sprayed transfers (load balancing other than ECMP on the flow/analytic engines): the route holds every
     # link of every equal-cost path, and this the share of the transfer's rate on each (absent: 1 each)
     route_weight: dict[int, tuple[float, ...]] = field(default_factory=dict)
-    folded: dict[tuple[str, str, int, int, str], list] = field(default_factory=dict)
-    # (op, dim, group size, bytes, label) -> [count, time_s of one, label, payload bytes of one]: the collectives
-    # folded into their GPUs' time (engines/fold.py)
+    folded: dict[tuple[str, str, int, int, str], FoldedKind] = field(default_factory=dict)
+    # (op, dim, group size, bytes, label) -> the collectives of that kind folded into their GPUs' time
     folded_link_bytes: np.ndarray | None = None  # numpy array per link: the folded collectives' bytes, or None
     folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes
     folded_link_peak: np.ndarray | None = None  # numpy array per link: the highest rate a folded collective reached

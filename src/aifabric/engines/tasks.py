@@ -17,7 +17,7 @@ from ..fabric.routing import Router
 from ..workload.ops import Block, Collective, Compute, Recv, Send, Wait, Workload
 from .fold import ScaleUpFolder
 from .lower_collective import lower_collective
-from .taskgraph import COMPUTE, TRANSFER, TaskGraph
+from .taskgraph import COMPUTE, TRANSFER, FoldedKind, TaskGraph
 
 
 class _Merger:
@@ -234,8 +234,8 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                     key = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
                     entry = g.folded.get(key)
                     if entry is None:
-                        entry = g.folded[key] = [0, time_s, op.label, folder.payload_bytes(op)]
-                    entry[0] += 1
+                        entry = g.folded[key] = FoldedKind(0, time_s, op.label, folder.payload_bytes(op))
+                    entry.count += 1
                 else:
                     for m in op.group:
                         merge.flush(m)
