@@ -36,10 +36,11 @@ def shorten(text: str, limit: int = MAX_SHOWN) -> str:
 
 class _Bounds:
     """Constructor hooks: an expansion bound before constructing, duplicate keys refused and long integers refused
-    before Python parses them."""
+    before Python parses them. A mixin of BoundedLoader's loader (hence `super()` and `flatten_mapping` unknown to
+    mypy here)."""
 
     def get_single_node(self) -> Node | None:
-        node = super().get_single_node()
+        node = super().get_single_node()  # type: ignore[misc]
         if node is not None:
             total = _expanded_size(node)
             if total > MAX_NODES:
@@ -48,7 +49,7 @@ class _Bounds:
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict:
         if isinstance(node, MappingNode):
-            self.flatten_mapping(node)
+            self.flatten_mapping(node)  # type: ignore[attr-defined]
             seen: dict[Any, Node] = {}
             for key_node, _ in node.value:
                 if not isinstance(key_node.value, str):
@@ -59,13 +60,13 @@ class _Bounds:
                     raise YamlLimit(f"key {shorten(key_node.value)!r} given twice (first at line {first.line + 1}: "
                                     "YAML would silently keep only the last), again", key_node.start_mark)
                 seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 
     def construct_yaml_int(self, node: Node) -> int:
         digits = sum(c.isalnum() for c in str(node.value))
         if digits > MAX_INT_DIGITS:
             raise YamlLimit(f"an integer of {digits:,} digits (at most {MAX_INT_DIGITS})", node.start_mark)
-        return super().construct_yaml_int(node)
+        return super().construct_yaml_int(node)  # type: ignore[misc]
 
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 20x faster on a large file
