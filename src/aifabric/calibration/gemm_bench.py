@@ -31,11 +31,11 @@ MIN_SAMPLE_S = 1e-3
 MAX_INNER = 1000
 
 
-def shape_grid(quick: bool, device_type: str) -> list[tuple[int, ...]]:
+def shape_grid(quick: bool, device_type: str) -> list[tuple[int, int, int]]:
     """(M, N, K) shapes, least work first: the progress bar moves early, and an interrupted run keeps
     every shape below the one it stopped at."""
     dims = QUICK_DIMS if quick else (GPU_DIMS if device_type == "cuda" else CPU_DIMS)
-    return sorted(itertools.product(dims, repeat=3), key=lambda s: (s[0] * s[1] * s[2], s))
+    return sorted(((m, n, k) for m, n, k in itertools.product(dims, repeat=3)), key=lambda s: (s[0] * s[1] * s[2], s))
 
 
 def cpu_name() -> str:
