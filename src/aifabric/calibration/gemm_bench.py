@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..kernels.calibration import GemmEntry
 from . import catalog_gpu
@@ -48,7 +49,7 @@ def cpu_name() -> str:
     return "cpu: " + (platform.processor() or platform.machine() or "unknown")
 
 
-def resolve_device(torch, device: str) -> tuple[object, str, str]:
+def resolve_device(torch, device: str) -> tuple[Any, str, str]:
     """(torch.device, the device's name as torch reports it, the catalog GPU it stands for or "")."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
