@@ -136,7 +136,7 @@ def train(
     finally:
         folder.discard()
     _print(summary)
-    if explain_step:
+    if explain_step and record is not None:  # None: the rank wrote no explain file
         _print_step(record)
     console.print(f"\nwrote {folder.target}/: {files}")
     if replayable:
@@ -247,7 +247,7 @@ def _stop_rank_processes() -> None:
                 pass
     try:
         os.kill(pid, signal.SIGKILL)
-        server._stop()  # reap it and forget it (a later run starts a new one)
+        server._stop()  # type: ignore[attr-defined]  # reap it and forget it (a later run starts a new one)
     except Exception:  # noqa: BLE001 - gone already
         pass
 
