@@ -80,9 +80,9 @@ class LinkLoad:
             self._add_to_bins(a, b, links, rates)
 
     def _add_to_bins(self, a: float, b: float, links: np.ndarray, rates: np.ndarray) -> None:
-        while b / self.bin_s > self.max_bins:
+        while b / self._width() > self.max_bins:
             self._widen()
-        w = self.bin_s
+        w = self._width()
         first = int(a // w)
         for k in [k for k in self._dirty if k < first]:  # bins time has left behind: one array each
             self._consolidate(k)
@@ -116,7 +116,12 @@ class LinkLoad:
         for k, (ls, vs) in merged.items():
             u, v = _merge(ls, vs)
             self._bins[k] = [[u], [v]]
-        self.bin_s *= 2
+        self.bin_s = self._width() * 2
+
+    def _width(self) -> float:
+        """The bin width, once the record is on the grid."""
+        assert self.bin_s is not None
+        return self.bin_s
 
     def add_spread(self, items: list[tuple[float, float, np.ndarray, np.ndarray]],
                    chunk_entries: int = 4_000_000) -> None:
@@ -130,12 +135,12 @@ class LinkLoad:
         self._t_last = max(self._t_last, t_end)
         if self.bin_s is None:
             self._to_bins(self._t_last)
-        while t_end / self.bin_s > self.max_bins:
+        while t_end / self._width() > self.max_bins:
             self._widen()
         items = sorted((x for x in items if x[1] > x[0] and len(x[2])), key=lambda x: x[0])
         if not items:
             return
-        w = self.bin_s
+        w = self._width()
         a = np.array([x[0] for x in items])
         b = np.array([x[1] for x in items])
         n_bins = (b // w).astype(np.int64) - (a // w).astype(np.int64) + 1
