@@ -37,14 +37,14 @@ def test_data_packets_are_rocev2_with_bth_and_reth_on_the_first_only(frames):
     pkts, flow = frames
     data = [p for p in pkts if BTH in p and p[BTH].opcode in (6, 7, 8, 10)]
     assert len(data) == flow.n
-    first = next(p for p in data if p[BTH].psn == 0)
+    first = next(p for p in data if p[BTH].psn == flow.ipsn)
     assert first[UDP].dport == 4791 and first[UDP].sport == flow.sport
     assert first[BTH].opcode == 0x06 and RETH in first and first[RETH].dlen == 400_000
     assert first[BTH].dqpn == flow.qpn and first[BTH].ackreq == 1
     assert first[IP].tos >> 2 == 24
-    middle = next(p for p in data if p[BTH].psn == 1)
+    middle = next(p for p in data if p[BTH].psn == flow.wire_psn(1))
     assert middle[BTH].opcode == 0x07 and RETH not in middle
-    last = next(p for p in data if p[BTH].psn == flow.n - 1)
+    last = next(p for p in data if p[BTH].psn == flow.wire_psn(flow.n - 1))
     assert last[BTH].opcode == 0x08
     assert {p[IP].tos & 3 for p in data} <= {0b10, 0b11}
     assert any(p[IP].tos == 0x63 for p in data)  # some arrived CE-marked
@@ -54,7 +54,7 @@ def test_acks_and_cnps(frames):
     pkts, flow = frames
     acks = [p for p in pkts if BTH in p and p[BTH].opcode == 0x11]
     assert acks and all(AETH in p for p in acks)
-    assert acks[-1][BTH].psn == flow.n
+    assert acks[-1][BTH].psn == flow.wire_psn(flow.n - 1)  # the last PSN acknowledged
     cnps = [p for p in pkts if BTH in p and p[BTH].opcode == 0x81]
     assert len(cnps) == flow.cnp_rx > 0
     assert all(p[IP].tos >> 2 == 48 and p[IP].src == "10.0.0.3" for p in cnps)  # from the receiver c

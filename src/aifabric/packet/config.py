@@ -17,7 +17,9 @@ Not in the book (spec §11.1), chosen here and documented in docs/packet.md:
   the paper's 1/256 is one field away), no target clamping (ClampTargetRate false), alpha update 55 us,
   rate decrease interval 4 us, fast recovery F = 5, R_AI 5 Mb/s, R_HAI 50 Mb/s, minimum rate 100 Mb/s;
   the paper's rate-increase timer 55 us and byte counter 10 MB; CNP interval 50 us (paper and ns-3).
-- Transport: RoCE MTU 4096 B, an ACK every 8 packets (and on the last), RTO 1 ms (go-back-N).
+- Transport: RoCE MTU 4096 B, an ACK every 8 packets (and on the last), RTO 1 ms (go-back-N), retry count 7,
+  P_Key 0xFFFF; connection setup on the wire (CM REQ/REP/RTU) off unless asked for, 10 us of CM software per
+  message when on.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ class NicConfig:
     rto_s: float = 1e-3
     data_dscp: int = 24
     cnp_dscp: int = 48
+    pkey: int = 0xFFFF  # the partition of every QP (default partition, full member; the book's example 0x8012)
+    retry_cnt: int = 7  # timeouts in a row before the QP goes to ERR (3 bits; 7 is the usual setting)
+    cm_setup: bool = False  # REQ -> REP -> RTU on the wire before a QP's first Write (False: set up before the run)
+    cm_processing_s: float = 10e-6  # host CM software per message sent (not in the book; rdma_cm is tens of us)
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,12 @@ def validate(cfg: PacketConfig) -> PacketConfig:
         p.append(Problem("nic.transport", f"must be one of {', '.join(TRANSPORTS)}"))
     if n.ack_every_packets < 1:
         p.append(Problem("nic.ack_every_packets", "must be at least 1"))
+    if not 0 < n.pkey <= 0xFFFF or not n.pkey & 0x7FFF:
+        p.append(Problem("nic.pkey", f"must be a 16-bit P_Key with a non-zero partition number (got {n.pkey:#x})"))
+    if not 0 <= n.retry_cnt <= 7:
+        p.append(Problem("nic.retry_cnt", "is 3 bits: 0..7"))
+    if n.cm_processing_s < 0:
+        p.append(Problem("nic.cm_processing_s", "must be >= 0"))
     if cfg.lb.mode not in LB_MODES:
         p.append(Problem("lb.mode", f"must be one of {', '.join(LB_MODES)}"))
     if p:

@@ -16,6 +16,7 @@ import numpy as np
 from ..fabric.ecmp import roce_udp_source_port, switch_seed
 from ..fabric.graph import TIER_PCIE, Fabric
 from .config import PacketConfig, validate
+from .connection import Connection, Rnic, psn_generator
 from .nic import ChunkFlow, Host, Path, QpFlow
 from .port import Port, serialization_rate_bytes_per_s
 from .sim import Sim
@@ -45,6 +46,9 @@ class Network:
         self.captured: list = []
         self.flows: list = []
         self.rdma_flows = 0  # RDMA transfers (QP flows) started so far
+        self.psn_rng = psn_generator(cfg.seed)  # initial PSNs: a stream of their own
+        self.connections: dict[tuple[int, int, int], Connection] = {}
+        self.rnics: dict[int, Rnic] = {}
         self.link_bin_s = 1e-6
         self.node_index = {nid: i for i, nid in enumerate(fabric.nodes)}
         fwd_s = cfg.switch.forwarding_latency_s
@@ -140,6 +144,24 @@ class Network:
         key = (port.name, prio)
         self.stats.watchdog[key] = self.stats.watchdog.get(key, 0) + 1
 
+    def rnic(self, host: Host) -> Rnic:
+        """The NIC's verbs state (device, PD, registered memory, CQ), made on first use."""
+        r = self.rnics.get(host.idx)
+        if r is None:
+            p = self.cfg.nic.pkey
+            r = self.rnics[host.idx] = Rnic(host, (0xFFFF,) if p == 0xFFFF else (0xFFFF, p))
+        return r
+
+    def pkey_violation(self, flow) -> None:
+        s = self.stats
+        key = (flow.dst.id,)
+        s.pkey_violations[key] = s.pkey_violations.get(key, 0) + 1
+        if flow.pkey_drops == 1:
+            conn = flow.conn
+            self.log(self.sim.now, f"{flow.name}: {flow.dst.id} drops a packet with P_Key {conn.req.pkey:#06x}: QP "
+                                   f"{conn.resp.qpn:#x} is in partition {conn.resp.pkey:#06x} (P_Key violation, "
+                                   "counted)", "transport")
+
     def capture(self, pkt, at) -> None:
         if len(self.captured) < self.cfg.trace_max_packets:
             self.captured.append((self.sim.now, "pkt", pkt.kind, pkt.flow, pkt.psn, pkt.opcode, pkt.payload,
@@ -158,8 +180,16 @@ class Network:
         return Path(links, next_at, last_sw, dst, h, key, spray)
 
     def add_transfer(self, route: tuple[int, ...], size_bytes: float, on_done=None, name: str = "",
-                     qpn: int | None = None, sport: int | None = None, dscp: int | None = None):
-        """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them)."""
+                     qpn: int | None = None, sport: int | None = None, dscp: int | None = None,
+                     local_qpn: int | None = None, pkey: int | None = None, rkey: int | None = None,
+                     remote_addr: int | None = None):
+        """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them).
+
+        An RDMA transfer is a work request on the queue pair (`qpn`: the responder's, the BTH DestQP;
+        `local_qpn`: the requester's, by default the same number on its own NIC) between the two NICs,
+        set up on first use. `pkey` sets the requester QP's P_Key (default the configuration's), `rkey` and
+        `remote_addr` the work request's R_Key and target address (default: the responder's registered
+        memory): other values show the responder's checks."""
         f = self.fabric
         fid = len(self.flows)
         on_done = on_done or (lambda flow: None)
@@ -192,7 +222,13 @@ class Network:
         flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done,
                       dscp)
         self.flows.append(flow)
-        src.source(core[0]).add(flow)
+        key = (src.idx, dst.idx, qpn)
+        conn = self.connections.get(key)
+        if conn is None:
+            conn = self.connections[key] = Connection(self, src, dst, qpn, qpn if local_qpn is None else local_qpn,
+                                                      path, rpath, sport, flow.dscp, flow.prio, pkey)
+        flow.conn = conn
+        conn.post(flow, remote_addr, rkey)
         return flow
 
     def at(self, t: float, fn, arg=None) -> None:

@@ -3,11 +3,19 @@
 A `QpFlow` is one RDMA Write on one QP, both ends (requester state on the sending NIC, responder state
 on the receiving NIC):
 
+- the work request of a `Connection` (connection.py: the verbs QPs of both ends, their setup); its
+  PSNs continue the QP's sequence from the initial PSN the connection drew from the seeded generator
+  (`psn` in the engine is the index in the message, `ipsn + psn` mod 2^24 what the wire carries);
 - segmentation by MTU into Write First/Middle/Last (RETH on First only) or Write Only (RETH on every
-  packet), PSNs from 0;
+  packet);
+- the responder's checks (Chapter 9, Figure 9-6): the packet's P_Key against the target QP's (a mismatch
+  is dropped silently and counted), then the R_Key and address range of the RETH against its registered
+  memory (a violation is answered by a NAK remote access error: the requester's QP goes to ERR and the
+  work completion says so; the rest of the message is discarded);
 - `rc` (RoCEv2 Reliable Connection): the responder accepts only the expected PSN; an out-of-order
   packet is discarded and answered by one NAK (PSN sequence error) per gap; the requester goes back N
-  to the NAKed PSN, or to the oldest unacknowledged PSN when it times out (`rto_s`);
+  to the NAKed PSN, or to the oldest unacknowledged PSN when it times out (`rto_s`); after `retry_cnt`
+  timeouts in a row with no progress the QP goes to ERR (transport retry counter exceeded);
 - write-only and `uet` (Ultra Ethernet RUD-like: per-packet entropy, spraying): every packet is placed
   on arrival whatever its order; after a timeout only the missing PSNs are resent (the responder's
   bitmap stands for selective acknowledgements);
@@ -40,9 +48,11 @@ from .headers import (
     ROCE_HEADER_BYTES,
     segment_count,
 )
-from .sim import ACK, CHUNK, CNP, DATA, NAK, Pkt
+from .sim import ACK, CHUNK, CNP, DATA, MAD, NAK, NAK_ACCESS, Pkt
+from .verbs import WcStatus, WorkRequest
 
 if TYPE_CHECKING:
+    from .connection import Connection
     from .port import Port
 
 MAX_RATE_SAMPLES = 20_000
@@ -144,6 +154,8 @@ class Host:
             f.rx_chunk(pkt)
         elif k == CNP:
             f.rx_cnp(pkt)
+        elif k == MAD:
+            f.rx_mad(pkt)
         else:
             f.rx_ack(pkt)
 
@@ -187,6 +199,12 @@ class ChunkFlow:
 class QpFlow:
     def __init__(self, net, fid: int, name: str, src: Host, dst: Host, size_bytes: float, path: Path, rpath: Path,
                  line_bps: float, qpn: int, sport: int, on_done, dscp: int | None = None):
+        # set by Connection.post: the work request, the first PSN on the wire; by Connection._go: the P_Key check
+        self.wr: WorkRequest | None = None
+        self.ipsn = 0
+        self.pkey_ok = True
+        self.conn: Connection | None = None
+        self.error: WcStatus | None = None
         self.net = net
         cfg = net.cfg
         self.id, self.name, self.src, self.dst = fid, name, src, dst
@@ -240,8 +258,11 @@ class QpFlow:
         self.last_ack_psn = 0
         self.last_ack_t = now
         self.last_cnp_tx = -inf
+        self.access_failed = False
         # counters
         self.retx = self.timeouts = self.naks = self.ooo = self.dup = 0
+        self.retries = 0  # timeouts in a row without progress (the QP's retry count bounds them)
+        self.pkey_drops = 0
         self.cnp_tx = self.cnp_rx = self.ce_rx = 0
 
     # -- requester --------------------------------------------------------------------------------
@@ -295,7 +316,7 @@ class QpFlow:
     def _rto(self, _=None) -> None:
         net = self.net
         now = net.sim.now
-        if self.acked_t is not None or self.snd_una >= self.n:
+        if self.acked_t is not None or self.snd_una >= self.n or self.error is not None:
             self.rto_armed = False
             return
         rto = net.cfg.nic.rto_s
@@ -305,31 +326,67 @@ class QpFlow:
         due = self.sent_t[self.snd_una] + rto
         if now >= due - 1e-12:
             self.timeouts += 1
-            net.log(now, f"{self.name}: retransmission timeout, go back to PSN {self.snd_una} "
-                         f"(sent up to {self.snd_nxt - 1})", "transport")
-            self.snd_nxt = self.snd_una
             self.rto_armed = False
+            conn = self.conn
+            if conn is not None and self.retries >= conn.retry_cnt:
+                net.log(now, f"{self.name}: timeout {self.retries + 1} in a row at PSN {self.psn_text(self.snd_una)}: "
+                             f"retry count {conn.retry_cnt} exceeded, QP {conn.req.qpn:#x} to the error state",
+                        "transport")
+                conn.fail(self, WcStatus.RETRY_EXC_ERR)
+                return
+            self.retries += 1
+            net.log(now, f"{self.name}: retransmission timeout, go back to PSN {self.psn_text(self.snd_una)} "
+                         f"(sent up to {self.psn_text(self.snd_nxt - 1)})", "transport")
+            self.snd_nxt = self.snd_una
             self._kick()
             return
         net.sim.at(due, self._rto)
+
+    def wire_psn(self, i: int) -> int:
+        """The PSN the wire carries for the message's packet `i`."""
+        return (self.ipsn + i) & 0xFFFFFF
+
+    def psn_text(self, i: int) -> str:
+        return f"{(self.ipsn + i) & 0xFFFFFF:#08x}"
+
+    def stop(self) -> None:
+        """The QP went to ERR: nothing more is sent for this work request."""
+        self.inc_gen += 1
+        self.src.sources[self.path.next_at[self.src.idx]].remove(self)
 
     def rx_ack(self, pkt: Pkt) -> None:
         now = self.net.sim.now
         if self.traced:
             self.net.capture(pkt, self.src)
+        if self.error is not None:
+            return
         psn = pkt.psn
-        self.snd_una = max(self.snd_una, psn)
+        if pkt.kind == NAK_ACCESS:
+            self.naks += 1
+            conn = self.conn
+            assert conn is not None
+            self.net.log(now, f"{self.name}: NAK (remote access error) at PSN {self.psn_text(psn)}: QP "
+                              f"{conn.req.qpn:#x} to the error state, work completion 'remote access error'",
+                         "transport")
+            conn.fail(self, WcStatus.REM_ACCESS_ERR)
+            return
+        if psn > self.snd_una:
+            self.snd_una = psn
+            self.retries = 0
         if pkt.kind == NAK:
             self.naks += 1
             if psn < self.snd_nxt:
-                self.net.log(now, f"{self.name}: NAK (PSN sequence error) at PSN {psn}: go back N from "
-                                  f"{psn} (had sent up to {self.snd_nxt - 1})", "transport")
+                self.net.log(now, f"{self.name}: NAK (PSN sequence error) at PSN {self.psn_text(psn)}: go back N "
+                                  f"from {self.psn_text(psn)} (had sent up to {self.psn_text(self.snd_nxt - 1)})",
+                             "transport")
                 self.snd_nxt = psn
                 self._kick()
         if self.snd_una >= self.n and self.acked_t is None:
             self.acked_t = now
             self.inc_gen += 1  # stop DCQCN timers
             self.src.sources[self.path.next_at[self.src.idx]].remove(self)
+            if self.conn is not None and self.wr is not None:
+                self.conn.req.complete(self.wr, WcStatus.SUCCESS, now)
 
     # -- DCQCN reaction point -----------------------------------------------------------------------
     def rx_cnp(self, pkt: Pkt) -> None:
@@ -386,6 +443,21 @@ class QpFlow:
         now = net.sim.now
         if self.traced:
             net.capture(pkt, self.dst)
+        if not self.pkey_ok:  # Chapter 9: the P_Key first; a mismatch is dropped without a word
+            self.pkey_drops += 1
+            net.pkey_violation(self)
+            return
+        if self.access_failed:  # the rest of a message whose R_Key check failed
+            return
+        if pkt.opcode == OP_WRITE_FIRST or pkt.opcode == OP_WRITE_ONLY:
+            why = self._check_reth(pkt)
+            if why is not None:
+                self.access_failed = True
+                net.log(now, f"{self.name}: {self.dst.id} rejects PSN {self.psn_text(pkt.psn)}: {why}; NAK remote "
+                             "access error", "transport")
+                self.dst.send(Pkt(NAK_ACCESS, self, pkt.psn, ACK_BYTES, 0, self.dscp, self.prio, 0, OP_ACK,
+                                  self.rpath))
+                return
         if pkt.ecn == ECN_CE:
             self.ce_rx += 1
             if self.dc.enabled and now - self.last_cnp_tx >= self.dc.cnp_interval_s:
@@ -407,7 +479,8 @@ class QpFlow:
                 if not self.nak_sent:
                     self.nak_sent = True
                     if self.ooo == 1:
-                        net.log(now, f"{self.name}: PSN {psn} arrived while {self.epsn} was expected: "
+                        net.log(now, f"{self.name}: PSN {self.psn_text(psn)} arrived while "
+                                     f"{self.psn_text(self.epsn)} was expected: "
                                      f"{'Middle/Last packets carry no RETH, so it' if self.n > 1 else 'it'} cannot "
                                      "be placed; discarded, NAK sent", "transport")
                     self._ack(now, NAK)
@@ -438,6 +511,15 @@ class QpFlow:
         if self.n_got == self.n and self.done_t is None:
             self.done_t = now
             self.on_done(self)
+
+    def _check_reth(self, pkt: Pkt) -> str | None:
+        """The responder's R_Key check of a packet that carries a RETH: None, or why it fails."""
+        wr, conn = self.wr, self.conn
+        if wr is None or conn is None:
+            return None
+        va = wr.remote_addr + pkt.psn * self.mtu
+        length = self.size if pkt.opcode == OP_WRITE_FIRST or self.n == 1 else pkt.payload
+        return conn.resp.pd.check_remote(wr.rkey, va, length)
 
     def _ack(self, now: float, kind: int) -> None:
         self.last_ack_psn = self.epsn

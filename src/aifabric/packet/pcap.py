@@ -5,6 +5,11 @@
   VA, R_Key, DMA length) / payload (zeros) / ICRC;
 - ACKs and NAKs: BTH opcode 0x11 + AETH (syndrome 0 = ACK, 0x60 = NAK PSN sequence error);
 - CNPs: BTH opcode 0x81, DSCP 48, 16 reserved bytes;
+- the BTH carries the QPs' P_Key, the destination QP (the responder's for data and CNPs, the requester's
+  for ACKs and NAKs) and the PSN on the wire (the QP's initial PSN + the packet's index); the RETH the
+  work request's target address and R_Key; a NAK remote access error is AETH syndrome 0x62;
+- CM messages (REQ, REP, RTU; cm.py) when the connection is set up on the wire: BTH opcode 0x64 (UD SEND
+  ONLY) to QP1, DETH (Q_Key 0x80010000, source QP 1), the 256-byte MAD;
 - PFC: MAC control frame to 01:80:c2:00:00:01, Ethertype 0x8808, opcode 0x0101, class-enable vector
   and eight pause times (quanta; 0 = resume).
 
@@ -32,6 +37,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 from scapy.utils import wrpcap
 
+from .cm import OP_UD_SEND_ONLY, REP, deth_bytes, mad_bytes
 from .headers import (
     OP_CNP,
     OP_WRITE_FIRST,
@@ -40,11 +46,10 @@ from .headers import (
     ROCEV2_UDP_DPORT,
     tos_byte,
 )
-from .sim import ACK, CNP, DATA, NAK
+from .sim import ACK, CNP, DATA, MAD, NAK, NAK_ACCESS
 
 AETH_NAK_PSN_SEQUENCE_ERROR = 0x60
-BASE_VA = 0x7F00_0000_0000
-R_KEY = 0x1234
+AETH_NAK_REMOTE_ACCESS_ERROR = 0x62
 
 
 class RETH(Packet):
@@ -68,9 +73,9 @@ def _ip(ip: int) -> str:
 
 def roce_frame(src_ip: int, dst_ip: int, sport: int, dscp: int, ecn: int, opcode: int, dqpn: int, psn: int,
                payload_bytes: int = 0, reth: tuple[int, int, int] | None = None, aeth_syndrome: int | None = None,
-               msn: int = 0):
+               msn: int = 0, pkey: int = 0xFFFF):
     """One RoCEv2 frame as a scapy packet."""
-    bth = BTH(opcode=opcode, pkey=0xFFFF, dqpn=dqpn & 0xFFFFFF, ackreq=int(opcode < 0x11), psn=psn & 0xFFFFFF)
+    bth = BTH(opcode=opcode, pkey=pkey, dqpn=dqpn & 0xFFFFFF, ackreq=int(opcode < 0x11), psn=psn & 0xFFFFFF)
     pkt = (Ether(src=_mac(src_ip), dst=_mac(dst_ip)) / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, ecn))
            / UDP(sport=sport, dport=ROCEV2_UDP_DPORT) / bth)
     if reth is not None:
@@ -157,27 +162,47 @@ def to_scapy(captured: list, net) -> list:
         if rec[1] == "pfc":
             _, _, port, prio, quanta = rec
             frame = pfc_frame(_port_mac(port.link), {prio: quanta})
+        elif rec[2] == MAD:
+            conn, kind = rec[3], rec[4]
+            fwd = kind != REP
+            src, dst = (conn.src, conn.dst) if fwd else (conn.dst, conn.src)
+            frame = cm_frame(src.ip, dst.ip, conn.sport, rec[8], conn.path_pkey, conn.message(kind))
         else:
             _, _, kind, flow, psn, opcode, payload, ecn, dscp = rec
             fwd = kind == DATA
             src, dst = (flow.src, flow.dst) if fwd else (flow.dst, flow.src)
             reth = None
+            wr, conn = flow.wr, flow.conn
             if fwd and opcode in (OP_WRITE_FIRST, OP_WRITE_ONLY):
-                dlen = flow.size if opcode == OP_WRITE_FIRST else payload
-                reth = (BASE_VA + psn * flow.mtu, R_KEY, dlen)
+                dlen = flow.size if opcode == OP_WRITE_FIRST or flow.n == 1 else payload
+                reth = (wr.remote_addr + psn * flow.mtu, wr.rkey, dlen)
             aeth = None
             if kind == ACK:
                 aeth = 0
             elif kind == NAK:
                 aeth = AETH_NAK_PSN_SEQUENCE_ERROR
-            dqpn = flow.qpn
-            frame = roce_frame(src.ip, dst.ip, flow.sport, dscp, ecn, opcode, dqpn, psn,
-                               payload if fwd else 0, reth, aeth)
+            elif kind == NAK_ACCESS:
+                aeth = AETH_NAK_REMOTE_ACCESS_ERROR
+            # data to the responder's QP with the requester's P_Key; ACKs, NAKs and CNPs (which name the QP to
+            # slow down) back to the requester's QP
+            dqpn = conn.resp.qpn if fwd else conn.req.qpn
+            pkey = conn.req.pkey if fwd else conn.resp.pkey
+            # an ACK names the last PSN it acknowledges, a NAK the PSN it refuses (the expected one, or the bad one)
+            wire_psn = 0 if kind == CNP else flow.wire_psn(psn - 1 if kind == ACK else psn)
+            frame = roce_frame(src.ip, dst.ip, flow.sport, dscp, ecn, opcode, dqpn, wire_psn,
+                               payload if fwd else 0, reth, aeth, pkey=pkey)
             if kind == CNP:
                 frame[IP].tos = tos_byte(dscp, 0)
         frame.time = t
         out.append(frame)
     return out
+
+
+def cm_frame(src_ip: int, dst_ip: int, sport: int, dscp: int, pkey: int, message):
+    """A CM message (REQ, REP, RTU) to QP1: BTH UD SEND ONLY / DETH / the 256-byte MAD."""
+    bth = BTH(opcode=OP_UD_SEND_ONLY, pkey=pkey, dqpn=1, ackreq=0, psn=0)
+    return (Ether(src=_mac(src_ip), dst=_mac(dst_ip)) / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, 0))
+            / UDP(sport=sport, dport=ROCEV2_UDP_DPORT) / bth / Raw(deth_bytes() + mad_bytes(message)))
 
 
 def write_pcap(path: str | Path, captured: list, net, lldp: bool = True) -> int:

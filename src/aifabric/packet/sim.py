@@ -10,8 +10,8 @@ import heapq
 from math import inf
 
 # packet kinds
-DATA, ACK, NAK, CNP, CHUNK = 0, 1, 2, 3, 4
-KIND_NAMES = ("data", "ack", "nak", "cnp", "chunk")
+DATA, ACK, NAK, CNP, CHUNK, NAK_ACCESS, MAD = 0, 1, 2, 3, 4, 5, 6
+KIND_NAMES = ("data", "ack", "nak", "cnp", "chunk", "nak-remote-access", "mad")
 
 
 class Sim:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .verbs import WcStatus
+
 
 @dataclass
 class PacketStats:
@@ -21,6 +23,7 @@ class PacketStats:
     watchdog: dict = field(default_factory=dict)
     pfc_frames: list = field(default_factory=list)  # (t_s, port carrying it, priority, quanta), in time order
     flowlet_switches: int = 0
+    pkey_violations: dict = field(default_factory=dict)  # (receiving NIC,) -> packets dropped for their P_Key
     ports: list = field(default_factory=list)
     flows: list = field(default_factory=list)
     events: int = 0
@@ -57,6 +60,9 @@ class PacketStats:
                            timeouts=f.timeouts, naks=f.naks, out_of_order=f.ooo, ce_marked=f.ce_rx,
                            cnp_sent=f.cnp_tx, cnp_received=f.cnp_rx, final_rate_gbps=f.rp.rc_bps / 1e9,
                            rate_gbps=[[t, r] for t, r in f.rate_log])
+                if f.conn is not None:
+                    status = f.error or (WcStatus.SUCCESS if f.acked_t is not None else None)
+                    row.update(initial_psn=f.ipsn, pkey=f.conn.req.pkey, status=status and status.value)
             self.flows.append(row)
 
     # -- totals ---------------------------------------------------------------------------------------
@@ -93,6 +99,7 @@ class PacketStats:
             "pfc_pause_sent": keyed(self.pfc_pause_sent, ("port", "priority")),
             "pfc_resume_sent": keyed(self.pfc_resume_sent, ("port", "priority")),
             "pfc_watchdog": keyed(self.watchdog, ("port", "priority")),
+            "pkey_violations": keyed(self.pkey_violations, ("nic",)),
             "ports": ports, "flows": flows,
             **({"pfc_frames": [{"t_s": t, "port": p, "priority": q, "quanta": n} for t, p, q, n in self.pfc_frames]}
                if series else {}),
