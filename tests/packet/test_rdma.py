@@ -199,3 +199,26 @@ def test_cm_mads_have_the_ibta_layout(tmp_path):
     p = parse_mad(req)
     assert (p["attribute_id"], p["local_qpn"], p["starting_psn"], p["pkey"]) == (REQ, 0x345678, conn.ipsn, 0x8012)
     assert parse_mad(rep)["attribute_id"] == REP and parse_mad(rtu)["attribute_id"] == RTU
+
+
+# -- receive-side placement ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("nic, placement", [(NicConfig(write_only=True), "direct"),
+                                            (NicConfig(transport="uet"), "direct"),
+                                            (NicConfig(), "go-back-N")])
+def test_placement_by_transport_under_spraying(nic, placement):
+    """Sprayed over unequal paths (Chapter 12, Figures 12-6/12-7): direct placement takes every packet as it comes,
+    keeping a bitmap of received PSNs; go-back-N discards what overtook and resends it."""
+    from aifabric.packet.config import LbConfig
+    from aifabric.packet.scenarios import _fig12_fabric, _flow
+
+    f = _fig12_fabric(1000)
+    net = Network(f, PacketConfig(nic=nic, lb=LbConfig(mode="spray" if nic.transport == "rc" else "ecmp")))
+    flow = _flow(net, f, "host1/GPU1", "host4/GPU2", 1e6, 0x100)
+    st = net.run()
+    row = st.flows[0]
+    assert flow.done_t is not None and flow.n_got == flow.n and row["placement"] == placement
+    if placement == "direct":
+        assert flow.ooo > 0 and flow.retx == 0 and flow.naks == 0  # every byte, no retransmission
+        assert 0 < row["bitmap_peak_psns"] < flow.n and row["bitmap_bytes"] == -(-row["bitmap_peak_psns"] // 8)
+    else:
+        assert flow.retx > 0 and flow.naks > 0 and row["bitmap_peak_psns"] == 0

@@ -16,8 +16,10 @@ on the receiving NIC):
   packet is discarded and answered by one NAK (PSN sequence error) per gap; the requester goes back N
   to the NAKed PSN, or to the oldest unacknowledged PSN when it times out (`rto_s`); after `retry_cnt`
   timeouts in a row with no progress the QP goes to ERR (transport retry counter exceeded);
-- write-only and `uet` (Ultra Ethernet RUD-like: per-packet entropy, spraying): every packet is placed
-  on arrival whatever its order; after a timeout only the missing PSNs are resent (the responder's
+- write-only and `uet` (Ultra Ethernet RUD-like: per-packet entropy, spraying): direct placement, every
+  packet is placed on arrival whatever its order (each carries its own address); the responder keeps a
+  bitmap of the PSNs received beyond the expected one (its widest span, `window_peak`, is what the bitmap
+  costs in NIC memory per QP: one bit per PSN); after a timeout only the missing PSNs are resent (the
   bitmap stands for selective acknowledgements);
 - ACKs every `ack_every_packets`, on the last packet, or when the previous ACK is older than rto/8;
 - DCQCN notification point: a CE-marked packet makes the responder send a CNP (BTH opcode 0x81,
@@ -259,6 +261,8 @@ class QpFlow:
         self.last_ack_t = now
         self.last_cnp_tx = -inf
         self.access_failed = False
+        self.placement = "go-back-N" if self.in_order else "direct"
+        self.window_peak = 0  # direct placement: the widest span of the received-PSN bitmap (packets)
         # counters
         self.retx = self.timeouts = self.naks = self.ooo = self.dup = 0
         self.retries = 0  # timeouts in a row without progress (the QP's retry count bounds them)
@@ -500,6 +504,8 @@ class QpFlow:
             self.n_got += 1
             if psn != self.epsn:
                 self.ooo += 1
+                if psn - self.epsn >= self.window_peak:  # PSNs the bitmap tracks beyond the expected one
+                    self.window_peak = psn - self.epsn + 1
             e = self.epsn
             n = self.n
             while e < n and got[e]:

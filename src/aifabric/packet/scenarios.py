@@ -300,15 +300,16 @@ def spraying(cfg: PacketConfig | None = None, size_mb: float = 2.0, spine2_extra
         _flow(net, f, "host2/GPU1", "host3/GPU2", size_mb * 1e6, 0x101, name=f"host2/GPU1->host3/GPU2 [{label}]")
         st = net.run()
         end = max(fl["done_s"] for fl in st.flows)
-        r.table.append({"variant": label, "max_fct_us": end * 1e6,
+        r.table.append({"variant": label, "placement": st.flows[0]["placement"], "max_fct_us": end * 1e6,
                         "goodput_gbps": _gbps(2 * size_mb * 1e6, end),
                         "out_of_order": sum(fl["out_of_order"] for fl in st.flows),
                         "naks": sum(fl["naks"] for fl in st.flows),
                         "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
+                        "bitmap_psns": max(fl["bitmap_peak_psns"] for fl in st.flows),
                         "spine1_MB": _port_bytes(net, "rail1", "spine1") / 1e6,
                         "spine2_MB": _port_bytes(net, "rail1", "spine2") / 1e6})
         r.runs.append((label, net, st))
-    fml, wo = r.table[1], r.table[2]
+    fml, wo, uet = r.table[1], r.table[2], r.table[3]
     r.findings = [
         "Write First/Middle/Last: only the First packet carries the RETH (the base address), so the receiver can "
         "place a Middle/Last packet only in PSN order; a sprayed packet that overtakes another is discarded "
@@ -316,6 +317,9 @@ def spraying(cfg: PacketConfig | None = None, size_mb: float = 2.0, spine2_extra
         f"retransmitted packets, {fml['max_fct_us']:.0f} us",
         f"Write Only: every packet carries its own RETH and is placed on arrival: {wo['out_of_order']} out-of-order "
         f"arrivals, {wo['retransmissions']} retransmissions, {wo['max_fct_us']:.0f} us",
+        f"direct placement (Write Only, UET) remembers which PSNs arrived in a bitmap: at most {wo['bitmap_psns']} and "
+        f"{uet['bitmap_psns']} PSNs beyond the expected one, {-(-max(wo['bitmap_psns'], uet['bitmap_psns']) // 8)} "
+        "bytes of NIC memory per QP; go-back-N keeps none (it discards instead)",
         f"paths: Spine-2's cables are {spine2_extra_ns:g} ns longer than Spine-1's, so packets sprayed over both "
         "arrive out of order",
     ]

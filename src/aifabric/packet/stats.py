@@ -63,6 +63,8 @@ class PacketStats:
                 if f.conn is not None:
                     status = f.error or (WcStatus.SUCCESS if f.acked_t is not None else None)
                     row.update(initial_psn=f.ipsn, pkey=f.conn.req.pkey, status=status and status.value)
+                row.update(placement=f.placement, bitmap_peak_psns=f.window_peak,
+                           bitmap_bytes=-(-f.window_peak // 8))
             self.flows.append(row)
 
     # -- totals ---------------------------------------------------------------------------------------
