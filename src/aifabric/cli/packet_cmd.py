@@ -25,11 +25,12 @@ if TYPE_CHECKING:
 
 console = make_console()
 
-STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink")
+STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect")
 MAX_SIZE_MB = 1024  # per flow of a story
 HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
-        "spraying (Figs. 12-6/12-7) | hol-blocking (Fig. 10-4) | ecmp-uplink (Figs. 12-4/12-5) | a scenario YAML "
-        "file (its training iteration, packet by packet)")
+        "spraying (Figs. 12-6/12-7) | hol-blocking (Fig. 10-4) | ecmp-uplink (Figs. 12-4/12-5) | connect (Ch. 9: "
+        "memory registration, QPs, CM exchange, one RDMA Write, its completion) | a scenario YAML file (its training "
+        "iteration, packet by packet)")
 # flags a story overrides itself (it compares their values): refused there rather than ignored
 OVERRIDDEN = {"polarization": ("--lb",), "ecmp-uplink": ("--lb",), "spraying": ("--lb", "--transport", "--write-only")}
 
@@ -64,6 +65,12 @@ def packet(
     qos: Path = typer.Option(None, "--qos", help="run a story on the switch QoS profile (fabric.qos) of this "
                                                  "scenario or cluster+fabric file (a scenario file's own profile is "
                                                  "always used)"),
+    cm: bool = typer.Option(False, "--cm", help="set each queue pair up on the wire first: CM REQ -> REP -> RTU to "
+                                                "QP1 before its first Write (in the pcap and in the timing)"),
+    bad_rkey: bool = typer.Option(False, "--bad-rkey", help="connect: the Write carries an R_Key the server never "
+                                                            "issued (NAK remote access error)"),
+    bad_pkey: bool = typer.Option(False, "--bad-pkey", help="connect: the client's QP is left on the default "
+                                                            "partition 0xFFFF (the server drops and counts)"),
 ) -> None:
     """Run a packet-level story of Deep Learning for Network Engineers (Ch. 10-12), or a scenario file's
     iteration, on the packet engine; print what happened, optionally narrated and captured."""
@@ -104,6 +111,11 @@ def packet(
             problems.append(Problem(flag, f"the {scenario} story compares the values of {flag} itself"))
     if qos is not None and is_file:
         problems.append(Problem("--qos", "a scenario file runs on its own fabric.qos profile"))
+    for flag, on in (("--bad-rkey", bad_rkey), ("--bad-pkey", bad_pkey)):
+        if on and scenario != "connect":
+            problems.append(Problem(flag, "shows the responder's checks in the connect story only"))
+    if cm and scenario == "connect":
+        problems.append(Problem("--cm", "the connect story always sets its queue pair up on the wire"))
     if problems:
         raise InputError(problems)
     from .outdir import PACKET, check_folder, probe_out
@@ -125,10 +137,13 @@ def packet(
         cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
     if transport is not None or write_only:
         cfg = cfg.with_(nic=replace(cfg.nic, transport=transport or "rc", write_only=write_only))
+    if cm:
+        cfg = cfg.with_(nic=replace(cfg.nic, cm_setup=True))
     if is_file:
         _run_file(Path(scenario), cfg, out, pcap, lb, seed, traced if capture else (), max_events)
     else:
-        _run_story(scenario, cfg, out, pcap, size_mb, traced if capture else (), max_events)
+        extra = {"bad_rkey": bad_rkey, "bad_pkey": bad_pkey} if scenario == "connect" else {}
+        _run_story(scenario, cfg, out, pcap, size_mb, traced if capture else (), max_events, extra)
 
 
 def _narrate(runs: list[tuple[str, Network]], max_events: int) -> None:
@@ -168,13 +183,14 @@ def _write_pcap(pcap: Path, net) -> str:
 
 
 def _run_story(name: str, cfg, out: Path | None, pcap: Path | None, size_mb: float | None,
-               traced: tuple[int, ...], max_events: int) -> None:
+               traced: tuple[int, ...], max_events: int, extra: dict | None = None) -> None:
     from rich.table import Table
 
     from ..packet.scenarios import run_scenario
     from ..report.files import write_json
 
-    kw = {"size_mb": size_mb} if size_mb is not None else {}
+    kw: dict = {"size_mb": size_mb} if size_mb is not None else {}
+    kw.update(extra or {})
     run = run_scenario(name, cfg, **kw)
     if traced:
         _check_traced(traced, len(run.net.flows), "flows")

@@ -69,7 +69,7 @@ class Connection:
     """One queue pair between a requester NIC and a responder NIC."""
 
     def __init__(self, net, src: Host, dst: Host, qpn: int, local_qpn: int, path: Path, rpath: Path,
-                 sport: int, dscp: int, prio: int, pkey: int | None = None):
+                 sport: int, dscp: int, prio: int, pkey: int | None = None, ipsn: int | None = None):
         cfg = net.cfg.nic
         self.net, self.src, self.dst = net, src, dst
         self.path, self.rpath, self.sport, self.dscp, self.prio = path, rpath, sport, dscp, prio
@@ -84,7 +84,8 @@ class Connection:
             rs.device.pkey_table.append(pkey)
         self.req_pkey_index = rs.device.pkey_index(pkey)
         self.resp_pkey_index = rd.device.pkey_index(cfg.pkey)
-        self.ipsn = int(net.psn_rng.integers(0, PSN_MODULUS))  # requester -> responder
+        drawn = int(net.psn_rng.integers(0, PSN_MODULUS))
+        self.ipsn = drawn if ipsn is None else ipsn % PSN_MODULUS  # requester -> responder
         self.resp_ipsn = int(net.psn_rng.integers(0, PSN_MODULUS))  # responder -> requester (its own sends)
         self.next_psn = self.ipsn
         self.timeout = ack_timeout_exponent(cfg.rto_s)
@@ -110,15 +111,25 @@ class Connection:
             self.ready_t = net.sim.now
 
     # -- state transitions --------------------------------------------------------------------------------
+    def _host(self, qp) -> Host:
+        return self.src if qp is self.req else self.dst
+
     def _init(self, qp, pkey_index: int) -> None:
         qp.modify(QpState.INIT, pkey_index=pkey_index, access_flags=LOCAL_WRITE | REMOTE_WRITE)
+        self.net.log(self.net.sim.now, f"{self._host(qp).id}: QP {qp.qpn:#x} ({qp.type}) RESET -> INIT: P_Key index "
+                                       f"{pkey_index} ({qp.pkey:#06x}), access Local Write, Remote Write", "qp")
 
     def _rtr(self, qp, dest_qpn: int, rq_psn: int) -> None:
         qp.modify(QpState.RTR, path_mtu=self.mtu if self.mtu in (256, 512, 1024, 2048, 4096) else 4096,
                   dest_qpn=dest_qpn, rq_psn=rq_psn)
+        self.net.log(self.net.sim.now, f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR: path MTU {qp.path_mtu}, "
+                                       f"destination QP {dest_qpn:#x}, expected PSN {rq_psn:#08x}", "qp")
 
     def _rts(self, qp, sq_psn: int) -> None:
         qp.modify(QpState.RTS, sq_psn=sq_psn, timeout=self.timeout, retry_cnt=self.retry_cnt)
+        self.net.log(self.net.sim.now, f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x}, "
+                                       f"ACK timeout {self.timeout} (4.096 us x 2^{self.timeout}), retry count "
+                                       f"{self.retry_cnt}", "qp")
 
     @property
     def ready(self) -> bool:
@@ -174,10 +185,13 @@ class Connection:
             self._go(flow)
 
     # -- work requests -------------------------------------------------------------------------------------
-    def post(self, flow: QpFlow, remote_addr: int | None = None, rkey: int | None = None) -> WorkRequest:
-        """The work request of `flow` (one RDMA Write), its PSNs; sent now if the QP is in RTS."""
+    def post(self, flow: QpFlow, remote_addr: int | None = None, rkey: int | None = None,
+             local: MemoryRegion | None = None) -> WorkRequest:
+        """The work request of `flow` (one RDMA Write from `local`, by default the NIC's registered memory), its
+        PSNs; sent now if the QP is in RTS."""
         ls, rd = self.net.rnic(self.src), self.net.rnic(self.dst)
-        wr = WorkRequest(flow.id, flow.size, ls.mr.addr, ls.mr.lkey, rd.mr.addr if remote_addr is None else int(remote_addr),
+        lmr = ls.mr if local is None else local
+        wr = WorkRequest(flow.id, flow.size, lmr.addr, lmr.lkey, rd.mr.addr if remote_addr is None else int(remote_addr),
                          (rd.mr.rkey or 0) if rkey is None else rkey)
         flow.ipsn = self.next_psn
         self.next_psn = (self.next_psn + flow.n) % PSN_MODULUS
@@ -207,4 +221,6 @@ class Connection:
             if f.error is None:
                 f.error = status if f is flow else WcStatus.WR_FLUSH_ERR
                 f.stop()
+                self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {f.id}, RDMA Write, "
+                                  f"status '{f.error.value}'", "completion")
         self.pending = []

@@ -182,14 +182,15 @@ class Network:
     def add_transfer(self, route: tuple[int, ...], size_bytes: float, on_done=None, name: str = "",
                      qpn: int | None = None, sport: int | None = None, dscp: int | None = None,
                      local_qpn: int | None = None, pkey: int | None = None, rkey: int | None = None,
-                     remote_addr: int | None = None):
+                     remote_addr: int | None = None, ipsn: int | None = None, local_mr=None):
         """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them).
 
         An RDMA transfer is a work request on the queue pair (`qpn`: the responder's, the BTH DestQP;
         `local_qpn`: the requester's, by default the same number on its own NIC) between the two NICs,
         set up on first use. `pkey` sets the requester QP's P_Key (default the configuration's), `rkey` and
         `remote_addr` the work request's R_Key and target address (default: the responder's registered
-        memory): other values show the responder's checks."""
+        memory): other values show the responder's checks; `local_mr` the region it reads from; `ipsn` the
+        QP's initial PSN when this transfer creates it (default: drawn from the seeded generator)."""
         f = self.fabric
         fid = len(self.flows)
         on_done = on_done or (lambda flow: None)
@@ -226,9 +227,9 @@ class Network:
         conn = self.connections.get(key)
         if conn is None:
             conn = self.connections[key] = Connection(self, src, dst, qpn, qpn if local_qpn is None else local_qpn,
-                                                      path, rpath, sport, flow.dscp, flow.prio, pkey)
+                                                      path, rpath, sport, flow.dscp, flow.prio, pkey, ipsn)
         flow.conn = conn
-        conn.post(flow, remote_addr, rkey)
+        conn.post(flow, remote_addr, rkey, local_mr)
         return flow
 
     def at(self, t: float, fn, arg=None) -> None:

@@ -391,6 +391,9 @@ class QpFlow:
             self.src.sources[self.path.next_at[self.src.idx]].remove(self)
             if self.conn is not None and self.wr is not None:
                 self.conn.req.complete(self.wr, WcStatus.SUCCESS, now)
+                if self.traced:
+                    self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {self.wr.wr_id}, "
+                                      f"RDMA Write, {self.size:,} bytes, success", "completion")
 
     # -- DCQCN reaction point -----------------------------------------------------------------------
     def rx_cnp(self, pkt: Pkt) -> None:

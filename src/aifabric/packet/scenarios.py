@@ -8,7 +8,10 @@
 - dcqcn: Figure 11-7, ECN marks, CNPs and rate cuts first, PFC as the backstop, then recovery;
 - spraying: Figures 12-6/12-7, RDMA Write First/Middle/Last vs Write Only (and UET) under spraying;
 - hol-blocking: Figure 10-4, GPU-0's traffic relayed through GPU-1's NIC waits behind GPU-1's own;
-- ecmp-uplink: Figure 12-4, three flows hashed onto one Rail-1 uplink, and Figure 12-5's remedies.
+- ecmp-uplink: Figure 12-4, three flows hashed onto one Rail-1 uplink, and Figure 12-5's remedies;
+- connect: Chapter 9, Figures 9-2..9-6, one RDMA Write from its beginning: memory registration, QP creation,
+  the CM exchange and the QP state transitions, the Write on the wire and its completion (and, on request,
+  the responder refusing a bad R_Key or a P_Key of another partition).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from ..fabric.graph import NIC, RAIL, SPINE, TIER_HOST, TIER_SPINE, Fabric, Node
 from ..units import gbps_to_bytes_per_s, ns_to_s
 from .config import LbConfig, PacketConfig
 from .network import Network
+from .sim import DATA
 from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
 
-SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink")
+SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect")
 
 
 @dataclass
@@ -412,9 +416,101 @@ def ecmp_uplink(cfg: PacketConfig | None = None, size_mb: float = 2.0,
     return r
 
 
+# -- connect: one RDMA Write from its beginning (Chapter 9) ----------------------------------------------------------
+BOOK_QPN = 0x12345678  # the book's CCN QP: 32 bits, which neither BTH DestQP nor the CM's QPN fields can carry
+CCN_QPN = 0x123456  # the same QP's number in the book's Chapter 11 (Figure 11-1): 24 bits
+SCN_QPN = 0x00ABCD  # the server's QP: the book gives none
+BOOK_PKEY = 0x8012
+BOOK_START_PSN = 0x000ABC
+BOOK_MTU = 1024
+SCN_BUFFER_VA = 0x7F10_0000_0000
+CCN_BUFFER_VA = 0x7F20_0000_0000
+
+
+def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rkey: bool = False,
+            bad_pkey: bool = False) -> ScenarioRun:
+    """Deep Learning for Network Engineers, Chapter 9: the client compute node (CCN) writes into the server's (SCN)
+    GPU memory. (a) Each registers memory in a protection domain: the CCN's buffer for Local Read (an L_Key), the
+    SCN's for Remote Write (an L_Key and an R_Key, which reaches the CCN out of band); (b) each creates an RC QP in
+    that PD with a completion queue, and moves it to INIT with the P_Key 0x8012; (c) REQ -> REP -> RTU move the
+    QPs to RTR and RTS (WE-02: QP, RC, starting PSN 0x000abc, P_Key 0x8012, payload size 1024); (d) the Write goes
+    out as Eth / IPv4 / UDP 4791 / BTH / RETH / payload (WE-03), the SCN checks P_Key and R_Key and places it,
+    and the CCN's CQ gets the work completion. `bad_rkey`: the CCN uses an R_Key the SCN never issued (NAK remote
+    access error, the QP to ERR, an error completion); `bad_pkey`: the CCN's QP is left on the default partition
+    0xFFFF (the SCN drops every packet and counts it; the CCN retries, then fails)."""
+    from .pcap import to_scapy
+    from .verbs import LOCAL_WRITE, REMOTE_WRITE, access_names
+
+    base = cfg or PacketConfig()
+    size = max(1, int(round(size_mb * 1e6)))
+    run_cfg = replace(base, explain=True, trace_flows=(0,), trace_by="flow",
+                      nic=replace(base.nic, pkey=BOOK_PKEY, mtu_bytes=BOOK_MTU, cm_setup=True,
+                                  rto_s=min(base.nic.rto_s, 100e-6) if bad_pkey else base.nic.rto_s))
+    f = leaf_spine([["ccn", "scn"]], ["leaf"], [], 200, name="fig9-1")
+    net = Network(f, run_cfg)
+    ccn, scn = net.devices[net.node_index["ccn"]], net.devices[net.node_index["scn"]]
+    # (a) memory: the CCN's buffer (Local Read: no flag, so no R_Key), the SCN's (Remote Write)
+    src_mr = net.rnic(ccn).pd.reg_mr(CCN_BUFFER_VA, size, 0)
+    dst_mr = net.rnic(scn).pd.reg_mr(SCN_BUFFER_VA, max(size, 1 << 20), LOCAL_WRITE | REMOTE_WRITE)
+    assert dst_mr.rkey is not None
+    rkey = dst_mr.rkey ^ 0x5500 if bad_rkey else dst_mr.rkey
+    flow = _flow(net, f, "ccn", "scn", size, SCN_QPN, name="CCN -> SCN RDMA Write", local_qpn=CCN_QPN,
+                 ipsn=BOOK_START_PSN, rkey=rkey, remote_addr=SCN_BUFFER_VA, local_mr=src_mr,
+                 pkey=0xFFFF if bad_pkey else None)
+    st = net.run()
+    conn = flow.conn
+    r = ScenarioRun("connect", "Chapter 9: an RDMA Write from memory registration to its completion")
+    r.table = [{"t_us": t * 1e6, "what": cat, "event": text} for t, cat, text in net.events_log
+               if cat in ("cm", "qp", "transport", "completion")]
+    frames = to_scapy(net.captured, net)
+    first = next((fr for fr, rec in zip(frames, net.captured) if rec[1] == "pkt" and rec[2] == DATA), None)
+    wc = [w for w in net.rnic(ccn).cq.entries if w.wr_id == flow.id]
+    setup = (conn.ready_t - conn.setup_start_t) if conn.ready_t is not None else None
+    r.findings = [
+        f"(a) memory: CCN PD {src_mr.pd.handle}, {size:,} B at {src_mr.addr:#x}, {access_names(src_mr.access)}: "
+        f"L_Key {src_mr.lkey:#x}, no R_Key; SCN PD {dst_mr.pd.handle}, {dst_mr.length:,} B at {dst_mr.addr:#x}, "
+        f"{access_names(dst_mr.access)}: L_Key {dst_mr.lkey:#x}, R_Key {dst_mr.rkey:#x} (sent to the CCN out of band)",
+        f"(b) queue pairs: CCN QP {CCN_QPN:#08x} (the book's {BOOK_QPN:#x} has 32 bits; BTH DestQP and the CM's QPN "
+        f"fields have 24, so the story uses the book's Chapter 11 number), SCN QP {SCN_QPN:#08x}; {conn.req.type}, "
+        f"each in its PD with a completion queue; P_Key table {', '.join(f'{k:#06x}' for k in conn.req.pd.device.pkey_table)}"
+        f": the CCN's QP on index {conn.req.pkey_index} ({conn.req.pkey:#06x}), the SCN's on index "
+        f"{conn.resp.pkey_index} ({conn.resp.pkey:#06x})",
+        f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
+        f"{CCN_QPN:#08x}, RC, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
+        f"QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
+        + (f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared" if setup is not None else
+           "no RTS"),
+    ]
+    if first is not None:
+        from scapy.contrib.roce import BTH
+        from scapy.layers.inet import IP, UDP
+
+        from .pcap import RETH
+
+        b, ip = first[BTH], first[IP]
+        reth = f" / RETH VA {first[RETH].va:#x}, R_Key {first[RETH].rkey:#x}, DMA length {first[RETH].dlen:,}" \
+            if RETH in first else ""
+        r.findings.append(
+            f"(d) the Write: {flow.n} packet{'s' * (flow.n > 1)} of {BOOK_MTU} B, PSN {conn.ipsn:#08x}.."
+            f"{flow.wire_psn(flow.n - 1):#08x}; the first: Eth / IPv4 {ip.src} > {ip.dst} DSCP {ip.tos >> 2} ECN "
+            f"{ip.tos & 3:02b} (ToS {ip.tos:#04x}) / UDP {first[UDP].sport} > {first[UDP].dport} / BTH opcode "
+            f"{b.opcode:#04x}, P_Key {b.pkey:#06x}, DestQP {b.dqpn:#08x}, AckReq {b.ackreq}, PSN {b.psn:#08x}{reth} / "
+            f"{flow.mtu if flow.n > 1 else size:,} B payload / ICRC")
+    if bad_pkey:
+        r.findings.append(f"P_Key check: the SCN dropped {flow.pkey_drops} packets of P_Key {conn.req.pkey:#06x} for a "
+                          f"QP in partition {conn.resp.pkey:#06x} (counted: {st.pkey_violations.get(('scn',), 0)} P_Key "
+                          f"violations at the SCN); no NAK, so the CCN timed out {flow.timeouts} times (retry count {conn.retry_cnt})")
+    if wc:
+        w = wc[0]
+        r.findings.append(f"(e) completion: the CCN's CQ has work request {w.wr_id}: {w.status.value}, {w.byte_len:,} B, "
+                          f"QP {w.qp_num:#08x}, at {w.t_s * 1e6:.2f} us; the CCN's QP is {conn.req.state.value}")
+    r.runs.append(("connect", net, st))
+    return r
+
+
 def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRun:
     fn = {"incast": incast, "polarization": polarization, "pfc-cascade": pfc_cascade, "dcqcn": dcqcn,
-          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink}[name]
+          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect}[name]
     return fn(cfg, **kw)
 
 
