@@ -109,8 +109,9 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
     channels = getattr(op, "channels", 0)
     pieces = getattr(op, "pieces", 0)
     protocol = getattr(op, "protocol", "auto")
+    gps = fabric.gpus_per_server
     in_switch = getattr(op, "in_switch", False) if call else (
-        fabric.nvls and len({fabric.server_of(r) for r in op.group}) == 1)
+        fabric.nvls and min(op.group) // gps == max(op.group) // gps)  # the group inside one server
     choice = None
     if algorithm in ("auto", "nccl") or protocol == "auto" or not channels or not pieces:
         choice = _choose(op, fabric, router, algorithm, protocol, channels, pieces, in_switch)
