@@ -222,3 +222,12 @@ def test_placement_by_transport_under_spraying(nic, placement):
         assert 0 < row["bitmap_peak_psns"] < flow.n and row["bitmap_bytes"] == -(-row["bitmap_peak_psns"] // 8)
     else:
         assert flow.retx > 0 and flow.naks > 0 and row["bitmap_peak_psns"] == 0
+
+
+def test_out_of_band_setup_is_not_narrated_but_the_cm_exchange_is():
+    for cm in (False, True):
+        net, route = _net(NicConfig(cm_setup=cm), explain=True)
+        net.add_transfer(route, 20e3)
+        net.run()
+        cats = {c for _, c, _ in net.events_log}
+        assert ({"qp", "cm"} <= cats) if cm else not cats & {"qp", "cm"}

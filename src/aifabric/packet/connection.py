@@ -114,22 +114,26 @@ class Connection:
     def _host(self, qp) -> Host:
         return self.src if qp is self.req else self.dst
 
+    def _log(self, text: str) -> None:
+        """State transitions are narrated when they happen on the wire's schedule (CM), not before the run."""
+        if self.net.cfg.nic.cm_setup:
+            self.net.log(self.net.sim.now, text, "qp")
+
     def _init(self, qp, pkey_index: int) -> None:
         qp.modify(QpState.INIT, pkey_index=pkey_index, access_flags=LOCAL_WRITE | REMOTE_WRITE)
-        self.net.log(self.net.sim.now, f"{self._host(qp).id}: QP {qp.qpn:#x} ({qp.type}) RESET -> INIT: P_Key index "
-                                       f"{pkey_index} ({qp.pkey:#06x}), access Local Write, Remote Write", "qp")
+        self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} ({qp.type}) RESET -> INIT: P_Key index {pkey_index} "
+                  f"({qp.pkey:#06x}), access Local Write, Remote Write")
 
     def _rtr(self, qp, dest_qpn: int, rq_psn: int) -> None:
         qp.modify(QpState.RTR, path_mtu=self.mtu if self.mtu in (256, 512, 1024, 2048, 4096) else 4096,
                   dest_qpn=dest_qpn, rq_psn=rq_psn)
-        self.net.log(self.net.sim.now, f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR: path MTU {qp.path_mtu}, "
-                                       f"destination QP {dest_qpn:#x}, expected PSN {rq_psn:#08x}", "qp")
+        self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR: path MTU {qp.path_mtu}, destination QP "
+                  f"{dest_qpn:#x}, expected PSN {rq_psn:#08x}")
 
     def _rts(self, qp, sq_psn: int) -> None:
         qp.modify(QpState.RTS, sq_psn=sq_psn, timeout=self.timeout, retry_cnt=self.retry_cnt)
-        self.net.log(self.net.sim.now, f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x}, "
-                                       f"ACK timeout {self.timeout} (4.096 us x 2^{self.timeout}), retry count "
-                                       f"{self.retry_cnt}", "qp")
+        self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x}, ACK timeout "
+                  f"{self.timeout} (4.096 us x 2^{self.timeout}), retry count {self.retry_cnt}")
 
     @property
     def ready(self) -> bool:
