@@ -116,3 +116,21 @@ def test_a_degraded_cable_runs_at_its_fraction():
         ratio = link.rate_bytes_per_s / healthy.links[li].rate_bytes_per_s
         assert ratio == pytest.approx(0.25 if {link.src, link.dst} == {"seg0/rail0", "spine0"} else 1.0)
     assert run.results.iteration_time_s >= run.faults["fault_free_iteration_time_s"] * (1 - 1e-9)
+
+
+def test_validate_checks_the_targets_on_the_fabric(tmp_path, capsys):
+    import yaml
+
+    from aifabric.cli import run_app
+    from aifabric.cli.app import app
+
+    data = demo_scenario().model_dump(mode="json", exclude_unset=True)
+    data["faults"] = [{"kind": "switch_down", "target": "spine9"}]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert run_app(app, ["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "faults[0].target" in err and "spine" in err
+    data["faults"] = [{"kind": "switch_down", "target": "spine1"}]
+    path.write_text(yaml.safe_dump(data))
+    assert run_app(app, ["validate", str(path)]) == 0

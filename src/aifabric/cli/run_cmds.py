@@ -175,6 +175,11 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
     from ..scenario import load_scenario
 
     s = load_scenario(file)
+    if s.faults:  # their targets are the fabric's elements: checked on the fabric, with near names
+        from ..faults import resolve_faults
+        from ..simulate import build_fabric
+
+        resolve_faults(build_fabric(s)[0], s.faults)
     console.print(f"[green]ok[/] {escape(str(file))}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine")
     return 0
 
