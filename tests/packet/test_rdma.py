@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.contrib.roce import AETH, BTH
 from scapy.layers.inet import UDP
 from scapy.packet import Raw
@@ -231,3 +233,35 @@ def test_out_of_band_setup_is_not_narrated_but_the_cm_exchange_is():
         net.run()
         cats = {c for _, c, _ in net.events_log}
         assert ({"qp", "cm"} <= cats) if cm else not cats & {"qp", "cm"}
+
+
+# -- properties ------------------------------------------------------------------------------------------------
+@settings(max_examples=15, deadline=None)
+@given(msgs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 2), st.integers(1, 60_000)),
+                     min_size=1, max_size=8),
+       cm=st.booleans(), transport=st.sampled_from(["rc", "uet"]), seed=st.integers(0, 2**32 - 1))
+def test_every_work_request_completes_once_and_psns_tile_each_qp(msgs, cm, transport, seed):
+    """Whatever the messages, QPs, setup and seed: one success completion per work request, the QPs in RTS, and
+    on each QP the messages' PSN ranges follow one another from its initial PSN (mod 2^24) without overlap."""
+    from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
+
+    f = fat_tree(4, 2, 2, 100)
+    net = Network(f, PacketConfig(nic=NicConfig(cm_setup=cm, transport=transport, mtu_bytes=1024), seed=seed % 7))
+    made = []
+    for s, d, q, size in msgs:
+        if s == d:
+            continue
+        ft = five_tuple(f, f"h{s}", f"h{d}", 0x100 + q, 0x100 + q)
+        made.append(net.add_transfer(ecmp_route(f, f"h{s}", f"h{d}", ft, 0), size, qpn=0x100 + q, sport=ft.src_port))
+    net.run()
+    wcs = [w for r in net.rnics.values() for w in r.cq.entries]
+    assert sorted(w.wr_id for w in wcs) == sorted(fl.id for fl in made)
+    assert all(w.status is WcStatus.SUCCESS for w in wcs)
+    for conn in net.connections.values():
+        assert conn.req.state is QpState.RTS and conn.resp.state is QpState.RTS
+        assert conn.req.type == ("RUD" if transport == "uet" else "RC")
+        psn = conn.ipsn
+        for fl in (m for m in made if m.conn is conn):
+            assert fl.ipsn == psn
+            psn = (psn + fl.n) % (1 << 24)
+        assert psn == conn.next_psn
