@@ -104,7 +104,7 @@ def test_bad_rkey_is_a_nak_remote_access_error_and_an_error_completion(tmp_path)
     wcs = net.rnic(bad.src).cq.poll()
     assert [(w.wr_id, w.status) for w in wcs] == [(bad.id, WcStatus.REM_ACCESS_ERR),
                                                   (queued.id, WcStatus.WR_FLUSH_ERR)]
-    assert st.flows[0]["status"] == "remote access error"
+    assert st.flows[0]["status"] == "remote access error" and st.flows[0]["local_qpn"] == conn.req.qpn
     naks = [p for p in _pcap(net, tmp_path) if AETH in p and p[AETH].syndrome == 0x62]
     assert len(naks) == 1 and naks[0][BTH].psn == bad.ipsn
 

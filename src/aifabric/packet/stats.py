@@ -62,7 +62,8 @@ class PacketStats:
                            rate_gbps=[[t, r] for t, r in f.rate_log])
                 if f.conn is not None:
                     status = f.error or (WcStatus.SUCCESS if f.acked_t is not None else None)
-                    row.update(initial_psn=f.ipsn, pkey=f.conn.req.pkey, status=status and status.value)
+                    row.update(local_qpn=f.conn.req.qpn, qp_type=f.conn.req.type, initial_psn=f.ipsn, pkey=f.conn.req.pkey,
+                               status=status and status.value)
                 row.update(placement=f.placement, bitmap_peak_psns=f.window_peak,
                            bitmap_bytes=-(-f.window_peak // 8))
             self.flows.append(row)
