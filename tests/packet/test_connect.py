@@ -4,8 +4,11 @@ reproduced end to end, and the responder's refusals."""
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
 
+import pytest
 from scapy.contrib.roce import AETH, BTH
 from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
@@ -96,3 +99,20 @@ def test_cm_flag_sets_every_story_qp_up_on_the_wire(tmp_path):
     mads = [p for p in rdpcap(str(pcap)) if BTH in p and p[BTH].opcode == 0x64]
     attrs = [struct.unpack("!H", bytes(p[BTH].payload)[8 + 16:8 + 18])[0] for p in mads]
     assert attrs == [0x10, 0x13, 0x14]  # the traced flow's QP: REQ, REP, RTU
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark (Wireshark) not installed")
+def test_wireshark_decodes_the_cm_exchange_and_the_write(tmp_path):
+    pcap = tmp_path / "c.pcap"
+    assert runner.invoke(app, ["packet", "connect", "--pcap", str(pcap)]).exit_code == 0
+    summary = subprocess.run(["tshark", "-r", str(pcap)], capture_output=True, text=True, timeout=120).stdout
+    order = [summary.index(s) for s in ("CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse",
+                                        "RC RDMA Write First", "RC Acknowledge")]
+    assert order == sorted(order) and "Malformed" not in summary
+    detail = subprocess.run(["tshark", "-r", str(pcap), "-V"], capture_output=True, text=True, timeout=120).stdout
+    for field in ("Management Class: 0x07", "Local QPN: 0x123456", "Starting PSN: 0x000abc",
+                  "Partition Key: 0x8012", "Path Packet Payload MTU: 0x3", "Transport Service Type: 0x0",
+                  "Primary Local Port GID: 10.0.0.1", "IP CM Destination IP: 10.0.0.2", "Local QPN: 0x00abcd",
+                  "Remote Communication ID: 0x00001000"):
+        assert field in detail, field
+    assert "Malformed" not in detail

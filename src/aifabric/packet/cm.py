@@ -96,14 +96,22 @@ def req_body(m: CmMessage) -> bytes:
     b += _u24(m.start_psn, (CM_RESPONSE_TIMEOUT << 3) | (m.retry_cnt & 7))  # Starting PSN | Local CM Resp. Timeout | Retry Count
     b += struct.pack("!HBB", m.pkey, (MTU_CODES.get(m.mtu_bytes, 5) << 4) | RNR_RETRY,  # P_Key | Path MTU, RDC, RNR Retry
                      MAX_CM_RETRIES << 4)  # Max CM Retries | SRQ | Extended Transport Type
-    b += struct.pack("!HH", 0xFFFF, 0xFFFF)  # primary local / remote port LID: permissive (routed by GID)
+    b += struct.pack("!HH", 0, 0)  # primary local / remote port LID: none on RoCE (Linux writes 0; routed by GID)
     b += gid_of(m.src_ip) + gid_of(m.dst_ip)
     b += struct.pack("!I", 2)  # Primary Flow Label (20 bits) | reserved | Packet Rate (6 bits, IBTA rate code)
     b += struct.pack("!BBBB", 0, 64, 0, (m.ack_timeout & 0x1F) << 3)  # Traffic Class, Hop Limit, SL | Subnet Local, Local ACK Timeout
     b += b"\x00" * 44  # alternate path: none
-    b += b"\x00" * 92  # private data
+    b += ip_cm_private_data(m.src_ip, m.dst_ip).ljust(92, b"\x00")
     assert len(b) == 232
     return b
+
+
+def ip_cm_private_data(src_ip: int, dst_ip: int, src_port: int = RDMA_CM_PORT) -> bytes:
+    """rdma_cm's header at the start of a REQ's private data (IBTA Annex A11, IP addressing): version 0, IP
+    version 4 in the high nibble, source port, then source and destination addresses (IPv4 in the last 4 of 16
+    bytes)."""
+    return (bytes([0x00, 0x40]) + struct.pack("!H", src_port) + b"\x00" * 12 + struct.pack("!I", src_ip & 0xFFFFFFFF)
+            + b"\x00" * 12 + struct.pack("!I", dst_ip & 0xFFFFFFFF))
 
 
 def rep_body(m: CmMessage) -> bytes:
