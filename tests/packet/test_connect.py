@@ -116,3 +116,14 @@ def test_wireshark_decodes_the_cm_exchange_and_the_write(tmp_path):
                   "Remote Communication ID: 0x00001000"):
         assert field in detail, field
     assert "Malformed" not in detail
+
+
+def test_pkey_flag_sets_every_qp_partition_and_is_checked(tmp_path, capsys):
+    pcap = tmp_path / "i.pcap"
+    res = runner.invoke(app, ["packet", "incast", "--pkey", "0x8012", "--size-mb", "0.05", "--pcap", str(pcap)])
+    assert res.exit_code == 0, res.output
+    assert {p[BTH].pkey for p in rdpcap(str(pcap)) if BTH in p and p[BTH].opcode != 0x81} == {0x8012}
+    for bad in ("0x0000", "0x8000", "70000", "abc"):
+        assert run_app(app, ["packet", "incast", "--pkey", bad]) == 2
+        assert "--pkey" in capsys.readouterr().err
+    assert run_app(app, ["packet", "connect", "--pkey", "0x8013"]) == 2

@@ -67,6 +67,8 @@ def packet(
                                                  "always used)"),
     cm: bool = typer.Option(False, "--cm", help="set each queue pair up on the wire first: CM REQ -> REP -> RTU to "
                                                 "QP1 before its first Write (in the pcap and in the timing)"),
+    pkey: str = typer.Option(None, "--pkey", help="the P_Key of every queue pair, e.g. 0x8012 (default 0xFFFF, the "
+                                                  "default partition; not the connect story, which uses the book's)"),
     bad_rkey: bool = typer.Option(False, "--bad-rkey", help="connect: the Write carries an R_Key the server never "
                                                             "issued (NAK remote access error)"),
     bad_pkey: bool = typer.Option(False, "--bad-pkey", help="connect: the client's QP is left on the default "
@@ -114,6 +116,17 @@ def packet(
     for flag, on in (("--bad-rkey", bad_rkey), ("--bad-pkey", bad_pkey)):
         if on and scenario != "connect":
             problems.append(Problem(flag, "shows the responder's checks in the connect story only"))
+    pkey_value = None
+    if pkey is not None:
+        try:
+            pkey_value = int(pkey, 0)
+        except ValueError:
+            pkey_value = -1
+        if not 0 < pkey_value <= 0xFFFF or not pkey_value & 0x7FFF:
+            problems.append(Problem("--pkey", f"a 16-bit P_Key with a non-zero partition number, e.g. 0x8012 "
+                                              f"(got {pkey!r})"))
+        elif scenario == "connect":
+            problems.append(Problem("--pkey", "the connect story uses the book's P_Key 0x8012"))
     if cm and scenario == "connect":
         problems.append(Problem("--cm", "the connect story always sets its queue pair up on the wire"))
     if problems:
@@ -139,6 +152,8 @@ def packet(
         cfg = cfg.with_(nic=replace(cfg.nic, transport=transport or "rc", write_only=write_only))
     if cm:
         cfg = cfg.with_(nic=replace(cfg.nic, cm_setup=True))
+    if pkey_value is not None:
+        cfg = cfg.with_(nic=replace(cfg.nic, pkey=pkey_value))
     if is_file:
         _run_file(Path(scenario), cfg, out, pcap, lb, seed, traced if capture else (), max_events)
     else:
