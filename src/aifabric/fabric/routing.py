@@ -201,19 +201,14 @@ class Router:
             raise ValueError(f"no switch path from {src_nic} to {dst_nic}")
         ports, dst_switches = choice
         healthy = self.healthy
-        if healthy is not None:
-            before = healthy._egress_choices(src_nic, dst_nic)
-            first = self._keep(src_nic, before[0] if before else [], ports, flow)
-        else:
-            first = self._pick(src_nic, ports, flow)
+        before = healthy._egress_choices(src_nic, dst_nic) if healthy is not None else None
+        first = self._keep(src_nic, before[0], ports, flow) if before else self._pick(src_nic, ports, flow)
         links = [first]
         node = f.links[first].dst
         while node not in dst_switches:
             group = self.next_hops(node, dst_switches)
-            if healthy is not None:
-                old = healthy.next_hops(node, tuple(dict.fromkeys(f.links[li].dst for li in healthy._switch_ports(
-                    dst_nic)))) if node in healthy._nbr_or_build() else []
-                li = self._keep(node, old, group, flow)
+            if before:  # healthy is set: the group this flow hashed over before the failures
+                li = self._keep(node, healthy.next_hops(node, before[1]), group, flow)  # type: ignore[union-attr]
             else:
                 li = self._pick(node, group, flow)
             links.append(li)
@@ -223,11 +218,6 @@ class Router:
             raise ValueError(f"no switch path from {src_nic} to {dst_nic}")
         links.append(self._pick(node, down, flow))
         return links
-
-    def _nbr_or_build(self) -> dict:
-        if self._sw_index is None:
-            self._switch_graph()
-        return self._nbr
 
     def _keep(self, node: str, before: list[int], group: list[int], flow: FiveTuple) -> int:
         """Resilient hashing: the hop this flow took before the failures when it is still in `group`, else a
