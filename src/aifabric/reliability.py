@@ -37,7 +37,7 @@ restart time has no published figure: 10 minutes by default, set yours.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .fabric.graph import NIC, SWITCH_KINDS, TIER_HOST, TIER_SPINE, TIER_SUPERSPINE, Fabric
 
@@ -177,5 +177,4 @@ def reliability(fabric: Fabric, params: float, spec=None) -> Reliability:
     r = Reliability(components, params * per_param, write, DEFAULT_RESTART_S if restart is None else restart, 0.0,
                     sources=sources)
     given = getattr(spec, "checkpoint_interval_s", None)
-    interval = given if given is not None else r.best_interval_s
-    return Reliability(components, r.checkpoint_bytes, write, r.restart_s, interval, given is not None, sources)
+    return replace(r, interval_s=given if given is not None else r.best_interval_s, interval_given=given is not None)

@@ -20,6 +20,7 @@ from .console import make_console
 if TYPE_CHECKING:
     from ..fabric.design import Design
     from ..scenario.fabric_spec import HardwareSpec
+    from ..scenario.schema import Scenario
 
 console = make_console()
 fabric_app = typer.Typer(help="Build, plan and draw a fabric: bill of materials, capacity, failure domains, "
@@ -32,6 +33,11 @@ HIST_FLOWS = 6
 
 def load_hardware(path: Path) -> HardwareSpec:
     """A scenario (validated in full) or a hardware-only file (cluster + fabric)."""
+    return load_hardware_and_scenario(path)[0]
+
+
+def load_hardware_and_scenario(path: Path) -> tuple[HardwareSpec, Scenario | None]:
+    """`load_hardware`'s hardware, and the whole scenario when the file is one (else None)."""
     from pydantic import ValidationError
 
     from ..scenario.checks_fabric import check_fabric_spec
@@ -54,7 +60,7 @@ def load_hardware(path: Path) -> HardwareSpec:
     if isinstance(data, dict) and "workload" in data:
         s = load_scenario(path)
         return HardwareSpec(name=s.name, seed=s.seed, cluster=s.cluster, fabric=s.fabric, costs=s.costs,
-                            reliability=s.reliability)
+                            reliability=s.reliability), s
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping with cluster: and fabric: sections", str(path))
     data = resolve_costs({k: v for k, v in data.items() if k != "engine"}, path.parent, str(path))
@@ -65,7 +71,7 @@ def load_hardware(path: Path) -> HardwareSpec:
     problems = check_fabric_spec(hw.cluster, hw.fabric)
     if problems:
         raise InputError(problems, str(path))
-    return hw
+    return hw, None
 
 
 def check_out(out: Path | None, kind: str) -> None:
@@ -107,7 +113,7 @@ def plan_cmd(
     from ..fabric.addressing import AddressPlan
     from ..fabric.plan import TIER_NAMES, make_plan
 
-    hw = load_hardware(file)
+    hw, scenario = load_hardware_and_scenario(file)
     if prices is not None:
         from ..costs.prices import load_prices
 
@@ -158,7 +164,7 @@ def plan_cmd(
         fd.add_row(x.element, x.example, f"{x.gpus_cut_off:,}", f"{x.gpus_partitioned:,}", f"{x.gpus_degraded:,}",
                    x.effect)
     console.print(fd)
-    reliability = _print_reliability(f, hw, _model_params(file))
+    reliability = _print_reliability(f, hw, _model_params(scenario))
 
     if d.topology != "custom":
         ap = AddressPlan.from_spec(d, hw.fabric)
@@ -191,16 +197,10 @@ def plan_cmd(
     return 0
 
 
-def _model_params(path: Path) -> float | None:
+def _model_params(s: Scenario | None) -> float | None:
     """The parameters of a scenario's transformer (its checkpoint's size), or None for a hardware-only file or
     another workload."""
-    from ..scenario.load import load_scenario
-
-    try:
-        s = load_scenario(path)
-    except InputError:
-        return None
-    if s.workload.kind != "llm-training":
+    if s is None or s.workload.kind != "llm-training":
         return None
     from ..workload.from_spec import resolve_model
 
