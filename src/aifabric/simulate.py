@@ -146,13 +146,14 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
 
 def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | None = None,
              progress: Callable[[int, int], None] | None = None, workload: Workload | None = None,
-             phase: Callable[[str], None] | None = None) -> Run:
+             phase: Callable[[str], None] | None = None, packet_options: Any = None) -> Run:
     """Run a scenario: a Scenario, or anything `load_scenario` takes (a file's path, YAML text, a mapping).
     Whatever it is given goes through every check first (`scenario.checks.checked`, once per Scenario object):
     InputError names each field to change. `engine` (flow | analytic | packet) overrides the scenario's;
     `workload` replaces the one the scenario describes (e.g. a replayed trace). `progress(done, total)` follows
     the event loop; `phase(name)` is told when each stage begins ("fabric", "workload", "task graph",
-    "event loop", "results")."""
+    "event loop", "results"). `packet_options` (a packet.config.PacketConfig: capture settings) runs the packet
+    engine with them and keeps its network in the Run (`packet_network`: the captured packets)."""
     from .scenario.load import load_scenario
 
     s = load_scenario(s)
@@ -169,7 +170,8 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     if engine == "packet":
         from .engines.packet import simulate_packet
 
-        packet_run, stats = simulate_packet(s, progress, workload=workload)
+        packet_run, stats = simulate_packet(s, progress, workload=workload, cfg=packet_options,
+                                            keep_network=packet_options is not None)
         packet_run.packet_stats = stats
         return packet_run
     phase("fabric")

@@ -185,8 +185,8 @@ def _check_traced(traced: tuple[int, ...], available: int, what: str) -> None:
                                            f"the run has no {what} to trace"))
 
 
-def _write_pcap(pcap: Path, net) -> str:
-    from ..packet.pcap import write_pcap
+def _write_pcap(pcap: Path, net, with_note: bool = True) -> str:
+    from ..packet.pcap import capture_note, write_pcap
 
     tmp = pcap.with_name(f".{pcap.name}.tmp")  # written beside it, then renamed: never a half-written pcap
     try:
@@ -194,7 +194,36 @@ def _write_pcap(pcap: Path, net) -> str:
         tmp.replace(pcap)
     finally:
         tmp.unlink(missing_ok=True)
-    return f"{pcap} ({n} frames)"
+    note = capture_note(net) if with_note else None
+    return f"{pcap} ({n} frames{'; ' + note if note else ''})"
+
+
+def check_pcap_options(pcap: Path, max_packets: int, engine: str) -> None:
+    """`simulate --pcap`: refused (exit 2) off the packet engine, into a directory, or with a cap below 1; the file's
+    folder is probed before the run."""
+    problems = []
+    if engine != "packet":
+        problems.append(Problem("--pcap", f"the packet engine writes captures (this run: the {engine} engine); add "
+                                          "--engine packet"))
+    if pcap.is_dir():
+        problems.append(Problem("--pcap", f"{pcap} is a directory"))
+    if max_packets < 1:
+        problems.append(Problem("--pcap-max-packets", f"must be >= 1 (got {max_packets})"))
+    if problems:
+        raise InputError(problems)
+    from .outdir import probe_out
+
+    probe_out(pcap, "file", "--pcap")
+
+
+def write_capture(pcap: Path, net) -> str:
+    """A run's capture written to `pcap` (LLDP, the traced packets, PFC frames): the file, its frames, the cap's
+    note when it was reached."""
+    from ..packet.pcap import capture_note
+
+    text = _write_pcap(pcap, net, with_note=False) + ": every RDMA transfer's packets, CNPs, ACKs and PFC frames"
+    note = capture_note(net, "--pcap-max-packets")
+    return text + (f"\nnote: {note}" if note else "")
 
 
 def _run_story(name: str, cfg, out: Path | None, pcap: Path | None, size_mb: float | None,

@@ -30,12 +30,21 @@ PROGRESS_MIN_TASKS = 20_000
 
 
 def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
-                   force: bool = False) -> int:
+                   force: bool = False, pcap: Path | None = None, pcap_max_packets: int = 0) -> int:
     from ..report import print_summary
 
-    run, out_dir = simulate_into(scenario, out, engine, scenario_text, force)
+    opts = None
+    if pcap is not None:  # every RDMA transfer's packets, CNPs, ACKs and the PFC frames, up to the cap
+        from ..packet.config import PacketConfig
+
+        opts = PacketConfig(trace_all=True, trace_pfc=True, trace_max_packets=pcap_max_packets)
+    run, out_dir = simulate_into(scenario, out, engine, scenario_text, force, packet_options=opts)
     print_summary(run, console)
     console.print(f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
+    if pcap is not None and run.packet_network is not None:
+        from .packet_cmd import write_capture
+
+        console.print(f"wrote {escape(write_capture(pcap, run.packet_network))}", highlight=False)
     console.print(f"report: [bold]{escape(str(out_dir / 'report.html'))}[/]")
     if not run.results.complete:
         raise Interrupted(f"partial results written to {out_dir}")
@@ -43,7 +52,7 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
 
 
 def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
-                  force: bool = False, workload=None):
+                  force: bool = False, workload=None, packet_options=None):
     """Simulate and write the run's folder (staged, moved into --out when complete): (run, folder). A Ctrl-C in
     the event loop stops it and the partial results are written (`run.results.complete` false); anywhere else
     (building, lowering, summarizing, writing) the folder gets scenario.yaml, the files already complete and a
@@ -111,7 +120,8 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     try:
         try:
             try:
-                run = simulate(scenario, engine, on_progress, workload=workload, phase=on_phase)
+                run = simulate(scenario, engine, on_progress, workload=workload, phase=on_phase,
+                               packet_options=packet_options)
             finally:
                 progress.stop()
             on_phase("report")
@@ -190,13 +200,21 @@ def simulate_cmd(
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    pcap: Path = typer.Option(None, "--pcap", help="packet engine: write the run's RoCEv2 packets, CNPs, ACKs and PFC "
+                                                   "frames to FILE (up to --pcap-max-packets)"),
+    pcap_max_packets: int = typer.Option(10_000, "--pcap-max-packets", help="packets kept in --pcap; the rest are "
+                                                                            "counted and left out"),
 ) -> int:
     """Simulate a scenario and write its report."""
     from ..scenario import load_scenario
 
     scenario = load_scenario(file)
     eng = _engine(engine) if engine else None
-    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"), force)
+    if pcap is not None:
+        from .packet_cmd import check_pcap_options
+
+        check_pcap_options(pcap, pcap_max_packets, eng or scenario.engine)
+    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"), force, pcap, pcap_max_packets)
 
 
 def _engine(name: str) -> str:

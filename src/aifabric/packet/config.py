@@ -116,7 +116,8 @@ class PacketConfig:
     trace_flows: tuple[int, ...] = ()  # flows whose packets are kept for the pcap
     trace_by: str = "flow"  # what trace_flows numbers: "flow" every transfer, "rdma" the RDMA transfers (QPs) alone
     trace_pfc: bool = False  # keep PFC frames for the pcap
-    trace_max_packets: int = 2000
+    trace_max_packets: int = 2000  # packets and PFC frames kept for the pcap; past it `Network.capture_missed` counts
+    trace_all: bool = False  # every RDMA transfer's packets kept (`simulate --pcap`), up to trace_max_packets
     until_s: float | None = None
 
     def with_(self, **kw) -> PacketConfig:
@@ -187,6 +188,8 @@ def validate(cfg: PacketConfig) -> PacketConfig:
         p.append(Problem("nic.retry_cnt", "is 3 bits: 0..7"))
     if n.cm_processing_s < 0:
         p.append(Problem("nic.cm_processing_s", "must be >= 0"))
+    if cfg.trace_max_packets < 0:
+        p.append(Problem("trace_max_packets", f"must be >= 0 (got {cfg.trace_max_packets})"))
     if cfg.lb.mode not in LB_MODES:
         p.append(Problem("lb.mode", f"must be one of {', '.join(LB_MODES)}"))
     if p:

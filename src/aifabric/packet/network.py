@@ -44,6 +44,7 @@ class Network:
         self.events_log: list[tuple[float, str, str]] = []
         self.log_dropped = 0
         self.captured: list = []
+        self.capture_missed = 0  # packets and PFC frames of traced flows past cfg.trace_max_packets
         self.flows: list = []
         self.rdma_flows = 0  # RDMA transfers (QP flows) started so far
         self.psn_rng = psn_generator(cfg.seed)  # initial PSNs: a stream of their own
@@ -137,8 +138,11 @@ class Network:
         d[key] = d.get(key, 0) + 1
         if len(s.pfc_frames) < 100_000:
             s.pfc_frames.append((now, port.name, prio, quanta))
-        if self.cfg.trace_pfc and len(self.captured) < self.cfg.trace_max_packets:
-            self.captured.append((now, "pfc", port, prio, quanta))
+        if self.cfg.trace_pfc:
+            if len(self.captured) < self.cfg.trace_max_packets:
+                self.captured.append((now, "pfc", port, prio, quanta))
+            else:
+                self.capture_missed += 1
 
     def stats_watchdog(self, port: Port, prio: int) -> None:
         key = (port.name, prio)
@@ -166,6 +170,8 @@ class Network:
         if len(self.captured) < self.cfg.trace_max_packets:
             self.captured.append((self.sim.now, "pkt", pkt.kind, pkt.flow, pkt.psn, pkt.opcode, pkt.payload,
                                   pkt.ecn, pkt.dscp))
+        else:
+            self.capture_missed += 1
 
     # -- flows --------------------------------------------------------------------------------------
     def _path(self, links: list[int], key, spray: bool = False) -> Path:
@@ -222,6 +228,8 @@ class Network:
         line = min(serialization_rate_bytes_per_s(f.links[li]) * 8 for li in route)  # the slowest hop, PCIe too
         flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done,
                       dscp)
+        if self.cfg.trace_all:
+            flow.traced = True
         self.flows.append(flow)
         key = (src.idx, dst.idx, qpn)
         conn = self.connections.get(key)

@@ -139,10 +139,12 @@ def _port_mac(link: int) -> str:
 
 
 def lldp_frames(net) -> list:
-    """LLDP from both ends of every link the traced flows cross, at time 0."""
+    """LLDP from both ends of every link the traced flows cross, at time 0 (every RDMA transfer traced: the links
+    of those with a packet in the capture, so a capped capture stays bounded)."""
     links: set[int] = set()
+    shown = {rec[3] for rec in net.captured if rec[1] == "pkt"} if net.cfg.trace_all else None
     for flow in net.flows:
-        if getattr(flow, "traced", False):
+        if getattr(flow, "traced", False) and (shown is None or flow in shown):
             links.update(flow.path.links)
             if getattr(flow, "rpath", None) is not None:
                 links.update(flow.rpath.links)
@@ -203,6 +205,15 @@ def cm_frame(src_ip: int, dst_ip: int, sport: int, dscp: int, pkey: int, message
     bth = BTH(opcode=OP_UD_SEND_ONLY, pkey=pkey, dqpn=1, ackreq=0, psn=0)
     return (Ether(src=_mac(src_ip), dst=_mac(dst_ip)) / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, 0))
             / UDP(sport=sport, dport=ROCEV2_UDP_DPORT) / bth / Raw(deth_bytes() + mad_bytes(message)))
+
+
+def capture_note(net, option: str | None = None) -> str | None:
+    """What the packet-count cap left out of the capture, or None when everything traced is in it; `option` names
+    the flag that raises the cap."""
+    if not net.capture_missed:
+        return None
+    return (f"capture capped at {net.cfg.trace_max_packets:,} packets: the {net.capture_missed:,} later packets and "
+            "PFC frames of the traced flows are not in the file" + (f" (raise {option} to keep them)" if option else ""))
 
 
 def write_pcap(path: str | Path, captured: list, net, lldp: bool = True) -> int:
