@@ -76,16 +76,16 @@ def _refuse(problems: list, s: Scenario) -> None:
 
 
 def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
-    """The scenario's fabric (by `fabric.topology`), its links' achievable rates (fabric/achievable.py, the
-    scenario's calibration), and its router (ECMP seeds, QP numbers, PXN). The fabric's checks run first
-    (ports against radix, ...): InputError names the fields."""
+    """The scenario's fabric (by `fabric.topology`), its links' achievable rates (fabric/achievable.py: the RoCE
+    path MTU's headers, the scenario's calibration), and its router (ECMP seeds, QP numbers, PXN). The fabric's
+    checks run first (ports against radix, ...): InputError names the fields."""
     from .fabric.achievable import apply_achievable
     from .scenario.checks_fabric import check_fabric
 
     _refuse(check_fabric(s), s)
 
     fabric = apply_achievable(build(s.cluster, s.fabric, name=s.name), gpu(s.cluster.gpu), s.fabric.transport,
-                              s.calibration)
+                              s.calibration, s.fabric.qos.roce_mtu_bytes)
     fabric.nvls = s.cluster.nvls if s.cluster.nvls is not None else s.cluster.gpu in NVLS_GPUS
     pxn = True if s.fabric.pxn or s.fabric.topology == "rail-only" else None
     router = Router(fabric, hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,

@@ -10,10 +10,12 @@ packet engine puts real headers on the line rate and ignores it):
   80`: Gen4 x16 24 GB/s, Gen5 x16 48 GB/s; nccl src/graph/topo.cc) and as cloud node-acceptance tests
   expect of GPU <-> host copies (Azure HPC health checks: 24 GB/s Gen4, 48-52 GB/s Gen5). It is what
   holds a 200 Gb/s NIC to NCCL's 24 GB/s and a 400 Gb/s one to its 46-48 GB/s;
-- NIC and switch links: the per-packet headers at a 4,096-byte payload (Linux include/rdma/ib_pack.h):
+- NIC and switch links: the per-packet headers at the path MTU's payload (Linux include/rdma/ib_pack.h):
   RoCEv2 over IPv4 adds Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4 bytes and 20 bytes of
-  preamble and inter-frame gap: 4096 / 4178 = 98.0 %; InfiniBand adds LRH 8 + BTH 12 + ICRC 4 + VCRC 2:
-  4096 / 4122 = 99.4 %.
+  preamble and inter-frame gap, 82 bytes a packet: at the default path MTU of 4,096 bytes 4096 / 4178 = 98.0 %,
+  at the scenario's `fabric.qos.roce_mtu_bytes` otherwise (1024: 1024 / 1106 = 92.6 %; Deep Learning for
+  Network Engineers, Chapter 9's example QP uses path MTU 1024); InfiniBand adds LRH 8 + BTH 12 + ICRC 4 +
+  VCRC 2 at its 4,096-byte MTU: 4096 / 4122 = 99.4 %.
 
 A scenario's `calibration` (the user's own nccl-tests output, `aifabric calibrate nccl-tests`) replaces the
 NVLink figure and the network links' figure, and adds its `extra_latency_us` to one link of every hop of
@@ -33,15 +35,19 @@ IB_OVERHEAD_BYTES = 8 + 12 + 4 + 2
 NETWORK_TIERS = frozenset({TIER_HOST, TIER_SPINE, TIER_SUPERSPINE})
 
 
-def header_efficiency(transport: str) -> float:
-    over = IB_OVERHEAD_BYTES if transport == "infiniband" else ROCE_OVERHEAD_BYTES
-    return MTU_PAYLOAD_BYTES / (MTU_PAYLOAD_BYTES + over)
+def header_efficiency(transport: str, path_mtu_bytes: int = MTU_PAYLOAD_BYTES) -> float:
+    """Payload bytes per line-rate byte of full packets: RoCEv2 at the path MTU (`fabric.qos.roce_mtu_bytes`),
+    InfiniBand at its 4,096-byte MTU (the RoCE profile's path MTU does not apply to it)."""
+    if transport == "infiniband":
+        return MTU_PAYLOAD_BYTES / (MTU_PAYLOAD_BYTES + IB_OVERHEAD_BYTES)
+    return path_mtu_bytes / (path_mtu_bytes + ROCE_OVERHEAD_BYTES)
 
 
-def tier_efficiencies(gpu, transport: str = "roce", calibration=None) -> dict[str, float]:
+def tier_efficiencies(gpu, transport: str = "roce", calibration=None,
+                      path_mtu_bytes: int = MTU_PAYLOAD_BYTES) -> dict[str, float]:
     """Achievable fraction of the line rate per link tier."""
     nvlink = gpu.nvlink_efficiency
-    network = header_efficiency(transport)
+    network = header_efficiency(transport, path_mtu_bytes)
     if calibration is not None and calibration.nvlink is not None:
         nvlink = calibration.nvlink.bandwidth_efficiency
     if calibration is not None and calibration.network is not None:
@@ -51,9 +57,11 @@ def tier_efficiencies(gpu, transport: str = "roce", calibration=None) -> dict[st
     return out
 
 
-def apply_achievable(fabric: Fabric, gpu, transport: str = "roce", calibration=None) -> Fabric:
-    """Set every link's efficiency (and calibrated extra latency) in place; returns the fabric."""
-    eff = tier_efficiencies(gpu, transport, calibration)
+def apply_achievable(fabric: Fabric, gpu, transport: str = "roce", calibration=None,
+                     path_mtu_bytes: int = MTU_PAYLOAD_BYTES) -> Fabric:
+    """Set every link's efficiency (and calibrated extra latency) in place; returns the fabric. `path_mtu_bytes`:
+    the RoCE path MTU whose per-packet headers the network links pay (a calibration's measured figure wins)."""
+    eff = tier_efficiencies(gpu, transport, calibration, path_mtu_bytes)
     extra = {TIER_NVLINK: 0.0, TIER_HOST: 0.0}
     if calibration is not None and calibration.nvlink is not None:
         extra[TIER_NVLINK] = calibration.nvlink.extra_latency_us * 1e-6
