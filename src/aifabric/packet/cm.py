@@ -32,8 +32,9 @@ OP_UD_SEND_ONLY = 0x64
 CM_FRAME_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES + DETH_BYTES + MAD_BYTES + ICRC_BYTES + FCS_BYTES
 SERVICE_RC, SERVICE_UC = 0, 1
 MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
-CM_RESPONSE_TIMEOUT = 20  # 4.096 us x 2^20 = 4.3 s, rdma_cm's default
-MAX_CM_RETRIES = 15
+CM_RESPONSE_TIMEOUT = 20  # 4.096 us x 2^20 = 4.3 s, rdma_cm's default (cma.c CMA_CM_RESPONSE_TIMEOUT)
+MAX_CM_RETRIES = 15  # cma.c CMA_MAX_CM_RETRIES
+CM_TIMEOUT_UNIT_S = 4.096e-6
 RNR_RETRY = 7
 RDMA_IP_PS_TCP = 0x0000_0000_0106_0000  # rdma_cm's service IDs: IP-based CM, TCP port space, the port below
 RDMA_CM_PORT = 18515
@@ -58,6 +59,8 @@ class CmMessage:
     ack_timeout: int  # 5-bit exponent
     retry_cnt: int
     service: int = SERVICE_RC
+    cm_response_timeout: int = CM_RESPONSE_TIMEOUT  # 5-bit exponent: the sender waits 4.096 us x 2^t for an answer
+    max_cm_retries: int = MAX_CM_RETRIES
 
     @property
     def name(self) -> str:
@@ -92,10 +95,10 @@ def req_body(m: CmMessage) -> bytes:
     b += struct.pack("!I", 0)  # Local Q_Key (unused by RC)
     b += _u24(m.local_qpn, 16)  # Local QPN | Responder Resources
     b += _u24(0, 16)  # Local EECN | Initiator Depth
-    b += _u24(0, (CM_RESPONSE_TIMEOUT << 3) | (m.service << 1) | 1)  # Remote EECN | Remote CM Resp. Timeout | Service Type | E2E FC
-    b += _u24(m.start_psn, (CM_RESPONSE_TIMEOUT << 3) | (m.retry_cnt & 7))  # Starting PSN | Local CM Resp. Timeout | Retry Count
+    b += _u24(0, (m.cm_response_timeout << 3) | (m.service << 1) | 1)  # Remote EECN | Remote CM Resp. Timeout | Service Type | E2E FC
+    b += _u24(m.start_psn, (m.cm_response_timeout << 3) | (m.retry_cnt & 7))  # Starting PSN | Local CM Resp. Timeout | Retry Count
     b += struct.pack("!HBB", m.pkey, (MTU_CODES.get(m.mtu_bytes, 5) << 4) | RNR_RETRY,  # P_Key | Path MTU, RDC, RNR Retry
-                     MAX_CM_RETRIES << 4)  # Max CM Retries | SRQ | Extended Transport Type
+                     (m.max_cm_retries & 0xF) << 4)  # Max CM Retries | SRQ | Extended Transport Type
     b += struct.pack("!HH", 0, 0)  # primary local / remote port LID: none on RoCE (Linux writes 0; routed by GID)
     b += gid_of(m.src_ip) + gid_of(m.dst_ip)
     b += struct.pack("!I", 2)  # Primary Flow Label (20 bits) | reserved | Packet Rate (6 bits, IBTA rate code)
@@ -151,7 +154,8 @@ def parse_mad(data: bytes) -> dict:
         out.update(local_comm_id=struct.unpack("!I", d[0:4])[0], service_id=struct.unpack("!Q", d[8:16])[0],
                    local_ca_guid=struct.unpack("!Q", d[16:24])[0], local_qpn=struct.unpack("!I", d[32:36])[0] >> 8,
                    service_type=(d[43] >> 1) & 3, starting_psn=struct.unpack("!I", d[44:48])[0] >> 8,
-                   retry_count=d[47] & 7, pkey=struct.unpack("!H", d[48:50])[0], path_mtu=d[50] >> 4,
+                   retry_count=d[47] & 7, local_cm_response_timeout=d[47] >> 3, max_cm_retries=d[51] >> 4,
+                   pkey=struct.unpack("!H", d[48:50])[0], path_mtu=d[50] >> 4,
                    primary_local_gid=d[56:72], primary_remote_gid=d[72:88], local_ack_timeout=d[95] >> 3)
     elif attr == REP:
         out.update(local_comm_id=struct.unpack("!I", d[0:4])[0], remote_comm_id=struct.unpack("!I", d[4:8])[0],

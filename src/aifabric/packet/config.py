@@ -94,6 +94,11 @@ class NicConfig:
     retry_cnt: int = 7  # timeouts in a row before the QP goes to ERR (3 bits; 7 is the usual setting)
     cm_setup: bool = False  # REQ -> REP -> RTU on the wire before a QP's first Write (False: set up before the run)
     cm_processing_s: float = 10e-6  # host CM software per message sent (not in the book; rdma_cm is tens of us)
+    # CM retries (IBTA Vol. 1 Ch. 12): a REQ (or REP) unanswered for 4.096 us x 2^cm_response_timeout is sent again,
+    # up to max_cm_retries times; then the connection fails. rdma_cm's defaults: 20 (4.29 s) and 15 (Linux
+    # drivers/infiniband/core/cma.c, CMA_CM_RESPONSE_TIMEOUT and CMA_MAX_CM_RETRIES)
+    cm_response_timeout: int = 20
+    max_cm_retries: int = 15
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,10 @@ def validate(cfg: PacketConfig) -> PacketConfig:
         p.append(Problem("nic.retry_cnt", "is 3 bits: 0..7"))
     if n.cm_processing_s < 0:
         p.append(Problem("nic.cm_processing_s", "must be >= 0"))
+    if not 0 <= n.cm_response_timeout <= 31:
+        p.append(Problem("nic.cm_response_timeout", "is a 5-bit exponent (4.096 us x 2^t): 0..31"))
+    if not 0 <= n.max_cm_retries <= 15:
+        p.append(Problem("nic.max_cm_retries", "is 4 bits in the REQ: 0..15"))
     if cfg.trace_max_packets < 0:
         p.append(Problem("trace_max_packets", f"must be >= 0 (got {cfg.trace_max_packets})"))
     if cfg.lb.mode not in LB_MODES:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cm import CM_FRAME_BYTES, OP_UD_SEND_ONLY, REP, REQ, RTU, CmMessage
+from .cm import CM_FRAME_BYTES, CM_TIMEOUT_UNIT_S, OP_UD_SEND_ONLY, REP, REQ, RTU, CmMessage
 from .headers import PSN_MODULUS
 from .sim import MAD, Pkt
 from .verbs import (
@@ -96,6 +96,8 @@ class Connection:
         self.setup_start_t = net.sim.now
         self.ready_t: float | None = None
         self.cm_log: list[tuple[float, str, str]] = []  # (t, sender, message)
+        self.cm_sent: dict[int, int] = {}  # times each CM message was sent (retries after a CM timeout)
+        self.cm_error: str | None = None  # why the CM exchange failed (no answer after every retry)
         self.local_comm_id = (0x1000 + len(net.connections)) & 0xFFFFFFFF
         self.remote_comm_id = 0
         self.tid = (0xA1F0 << 48) | len(net.connections)
@@ -141,23 +143,59 @@ class Connection:
 
     # -- the CM exchange on the wire ----------------------------------------------------------------------
     def message(self, kind: int) -> CmMessage:
+        cfg = self.net.cfg.nic
         return CmMessage(kind, self.tid, self.local_comm_id, self.remote_comm_id, self.src.ip, self.dst.ip,
                          self.req.qpn, self.resp.qpn, self.ipsn, self.resp_ipsn,
-                         self.path_pkey, self.mtu, self.timeout, self.retry_cnt)
+                         self.path_pkey, self.mtu, self.timeout, self.retry_cnt,
+                         cm_response_timeout=cfg.cm_response_timeout, max_cm_retries=cfg.max_cm_retries)
+
+    @property
+    def cm_timeout_s(self) -> float:
+        """How long a CM waits for the answer to its REQ (a REP) or its REP (an RTU) before sending it again: the
+        REQ's CM Response Timeout, 4.096 us x 2^t (IBTA Vol. 1 Ch. 12; rdma_cm's 20: 4.29 s)."""
+        return CM_TIMEOUT_UNIT_S * 2 ** self.net.cfg.nic.cm_response_timeout
 
     def _send_mad(self, kind: int) -> None:
         net = self.net
         now = net.sim.now
+        if self.cm_error is not None:
+            return
         fwd = kind != REP
         sender = self.src if fwd else self.dst
         self.cm_log.append((now, sender.id, {REQ: "REQ", REP: "REP", RTU: "RTU"}[kind]))
         names = {REQ: "REQ (ConnectRequest)", REP: "REP (ConnectReply)", RTU: "RTU (ReadyToUse)"}
+        sent = self.cm_sent[kind] = self.cm_sent.get(kind, 0) + 1
+        again = f", retry {sent - 1} of {net.cfg.nic.max_cm_retries}" if sent > 1 and kind != RTU else ""
         net.log(now, f"{sender.id}: CM {names[kind]} to QP1 of {(self.dst if fwd else self.src).id} for QP "
-                     f"{self.req.qpn:#x} (P_Key {self.path_pkey:#06x}, start PSN {self.ipsn:#08x})",
+                     f"{self.req.qpn:#x} (P_Key {self.path_pkey:#06x}, start PSN {self.ipsn:#08x}{again})",
                 "cm")
         pkt = Pkt(MAD, self, kind, CM_FRAME_BYTES, 0, self.dscp, self.prio, 0, OP_UD_SEND_ONLY,
                   self.path if fwd else self.rpath, self.sport, now)
         sender.send(pkt)
+        if kind in (REQ, REP):  # the sender waits for the answer (REP, RTU), then sends again
+            net.sim.at(now + self.cm_timeout_s, self._cm_timeout, (kind, sent))
+
+    def _cm_timeout(self, arg: tuple[int, int]) -> None:
+        """No answer to the `n`-th sending of a REQ or REP within the CM response timeout: send it again, up to
+        `max_cm_retries` times; then the connection fails and the QP stays where it is."""
+        kind, n = arg
+        waiting = self.req.state is QpState.INIT if kind == REQ else self.resp.state is QpState.RTR
+        if not waiting or self.cm_sent.get(kind) != n or self.cm_error is not None:
+            return  # answered meanwhile, or a later sending has its own timer
+        net = self.net
+        cfg = net.cfg.nic
+        if n <= cfg.max_cm_retries:
+            self._send_mad(kind)
+            return
+        sender, qp, answer = (self.src, self.req, "REP") if kind == REQ else (self.dst, self.resp, "RTU")
+        self.cm_error = (f"{sender.id}: CM: no {answer} for QP {qp.qpn:#x} after {n} "
+                         f"{'REQ' if kind == REQ else 'REP'}s ({self.cm_timeout_s:.3g} s each: 4.096 us x "
+                         f"2^{cfg.cm_response_timeout}, {cfg.max_cm_retries} retries): connection failed (rdma_cm: "
+                         f"{'RDMA_CM_EVENT_UNREACHABLE' if kind == REQ else 'RDMA_CM_EVENT_CONNECT_ERROR'}, "
+                         f"ETIMEDOUT); QP {qp.qpn:#x} stays in {qp.state.value}")
+        net.log(net.sim.now, self.cm_error, "cm")
+        if kind == REQ:  # the application never gets ESTABLISHED: its work requests are never posted
+            self.pending = []
 
     def rx_mad(self, pkt: Pkt) -> None:
         net = self.net
@@ -165,17 +203,35 @@ class Connection:
         delay = net.cfg.nic.cm_processing_s
         if any(f.traced for f in self.pending + self.flows):  # the CM messages of a traced flow's connection
             net.capture(pkt, None)
+        if self.cm_error is not None:
+            return
         if pkt.psn == REQ:  # passive side: INIT, RTR, then REP
+            if self.resp.state is not QpState.RESET:  # a duplicate REQ: our REP was lost or is late; send it again
+                if self.resp.state is QpState.RTR:
+                    net.sim.at(now + delay, self._send_mad, REP)
+                return
             self.remote_comm_id = (0x2000 + len(net.connections)) & 0xFFFFFFFF
             self._init(self.resp, self.resp_pkey_index)
             self._rtr(self.resp, self.req.qpn, self.ipsn)
             net.sim.at(now + delay, self._send_mad, REP)
         elif pkt.psn == REP:  # active side: RTR, RTS, RTU, then the Writes
+            if self.req.state is not QpState.INIT:  # a duplicate REP: our RTU was lost; send it again
+                net.sim.at(now + delay, self._send_mad, RTU)
+                return
             self._rtr(self.req, self.resp.qpn, self.resp_ipsn)
             self._rts(self.req, self.ipsn)
             net.sim.at(now + delay, self._send_mad, RTU)
             net.sim.at(now + delay, self._start_pending)
-        else:  # RTU: the passive side's QP to RTS
+        elif self.resp.state is QpState.RTR:  # RTU: the passive side's QP to RTS
+            self._rts(self.resp, self.resp_ipsn)
+
+    def established_by_data(self) -> None:
+        """A packet arrives on the passive side's QP while it waits in RTR for the RTU (lost): the NIC's
+        Communication Established event stands for the RTU (IBTA Vol. 1 Ch. 12; Linux ib_cm_notify), so the QP
+        goes to RTS."""
+        if self.resp.state is QpState.RTR and self.cm_error is None:
+            self.net.log(self.net.sim.now, f"{self.dst.id}: data on QP {self.resp.qpn:#x} before the RTU: "
+                                           "communication established, as if the RTU had arrived", "cm")
             self._rts(self.resp, self.resp_ipsn)
 
     def _start_pending(self, _=None) -> None:

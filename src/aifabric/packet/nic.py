@@ -51,7 +51,7 @@ from .headers import (
     segment_count,
 )
 from .sim import ACK, CHUNK, CNP, DATA, MAD, NAK, NAK_ACCESS, Pkt
-from .verbs import WcStatus, WorkRequest
+from .verbs import QpState, WcStatus, WorkRequest
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -450,6 +450,9 @@ class QpFlow:
         now = net.sim.now
         if self.traced:
             net.capture(pkt, self.dst)
+        conn = self.conn
+        if conn is not None and conn.resp.state is QpState.RTR:  # data before the (lost) RTU
+            conn.established_by_data()
         if not self.pkey_ok:  # Chapter 9: the P_Key first; a mismatch is dropped without a word
             self.pkey_drops += 1
             net.pkey_violation(self)

@@ -474,7 +474,7 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
         f"fields have 24, so the story uses the book's Chapter 11 number), SCN QP {SCN_QPN:#08x}; {conn.req.type}, "
         f"each in its PD with a completion queue; P_Key table {', '.join(f'{k:#06x}' for k in conn.req.pd.device.pkey_table)}"
         f": the CCN's QP on index {conn.req.pkey_index} ({conn.req.pkey:#06x}), the SCN's on index "
-        f"{conn.resp.pkey_index} ({conn.resp.pkey:#06x})",
+        f"{conn.resp_pkey_index} ({conn.resp.pd.device.pkey_table[conn.resp_pkey_index]:#06x})",
         f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
         f"{CCN_QPN:#08x}, RC, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
         f"QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
@@ -496,6 +496,8 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
             f"{ip.tos & 3:02b} (ToS {ip.tos:#04x}) / UDP {first[UDP].sport} > {first[UDP].dport} / BTH opcode "
             f"{b.opcode:#04x}, P_Key {b.pkey:#06x}, DestQP {b.dqpn:#08x}, AckReq {b.ackreq}, PSN {b.psn:#08x}{reth} / "
             f"{flow.mtu if flow.n > 1 else size:,} B payload / ICRC")
+    if conn.cm_error is not None:
+        r.findings.append(f"(c) {conn.cm_error}")
     if bad_pkey:
         r.findings.append(f"P_Key check: the SCN dropped {flow.pkey_drops} packets of P_Key {conn.req.pkey:#06x} for a "
                           f"QP in partition {conn.resp.pkey:#06x} (counted: {st.pkey_violations.get(('scn',), 0)} P_Key "
