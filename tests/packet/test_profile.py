@@ -48,7 +48,7 @@ def test_threshold_order_is_the_rule(xs):
     ({"bandwidth_remaining_percent": {0: 60, 3: 50}}, "fabric.qos.bandwidth_remaining_percent"),
     ({"classes": [{"name": "A", "dscp": [24], "qos_group": 3}, {"name": "B", "dscp": [24], "qos_group": 7}]},
      "fabric.qos.classes"),
-    ({"wred": {"weight": 4}}, "fabric.qos.wred.weight"),
+    ({"wred": {"weight": 16}}, "fabric.qos.wred.weight"),
     ({"roce_mtu_bytes": 9000}, "fabric.qos.roce_mtu_bytes"),
     ({"buffer": {"shared_mib": 2}}, "fabric.qos.pfc.xoff_kb"),
 ])

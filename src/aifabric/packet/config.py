@@ -34,6 +34,7 @@ TRANSPORTS = ("rc", "uet")
 LOSSLESS_PRIORITY = 3
 CNP_PRIORITY = 7
 N_QUEUES = 8
+WRED_WEIGHT_MAX = 15  # NX-OS `random-detect ... weight 0-15`
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class SwitchConfig:
     wred_min_bytes: int = 150_000
     wred_max_bytes: int = 3_000_000
     wred_pmax: float = 0.07
+    # WRED's exponential weight n (`random-detect ... weight n`): the depth WRED compares with its thresholds is
+    # avg <- (1 - 2^-n) avg + 2^-n q at each arrival; 0 = the instantaneous depth q (the book's)
+    wred_weight: int = 0
     # queues whose WRED differs from the above: (queue, min bytes, max bytes, pmax, drop threshold bytes | None)
     wred_per_queue: tuple[tuple[int, int, int, float, int | None], ...] = ()
     drop_threshold_bytes: int | None = None  # egress drop on the ECN queues; None: PFC keeps them lossless
@@ -166,6 +170,8 @@ def validate(cfg: PacketConfig) -> PacketConfig:
                 p += threshold_problems(s.pfc_xon_bytes, lo, hi, s.pfc_xoff_bytes, f"switch.wred_per_queue[{q}]")
     if s.dynamic_threshold_alpha is not None and not 0 < s.dynamic_threshold_alpha <= 64:
         p.append(Problem("switch.dynamic_threshold_alpha", "must be in (0, 64]"))
+    if not 0 <= s.wred_weight <= WRED_WEIGHT_MAX:
+        p.append(Problem("switch.wred_weight", f"must be 0..{WRED_WEIGHT_MAX} (got {s.wred_weight})"))
     if not 0 <= s.wred_pmax <= 1:
         p.append(Problem("switch.wred_pmax", "must be a probability in [0, 1]"))
     if not 0 <= s.pfc_quanta <= PFC_MAX_QUANTA:

@@ -128,7 +128,8 @@ class Network:
         if s.ecn_marks[key] == 1:
             regime = "above WRED max: every packet" if depth > self.cfg.wred_of(q)[1] else \
                 "between WRED min and max: randomly"
-            self.log(self.sim.now, f"{port.name}: egress queue {q} at {depth / 1e3:.1f} KB, {regime} marked "
+            what = "average depth" if self.cfg.switch.wred_weight else "at"
+            self.log(self.sim.now, f"{port.name}: egress queue {q} {what} {depth / 1e3:.1f} KB, {regime} marked "
                                    "ECN 11 (CE) and still forwarded", "ecn")
 
     def pfc_sent(self, port: Port, prio: int, quanta: int, now: float) -> None:

@@ -68,6 +68,7 @@ class Port:
         "pfc_rx",
         "qbytes",
         "quantum",
+        "red_avg",
         "queues",
         "rr",
         "s_per_byte",
@@ -100,6 +101,7 @@ class Port:
         self.delay = link.latency_s + peer.forwarding_latency_s
         self.queues: list[deque[Pkt]] = [deque() for _ in range(8)]
         self.qbytes = [0] * 8
+        self.red_avg = [0.0] * 8  # WRED's average queue depth per queue, bytes (weight > 0; switch.py)
         self.backlog = 0
         self.busy_until = 0.0
         self.wake_t = inf

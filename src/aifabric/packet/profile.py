@@ -42,6 +42,7 @@ def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfi
         wred_min_bytes=base[0],
         wred_max_bytes=base[1],
         wred_pmax=base[2],
+        wred_weight=w.weight,
         drop_threshold_bytes=base[3],
         wred_per_queue=own,
         pfc_enabled=p.enabled and bool(p.priorities),

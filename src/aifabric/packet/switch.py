@@ -2,7 +2,10 @@
 
 Buffer model (shared memory, documented in docs/packet.md): a packet occupies the switch's shared
 buffer from arrival until its last bit leaves the egress port. It is counted twice while there: on its
-egress queue (WRED/ECN decisions use that instantaneous depth, `weight 0`) and on its ingress port's
+egress queue (WRED/ECN decisions use that depth: instantaneous with `weight 0`, the book's; with `weight n`
+RED's exponentially weighted average, avg <- (1 - 2^-n) avg + 2^-n depth at each arrival to the queue, as
+Cisco's WRED computes it with its exponential weighting constant n (Floyd and Jacobson 1993; no idle-time
+decay: an idle queue's average falls at the next arrivals) and on its ingress port's
 priority group (PFC: crossing xOFF sends a pause upstream on the ingress link, falling below xON sends
 quanta 0). Headroom above xOFF absorbs what is in flight while the pause travels; overrunning it drops.
 
@@ -31,8 +34,9 @@ FORWARD, MARK, DROP = 0, 1, 2
 
 def wred_decision(depth_bytes: float, kmin: float, kmax: float, pmax: float, drop_threshold: float | None,
                   u: float) -> int:
-    """Seeds Ch. 11 marking regimes at instantaneous depth: below min forward; between min and max mark
-    with probability rising linearly 0 -> pmax; above max mark all; above the drop threshold drop."""
+    """The marking regimes of Deep Learning for Network Engineers, Ch. 11, at the depth WRED compares: below min
+    forward; between min and max mark with probability rising linearly 0 -> pmax; above max mark all; above the
+    drop threshold drop."""
     if drop_threshold is not None and depth_bytes > drop_threshold:
         return DROP
     if depth_bytes > kmax:
@@ -70,6 +74,7 @@ class Switch:
         self.buffer_bytes = c.buffer_bytes
         # per ECN queue: (WRED min, max, pmax, drop threshold)
         self.wred = {q: net.cfg.wred_of(q) for q in self.ecn_queues}
+        self.wred_gain = 2.0 ** -c.wred_weight if c.wred_weight else 0.0  # 0: the instantaneous depth
         self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
         self.queue_limit = c.queue_limit_bytes
         self.dt_alpha = c.dynamic_threshold_alpha
@@ -134,9 +139,17 @@ class Switch:
             return
         depth = port.qbytes[q]
         w = self.wred.get(q)
-        if w is not None and depth > w[0] and pkt.kind == DATA:
-            u = net.uniform() if depth <= w[1] else 1.0
-            act = wred_decision(depth, w[0], w[1], w[2], w[3], u)
+        level, drop_at = depth, None if w is None else w[3]  # what WRED compares; its drop threshold there
+        if w is not None and self.wred_gain:  # the average, updated on every arrival; the drop threshold stays on
+            avg = port.red_avg                # the instantaneous depth (it guards the buffer)
+            level = avg[q] = avg[q] + (depth - avg[q]) * self.wred_gain
+            drop_at = None
+            if w[3] is not None and depth > w[3]:
+                net.drop(port, pkt, "wred-drop-threshold")
+                return
+        if w is not None and level > w[0] and pkt.kind == DATA:
+            u = net.uniform() if level <= w[1] else 1.0
+            act = wred_decision(level, w[0], w[1], w[2], drop_at, u)
             if act == DROP:
                 net.drop(port, pkt, "wred-drop-threshold")
                 return
@@ -147,7 +160,7 @@ class Switch:
                 if pkt.ecn != ECN_NOT_ECT:
                     if pkt.ecn != ECN_CE:
                         pkt.ecn = ECN_CE
-                        net.ecn_mark(port, q, depth)
+                        net.ecn_mark(port, q, level)
                 elif q not in self.lossless:
                     net.drop(port, pkt, "wred")  # not ECN-capable: WRED drops instead of marking
                     return

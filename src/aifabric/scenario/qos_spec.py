@@ -60,8 +60,9 @@ class WredSpec(Strict):
     min_kb: float = Field(150, gt=0, le=1_000_000, description="WRED minimum threshold, KB")
     max_kb: float = Field(3000, gt=0, le=1_000_000, description="WRED maximum threshold, KB")
     drop_probability_percent: float = Field(7, ge=0, le=100, description="marking probability at the maximum, %")
-    weight: int = Field(0, ge=0, le=0, description="queue averaging weight: 0 = instantaneous depth (the book's; the "
-                                                   "only one the packet engine models)")
+    weight: int = Field(0, ge=0, le=15, description="exponential weight n of the average queue depth WRED compares "
+                                                    "with its thresholds: avg <- (1 - 2^-n) avg + 2^-n depth at each "
+                                                    "arrival; 0 = instantaneous depth (the book's)")
     ecn: bool = Field(True, description="mark ECN 11 instead of dropping (without it WRED drops)")
     drop_threshold_kb: float | None = Field(None, gt=0, le=1_000_000, description="drop above this depth even when "
                                                                                   "marking (default: none)")
