@@ -12,7 +12,7 @@ import typer
 import yaml
 
 from aifabric.cli import run_app
-from aifabric.cli.app import app
+from aifabric.cli.app import app, import_all_commands
 
 TINY = {
     "name": "tiny",
@@ -58,6 +58,9 @@ def cli(*args: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = run_app(app, [str(a) for a in args])
     return code, out.getvalue(), err.getvalue()
+
+
+import_all_commands()  # the command line imports a command's module when it runs: the walk below needs them all
 
 
 def command_tree(t: typer.Typer = app, prefix: tuple[str, ...] = ()):

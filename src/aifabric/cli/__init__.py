@@ -1,20 +1,56 @@
 """The `aifabric` command. Exit codes: 0 success, 2 bad input, 1 internal error (traceback with --debug),
-130 interrupted (partial results written)."""
+130 interrupted (partial results written).
+
+`import aifabric.cli` is light: `app` (the command tree) and `run_app` are imported on first use, and a command's
+own modules only when it runs (`app.LazyGroup`)."""
 
 from __future__ import annotations
 
 import sys
+import types
+from typing import TYPE_CHECKING
 
-try:  # the command tree imports every command module: a Ctrl-C meanwhile is an interrupt, not a traceback
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
     from .app import app
     from .errors import run_app
-except KeyboardInterrupt:
-    sys.stderr.write("interrupted\n")
-    raise SystemExit(130) from None
+
+_EXPORTS = {"app": ".app", "run_app": ".errors"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["app", "main", "run_app"]
+
+
+class _Package(types.ModuleType):
+    """`aifabric.cli.app` is the command tree (the Typer), as when `__init__` said `from .app import app`: importing
+    the submodule `aifabric.cli.app` (which the import system records on the package) does not replace it."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "app" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def main(argv: list[str] | None = None) -> None:
-    code = run_app(app, argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args in ([], ["--help"], ["--version"]):  # the root's own answers, without importing the command framework
+        from .root import print_help, version_line
+
+        if args == ["--version"]:
+            print(version_line())
+        else:
+            print_help()
+        sys.exit(0 if args else 2)  # no arguments: the help, and the usage error's code (as typer exits)
+    try:  # importing the command tree (and then a command's modules) takes a moment: a Ctrl-C meanwhile is an interrupt
+        from .app import app
+        from .errors import run_app
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(130) from None
+    code = run_app(app, args)
     if code == 130:
         _exit_interrupted()
     sys.exit(code)
