@@ -188,7 +188,7 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     phase("task graph")
     try:
         graph = lower(workload, fabric, router, **s.lowering_options(),
-                      spread_paths=s.fabric.load_balancing != "ecmp")
+                      spread_paths=s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off")
     except ValueError as exc:
         if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
             raise

@@ -2,7 +2,8 @@
 
 `apply_qos(cfg, qos, fabric)` replaces every switch, DCQCN and NIC setting the profile holds and keeps the run's
 own options (explain, tracing, seed, transport, write-only); with `fabric` (a FabricSpec) the load balancing and
-the flowlet gap come from `fabric.load_balancing` and `fabric.flowlet_gap_us`. KB = 1,000 bytes, MiB = 2^20.
+the flowlet gap come from `fabric.load_balancing` and `fabric.flowlet_gap_us`; the profile's DLB (`dlb.mode`
+flowlet or per-packet), when on, is the switches' choice instead. KB = 1,000 bytes, MiB = 2^20.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from dataclasses import replace
 from .config import N_QUEUES, DcqcnConfig, LbConfig, PacketConfig, SwitchConfig
 
 KB, MIB = 1000, 1 << 20
+# Cisco DLB (Chapter 12) as the packet engine's switch policies (switch.py): flowlet mode re-chooses the
+# least-loaded uplink after an idle gap; per-packet mode chooses the least-loaded uplink for every packet
+DLB_MODES = {"flowlet": "flowlet", "per-packet": "adaptive"}
 
 
 def _wred_bytes(w, q: int) -> tuple[int, int, float, int | None]:
@@ -76,4 +80,9 @@ def apply_qos(cfg: PacketConfig | None, qos, fabric=None) -> PacketConfig:
     if fabric is not None:
         lb = fabric.load_balancing if fabric.load_balancing in ("ecmp", "flowlet", "spray", "adaptive") else "ecmp"
         out = out.with_(lb=LbConfig(mode=lb, flowlet_gap_s=fabric.flowlet_gap_us / 1e6, dre_tau_s=cfg.lb.dre_tau_s))
+    dlb = qos.dlb
+    if dlb.mode != "off":  # the switches' own choice on their uplinks, over the ECMP groups
+        gap_us = dlb.flowlet_aging_us if dlb.flowlet_aging_us is not None else (
+            fabric.flowlet_gap_us if fabric is not None else out.lb.flowlet_gap_s * 1e6)
+        out = out.with_(lb=LbConfig(mode=DLB_MODES[dlb.mode], flowlet_gap_s=gap_us / 1e6, dre_tau_s=cfg.lb.dre_tau_s))
     return out

@@ -61,6 +61,24 @@ def _chain(p, wmin: float, wmax: float, where: str) -> list[Problem]:
     return out
 
 
+def dlb_problems(qos: QosSpec, fabric=None) -> list[Problem]:
+    """DLB chooses the switches' uplinks itself: it works over the ECMP groups (`load_balancing: ecmp`), not with
+    another path choice; the flowlet aging is mode flowlet's."""
+    d, out = qos.dlb, []
+    if d.mode == "off":
+        if d.flowlet_aging_us is not None:
+            out.append(Problem(f"{P}.dlb.flowlet_aging_us", "applies to dlb.mode: flowlet (DLB is off)"))
+        return out
+    if d.mode == "per-packet" and d.flowlet_aging_us is not None:
+        out.append(Problem(f"{P}.dlb.flowlet_aging_us", "applies to dlb.mode: flowlet, not per-packet"))
+    lb = getattr(fabric, "load_balancing", "ecmp")
+    if lb != "ecmp":
+        out.append(Problem(f"{P}.dlb.mode", f"DLB {d.mode} chooses the uplinks in place of fabric.load_balancing "
+                                            f"({lb}): set load_balancing: ecmp (the groups DLB balances over) or "
+                                            "dlb.mode: off (Deep Learning for Network Engineers, Chapter 12)"))
+    return out
+
+
 def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) -> list[Problem]:
     """Every cross-field problem of the profile; `fabric` (a FabricSpec) for the headroom against its cables."""
     out = threshold_order_problems(qos)
@@ -75,6 +93,7 @@ def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) ->
         out.append(Problem(f"{P}.mtu_bytes", f"{qos.mtu_bytes} B does not carry a {qos.roce_mtu_bytes} B RoCE payload "
                                              f"with its headers ({need_mtu} B): raise it (the book: 9216) or lower "
                                              "roce_mtu_bytes"))
+    out += dlb_problems(qos, fabric)
     p = qos.pfc
     if p.enabled and fabric is not None:
         speeds = [fabric.link_speed_gbps, nic_speed_gbps or 0.0]

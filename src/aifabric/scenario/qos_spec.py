@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 from .base import Strict
 
 QUEUES = 8
+DLB_MAC = "00:CC:CC:CC:CC:CC"  # Cisco's default DLB MAC (Chapter 12)
 
 
 class TrafficClass(Strict):
@@ -122,6 +123,28 @@ class DcqcnSpec(Strict):
     cnp_interval_us: float = Field(50, gt=0, le=1e6, description="notification point: one CNP per QP per interval")
 
 
+class DlbSpec(Strict):
+    """Dynamic Load Balancing (Deep Learning for Network Engineers, Chapter 12, Example 12-1: Cisco Nexus 9000
+    `hardware profile dlb`): the switches choose among the equal-cost uplinks by their load, per flowlet or per
+    packet, over the ECMP groups the routing gives them. Off: the ECMP hash alone (or `fabric.load_balancing`)."""
+
+    mode: Literal["off", "flowlet", "per-packet"] = Field(
+        "off", description="flowlet: the least-loaded uplink at each new flowlet (an idle gap longer than "
+                           "flowlet_aging_us); per-packet: the least-loaded uplink for every packet")
+    flowlet_aging_us: float | None = Field(None, gt=0, le=1_000_000, description="mode flowlet: the idle gap that "
+                                           "ends a flowlet, µs (NX-OS `flowlet-aging`; default fabric.flowlet_gap_us)")
+    mac_address: str = Field(DLB_MAC, pattern=r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$",
+                             description="the DLB virtual next-hop MAC, the same on every switch (Cisco's default "
+                                         "00:CC:CC:CC:CC:CC)")
+
+    @field_validator("mac_address")
+    @classmethod
+    def _unicast(cls, v: str) -> str:
+        if int(v[:2], 16) & 1:
+            raise ValueError(f"{v} is a multicast MAC (the first octet's low bit is set): a next hop is unicast")
+        return v.upper()
+
+
 class QosSpec(Strict):
     """The switch (and NIC) QoS profile: classification, scheduling, WRED/ECN, PFC, buffers, MTU, DCQCN."""
 
@@ -142,6 +165,7 @@ class QosSpec(Strict):
     ack_every_packets: int = Field(8, ge=1, le=1024, description="the responder ACKs every N packets")
     congestion_control: Literal["dcqcn", "none"] = "dcqcn"
     dcqcn: DcqcnSpec = DcqcnSpec()
+    dlb: DlbSpec = Field(DlbSpec(), description="Dynamic Load Balancing on the uplinks: off, flowlet or per-packet")
 
     @field_validator("strict_priority_queues")
     @classmethod
