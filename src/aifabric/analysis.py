@@ -7,6 +7,7 @@ quick to report.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from itertools import chain
@@ -86,19 +87,47 @@ def _order(rank: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def union_runs(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-rank union of intervals [a, b): the maximal covered runs (rank, start, end), sorted by rank, start.
-    A sweep: +1 at every start, -1 at every end, sorted by (rank, time, starts first); a run starts where
-    the depth becomes 1 and ends where it returns to 0 (each rank's deltas sum to 0, so ranks never mix)."""
+    Intervals sorted by (rank, start); a run grows while the next interval starts at or before the furthest
+    end so far (touching intervals join), and a new one starts past it or at a new rank (`_merge_sorted`)."""
     keep = b > a
     rank, a, b = rank[keep], a[keep], b[keep]
-    t = np.concatenate((a, b))
-    r = np.concatenate((rank, rank))
-    d = np.concatenate((np.ones(len(a), dtype=np.int64), -np.ones(len(b), dtype=np.int64)))
-    order = _order(r, t)  # starts come first in `t`: at equal times they stay before ends
-    t, r, d = t[order], r[order], d[order]
-    depth = np.cumsum(d)
-    starts = (d == 1) & (depth == 1)
-    ends = (d == -1) & (depth == 0)
-    return r[starts], t[starts], t[ends]
+    order = _order(rank, a)
+    r, s, e = rank[order], a[order], b[order]
+    if len(r) >= COMPILED_MIN and _compiled_merge is not None:
+        first, end = _compiled_merge(r, s, e)
+    else:
+        first, end = _merge_sorted(r, s, e)
+    return r[first], s[first], end[first]
+
+
+def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals sorted by (rank, start): a mask of those that start a run, and at each of them the run's end.
+    The reference: one pass, as `_compiled_merge` runs it compiled."""
+    n = len(r)
+    first = np.zeros(n, dtype=np.bool_)
+    end = np.zeros(n)
+    head = -1
+    for i in range(n):
+        if head < 0 or r[i] != r[head] or s[i] > end[head]:
+            head = i
+            first[i] = True
+            end[i] = e[i]
+        elif e[i] > end[head]:
+            end[head] = e[i]
+    return first, end
+
+
+COMPILED_MIN = 100_000
+"""Intervals from which `union_runs` merges with the compiled pass (numba, when installed and not turned off by
+AIFABRIC_PURE_PYTHON=1); below, the Python one."""
+_compiled_merge = None
+if not os.environ.get("AIFABRIC_PURE_PYTHON"):
+    try:
+        from numba import njit
+
+        _compiled_merge = njit(cache=True)(_merge_sorted)
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python pass is the fallback
+        _compiled_merge = None
 
 
 def _gaps(r: np.ndarray, s: np.ndarray, e: np.ndarray, world: int, t_end: float
