@@ -116,3 +116,20 @@ class TaskGraph:
         if wire != 1.0:
             self.wire[len(self.kind) - 1] = wire
         return len(self.kind) - 1
+
+    def add_transfer(self, src: int, dst: int, name: str, deps: list[int], size_bytes: float,
+                     route: tuple[int, ...], latency_s: float, dim: str) -> int:
+        """`add(TRANSFER, ...)` of a point-to-point send, without keyword handling: the lowering adds millions."""
+        self.kind.append(TRANSFER)
+        self.rank.append(src)
+        self.dst.append(dst)
+        self.name.append(name)
+        self.duration_s.append(0.0)
+        self.size_bytes.append(size_bytes)
+        self.route.append(route)
+        self.latency_s.append(latency_s)
+        self.deps.append(deps)
+        self.step.append(-1)
+        self.collective.append(-1)
+        self.dim.append(dim)
+        return len(self.kind) - 1

@@ -181,79 +181,87 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     arrived: dict[str, int] = {}  # collective / block key -> members waiting at it
     waiting_recv: dict[str, int] = {}  # Send key -> the rank waiting in its Recv
 
-    def wake(m: int) -> None:
-        if not queued[m]:
-            queued[m] = True
-            queue.append(m)
-
+    # the loop runs once per op of every rank (millions at thousands of GPUs): names bound locally, ops
+    # dispatched on their exact class (Collective has a subclass: collectives and blocks take the last branch)
+    add_transfer, flush, is_open, route_of = g.add_transfer, merge.flush, merge.open, router.route
+    popleft, push = queue.popleft, queue.append
     while queue:
-        r = queue.popleft()
+        r = popleft()
         queued[r] = False
         ops = program[r]
-        while cursor[r] < len(ops):
-            op = ops[cursor[r]]
-            if isinstance(op, Compute):
+        c, n_ops = cursor[r], len(ops)
+        while c < n_ops:
+            op = ops[c]
+            cls = op.__class__
+            if cls is Recv:
+                sender = sent.get(op.key)
+                if sender is None:
+                    waiting_recv[op.key] = r  # the sender has not reached its Send yet
+                    break
+                if r in is_open:
+                    flush(r)
+                done[r] = done[r] + [sender]
+            elif cls is Send:
+                if r in is_open:
+                    flush(r)
+                route = route_of(op.src, op.dst)
+                sent[op.key] = add_transfer(op.src, op.dst, op.key, list(done[r]), op.size_bytes, route.links,
+                                            route.latency_s, op.dim)
+                waiter = waiting_recv.pop(op.key, None)
+                if waiter is not None and not queued[waiter]:
+                    queued[waiter] = True
+                    push(waiter)
+            elif cls is Compute:
                 if fold_scale_up:
                     merge.compute(r, op)
                 else:
                     t = g.add(COMPUTE, r, -1, op.name, list(done[r]), duration_s=op.duration_s)
                     done[r] = [t]
-            elif isinstance(op, Send):
-                merge.flush(r)
-                route = router.route(op.src, op.dst)
-                sent[op.key] = g.add(TRANSFER, op.src, op.dst, op.key, list(done[r]), size_bytes=op.size_bytes,
-                                     route=route.links, latency_s=route.latency_s, dim=op.dim)
-                waiter = waiting_recv.pop(op.key, None)
-                if waiter is not None:
-                    wake(waiter)
-            elif isinstance(op, Recv):
-                sender = sent.get(op.key)
-                if sender is None:
-                    waiting_recv[op.key] = r  # the sender has not reached its Send yet
-                    break
-                merge.flush(r)
-                done[r] = done[r] + [sender]
-            elif isinstance(op, Wait):
-                merge.flush(r)
+            elif cls is Wait:
+                flush(r)
                 done[r] = done[r] + streams[r].pop(op.stream, [])
             else:  # a collective or a block: lowered when its last member arrives
+                group = op.group
                 n = arrived.get(op.key, 0) + 1
-                if n < len(op.group):
+                if n < len(group):
                     arrived[op.key] = n
                     break
                 arrived.pop(op.key, None)
-                if isinstance(op, Block):
+                if cls is Block:
                     assert folder is not None  # blocks exist only where scale-up collectives fold
                     comm_s = folder.fold_block(op, g.folded)
-                    merge.lockstep(op.group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
-                    g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
+                    merge.lockstep(group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
+                    g.folded_task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
                 elif folder is not None and folder.foldable(op):
                     time_s = folder.fold(op)
                     merge.collective(op, time_s)
-                    g.folded_task_bytes.setdefault(done[op.group[0]][0], []).append(folder.last)
-                    key = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
+                    g.folded_task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
+                    key = (op.op, op.dim, len(group), op.size_bytes, op.label)
                     entry = g.folded.get(key)
                     if entry is None:
                         entry = g.folded[key] = FoldedKind(0, time_s, op.label, folder.payload_bytes(op))
                     entry.count += 1
                 else:
-                    for m in op.group:
-                        merge.flush(m)
+                    for m in group:
+                        flush(m)
                     if op.blocking:
                         ci = lower_collective(g, op, fabric, router, done, merge_ring_steps=merge_ring_steps)
                     else:
-                        side = {m: done[m] + streams[m].get(op.stream, []) for m in op.group}
+                        side = {m: done[m] + streams[m].get(op.stream, []) for m in group}
                         ci = lower_collective(g, op, fabric, router, side,  # type: ignore[arg-type]
                                               merge_ring_steps=merge_ring_steps)
-                        for m in op.group:
+                        for m in group:
                             streams[m][op.stream] = side[m]
                     if op.dim and not g.collectives[ci].dim:
                         g.collectives[ci].dim = op.dim
-                for m in op.group:
+                for m in group:
                     if m != r:
                         cursor[m] += 1
-                        wake(m)
-            cursor[r] += 1
+                        if not queued[m]:
+                            queued[m] = True
+                            push(m)
+            c += 1
+        cursor[r] = c
     merge.finish()
     if spread_paths:
         spread_over_paths(g, fabric, router)
