@@ -87,6 +87,7 @@ def scenario_of(case: dict) -> dict:
             "workload": {"kind": "llm-training", "model": model, "parallelism": par,
                          "global_batch_size": case["global_batch_size"], "seq_len": case["seq_len"],
                          "precision": case["precision"], "attention": case.get("attention", "flash"),
+                         "software": case.get("software", "current"),
                          "memory_check": False},
             "engine": "flow"}
 

@@ -26,6 +26,10 @@ Two kinds of figures, kept apart:
   - `nvlink_efficiency`: NCCL's ring bus bandwidth inside one server over the per-direction NVLink line
     rate: A100 232.8 of 300 GB/s (nccl-tests all_reduce_perf, 8 x A100-SXM4-80GB, 4 GB); H100 "an
     effective NVLink bandwidth of 370GB/s" of 450 (S. Jeaugey, NVIDIA, nccl-tests issue 212, 2024).
+  - `matmul_by_software`: the same kind of measurement with an older software stack, for runs made with it
+    (`workload.software`): A100 with CUDA 11.7 (2022), "MatMul FP32 / FP16 | 116 / 230" TFLOPS on an A100
+    80 GB, square matrices up to n = 8,192, NGC PyTorch 22.07 (M. Li, mli/transformers-benchmarks). No
+    CUDA 11.0-11.4 (2020-2021) figure was found; 2021 runs take this one, an upper bound for them.
   - `kernel_gap_us`, `launch_us`: GPU idle between dependent kernels and host launch cost per kernel in
     eager PyTorch: ~4-6 µs per launch measured through the driver (CUDA launch-latency studies); 1 µs gap.
     Calibrate for your system.
@@ -56,6 +60,8 @@ class GpuSpec:
     l2_mb: float = 0.0
     matmul_tflops: dict[str, float] = field(default_factory=dict, repr=False)  # measured, per precision
     matmul_best_shape: tuple[int, int, int] = (8192, 8192, 8192)  # (M, N, K) of the bf16 measurement
+    # older software stacks: name -> (measured 16-bit matmul TFLOP/s, the (M, N, K) it was measured on)
+    matmul_by_software: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
     hbm_efficiency: float = 0.85
     attention_tflops: tuple[float, float] = (0.0, 0.0)  # measured fused attention, forward and backward
     nvlink_efficiency: float = 0.8
@@ -89,6 +95,7 @@ class GpuSpec:
 
 _A100_PEAKS = {"fp64": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}
 _HOPPER_PEAKS = {"fp64": 67, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
+_A100_SXM_2022 = {"cuda-11.7": (230.0, (8192, 8192, 8192))}  # mli/transformers-benchmarks, A100 80 GB (SXM)
 _A100_MEASURED: dict[str, Any] = dict(sm_count=108, tensor_clock_mhz=1410, l2_mb=40, attention_tflops=(230.0, 156.0),
                       nvlink_efficiency=232.8 / 300)
 _HOPPER_MEASURED: dict[str, Any] = dict(sm_count=132, tensor_clock_mhz=1830, l2_mb=50, hbm_efficiency=3303.8 / 3900,
@@ -99,14 +106,14 @@ GPUS: dict[str, GpuSpec] = {
         name="A100", hbm_gB=80, hbm_bandwidth_gBps=2039, peak_tflops=_A100_PEAKS, nvlink_links=12,
         nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
         matmul_tflops={"bf16": 271.2, "fp16": 271.2}, matmul_best_shape=(1024, 10240, 5120),
-        hbm_efficiency=1724.8 / 2039, **_A100_MEASURED,
+        matmul_by_software=_A100_SXM_2022, hbm_efficiency=1724.8 / 2039, **_A100_MEASURED,
         tdp_w=400, tdp_source="NVIDIA A100 datasheet (2021): A100 80GB SXM, max TDP 400 W",
         sources="MAMF 271.2 TFLOP/s bf16 (torch 2.6.0+cu126); BabelStream Triad 1,724.8 GB/s"),
     "A100-40GB": GpuSpec(  # A100 SXM4 40 GB: HBM2 at 1,555 GB/s, otherwise the 80 GB part
         name="A100-40GB", hbm_gB=40, hbm_bandwidth_gBps=1555, peak_tflops=_A100_PEAKS, nvlink_links=12,
         nvlink_bandwidth_gBps=600, typical_nic_gbps=200, pcie_gen=4,
         matmul_tflops={"bf16": 271.2, "fp16": 271.2}, matmul_best_shape=(1024, 10240, 5120),
-        hbm_efficiency=1377.5 / 1555, **_A100_MEASURED,
+        matmul_by_software=_A100_SXM_2022, hbm_efficiency=1377.5 / 1555, **_A100_MEASURED,
         tdp_w=400, tdp_source="NVIDIA A100 datasheet (2021): A100 40GB SXM, max TDP 400 W",
         sources="MAMF of the A100 SXM (same chip and clocks); BabelStream Triad 1,377.5 GB/s (ALCF Polaris)"),
     "A100-PCIE": GpuSpec(  # A100 PCIe 80 GB: 300 W, HBM2e 1,935 GB/s, NVLink bridge to one peer only

@@ -99,9 +99,10 @@ def kernel_model(s: Scenario):
     from .kernels.model import KernelModel
 
     table = load_gemm_table(s.calibration.gemm) if s.calibration.gemm else None
-    km = KernelModel(gpu(s.cluster.gpu), s.workload.precision)
+    software = s.workload.software
+    km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, software=software)
     if table is not None:
-        km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, table.with_model(km.gemm_time_s))
+        km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, table.with_model(km.gemm_time_s), software)
     return km
 
 

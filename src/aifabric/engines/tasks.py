@@ -11,6 +11,7 @@ receiver until that transfer has arrived.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
@@ -191,7 +192,7 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
         ops = program[r]
         c, n_ops = cursor[r], len(ops)
         while c < n_ops:
-            op = ops[c]
+            op: Any = ops[c]  # narrowed by `cls is ...` below, which mypy does not follow
             cls = op.__class__
             if cls is Recv:
                 sender = sent.get(op.key)

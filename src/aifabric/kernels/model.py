@@ -31,6 +31,17 @@ from ..units import BYTES_PER_ELEMENT
 from .gemm import Device, gemm_cost, sm_flops_from_measurement
 
 KINDS = ("gemm", "attention", "memory", "optimizer", "launch")
+SOFTWARE = ("current", "megatron-2022", "megatron-2021")
+"""`workload.software`: the kernels a run was made with. current: GEMMs anchored to the GPU's maximum
+achievable matmul throughput (2025 software), norms at the achievable HBM bandwidth, as today's fused
+kernels (Apex's fast LayerNorm: 1,258 / 1,163 GB/s forward / backward on an A100 40 GB, 91 % / 84 % of its
+STREAM Triad) run. megatron-2022: GEMMs anchored to the GPU's CUDA 11.7 measurement (catalog:
+`matmul_by_software`). megatron-2021: that, and LayerNorm as Megatron-LM's fused kernel of 2021 (Apex's
+FusedLayerNorm, "the only difference between the fused layer norm in Megatron's code vs APEX is in the
+types", J. Casper, NVIDIA, 2021) ran it: 895.8 GB/s forward, 572.2 GB/s backward on GA100 (NVIDIA/apex pull
+request 1037, B = 32, S = 512), taken as fractions of the A100 40 GB's Triad (1,377.5 GB/s)."""
+_NORM_FRACTION = {"megatron-2021": (895.8 / 1377.5, 572.2 / 1377.5)}  # forward, backward, of achievable HBM
+_GEMM_SOFTWARE = {"megatron-2022": "cuda-11.7", "megatron-2021": "cuda-11.7"}
 FLASH_BLOCK_ROWS = 128  # query rows per thread block of FlashAttention-2's forward kernel (Dao 2023, §3.3)
 
 
@@ -81,15 +92,24 @@ class KernelModel:
     """Kernel times on one GPU at one precision. `gemm_table`: measured GEMM throughputs that replace the
     tile model for the shapes they cover (kernels/calibration.py)."""
 
-    def __init__(self, gpu: GpuSpec, precision: str, gemm_table=None):
+    def __init__(self, gpu: GpuSpec, precision: str, gemm_table=None, software: str = "current"):
         self.gpu = gpu
         self.precision = precision
+        self.software = software
         self.in_bytes = BYTES_PER_ELEMENT[precision]
         self.act_bytes = max(2, self.in_bytes)  # activations stay 16-bit with fp8 GEMMs (Transformer Engine)
         self.hbm_bytes_per_s = gpu.hbm_bandwidth_gBps * 1e9 * gpu.hbm_efficiency
-        measured = gpu.matmul_flops(precision)
-        sm = sm_flops_from_measurement(measured, gpu.matmul_best_shape, gpu.sm_count, self.hbm_bytes_per_s,
-                                       self.in_bytes)
+        measured, shape = gpu.matmul_flops(precision), gpu.matmul_best_shape
+        if software in _GEMM_SOFTWARE:
+            stack = _GEMM_SOFTWARE[software]
+            if stack not in gpu.matmul_by_software or precision not in ("bf16", "fp16"):
+                raise ValueError(f"workload.software: {software} needs a 16-bit matmul measurement with {stack} "
+                                 f"on {gpu.name}; the catalog has one for: "
+                                 f"{', '.join(gpu_name_with(stack)) or 'no GPU'} (16-bit precisions)")
+            tflops, shape = gpu.matmul_by_software[stack]
+            measured = tflops * 1e12
+        self.norm_fraction = _NORM_FRACTION.get(software, (1.0, 1.0))
+        sm = sm_flops_from_measurement(measured, shape, gpu.sm_count, self.hbm_bytes_per_s, self.in_bytes)
         self.device = Device(gpu.sm_count, sm, self.hbm_bytes_per_s, measured)
         self.gemm_table = gemm_table
         self.gap_s = gpu.kernel_gap_us * 1e-6
@@ -113,6 +133,12 @@ class KernelModel:
 
     def memory(self, name: str, nbytes: float, kind: str = "memory", flops: float = 0.0) -> Kernel:
         return Kernel(kind, name, flops, nbytes, nbytes / self.hbm_bytes_per_s)
+
+    def norm(self, name: str, elements: float, backward: bool) -> Kernel:
+        """A LayerNorm / RMSNorm over `elements` activations: read x (and the gradient backward), write one
+        tensor, at the norm kernel's share of the achievable bandwidth (`SOFTWARE`)."""
+        nbytes = elements * ((2 if backward else 1) + 1) * self.act_bytes
+        return Kernel("memory", name, 0.0, nbytes, nbytes / (self.hbm_bytes_per_s * self.norm_fraction[backward]))
 
     def elementwise(self, name: str, elements: float, reads: float, writes: float, extra_bytes: float = 0.0) -> Kernel:
         """A memory-bound kernel over `elements` activations: `reads` + `writes` tensors of that size."""
@@ -146,6 +172,13 @@ class KernelModel:
     # ---- sequences -----------------------------------------------------------------------------
     def seq(self, *kernels: Kernel) -> KernelSeq:
         return KernelSeq(tuple(kernels), self.gap_s, self.launch_s)
+
+
+def gpu_name_with(stack: str) -> list[str]:
+    """The catalog's GPUs that hold a matmul measurement with software `stack`."""
+    from ..catalog import GPUS
+
+    return [name for name, spec in GPUS.items() if stack in spec.matmul_by_software]
 
 
 def _causal_fraction(s_q: int, s_kv: int, block: int) -> float:

@@ -69,7 +69,7 @@ class TransformerKernels:
 
     def _norm(self, name: str, backward: bool) -> Kernel:
         e = self.T_norm * self.m.hidden
-        return self.km.elementwise(f"{name} backward" if backward else name, e, 2 if backward else 1, 1)
+        return self.km.norm(f"{name} backward" if backward else name, e, backward)
 
     def _dropout_add(self, name: str, backward: bool) -> Kernel:
         e = self.T_norm * self.m.hidden

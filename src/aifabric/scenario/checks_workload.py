@@ -9,9 +9,24 @@ from .workload_spec import MAX_MICRO_BATCHES
 
 
 def check_workload(s: Scenario) -> list[Problem]:
+    out = check_software(s)
     if s.workload.kind == "llm-training":
-        return check_llm_training(s)
-    return check_data_parallel(s)
+        return out + check_llm_training(s)
+    return out + check_data_parallel(s)
+
+
+def check_software(s: Scenario) -> list[Problem]:
+    """workload.software other than current needs the GPU's matmul measurement with that software."""
+    from ..kernels.model import KernelModel
+
+    w = s.workload
+    if w.software == "current" or w.compute_efficiency is not None:
+        return []
+    try:
+        KernelModel(gpu(s.cluster.gpu), w.precision, software=w.software)
+    except (ValueError, KeyError) as e:
+        return [Problem("workload.software", str(e).removeprefix("workload.software: "))]
+    return []
 
 
 def check_data_parallel(s: Scenario) -> list[Problem]:

@@ -133,6 +133,11 @@ class WorkloadSpec(Strict):
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="attention kernels: flash (a fused FlashAttention kernel) or unfused (Megatron-LM "
         "before FlashAttention: batched GEMMs around a fused softmax and a dropout)")
+    software: Literal["current", "megatron-2022", "megatron-2021"] = Field(
+        "current", description="the kernels the run is made with: current (GEMMs at the GPU's maximum achievable "
+        "matmul throughput, 2025 software; norms at the achievable HBM bandwidth), megatron-2022 (GEMMs at the "
+        "GPU's CUDA 11.7 measurement: A100 only), megatron-2021 (that, and Megatron-LM's 2021 fused LayerNorm "
+        "at its measured bandwidth); kernels/model.py, docs/validation.md")
 
     memory_check: bool = Field(True, description="llm-training: refuse a plan that does not fit GPU memory")
     iterations: int = Field(1, ge=1, le=1000)
