@@ -63,7 +63,7 @@ class Run:
     @cached_property
     def connection_setup(self) -> dict:
         """The job's RDMA connections set up once before its first collective: queue pairs, CM exchanges, time
-        (packet/job_connections.py, collectives/connection_setup.py; summary.json `connection_setup`); not part of the iteration time."""
+        (packet/job_connections.py; summary.json `connection_setup`); not part of the iteration time."""
         from .packet.job_connections import job_connection_setup
 
         return job_connection_setup(self.graph, self.fabric).to_dict()
