@@ -50,7 +50,7 @@ def explain(schedule: Schedule) -> list[StepExplanation]:
     """Symbolic execution: every chunk a rank holds as the list of ranks whose copies were added into it.
     A move carrying a run of chunks is shown as one send per chunk."""
     n = len(schedule.ranks)
-    state = {r: [(r,) for _ in range(schedule.n_chunks)] for r in schedule.ranks}
+    state: dict[int, list[tuple[int, ...]]] = {r: [(r,) for _ in range(schedule.n_chunks)] for r in schedule.ranks}
     everyone = set(schedule.ranks)
 
     def final(c: int, terms: tuple[int, ...]) -> bool:

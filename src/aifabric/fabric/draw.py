@@ -215,14 +215,14 @@ def _design_svg(d: Design, title: str) -> str:
                 if j % d.superspine_planes == plane:
                     svg.line(sxj, row_spine, xk, row_ss + SW_H, "#a58cc9", 0.8)
     # tier speed labels
-    lx = width - 12
-    svg.text(lx, row_leaf + SW_H + 40, f"host links {_fmt_gbps(d.host_speed_gbps)}"
+    label_x = width - 12
+    svg.text(label_x, row_leaf + SW_H + 40, f"host links {_fmt_gbps(d.host_speed_gbps)}"
              + (f" × {d.nic_ports} ports per NIC" if d.nic_ports > 1 else ""), 10, "end")
     if has_spines:
-        svg.text(lx, row_spine + SW_H + 40, f"rail–spine {_fmt_gbps(d.spine_speed_gbps)} × {d.links_per_spine}"
+        svg.text(label_x, row_spine + SW_H + 40, f"rail–spine {_fmt_gbps(d.spine_speed_gbps)} × {d.links_per_spine}"
                  + (" (partial mesh)" if d.partial_mesh else " (full mesh)"), 10, "end")
     if d.superspines:
-        svg.text(lx, row_ss + SW_H + 40, f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × "
+        svg.text(label_x, row_ss + SW_H + 40, f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × "
                  f"{d.links_per_superspine}", 10, "end")
     # legend: rails
     ly = height - 30
@@ -230,8 +230,8 @@ def _design_svg(d: Design, title: str) -> str:
     for r in range(min(d.rails, len(RAIL_COLORS))):
         svg.box(56 + r * 52, ly - 10, 12, 12, RAIL_COLORS[r])
         svg.text(72 + r * 52, ly, f"Rail-{r + 1}", 9)
-    nic = "shared NIC" if d.nic_layout == "shared" else "NIC per GPU"
-    svg.text(20, height - 10, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic}"
+    nic_text = "shared NIC" if d.nic_layout == "shared" else "NIC per GPU"
+    svg.text(20, height - 10, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic_text}"
              f" · {d.leafs:,} rail switches · {d.spines:,} spines · {d.superspines:,} super-spines", 10)
     return svg.render(width, height, title)
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .graph import NIC, RAIL, SPINE, SUPERSPINE, SWITCH_KINDS, SWITCH_LEVEL, Fabric
+
+if TYPE_CHECKING:
+    from .design import Design
 
 TIER_NAMES = {RAIL: "rail (leaf)", SPINE: "spine", SUPERSPINE: "super-spine"}
 SWITCH_ORDER = (RAIL, SPINE, SUPERSPINE)
@@ -205,7 +209,7 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
         tiers.append(TierCapacity(kind, len(ids), float(downs.max()), float(ups.min()), float(downs.sum()),
                                   float(ups.sum()), ratio))
     host_total = sum(t.total_down_gbps for t in tiers if t.kind == RAIL)
-    d = f.design
+    d = cast("Design | None", f.design)  # the graph keeps it untyped (the graph module imports no design)
     notes: list[str] = []
     nic_gbps = pcie_gbps = 0.0
     if d is not None:
@@ -301,7 +305,7 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
             continue
         below = list(dict.fromkeys(f.links[li].dst for li in f.out_links[node.id]
                                    if f.level(f.links[li].dst) < f.level(node.id)))
-        lost = defaultdict(float)
+        lost: defaultdict[str, float] = defaultdict(float)
         for li in f.out_links[node.id]:
             link = f.links[li]
             if f.level(link.dst) < f.level(node.id):
