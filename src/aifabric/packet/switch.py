@@ -12,8 +12,10 @@ quanta 0). Headroom above xOFF absorbs what is in flight while the pause travels
 Load balancing among the equal-cost next hops toward the destination's last switch:
 - ecmp: the flow's 5-tuple hash (the route the Router chose; every packet of a QP on one path);
 - flowlet: a new choice, the least-loaded port, after an idle gap longer than `flowlet_gap_s`;
-- spray: per packet, round robin over the group for each flow (Cisco DLB `mode per-packet`);
+- spray: per packet, round robin over the group for each flow (packet spraying, Figure 12-6);
 - adaptive: per packet, the least-loaded port, ties to the hash choice.
+The profile's DLB (`fabric.qos.dlb`, Cisco's Dynamic Load Balancing) runs as flowlet (mode flowlet) or adaptive
+(mode per-packet): packet/profile.py.
 Load = queued bytes + a discounting rate estimator of recently sent bytes (CONGA's DRE, time constant
 `lb.dre_tau_s`), so an idle-queue port that is busy sending still counts as loaded.
 """
