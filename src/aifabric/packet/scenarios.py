@@ -9,6 +9,9 @@
 - spraying: Figures 12-6/12-7, RDMA Write First/Middle/Last vs Write Only (and UET) under spraying;
 - hol-blocking: Figure 10-4, GPU-0's traffic relayed through GPU-1's NIC waits behind GPU-1's own;
 - ecmp-uplink: Figure 12-4, three flows hashed onto one Rail-1 uplink, and Figure 12-5's remedies;
+- pfc-storm: Chapter 11's PFC watchdog at work: a NIC that keeps sending pauses spreads them through the
+  fabric (its rail switch, the spine, the other rail, the NICs behind it) to flows that never go near it, until
+  the watchdog on the rail switch's port toward the NIC stops honouring them;
 - connect: Chapter 9, Figures 9-2..9-6, one RDMA Write from its beginning: memory registration, QP creation,
   the CM exchange and the QP state transitions, the Write on the wire and its completion (and, on request,
   the responder refusing a bad R_Key or a P_Key of another partition).
@@ -27,7 +30,8 @@ from .sim import DATA
 from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
 
-SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect")
+SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect",
+             "pfc-storm")
 
 
 @dataclass
@@ -510,9 +514,80 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
     return r
 
 
+# -- PFC storm (Chapter 11, the PFC watchdog) -------------------------------------------------------------
+STORM_NIC = "hostA3"
+
+
+def _storm_run(cfg: PacketConfig, size_mb: float, start_s: float, stop_s: float):
+    hosts = [["hostA1", "hostA2", STORM_NIC], ["hostB1", "hostB2"]]
+    f = leaf_spine(hosts, ["railA", "railB"], ["spine1"], 200, spine_rate_gbps=400, name="pfc-storm")
+    net = Network(f, cfg)
+    _flow(net, f, "hostB1", STORM_NIC, size_mb * 1e6, 0x100, name=f"hostB1->{STORM_NIC} (to the storming NIC)")
+    _flow(net, f, "hostB2", "hostA1", size_mb * 1e6, 0x101, name="hostB2->hostA1 (a victim)")
+    net.pfc_storm(STORM_NIC, 3, start_s, stop_s)
+    return net, net.run()
+
+
+def pfc_storm(cfg: PacketConfig | None = None, size_mb: float = 2.0, start_us: float = 10.0,
+              storm_ms: float = 150.0) -> ScenarioRun:
+    """A NIC (hostA3, behind Rail A) keeps sending PFC pauses for priority 3 from `start_us` for `storm_ms`. Rail A's
+    port toward it stops; what Rail A holds for it fills Rail A's ingress from the spine past xOFF, so Rail A pauses
+    the spine; the spine's egress toward Rail A, which also carries hostB2's flow to the healthy hostA1, fills the
+    spine's ingress from Rail B, which pauses Rail B, which pauses hostB1 and hostB2. The PFC watchdog (every port's;
+    Deep Learning for Network Engineers, Chapter 11, Example 11-5; NX-OS default interval 100 ms), at the first pause
+    that finds a priority paused past its interval, discards what the queue holds and ignores the pauses for an
+    interval: the cascade unwinds, the class is lossy meanwhile. The same run without the watchdog waits for the
+    storm to end. ECN and DCQCN are off and xOFF
+    150 KB / xON 60 KB, as in the pfc-cascade story, to let PFC act alone."""
+    base = cfg or PacketConfig()
+    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+                  dcqcn=replace(base.dcqcn, enabled=False))
+    wd_s = cfg.switch.pfc_watchdog_s or 0.1
+    start_s, stop_s = start_us * 1e-6, storm_ms * 1e-3
+    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
+                                        trace_pfc=False))]
+    r = ScenarioRun("pfc-storm", f"PFC storm: {STORM_NIC}'s NIC keeps sending pauses; the PFC watchdog "
+                                 "(Chapter 11)")
+    for label, c in variants:
+        net, st = _storm_run(c, size_mb, start_s, stop_s)
+        r.runs.append((label, net, st))
+        victim = next(fl for fl in st.flows if "victim" in fl["name"])
+        stuck = next(fl for fl in st.flows if "storming" in fl["name"])
+        r.table.append({"run": label, "victim_fct_ms": victim["fct_s"] * 1e3 if victim["fct_s"] else None,
+                        "to_storming_nic_fct_ms": stuck["fct_s"] * 1e3 if stuck["fct_s"] else None,
+                        "pause_frames": st.total_pauses(), "watchdog_events": sum(st.watchdog.values()),
+                        "drops": st.total_drops(), "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+    net, st = r.runs[0][1], r.runs[0][2]
+    first: dict[str, float] = {}
+    for t, port, prio, quanta in st.pfc_frames:
+        if quanta and prio == 3 and port not in first:
+            first[port] = t
+    spread = sorted(first.items(), key=lambda kv: kv[1])
+    victim = next(fl for fl in st.flows if "victim" in fl["name"])
+    wd = sorted(st.watchdog)
+    discarded = sum(v for (_, _, why), v in st.drops.items() if why == "pfc-watchdog")
+    overrun = sum(v for (_, _, why), v in st.drops.items() if why == "pfc-headroom-overrun")
+    r.findings = [
+        f"{STORM_NIC} starts pausing priority 3 at {start_us:g} us; the pauses spread in "
+        f"{(spread[-1][1] - spread[0][1]) * 1e6:.1f} us to {len(spread)} ports: "
+        + ", ".join(f"{p} at {t * 1e6:.1f} us" for p, t in spread),
+        f"hostB2's flow to hostA1 never goes near {STORM_NIC}, yet waits behind it on the spine's queue 3 toward Rail A: "
+        f"{victim['fct_s'] * 1e3:.3f} ms (alone: {size_mb * 8e6 / 200e9 * 1e3:.3f} ms), with "
+        f"{victim['timeouts']} retransmission timeouts",
+        f"the watchdog acted on {', '.join(p for p, _ in wd) or 'no port'} (priority 3 paused past {wd_s * 1e3:g} ms): "
+        f"{discarded} queued packets discarded and the pauses ignored for {wd_s * 1e3:g} ms, so the cascade unwound; "
+        f"while priority 3 was lossy, {overrun} packets overran Rail A's headroom (dropped, resent by go-back-N); "
+        f"without the watchdog the victim waits for the storm's end ({storm_ms:g} ms): "
+        f"{r.table[1]['victim_fct_ms']:.3f} ms",
+    ]
+    return r
+
+
 def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRun:
     fn = {"incast": incast, "polarization": polarization, "pfc-cascade": pfc_cascade, "dcqcn": dcqcn,
-          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect}[name]
+          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect,
+          "pfc-storm": pfc_storm}[name]
     return fn(cfg, **kw)
 
 
