@@ -20,7 +20,7 @@ from .connection import Connection, Rnic, psn_generator
 from .nic import ChunkFlow, Host, Path, QpFlow
 from .headers import PFC_FRAME_BYTES, pfc_pause_s
 from .port import Port, serialization_rate_bytes_per_s
-from .sim import Sim
+from .sim import DATA, Sim
 from .stats import PacketStats
 from .switch import Switch
 from .topo import next_hops, switch_distances
@@ -121,6 +121,8 @@ class Network:
         s.drops[key] = s.drops.get(key, 0) + 1
         if s.drops[key] == 1:
             self.log(self.sim.now, f"{port.name}: packet dropped on queue {pkt.prio} ({reason})", "drop")
+        if pkt.kind == DATA and pkt.flow is not None:  # UC, UD: over when every packet arrived or was lost
+            pkt.flow.dropped(pkt)
 
     def ecn_mark(self, port: Port, q: int, depth: int) -> None:
         s = self.stats

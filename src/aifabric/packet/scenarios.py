@@ -480,7 +480,7 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
         f": the CCN's QP on index {conn.req.pkey_index} ({conn.req.pkey:#06x}), the SCN's on index "
         f"{conn.resp_pkey_index} ({conn.resp.pd.device.pkey_table[conn.resp_pkey_index]:#06x})",
         f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
-        f"{CCN_QPN:#08x}, RC, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
+        f"{CCN_QPN:#08x}, {conn.req.type}, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
         f"QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
         + (f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared" if setup is not None else
            "no RTS"),

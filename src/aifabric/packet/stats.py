@@ -66,6 +66,9 @@ class PacketStats:
                                status=status and status.value)
                 row.update(placement=f.placement, bitmap_peak_psns=f.window_peak,
                            bitmap_bytes=-(-f.window_peak // 8))
+                if not f.reliable:  # UC, UD: what the responder got (the sender's completion says nothing)
+                    row.update(delivered=f.delivered, packets_lost=f.lost_packets, packets_discarded=f.discarded,
+                               messages_lost=f.messages_lost)
             self.flows.append(row)
 
     # -- totals ---------------------------------------------------------------------------------------
