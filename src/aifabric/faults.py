@@ -145,7 +145,7 @@ def _node_links(fabric: Fabric, node: str, to_switches_only: bool) -> list[int]:
 
 def network_cables(fabric: Fabric) -> list[str]:
     """Every switch-facing cable, once, as A--B (NIC-leaf, leaf-spine, spine-superspine)."""
-    seen = {}
+    seen: dict[frozenset[str], str] = {}
     for link in fabric.links:
         if link.tier in (TIER_HOST, TIER_SPINE, TIER_SUPERSPINE):
             seen.setdefault(frozenset((link.src, link.dst)), f"{link.src}--{link.dst}")

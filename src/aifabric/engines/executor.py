@@ -71,19 +71,15 @@ class FaultLog:
     transfers_rerouted: int = 0  # transfers that carried bytes on such a route
     transfers_stopped: int = 0  # stops (a transfer stopped twice counts twice)
     failed: dict | None = None  # the transfer whose QP ran out of retransmissions: the job ends
+    moves: list[tuple[float, int]] = field(default_factory=list)  # (when, transfer) routing moved it
+    routes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # a moved transfer -> its last route
 
     def to_dict(self) -> dict:
-        spans = sorted((a, b) for a, b, _ in self.stall_intervals)
-        wall, cur_a, cur_b = 0.0, None, None  # the time during which at least one transfer stood still
-        for a, b in spans:
-            if cur_b is None or a > cur_b:
-                if cur_b is not None:
-                    wall += cur_b - cur_a
-                cur_a, cur_b = a, b
-            else:
-                cur_b = max(cur_b, b)
-        if cur_b is not None:
-            wall += cur_b - cur_a
+        wall, reach = 0.0, -np.inf  # the time during which at least one transfer stood still
+        for a, b in sorted((a, b) for a, b, _ in self.stall_intervals):
+            if b > reach:
+                wall += b - max(a, reach)
+                reach = b
         longest = max((b - a for a, b, _ in self.stall_intervals), default=0.0)
         return {"events": self.events, "bytes_rerouted": float(self.bytes_rerouted),
                 "transfers_rerouted": self.transfers_rerouted, "transfers_stopped": self.transfers_stopped,
@@ -461,6 +457,8 @@ class _Faults:
                 link_bytes[flat[ptr[t]:ptr[t + 1]]] -= rem * w[ptr[t]:ptr[t + 1]]
                 self.segment_end(t, rem)
             self.routes[t] = links
+            self.log.moves.append((now, t))
+            self.log.routes[t] = links
             if weights is None:
                 self.weights.pop(t, None)
             else:
