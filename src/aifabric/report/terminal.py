@@ -64,7 +64,16 @@ def faults_line(faults: dict) -> str:
     return (f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
             f"{fmt_time(faults['fault_free_iteration_time_s'])} without ({100 * (faults['slowdown'] - 1):+.1f} %); "
             f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {faults['qps_rerouted']:,} "
-            "QPs on a new path")
+            "QPs on a new path" + _during_run(faults.get("during_run")))
+
+
+def _during_run(d: dict | None) -> str:
+    """Faults during the run: what stopped, for how long, what moved."""
+    if not d:
+        return ""
+    return (f"; during the run: {len(d['events'])} events, {d['transfers_stopped']:,} transfers stopped (traffic "
+            f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
+            f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)")
 
 
 def fmt_usd(x: float) -> str:
