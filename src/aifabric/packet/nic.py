@@ -1,4 +1,4 @@
-"""NICs and the transport: RoCEv2 RC queue pairs with DCQCN, and scale-up chunk flows.
+"""NICs and the transport: RoCEv2 RC queue pairs with DCQCN (UC and UD too), and scale-up chunk flows.
 
 A `QpFlow` is one RDMA Write on one QP, both ends (requester state on the sending NIC, responder state
 on the receiving NIC):
@@ -21,6 +21,10 @@ on the receiving NIC):
   bitmap of the PSNs received beyond the expected one (its widest span, `window_peak`, is what the bitmap
   costs in NIC memory per QP: one bit per PSN); after a timeout only the missing PSNs are resent (the
   bitmap stands for selective acknowledgements);
+- `uc` (Unreliable Connection): UC opcodes, no ACK, no NAK, no retransmission; the work request completes when
+  its last packet is sent; the responder takes a message in PSN order and drops the rest of it after a gap (the
+  message is lost); `ud` (Unreliable Datagram): one SEND ONLY datagram with a DETH, at most the path MTU, a
+  receive completion at the responder; a UC/UD transfer is over when each packet has arrived or been lost;
 - ACKs every `ack_every_packets`, on the last packet, or when the previous ACK is older than rto/8;
 - DCQCN notification point: a CE-marked packet makes the responder send a CNP (BTH opcode 0x81,
   DSCP 48, priority 7) unless it sent one for this QP within `cnp_interval_s`;
