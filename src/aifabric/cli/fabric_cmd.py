@@ -426,8 +426,8 @@ def polarization_cmd(
     hist.add_column(f"{top}+", justify="right")
     for label, rep in reports:
         counts = np.zeros(top + 1)
-        for load, n in rep.histogram_gbps:
-            counts[min(top, round(load / rep.rate_gbps))] += n
+        for load_gbps, n in rep.histogram_gbps:
+            counts[min(top, round(load_gbps / rep.rate_gbps))] += n
         share = counts / counts.sum()
         hist.add_row(f"ECMP, {label}", *(f"{x:.1%}" for x in share))
     console.print(hist)

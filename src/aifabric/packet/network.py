@@ -17,8 +17,8 @@ from ..fabric.ecmp import roce_udp_source_port, switch_seed
 from ..fabric.graph import TIER_PCIE, Fabric
 from .config import PacketConfig, validate
 from .connection import Connection, Rnic, psn_generator
-from .nic import ChunkFlow, Host, Path, QpFlow
 from .headers import PFC_FRAME_BYTES, pfc_pause_s
+from .nic import ChunkFlow, Host, Path, QpFlow
 from .port import Port, serialization_rate_bytes_per_s
 from .sim import DATA, Sim
 from .stats import PacketStats
