@@ -125,25 +125,31 @@ class ConnectionSetup:
 
 def connection_setup(links: Iterable[NicPair], costs: SetupCosts | None = None) -> ConnectionSetup:
     """The job's connection setup from the connections it opens."""
-    costs = costs or SetupCosts()
     per_nic: dict[str, list[float]] = {}
     n = 0
-    rtts: list[float] = []
+    rtt_min, rtt_max = math.inf, 0.0
     for link in links:
         n += 1
-        rtts.append(link.rtt_s)
+        rtt_min, rtt_max = min(rtt_min, link.rtt_s), max(rtt_max, link.rtt_s)
         per_nic.setdefault(link.src_nic, []).append(link.rtt_s)
         per_nic.setdefault(link.dst_nic, []).append(link.rtt_s)
-    if not n:
+    return setup_of_nics({nic: (len(r), max(r)) for nic, r in per_nic.items()}, n, rtt_min, rtt_max, costs)
+
+
+def setup_of_nics(per_nic: dict[str, tuple[int, float]], connections: int, rtt_min_s: float, rtt_max_s: float,
+                  costs: SetupCosts | None = None) -> ConnectionSetup:
+    """The same from each NIC's (connections, slowest round trip) and the job's totals."""
+    costs = costs or SetupCosts()
+    if not connections:
         return ConnectionSetup(0, 0, 0.0, 0.0, 0.0, 0.0, 0, "", 0, 0, 0, 0, costs)
     time_s, busiest, rounds_max = 0.0, "", 0
     for nic in sorted(per_nic):
-        r = per_nic[nic]
-        rounds = math.ceil(len(r) / costs.concurrency)
-        t = rounds * costs.connection_s(max(r))
+        count, rtt = per_nic[nic]
+        rounds = math.ceil(count / costs.concurrency)
+        t = rounds * costs.connection_s(rtt)
         if t > time_s:
             time_s, busiest, rounds_max = t, nic, rounds
-    q = costs.qps_per_connection
-    return ConnectionSetup(n, 2 * n * q, time_s, costs.connection_s(max(rtts)), min(rtts), max(rtts), len(per_nic),
-                           busiest, len(per_nic[busiest]), rounds_max, CM_MESSAGES_PER_CONNECTION * n,
+    n, q = connections, costs.qps_per_connection
+    return ConnectionSetup(n, 2 * n * q, time_s, costs.connection_s(rtt_max_s), rtt_min_s, rtt_max_s, len(per_nic),
+                           busiest, per_nic[busiest][0], rounds_max, CM_MESSAGES_PER_CONNECTION * n,
                            CM_MESSAGES_PER_CONNECTION * n * CM_FRAME_BYTES, costs)
