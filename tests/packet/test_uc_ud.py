@@ -4,6 +4,8 @@ sent), UD sends datagrams of at most the path MTU, SEND only."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -136,3 +138,20 @@ def test_ud_refuses_a_message_larger_than_the_path_mtu_and_rdma_write():
     with pytest.raises(VerbsError, match="INIT -> RTR needs path_mtu"):  # a UC QP is connected: RTR names its peer
         pd.create_qp("UC", CompletionQueue()).modify(QpState.INIT, pkey_index=0, access_flags=LOCAL_WRITE) \
             .modify(QpState.RTR)
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark (Wireshark) not installed")
+def test_wireshark_decodes_uc_writes_and_ud_datagrams(tmp_path):
+    uc, ud = tmp_path / "uc.pcap", tmp_path / "ud.pcap"
+    for path, transport, size in ((uc, "uc", "0.02"), (ud, "ud", "0.004")):
+        res = runner.invoke(app, ["packet", "incast", "--transport", transport, "--size-mb", size, "--pcap", str(path),
+                                  "--flow", "0"])
+        assert res.exit_code == 0, res.output
+    text = subprocess.run(["tshark", "-r", str(uc), "-V", "-Y", "infiniband"], capture_output=True, text=True,
+                          timeout=120).stdout
+    assert "Unreliable Connection (UC) - RDMA WRITE First (38)" in text and "RDMA WRITE Last (40)" in text
+    assert "DMA Length: 20000" in text and "Acknowledge Request: True" not in text
+    text = subprocess.run(["tshark", "-r", str(ud), "-V", "-Y", "infiniband"], capture_output=True, text=True,
+                          timeout=120).stdout
+    assert "Unreliable Datagram (UD) - SEND only (100)" in text
+    assert "DETH - Datagram Extended Transport Header" in text and f"Queue Key: 0x00000000{UD_QKEY:08x}" in text
