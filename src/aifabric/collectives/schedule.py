@@ -203,7 +203,7 @@ def execute(schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str =
 
     All moves of one step read the senders' state from before the step, as on real hardware where
     the sends of a step happen concurrently. `reduce_op` is NCCL's redop: sum, avg (sum, then ÷ n on
-    the reduced chunks, as the seeds' Ch. 14 averaging), max, min.
+    the reduced chunks, as the book's Ch. 14 averaging), max, min.
     """
     if reduce_op not in _UFUNC:
         raise ValueError(f"unknown reduction {reduce_op!r}; one of {', '.join(REDUCE_OPS)}")

@@ -2,7 +2,7 @@
 
 All three read the built `Fabric` graph (so custom topologies get them too), in one pass over its
 links. Capacities are per direction, in Gb/s. A switch's *down* capacity faces the servers, its *up*
-capacity the next tier; oversubscription = down / up (1 = non-blocking, seeds Figure 13-8: 32 x 100
+capacity the next tier; oversubscription = down / up (1 = non-blocking, the book's Figure 13-8: 32 x 100
 Gb/s down = 4 x 800 Gb/s up = 3.2 Tb/s).
 
 Bisection bandwidth here is the worst balanced cut of the GPUs: a cut that sends every flow through
