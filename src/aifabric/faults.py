@@ -320,13 +320,14 @@ def job_failed(fx: FaultEffects, exc) -> InputError:
         f"{TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes). Deep Learning for Network Engineers, Chapter 10")))
 
 
-def report(fx: FaultEffects, run, baseline, router: Router | None) -> dict:
+def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: set | None = None) -> dict:
     """What happened and what it cost: each fault, the iteration against the fault-free one, the bytes that
-    crossed the failed links without the faults (rerouted), the QPs whose path changed; with faults during the
-    run, what the event loop did (`during_run`: each event, bytes rerouted, time stalled)."""
+    crossed the failed links without the faults (rerouted), the QPs whose path changed (`moved_qps`: those routing
+    moved during the run); with faults during the run, what the event loop did (`during_run`: each event, bytes
+    rerouted, time stalled)."""
     t, t0 = run.results.iteration_time_s, baseline.results.iteration_time_s
     rerouted = float(sum(baseline.timeline.link_bytes[li] for li in fx.down)) / max(1, run.workload.iterations)
-    moved = len(router.rerouted) if router is not None else 0
+    moved = len((router.rerouted if router is not None else set()) | (moved_qps or set()))
     out = {"faults": fx.applied, "iteration_time_s": t, "fault_free_iteration_time_s": t0,
            "slowdown": t / t0 if t0 > 0 else float("nan"), "bytes_rerouted_per_iteration": rerouted,
            "qps_rerouted": moved, "links_down": len(fx.down), "links_degraded": len(fx.degraded),

@@ -236,5 +236,6 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
 
         phase("fault-free run")  # the same iteration without the faults: what they cost
         baseline = simulate(s.model_copy(update={"faults": []}), engine=engine, workload=workload)
-        out.faults = report(fx, out, baseline, router)
+        moved = set().union(*(r.rerouted for r in during.rerouter._routers.values())) if during else None
+        out.faults = report(fx, out, baseline, router, moved)
     return out

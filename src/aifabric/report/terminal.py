@@ -71,7 +71,8 @@ def _during_run(d: dict | None) -> str:
     """Faults during the run: what stopped, for how long, what moved."""
     if not d:
         return ""
-    return (f"; during the run: {len(d['events'])} events, {d['transfers_stopped']:,} transfers stopped (traffic "
+    n = len(d["events"])
+    return (f"; during the run: {n} event{'' if n == 1 else 's'}, {d['transfers_stopped']:,} transfers stopped (traffic "
             f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
             f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)")
 
