@@ -214,6 +214,7 @@ class QpFlow:
         self.wr: WorkRequest | None = None
         self.ipsn = 0
         self.pkey_ok = True
+        self.cm_wait = net.cfg.nic.cm_setup  # the responder's QP may still wait for its RTU
         self.conn: Connection | None = None
         self.error: WcStatus | None = None
         self.net = net
@@ -512,9 +513,11 @@ class QpFlow:
         now = net.sim.now
         if self.traced:
             net.capture(pkt, self.dst)
-        conn = self.conn
-        if conn is not None and conn.resp.state is QpState.RTR:  # data before the (lost) RTU
-            conn.established_by_data()
+        if self.cm_wait:  # set up by the CM: the first data may come before the RTU (lost or late)
+            self.cm_wait = False
+            conn = self.conn
+            if conn is not None and conn.resp.state is QpState.RTR:
+                conn.established_by_data()
         if not self.pkey_ok:  # Chapter 9: the P_Key first; a mismatch is dropped without a word
             self.pkey_drops += 1
             net.pkey_violation(self)
