@@ -33,7 +33,7 @@ from ..fabric.graph import Fabric
 from .fabric_events import JobFailed
 from .linkload import LinkLoad
 from .maxmin import bottleneck_pairs, max_min_pairs
-from .taskgraph import COMPUTE, TRANSFER, TaskGraph
+from .taskgraph import COMPUTE, TaskGraph
 
 if TYPE_CHECKING:
     from .fabric_events import FabricTimeline
@@ -295,7 +295,6 @@ class _Faults:
         self.i = 0
         self.routes: list[tuple[int, ...]] = list(graph.route)
         self.weights: dict[int, tuple[float, ...]] = dict(graph.route_weight)
-        self.transfers = np.flatnonzero(np.asarray(graph.kind) == TRANSFER)
         self.delivered = np.zeros(len(graph))
         self.stalled: dict[int, tuple[float, float]] = {}  # task -> (bytes left, stopped at)
         self.gen: dict[int, int] = {}  # task -> how many times it stopped (a due action of an older stop is void)
@@ -305,6 +304,7 @@ class _Faults:
         self.resume_rem: dict[int, float] = {}
         self.detour: dict[int, float] = {}  # task on a route other than its own -> its bytes left then
         self.detoured: set[int] = set()
+        self.away: set[int] = set()  # tasks routing moved off their own route
         self.log = FaultLog()
         self._build_csr()
 
@@ -323,9 +323,6 @@ class _Faults:
 
     def _live(self, t: int) -> bool:
         return bool(all(self.capacity[li] > 0 for li in self.routes[t]))
-
-    def _crosses(self, t: int, links) -> bool:
-        return any(li in links for li in self.routes[t])
 
     # a transfer's bytes on a route other than the one it was lowered with are rerouted bytes
     def segment_begin(self, t: int, rem: float) -> None:
@@ -433,12 +430,17 @@ class _Faults:
         pos = {int(t): k for k, t in enumerate(act_task.tolist())}
         ptr, flat, w, _ = self.csr
         moved = 0
-        for t in self.transfers.tolist():
-            if not np.isnan(end[t]):
-                continue
+        hit = np.zeros(len(self.capacity), dtype=bool)
+        hit[list(down)] = True
+        crosses = np.zeros(len(g), dtype=bool)  # each task's current route crosses `down`
+        crosses[np.repeat(np.arange(len(g)), np.diff(ptr))[hit[flat]]] = True
+        candidates = crosses.copy()
+        candidates[list(self.away)] = True
+        candidates &= np.isnan(end)
+        for t in np.flatnonzero(candidates).tolist():
             own = g.route[t]
             cur = self.routes[t]
-            if self._crosses(t, down):
+            if crosses[t]:
                 found = self.tl.rerouter.route(t, own, down)
                 if found is None:
                     continue  # no path: it stops (or stays stopped) until its QP gives up
@@ -457,6 +459,10 @@ class _Faults:
                 link_bytes[flat[ptr[t]:ptr[t + 1]]] -= rem * w[ptr[t]:ptr[t + 1]]
                 self.segment_end(t, rem)
             self.routes[t] = links
+            if links is own:
+                self.away.discard(t)
+            else:
+                self.away.add(t)
             self.log.moves.append((now, t))
             self.log.routes[t] = links
             if weights is None:
