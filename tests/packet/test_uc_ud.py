@@ -155,3 +155,12 @@ def test_wireshark_decodes_uc_writes_and_ud_datagrams(tmp_path):
                           timeout=120).stdout
     assert "Unreliable Datagram (UD) - SEND only (100)" in text
     assert "DETH - Datagram Extended Transport Header" in text and f"Queue Key: 0x00000000{UD_QKEY:08x}" in text
+
+
+def test_uc_write_only_every_packet_is_a_message_so_a_loss_loses_one_packet_only():
+    cfg = _cfg("uc", lossy=True)
+    cfg = replace(cfg, nic=replace(cfg.nic, write_only=True))
+    st = run_scenario("incast", cfg, size_mb=0.4).runs[0][2]
+    lost = [f for f in st.flows if f["packets_lost"]]
+    assert lost and all(f["messages_lost"] == f["packets_lost"] and f["packets_discarded"] == 0 for f in lost)
+    assert all(f["placement"] == "direct, per-packet messages" and f["retransmissions"] == 0 for f in st.flows)
