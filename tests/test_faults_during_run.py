@@ -6,6 +6,8 @@ delivered once, no link carries anything while it is down, a failure never makes
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -288,4 +290,23 @@ def test_flows_in_flight_move_with_their_remaining_bytes(case):
     moved = {t for _, t in tl.fault_log.moves}
     size = sum(case.graph.size_bytes[t] for t in moved)
     assert 0 < tl.fault_log.bytes_rerouted < size  # part of their bytes went round, the rest on their own routes
+    conserved(case, fx, tl)
+
+
+def test_a_straggler_during_the_run_stretches_what_it_computes_then(case):
+    from aifabric.faults import slow_down
+
+    # slow from (almost) the start to the end: the same as a straggler from the start (faults with at_s 0)
+    fx, tl = case.run([FaultSpec(kind="gpu_slow", target=5, factor=1.5, at_s=1e-9)])
+    static = copy.deepcopy(case.graph)
+    slow_down(static, {5: 1.5})
+    whole = run_reference(static, case.fabric)
+    assert tl.makespan_s == pytest.approx(whole.makespan_s, rel=1e-6)
+    assert tl.makespan_s > case.base.makespan_s
+    # slow for a while only: slower than without, faster than slow throughout
+    a, b = 0.2 * case.base.makespan_s, 0.5 * case.base.makespan_s
+    fx, tl = case.run([FaultSpec(kind="gpu_slow", target=5, factor=1.5, at_s=round(a, 9), up_at_s=round(b, 9))])
+    assert case.base.makespan_s < tl.makespan_s < whole.makespan_s
+    assert [e["what"].rsplit(": ", 1)[1] for e in tl.fault_log.events] == ["slow", "its own pace again"]
+    assert tl.fault_log.events[0]["compute_tasks_repaced"] >= 0
     conserved(case, fx, tl)

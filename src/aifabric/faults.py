@@ -64,6 +64,7 @@ class Timed:
     detection_s: float
     convergence_s: float
     drawn: bool = False
+    rank: int | None = None  # gpu_slow: the straggler (`fraction` is then how many times slower it computes)
 
     def known(self, k: int) -> tuple[float, float]:
         """When routing knows cycle k's links are down: [at + detection + convergence, up + convergence); a fault
@@ -86,7 +87,7 @@ class FaultEffects:
     retransmit_timeout_s: float = 4.096e-6 * 2 ** NCCL_IB_TIMEOUT
     retry_count: int = NCCL_IB_RETRY_CNT
 
-    def events(self) -> list[tuple[float, dict[int, float], frozenset[int] | None, str]]:
+    def events(self) -> list[tuple[float, dict[int, float], frozenset[int] | None, str, dict[int, float]]]:
         """The faults during the run as the engine's events (engines/fabric_events.py FabricEvent fields): at every
         time something changes, the rate fraction of every link a timed fault touches, and, when routing converges
         then, every link it knows is down."""
@@ -95,30 +96,38 @@ class FaultEffects:
         for f in self.timed:
             for k, (a, b) in enumerate(f.intervals):
                 cycle = f" (cycle {k + 1} of {len(f.intervals)})" if len(f.intervals) > 1 else ""
-                physical.setdefault(a, []).append(f"{f.label()}: {'down' if f.fraction == 0 else 'degraded'}{cycle}")
+                state = "slow" if f.rank is not None else "down" if f.fraction == 0 else "degraded"
+                physical.setdefault(a, []).append(f"{f.label()}: {state}{cycle}")
                 if math.isfinite(b):
-                    physical.setdefault(b, []).append(f"{f.label()}: whole again{cycle}")
-                if f.fraction == 0:
+                    back = "its own pace again" if f.rank is not None else "whole again"
+                    physical.setdefault(b, []).append(f"{f.label()}: {back}{cycle}")
+                if f.fraction == 0 and f.rank is None:
                     s0, s1 = f.known(k)
                     if s1 > s0:
                         routing.setdefault(s0, []).append(f"{f.label()}: routing converged around it{cycle}")
                         if math.isfinite(s1):
                             routing.setdefault(s1, []).append(f"{f.label()}: routing converged back{cycle}")
         touched = sorted({li for f in self.timed for li in f.links})
+        ranks = sorted({f.rank for f in self.timed if f.rank is not None})
         out = []
         for t in sorted(set(physical) | set(routing)):
             rates: dict[int, float] = {}
+            pace: dict[int, float] = {}
             if t in physical:
                 rates = dict.fromkeys(touched, 1.0)
+                pace = dict.fromkeys(ranks, 1.0)
                 for f in self.timed:
                     if any(a <= t < b for a, b in f.intervals):
+                        if f.rank is not None:
+                            pace[f.rank] = max(pace[f.rank], f.fraction)
                         for li in f.links:
                             rates[li] = min(rates[li], f.fraction)
             down = None
             if t in routing:
-                down = frozenset(li for f in self.timed if f.fraction == 0 for k in range(len(f.intervals))
-                                 if f.known(k)[0] <= t < f.known(k)[1] for li in f.links)
-            out.append((t, rates, down, "; ".join(physical.get(t, []) + routing.get(t, []))))
+                down = frozenset(li for f in self.timed if f.fraction == 0 and f.rank is None
+                                 for k in range(len(f.intervals)) if f.known(k)[0] <= t < f.known(k)[1]
+                                 for li in f.links)
+            out.append((t, rates, down, "; ".join(physical.get(t, []) + routing.get(t, [])), pace))
         return out
 
 
@@ -249,8 +258,13 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
                 problems.append(Problem(path, f"no GPU {t!r}: a rank 0..{fabric.world_size - 1} or a GPU's name"
                                               f"{_near(t, fabric.rank_gpu)}"))
                 continue
-            fx.slow[rank] = max(fx.slow.get(rank, 1.0), float(fault.factor))
-            fx.applied.append({"kind": fault.kind, "target": str(t), "rank": rank, "factor": float(fault.factor)})
+            if timed:
+                fx.timed.append(Timed(i, fault.kind, str(t), [], float(fault.factor), intervals, det, conv, drawn,
+                                      rank=rank))
+            else:
+                fx.slow[rank] = max(fx.slow.get(rank, 1.0), float(fault.factor))
+            fx.applied.append({**_applied(fault, t, [], drawn), "rank": rank})
+            del fx.applied[-1]["links"]
     if problems:
         raise InputError(problems)
     return fx
@@ -261,9 +275,10 @@ def _applied(fault, target, links: list[str], drawn: bool) -> dict:
     if fault.factor is not None:
         out["factor"] = float(fault.factor)
     if fault.at_s > 0 or fault.up_at_s is not None or fault.flaps > 1:
-        out.update(at_s=fault.at_s, up_at_s=fault.up_at_s,
-                   detection_s=DETECTION_S if fault.detection_s is None else fault.detection_s,
-                   convergence_s=CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s)
+        out.update(at_s=fault.at_s, up_at_s=fault.up_at_s)
+        if fault.kind != "gpu_slow":  # routing's reaction
+            out.update(detection_s=DETECTION_S if fault.detection_s is None else fault.detection_s,
+                       convergence_s=CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s)
         if fault.flaps > 1:
             out.update(flaps=fault.flaps, flap_period_s=fault.flap_period_s)
     if drawn:
@@ -310,7 +325,7 @@ def job_failed(fx: FaultEffects, exc) -> InputError:
     """A transfer found no path before its QP's retransmissions ran out (engines.fabric_events.JobFailed): the job
     fails then; which faults held when it stopped, and why it ends."""
     t0 = exc.stalled_at_s
-    held = [f for f in fx.timed if f.fraction == 0 and any(a <= t0 < b for a, b in f.intervals)]
+    held = [f for f in fx.timed if f.fraction == 0 and f.rank is None and any(a <= t0 < b for a, b in f.intervals)]
     what = "; ".join(f"{f.label()} at {f.intervals[0][0]:.6g} s" for f in held) or "the faults"
     return InputError(Problem("faults", (
         f"the job fails at {exc.t_s:.6g} s: rank {exc.src} cannot reach rank {exc.dst} after {what}. Its transfer "

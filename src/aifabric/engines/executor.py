@@ -183,7 +183,7 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     def begin(t: int, now: float) -> None:
         start[t] = now
         if kind[t] == COMPUTE:
-            heapq.heappush(events, (now + duration[t], t))
+            heapq.heappush(events, (now + (duration[t] if fx is None else fx.compute_began(t, now)), t))
         elif size[t] <= 0:
             heapq.heappush(events, (now + latency[t], t))
         else:
@@ -200,7 +200,7 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
             if fx is not None and fx.next_s() <= now:
                 # the fabric changes (before the transfers starting now): link rates, stopped flows, routes, the
                 # retransmissions due; the flows in flight carry their remaining bytes to their new routes
-                act_task, act_rem, changed = fx.apply(now, act_task, act_rem, link_bytes, started, end)
+                act_task, act_rem, changed = fx.apply(now, act_task, act_rem, link_bytes, started, end, events)
                 route_ptr, route_flat, weight_flat, weighted = fx.csr
                 dirty = dirty or changed
             if started:
@@ -259,7 +259,9 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
             now = t_next
             state["now"] = now
             while events and events[0][0] <= now:
-                _, t = heapq.heappop(events)
+                t_due, t = heapq.heappop(events)
+                if fx is not None and fx.stale(t, t_due):  # a compute task a straggler event rescheduled
+                    continue
                 end[t] = now
                 state["completed"] += 1
                 for d in dependents[t]:
@@ -305,6 +307,8 @@ class _Faults:
         self.detour: dict[int, float] = {}  # task on a route other than its own -> its bytes left then
         self.detoured: set[int] = set()
         self.away: set[int] = set()  # tasks routing moved off their own route
+        self.slow: dict[int, float] = {}  # rank -> how many times slower it computes now
+        self.computing: dict[int, tuple[float, float]] = {}  # compute task running -> (its end, its pace)
         self.log = FaultLog()
         self._build_csr()
 
@@ -370,8 +374,47 @@ class _Faults:
                 self._stop(t, float(rem[k]), now)
         return rem, live
 
+    # stragglers during the run: a compute task's compute part (not the collectives folded into it) goes at the
+    # pace of its slowest rank; a change of pace reschedules the running tasks' completions
+    def _pace(self, t: int) -> float:
+        return max((self.slow.get(r, 1.0) for r in self.graph.ranks_of(t)), default=1.0)
+
+    def _length(self, t: int, pace: float) -> float:
+        comm = self.graph.comm_s.get(t, 0.0)
+        return comm + (self.graph.duration_s[t] - comm) * pace
+
+    def compute_began(self, t: int, now: float) -> float:
+        pace = self._pace(t)
+        length = self._length(t, pace)
+        self.computing[t] = (now + length, pace)
+        return length
+
+    def stale(self, t: int, t_due: float) -> bool:
+        due = self.computing.get(t)
+        if due is None:
+            return False
+        if due[0] != t_due:
+            return True
+        del self.computing[t]
+        return False
+
+    def _repace(self, now: float, ranks, events: list) -> int:
+        changed = 0
+        for t, (t_end, pace) in list(self.computing.items()):
+            if not any(r in ranks for r in self.graph.ranks_of(t)):
+                continue
+            new = self._pace(t)
+            if new == pace:
+                continue
+            full_old, full_new = self._length(t, pace), self._length(t, new)
+            t_new = now + (t_end - now) * (full_new / full_old if full_old > 0 else 1.0)
+            self.computing[t] = (t_new, new)
+            heapq.heappush(events, (t_new, t))
+            changed += 1
+        return changed
+
     def apply(self, now: float, act_task: np.ndarray, act_rem: np.ndarray, link_bytes: np.ndarray,
-              started: list[int], end: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+              started: list[int], end: np.ndarray, events: list) -> tuple[np.ndarray, np.ndarray, bool]:
         changed = False
         while self.next_s() <= now:
             if self.i < len(self.events) and self.events[self.i].t_s <= now:
@@ -395,6 +438,10 @@ class _Faults:
                         keep[dead] = False
                         act_task, act_rem = act_task[keep], act_rem[keep]
                     entry["transfers_stopped"] = len(dead)
+                if ev.gpu_slowdown:
+                    for r, f in ev.gpu_slowdown.items():
+                        self.slow[r] = f
+                    entry["compute_tasks_repaced"] = self._repace(now, ev.gpu_slowdown, events)
                 if ev.routing_down is not None:
                     moved, act_task, act_rem = self._reroute(now, ev.routing_down, act_task, act_rem, link_bytes, end)
                     entry["transfers_rerouted"] = moved

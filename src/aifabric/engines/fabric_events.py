@@ -42,13 +42,15 @@ TORCH_NCCL_TIMEOUT_S = 600.0  # torch.distributed's default timeout for NCCL pro
 
 @dataclass(frozen=True)
 class FabricEvent:
-    """At `t_s`: links whose rate becomes `rate_fraction[link]` of their own (0: down, 1: whole again); and, when
-    `routing_down` is not None, routing converges around those links (every link routing then knows is down)."""
+    """At `t_s`: links whose rate becomes `rate_fraction[link]` of their own (0: down, 1: whole again); when
+    `routing_down` is not None, routing converges around those links (every link routing then knows is down); ranks
+    that compute `gpu_slowdown[rank]` times slower from then (a straggler; the tasks running on them stretch)."""
 
     t_s: float
     rate_fraction: dict[int, float] = field(default_factory=dict)
     routing_down: frozenset[int] | None = None
     label: str = ""
+    gpu_slowdown: dict[int, float] = field(default_factory=dict)  # rank -> times slower from now (1: its own pace)
 
 
 @dataclass
