@@ -8,10 +8,10 @@ breaks, how the fabric and the job react, and what it costs against the same ite
 - `link_degraded`: the cable runs at `factor` of its rate (a lane down, FEC errors, a renegotiated speed).
 - `gpu_slow`: the rank's kernels take `factor` x as long (a straggler: thermal throttling, a weak part); a
   tensor-parallel group runs in lockstep, so its merged tasks take the slowest member's time, and every
-  collective it is in waits for it.
-- A rank left with no path to a peer it must reach: NCCL cannot complete the collective; its watchdog ends the
-  job after its timeout (torch.distributed's default for NCCL: 10 minutes). The run is refused with that
-  reason (which rank, which peer, which fault).
+  collective it is in waits for it. During the run (`at_s`, `up_at_s`): the tasks it computes then stretch.
+- A rank left with no path to a peer it must reach from the start: NCCL cannot complete the collective; its
+  watchdog ends the job after its timeout (torch.distributed's default for NCCL: 10 minutes). The run is refused
+  with that reason (which rank, which peer, which fault).
 
 A fault at `at_s: 0` with no `up_at_s` holds from the start, routing converged around it. A fault during the run
 (`at_s > 0`, `up_at_s`, `flaps`) is a list of events of the flow engine's loop (engines/fabric_events.py):
