@@ -310,3 +310,37 @@ def test_a_straggler_during_the_run_stretches_what_it_computes_then(case):
     assert [e["what"].rsplit(": ", 1)[1] for e in tl.fault_log.events] == ["slow", "its own pace again"]
     assert tl.fault_log.events[0]["compute_tasks_repaced"] >= 0
     conserved(case, fx, tl)
+
+
+def test_a_dual_port_nic_loses_a_port_mid_run_and_keeps_going():
+    data = demo_scenario().model_dump(mode="json", exclude_unset=True)
+    data["cluster"]["nic_ports"] = 2
+    data["fabric"].update(SEGMENTS)
+    fabric, _ = build_fabric(load_scenario(data))
+    ports = [li for li in fabric.out_links["s0/nic0"] if fabric.is_switch(fabric.links[li].dst)]
+    a = fabric.links[ports[0]]
+    data["faults"] = [{"kind": "link_down", "target": f"{a.src}--{a.dst}", "at_s": 0.01, "convergence_s": 0.1,
+                       "nccl_ib_timeout": 14}]
+    run = simulate(load_scenario(data))
+    d = run.faults["during_run"]
+    assert run.results.complete and d["transfers_stopped"] > 0 and d["bytes_rerouted"] > 0
+    assert run.timeline.link_bytes[ports[1]] > 0  # the LAG's other port carries on
+    assert run.results.iteration_time_s > run.faults["fault_free_iteration_time_s"]
+
+
+def test_sprayed_transfers_spread_again_over_what_is_left():
+    s = scenario([{"kind": "link_down", "target": SPINE_CABLE, "at_s": 0.01, "convergence_s": 0.1,
+                   "nccl_ib_timeout": 14}], servers_per_segment=2, load_balancing="spray")
+    run = simulate(s)
+    tl, g = run.timeline, run.graph
+    transfer = np.asarray(g.kind) == 1
+    np.testing.assert_allclose(tl.delivered_bytes[transfer], np.asarray(g.size_bytes)[transfer], rtol=1e-9, atol=1e-3)
+    d = run.faults["during_run"]
+    converged = next(e["t_s"] for e in d["events"] if "converged" in e["what"])
+    assert d["transfers_rerouted"] > 0
+    down = {li for li, link in enumerate(run.fabric.links) if {link.src, link.dst} == {"seg0/rail0", "spine2"}}
+    starts, _, links, rates = tl.link_load.segments()
+    for a, ls, rs in zip(starts, links, rates, strict=True):
+        if a >= 0.01:  # from the failure on, the sprayed transfers' shares on the cable are gone
+            assert not (rs[np.isin(ls, list(down))] > 0).any()
+    assert converged == pytest.approx(0.01 + 0.3 + 0.1)
