@@ -89,8 +89,8 @@ class FaultEffects:
 
     def events(self) -> list[tuple[float, dict[int, float], frozenset[int] | None, str, dict[int, float]]]:
         """The faults during the run as the engine's events (engines/fabric_events.py FabricEvent fields): at every
-        time something changes, the rate fraction of every link a timed fault touches, and, when routing converges
-        then, every link it knows is down."""
+        time something changes, the links whose rate fraction changes then and the ranks whose pace does, and, when
+        routing converges then, every link it knows is down."""
         physical: dict[float, list[str]] = {}
         routing: dict[float, list[str]] = {}
         for f in self.timed:
@@ -110,18 +110,23 @@ class FaultEffects:
         touched = sorted({li for f in self.timed for li in f.links})
         ranks = sorted({f.rank for f in self.timed if f.rank is not None})
         out = []
+        was_rates: dict[int, float] = dict.fromkeys(touched, 1.0)
+        was_pace: dict[int, float] = dict.fromkeys(ranks, 1.0)
         for t in sorted(set(physical) | set(routing)):
             rates: dict[int, float] = {}
             pace: dict[int, float] = {}
             if t in physical:
-                rates = dict.fromkeys(touched, 1.0)
-                pace = dict.fromkeys(ranks, 1.0)
+                now_rates = dict.fromkeys(touched, 1.0)
+                now_pace = dict.fromkeys(ranks, 1.0)
                 for f in self.timed:
                     if any(a <= t < b for a, b in f.intervals):
                         if f.rank is not None:
-                            pace[f.rank] = max(pace[f.rank], f.fraction)
+                            now_pace[f.rank] = max(now_pace[f.rank], f.fraction)
                         for li in f.links:
-                            rates[li] = min(rates[li], f.fraction)
+                            now_rates[li] = min(now_rates[li], f.fraction)
+                rates = {li: v for li, v in now_rates.items() if v != was_rates[li]}  # what changes then
+                pace = {r: v for r, v in now_pace.items() if v != was_pace[r]}
+                was_rates, was_pace = now_rates, now_pace
             down = None
             if t in routing:
                 down = frozenset(li for f in self.timed if f.fraction == 0 and f.rank is None
