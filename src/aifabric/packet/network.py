@@ -85,6 +85,11 @@ class Network:
             for j, li in enumerate(lis):
                 self.reverse[li] = back[j] if j < len(back) else -1
         self._dist: dict[int, dict[str, int]] = {}
+        # PFC deadlock detection (packet/deadlock.py)
+        self.deadlocked = False  # a deadlock with no watchdog to break it: the run stopped
+        self.deadlock_last_check = -1.0
+        self.deadlock_watch: dict = {}
+        self.deadlock_open: dict | None = None  # a deadlock the watchdog has yet to break
 
     # -- helpers used by devices --------------------------------------------------------------------
     def uniform(self) -> float:

@@ -24,6 +24,7 @@ class PacketStats:
     pfc_frames: list = field(default_factory=list)  # (t_s, port carrying it, priority, quanta), in time order
     flowlet_switches: int = 0
     pkey_violations: dict = field(default_factory=dict)  # (receiving NIC,) -> packets dropped for their P_Key
+    deadlocks: list = field(default_factory=list)  # PFC deadlocks found (packet/deadlock.py): cycle, when, broken
     ports: list = field(default_factory=list)
     flows: list = field(default_factory=list)
     events: int = 0
@@ -107,6 +108,7 @@ class PacketStats:
             "pfc_watchdog": keyed(self.watchdog, ("port", "priority")),
             "pkey_violations": keyed(self.pkey_violations, ("nic",)),
             "ports": ports, "flows": flows,
+            **({"pfc_deadlocks": self.deadlocks} if self.deadlocks else {}),
             **({"pfc_frames": [{"t_s": t, "port": p, "priority": q, "quanta": n} for t, p, q, n in self.pfc_frames]}
                if series else {}),
         }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .deadlock import check as check_deadlock
 from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
 from .lb import spray_index
 from .sim import DATA, Pkt
@@ -258,3 +259,4 @@ class Switch:
         key, gen = arg
         if self.paused_up.get(key) == gen:
             self._send_pfc(key >> 3, key & 7, self.net.cfg.switch.pfc_quanta, self.ingress.get(key, 0), True)
+            check_deadlock(self.net, self.net.ports[key >> 3], key & 7)  # still past xON: part of a cycle?
