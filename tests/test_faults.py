@@ -29,7 +29,9 @@ def test_names_are_checked_with_near_names():
         simulate(scenario([{"kind": "link_down", "target": "rail0--spne0"}]))
     assert "faults[0].target" in str(e.value) and "rail0--spine0" in str(e.value)
     for bad in ({"kind": "gpu_slow", "target": 3}, {"kind": "link_degraded", "target": "rail0--spine0", "factor": 2},
-                {"kind": "link_down", "target": "rail0--spine0", "at_s": 1.0},
+                {"kind": "link_down", "target": "rail0--spine0", "at_s": 1.0, "up_at_s": 0.5},
+                {"kind": "gpu_slow", "target": 3, "factor": 2, "at_s": 1.0, "up_at_s": 0.5},
+                {"kind": "draw", "window_s": 1.0, "target": "spine0"}, {"kind": "draw"},
                 {"kind": "switch_down", "target": "spine0", "factor": 0.5}):
         with pytest.raises(InputError) as e:
             scenario([bad])

@@ -222,7 +222,8 @@ def inert_notes(vs: list[Variant], bytes_by_tier: list[dict[str, float]], engine
         if path == "fabric.flowlet_gap_us" and "packet" not in engines:
             notes.append(f"{path} acts on the packet engine alone (the flow and analytic engines spread a flowlet "
                          "scenario's transfers over the equal-cost paths)")
-        elif path.startswith("fabric.qos.") and "packet" not in engines:
+        elif path.startswith("fabric.qos.") and "packet" not in engines and not path.startswith(
+                ("fabric.qos.roce_mtu_bytes", "fabric.qos.dlb")):  # the path MTU's headers, DLB's spread: every engine
             notes.append(f"{path} is the switch QoS profile, which the packet engine runs (--engine packet); the flow "
                          "and analytic engines do not model queues, ECN, PFC or DCQCN")
     return notes

@@ -8,23 +8,73 @@ breaks, how the fabric and the job react, and what it costs against the same ite
 - `link_degraded`: the cable runs at `factor` of its rate (a lane down, FEC errors, a renegotiated speed).
 - `gpu_slow`: the rank's kernels take `factor` x as long (a straggler: thermal throttling, a weak part); a
   tensor-parallel group runs in lockstep, so its merged tasks take the slowest member's time, and every
-  collective it is in waits for it.
-- A rank left with no path to a peer it must reach: NCCL cannot complete the collective; its watchdog ends the
-  job after its timeout (torch.distributed's default for NCCL: 10 minutes). The run is refused with that
-  reason (which rank, which peer, which fault).
+  collective it is in waits for it. During the run (`at_s`, `up_at_s`): the tasks it computes then stretch.
+- A rank left with no path to a peer it must reach from the start: NCCL cannot complete the collective; its
+  watchdog ends the job after its timeout (torch.distributed's default for NCCL: 10 minutes). The run is refused
+  with that reason (which rank, which peer, which fault).
 
-Every fault holds from the start of the iteration (`at_s: 0`); faults at a later time (detection and convergence
-during the run, transfers in flight lost) are not simulated yet.
+A fault at `at_s: 0` with no `up_at_s` holds from the start, routing converged around it. A fault during the run
+(`at_s > 0`, `up_at_s`, `flaps`) is a list of events of the flow engine's loop (engines/fabric_events.py):
+
+- at `at_s` the links stop (or run at `factor`): the flows crossing a failed link stop, their bytes in flight lost;
+- routing sees the failure `detection_s` later and has converged `convergence_s` after that: the transfers whose
+  route crosses a failed link are re-hashed over what is left (resilient ECMP: `Router.converged`), the others keep
+  their routes; at `up_at_s` the links are whole again and, `convergence_s` later, the moved transfers return;
+- a stopped flow resumes with its remaining bytes at its QP's first retransmission that finds a path (RC's ACK
+  timeout, 4.096 us x 2^NCCL_IB_TIMEOUT); when its NCCL_IB_RETRY_CNT retransmissions find none the QP fails
+  (IBV_WC_RETRY_EXC_ERR), NCCL reports it and the job ends: the run is refused with when and why.
+
+Defaults: `detection_s` 0.3 s, BFD at 100 ms x 3 (RFC 5880: the detection time is the multiplier times the
+interval; 100 ms x 3 and 10 ms x 3 are the usual settings, ipSpace.net, "Controlling BGP Convergence Time"; a
+cable's loss of light is seen faster: set it lower); `convergence_s` 1 s, the upper end of RFC 7938 section 7's
+"sub-second convergence" of eBGP in a data-center Clos (fast fallover, then RIB and FIB updates); NCCL_IB_TIMEOUT
+20 and NCCL_IB_RETRY_CNT 7, NCCL's own (src/transport/net_ib.cc). Faults can also be drawn (`kind: draw`) from
+failure rates (aifabric.reliability's, or the scenario's) with the scenario's seed.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from .errors import InputError, Problem
-from .fabric.graph import NIC, Fabric
+from .fabric.graph import NIC, TIER_HOST, TIER_SPINE, TIER_SUPERSPINE, Fabric
 from .fabric.routing import Router
+
+DETECTION_S = 0.3  # BFD, 100 ms x 3 (RFC 5880 detection time = multiplier x interval)
+CONVERGENCE_S = 1.0  # RFC 7938 section 7: sub-second eBGP convergence in a data-center Clos; its upper end
+NCCL_IB_TIMEOUT = 20  # NCCL's default (src/transport/net_ib.cc): ACK timeout 4.096 us x 2^20 = 4.29 s
+NCCL_IB_RETRY_CNT = 7  # NCCL's default
+TORCH_NCCL_TIMEOUT_S = 600.0  # torch.distributed's default timeout for NCCL process groups (10 minutes)
+
+
+@dataclass
+class Timed:
+    """A fault during the run: its links, the fraction of their rate left while it holds (0: down), and when."""
+
+    index: int  # faults[index] (drawn faults: the draw's index)
+    kind: str
+    target: str
+    links: list[int]
+    fraction: float
+    intervals: list[tuple[float, float]]  # [at, up) per cycle (up: inf when it never comes back)
+    detection_s: float
+    convergence_s: float
+    drawn: bool = False
+    rank: int | None = None  # gpu_slow: the straggler (`fraction` is then how many times slower it computes)
+
+    def known(self, k: int) -> tuple[float, float]:
+        """When routing knows cycle k's links are down: [at + detection + convergence, up + convergence); a fault
+        from the start is known from the start."""
+        a, b = self.intervals[k]
+        seen = a if a == 0 else a + self.detection_s + self.convergence_s
+        return seen, b + self.convergence_s
+
+    def label(self) -> str:
+        return f"{'drawn ' if self.drawn else ''}faults[{self.index}] {self.kind} {self.target}"
 
 
 @dataclass
@@ -33,6 +83,57 @@ class FaultEffects:
     degraded: dict[int, float] = field(default_factory=dict)  # link -> fraction of its rate left
     slow: dict[int, float] = field(default_factory=dict)  # rank -> slowdown
     applied: list[dict] = field(default_factory=list)  # per fault: kind, target, links / rank
+    timed: list[Timed] = field(default_factory=list)  # faults during the run
+    retransmit_timeout_s: float = 4.096e-6 * 2 ** NCCL_IB_TIMEOUT
+    retry_count: int = NCCL_IB_RETRY_CNT
+
+    def events(self) -> list[tuple[float, dict[int, float], frozenset[int] | None, str, dict[int, float]]]:
+        """The faults during the run as the engine's events (engines/fabric_events.py FabricEvent fields): at every
+        time something changes, the links whose rate fraction changes then and the ranks whose pace does, and, when
+        routing converges then, every link it knows is down."""
+        physical: dict[float, list[str]] = {}
+        routing: dict[float, list[str]] = {}
+        for f in self.timed:
+            for k, (a, b) in enumerate(f.intervals):
+                cycle = f" (cycle {k + 1} of {len(f.intervals)})" if len(f.intervals) > 1 else ""
+                state = "slow" if f.rank is not None else "down" if f.fraction == 0 else "degraded"
+                physical.setdefault(a, []).append(f"{f.label()}: {state}{cycle}")
+                if math.isfinite(b):
+                    back = "its own pace again" if f.rank is not None else "whole again"
+                    physical.setdefault(b, []).append(f"{f.label()}: {back}{cycle}")
+                if f.fraction == 0 and f.rank is None:
+                    s0, s1 = f.known(k)
+                    if s1 > s0:
+                        routing.setdefault(s0, []).append(f"{f.label()}: routing converged around it{cycle}")
+                        if math.isfinite(s1):
+                            routing.setdefault(s1, []).append(f"{f.label()}: routing converged back{cycle}")
+        touched = sorted({li for f in self.timed for li in f.links})
+        ranks = sorted({f.rank for f in self.timed if f.rank is not None})
+        out = []
+        was_rates: dict[int, float] = dict.fromkeys(touched, 1.0)
+        was_pace: dict[int, float] = dict.fromkeys(ranks, 1.0)
+        for t in sorted(set(physical) | set(routing)):
+            rates: dict[int, float] = {}
+            pace: dict[int, float] = {}
+            if t in physical:
+                now_rates = dict.fromkeys(touched, 1.0)
+                now_pace = dict.fromkeys(ranks, 1.0)
+                for f in self.timed:
+                    if any(a <= t < b for a, b in f.intervals):
+                        if f.rank is not None:
+                            now_pace[f.rank] = max(now_pace[f.rank], f.fraction)
+                        for li in f.links:
+                            now_rates[li] = min(now_rates[li], f.fraction)
+                rates = {li: v for li, v in now_rates.items() if v != was_rates[li]}  # what changes then
+                pace = {r: v for r, v in now_pace.items() if v != was_pace[r]}
+                was_rates, was_pace = now_rates, now_pace
+            down = None
+            if t in routing:
+                down = frozenset(li for f in self.timed if f.fraction == 0 and f.rank is None
+                                 for k in range(len(f.intervals)) if f.known(k)[0] <= t < f.known(k)[1]
+                                 for li in f.links)
+            out.append((t, rates, down, "; ".join(physical.get(t, []) + routing.get(t, [])), pace))
+        return out
 
 
 def _near(name: str, names) -> str:
@@ -56,25 +157,87 @@ def _node_links(fabric: Fabric, node: str, to_switches_only: bool) -> list[int]:
     return out + back
 
 
-def resolve_faults(fabric: Fabric, faults) -> FaultEffects:
+def network_cables(fabric: Fabric) -> list[str]:
+    """Every switch-facing cable, once, as A--B (NIC-leaf, leaf-spine, spine-superspine)."""
+    seen: dict[frozenset[str], str] = {}
+    for link in fabric.links:
+        if link.tier in (TIER_HOST, TIER_SPINE, TIER_SUPERSPINE):
+            seen.setdefault(frozenset((link.src, link.dst)), f"{link.src}--{link.dst}")
+    return sorted(seen.values())
+
+
+def draw_faults(fabric: Fabric, draw, rng: np.random.Generator) -> list:
+    """Faults drawn for one `kind: draw` entry: per network cable and per NIC a Poisson process at its failure
+    rate (per component-hour: the entry's `rates`, else aifabric.reliability's) over `window_s`; each at a uniform
+    time in the window, lasting `down_s` (or the rest of the run). Deterministic for a generator's seed."""
+    from .reliability import DEFAULT_RATES_PER_HOUR
+    from .scenario.faults_spec import FaultSpec
+
+    out = []
+    pools = {"network_cable": ("link_down", network_cables(fabric)),
+             "nic": ("nic_down", sorted(n.id for n in fabric.nodes_of_kind(NIC)))}
+    for what in ("network_cable", "nic"):
+        kind, names = pools[what]
+        rate = draw.rates.get(what, DEFAULT_RATES_PER_HOUR[what])
+        count = int(rng.poisson(rate * len(names) * draw.window_s / 3600.0)) if names else 0
+        for _ in range(count):
+            target = names[int(rng.integers(len(names)))]
+            at = float(rng.uniform(0.0, draw.window_s))
+            out.append(FaultSpec(kind=kind, target=target, at_s=at, up_at_s=at + draw.down_s if draw.down_s else None,
+                                 detection_s=draw.detection_s, convergence_s=draw.convergence_s,
+                                 nccl_ib_timeout=draw.nccl_ib_timeout, nccl_ib_retry_cnt=draw.nccl_ib_retry_cnt))
+    return sorted(out, key=lambda f: (f.at_s, str(f.target)))
+
+
+def _transport(faults, problems: list) -> tuple[float, int]:
+    """The QPs' ACK timeout and retry count: NCCL's defaults, or the faults' settings (which must agree)."""
+    values = {}
+    for name, default in (("nccl_ib_timeout", NCCL_IB_TIMEOUT), ("nccl_ib_retry_cnt", NCCL_IB_RETRY_CNT)):
+        given = [(i, getattr(f, name)) for i, f in enumerate(faults) if getattr(f, name) is not None]
+        if len({v for _, v in given}) > 1:
+            problems.append(Problem(f"faults[{given[1][0]}].{name}", f"{given[1][1]} differs from faults"
+                                    f"[{given[0][0]}]'s {given[0][1]}: the job's QPs have one setting"))
+        values[name] = given[0][1] if given else default
+    return 4.096e-6 * 2 ** values["nccl_ib_timeout"], int(values["nccl_ib_retry_cnt"])
+
+
+def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
     """Each fault's links or rank on this fabric; InputError naming `faults[i].target` (with near names) for
-    anything the fabric does not have."""
+    anything the fabric does not have. `kind: draw` entries are drawn with a generator seeded by `seed`."""
     fx = FaultEffects()
-    problems = []
+    problems: list[Problem] = []
+    fx.retransmit_timeout_s, fx.retry_count = _transport(faults, problems)
     cables = sorted({f"{link.src}--{link.dst}" for link in fabric.links if link.tier not in ("nvlink", "pcie")})
+    rng = np.random.default_rng([int(seed), 19])  # its own stream of the scenario's seed (issue 19's draws)
+    listed = []
     for i, fault in enumerate(faults):
+        if fault.kind == "draw":
+            listed += [(i, f, True) for f in draw_faults(fabric, fault, rng)]
+        else:
+            listed.append((i, fault, False))
+    for i, fault, drawn in listed:
         path, t = f"faults[{i}].target", fault.target
+        timed = fault.at_s > 0 or fault.up_at_s is not None or fault.flaps > 1
+        if timed:
+            up = fault.up_at_s if fault.up_at_s is not None else math.inf
+            period = fault.flap_period_s or 0.0
+            intervals = [(fault.at_s + k * period, up + k * period) for k in range(fault.flaps)]
+            det = DETECTION_S if fault.detection_s is None else fault.detection_s
+            conv = CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s
         if fault.kind in ("link_down", "link_degraded"):
             links = _cable(fabric, str(t))
             if not links:
                 problems.append(Problem(path, f"no cable {t!r} (name it A--B with two node names){_near(t, cables)}"))
                 continue
-            if fault.kind == "link_down":
+            if timed:
+                fx.timed.append(Timed(i, fault.kind, str(t), links, 0.0 if fault.kind == "link_down" else
+                                      float(fault.factor), intervals, det, conv, drawn))
+            elif fault.kind == "link_down":
                 fx.down.update(links)
             else:
                 for li in links:
                     fx.degraded[li] = min(fx.degraded.get(li, 1.0), float(fault.factor))
-            fx.applied.append({"kind": fault.kind, "target": str(t), "links": [fabric.links[li].id for li in links]})
+            fx.applied.append(_applied(fault, t, [fabric.links[li].id for li in links], drawn))
         elif fault.kind in ("switch_down", "nic_down"):
             node = fabric.nodes.get(str(t))
             ok = node is not None and (fabric.is_switch(str(t)) if fault.kind == "switch_down" else node.kind == NIC)
@@ -85,8 +248,11 @@ def resolve_faults(fabric: Fabric, faults) -> FaultEffects:
                 problems.append(Problem(path, f"no {what} {t!r}{_near(t, kinds)}"))
                 continue
             links = _node_links(fabric, str(t), to_switches_only=fault.kind == "nic_down")
-            fx.down.update(links)
-            fx.applied.append({"kind": fault.kind, "target": str(t), "links": [fabric.links[li].id for li in links]})
+            if timed:
+                fx.timed.append(Timed(i, fault.kind, str(t), links, 0.0, intervals, det, conv, drawn))
+            else:
+                fx.down.update(links)
+            fx.applied.append(_applied(fault, t, [fabric.links[li].id for li in links], drawn))
         else:  # gpu_slow
             rank = None
             if isinstance(t, int) or str(t).isdigit():
@@ -97,11 +263,32 @@ def resolve_faults(fabric: Fabric, faults) -> FaultEffects:
                 problems.append(Problem(path, f"no GPU {t!r}: a rank 0..{fabric.world_size - 1} or a GPU's name"
                                               f"{_near(t, fabric.rank_gpu)}"))
                 continue
-            fx.slow[rank] = max(fx.slow.get(rank, 1.0), float(fault.factor))
-            fx.applied.append({"kind": fault.kind, "target": str(t), "rank": rank, "factor": float(fault.factor)})
+            if timed:
+                fx.timed.append(Timed(i, fault.kind, str(t), [], float(fault.factor), intervals, det, conv, drawn,
+                                      rank=rank))
+            else:
+                fx.slow[rank] = max(fx.slow.get(rank, 1.0), float(fault.factor))
+            fx.applied.append({**_applied(fault, t, [], drawn), "rank": rank})
+            del fx.applied[-1]["links"]
     if problems:
         raise InputError(problems)
     return fx
+
+
+def _applied(fault, target, links: list[str], drawn: bool) -> dict:
+    out = {"kind": fault.kind, "target": str(target), "links": links}
+    if fault.factor is not None:
+        out["factor"] = float(fault.factor)
+    if fault.at_s > 0 or fault.up_at_s is not None or fault.flaps > 1:
+        out.update(at_s=fault.at_s, up_at_s=fault.up_at_s)
+        if fault.kind != "gpu_slow":  # routing's reaction
+            out.update(detection_s=DETECTION_S if fault.detection_s is None else fault.detection_s,
+                       convergence_s=CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s)
+        if fault.flaps > 1:
+            out.update(flaps=fault.flaps, flap_period_s=fault.flap_period_s)
+    if drawn:
+        out["drawn"] = True
+    return out
 
 
 def apply_to_fabric(fabric: Fabric, router: Router, fx: FaultEffects) -> None:
@@ -139,13 +326,39 @@ def unreachable(fabric: Fabric, fx: FaultEffects, exc: Exception) -> InputError:
                                         "(torch.distributed's default for NCCL: 10 minutes)"))
 
 
-def report(fx: FaultEffects, run, baseline, router: Router | None) -> dict:
+def job_failed(fx: FaultEffects, exc) -> InputError:
+    """A transfer found no path before its QP's retransmissions ran out (engines.fabric_events.JobFailed): the job
+    fails then; which faults held when it stopped, and why it ends."""
+    t0 = exc.stalled_at_s
+    held = [f for f in fx.timed if f.fraction == 0 and f.rank is None and any(a <= t0 < b for a, b in f.intervals)]
+    what = "; ".join(f"{f.label()} at {f.intervals[0][0]:.6g} s" for f in held) or "the faults"
+    return InputError(Problem("faults", (
+        f"the job fails at {exc.t_s:.6g} s: rank {exc.src} cannot reach rank {exc.dst} after {what}. Its transfer "
+        f"stopped at {t0:.6g} s and its QP's {fx.retry_count} retransmissions, {fx.retransmit_timeout_s:.3g} s "
+        f"apart (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT), found no path: the QP fails (IBV_WC_RETRY_EXC_ERR), NCCL "
+        "reports it and torch.distributed ends the job (its watchdog would have after "
+        f"{TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes). Deep Learning for Network Engineers, Chapter 10")))
+
+
+def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: set | None = None) -> dict:
     """What happened and what it cost: each fault, the iteration against the fault-free one, the bytes that
-    crossed the failed links without the faults (rerouted), the QPs whose path changed."""
+    crossed the failed links without the faults (rerouted), the QPs whose path changed (`moved_qps`: those routing
+    moved during the run); with faults during the run, what the event loop did (`during_run`: each event, bytes
+    rerouted, time stalled)."""
     t, t0 = run.results.iteration_time_s, baseline.results.iteration_time_s
     rerouted = float(sum(baseline.timeline.link_bytes[li] for li in fx.down)) / max(1, run.workload.iterations)
-    moved = len(router.rerouted) if router is not None else 0
-    return {"faults": fx.applied, "iteration_time_s": t, "fault_free_iteration_time_s": t0,
-            "slowdown": t / t0 if t0 > 0 else float("nan"), "bytes_rerouted_per_iteration": rerouted,
-            "qps_rerouted": moved, "links_down": len(fx.down), "links_degraded": len(fx.degraded),
-            "slow_ranks": {str(r): f for r, f in sorted(fx.slow.items())}}
+    moved = len((router.rerouted if router is not None else set()) | (moved_qps or set()))
+    out = {"faults": fx.applied, "iteration_time_s": t, "fault_free_iteration_time_s": t0,
+           "slowdown": t / t0 if t0 > 0 else float("nan"), "bytes_rerouted_per_iteration": rerouted,
+           "qps_rerouted": moved, "links_down": len(fx.down), "links_degraded": len(fx.degraded),
+           "slow_ranks": {str(r): f for r, f in sorted(fx.slow.items())}}
+    log = getattr(run.timeline, "fault_log", None)
+    if fx.timed:
+        during = log.to_dict() if log is not None else {"events": []}
+        during.update(run_time_s=run.timeline.makespan_s, fault_free_run_time_s=baseline.timeline.makespan_s,
+                      retransmit_timeout_s=fx.retransmit_timeout_s, retry_count=fx.retry_count,
+                      engine_path="reference (faults during the run are not on the compiled loop)")
+        out["during_run"] = during
+        out["bytes_rerouted_per_iteration"] = rerouted + during.get("bytes_rerouted", 0.0) / max(
+            1, run.workload.iterations)
+    return out

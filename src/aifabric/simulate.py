@@ -12,6 +12,7 @@ import numpy as np
 
 from .catalog import gpu
 from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
+from .engines.fabric_events import JobFailed
 from .fabric import Fabric, Router, build
 from .results import Results, summarize
 from .scenario.schema import Scenario
@@ -58,6 +59,14 @@ class Run:
 
         return run_costs(self).to_dict()
 
+
+    @cached_property
+    def connection_setup(self) -> dict:
+        """The job's RDMA connections set up once before its first collective: queue pairs, CM exchanges, time
+        (packet/job_connections.py; summary.json `connection_setup`); not part of the iteration time."""
+        from .packet.job_connections import job_connection_setup
+
+        return job_connection_setup(self.graph, self.fabric).to_dict()
 
     @cached_property
     def reliability(self) -> dict:
@@ -181,7 +190,7 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     if s.faults:
         from .faults import apply_to_fabric, resolve_faults
 
-        fx = resolve_faults(fabric, s.faults)
+        fx = resolve_faults(fabric, s.faults, seed=s.seed)
         apply_to_fabric(fabric, router, fx)
     if workload is None:
         phase("workload")
@@ -200,12 +209,24 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         from .faults import slow_down
 
         slow_down(graph, fx.slow)
+    during = None
+    if fx is not None and fx.timed:  # faults during the run: events of the event loop (engines/fabric_events.py)
+        from .engines.fabric_events import FabricEvent, FabricTimeline, Rerouter
+
+        during = FabricTimeline([FabricEvent(*e) for e in fx.events()],
+                                Rerouter(graph, fabric, router, spread=s.fabric.load_balancing != "ecmp"),
+                                fx.retransmit_timeout_s, fx.retry_count)
     phase("event loop")
     try:
-        timeline = run(graph, fabric, engine, progress)
+        timeline = run(graph, fabric, engine, progress, faults=during)
         complete = True
     except Interrupted as exc:
         timeline, complete = exc.timeline, False
+    except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
+        from .faults import job_failed
+
+        assert fx is not None
+        raise job_failed(fx, exc) from None
     phase("results")
     add_folded_bytes(graph, timeline)
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
@@ -216,5 +237,6 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
 
         phase("fault-free run")  # the same iteration without the faults: what they cost
         baseline = simulate(s.model_copy(update={"faults": []}), engine=engine, workload=workload)
-        out.faults = report(fx, out, baseline, router)
+        moved = set().union(*(r.rerouted for r in during.rerouter._routers.values())) if during else None
+        out.faults = report(fx, out, baseline, router, moved)
     return out

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from aifabric.packet.cm import REP, REQ, parse_mad
+from aifabric.packet.cm import REP, REQ, RTU, parse_mad
 from aifabric.packet.config import PacketConfig
 from aifabric.packet.connection import Connection
 from aifabric.packet.scenarios import run_scenario
@@ -101,3 +101,14 @@ def test_cm_knobs_are_checked():
         validate(_cfg(retries=16))
     with pytest.raises(InputError, match="nic.cm_response_timeout"):
         validate(_cfg(timeout=32))
+
+
+def test_a_lost_rtu_the_first_write_establishes_the_passive_side(lose):
+    lose(RTU, 1)
+    r = run_scenario("connect", _cfg())
+    conn = r.net.flows[0].conn
+    assert [m for _, _, m in conn.cm_log] == ["REQ", "REP", "RTU"]  # no REP again: the data came first
+    assert conn.resp.state is QpState.RTS and [b.value for _, b, _ in conn.resp.history] == ["INIT", "RTR", "RTS"]
+    assert any("communication established" in row["event"] for row in r.table)
+    assert [w.status for w in r.net.rnic(r.net.flows[0].src).cq.entries] == [WcStatus.SUCCESS]
+    assert conn.cm_sent == {REQ: 1, REP: 1, RTU: 1}  # the REP's 4.29 s timer found the QP in RTS: no REP again

@@ -391,20 +391,23 @@ def bootstrap(
     master_port: int = typer.Option(12345, "--master-port", help="rendezvous TCP port"),
     network: str = typer.Option("frontend", "--network", help="frontend or management"),
     seed: int = typer.Option(0, "--seed", help="seed of the unique ID"),
+    channels: int = typer.Option(2, "--channels", help="NCCL channels: ring connections per pair of ranks"),
 ) -> int:
     """Communicator bootstrap (Deep Learning for Network Engineers, Ch. 14, Figures 14-2 and 14-3): ranks, the
-    TCP rendezvous, the unique ID."""
+    TCP rendezvous, the unique ID, then the ring's RDMA connections (Ch. 9: QPs, CM REQ -> REP -> RTU), once,
+    before the first collective."""
     import ipaddress
 
     import numpy as np
     from rich.table import Table
 
-    from ..collectives.bootstrap import Launch, processes, rendezvous
+    from ..collectives.bootstrap import Launch, processes, rendezvous, ring_connections
 
     problems: list[Problem] = []
     _check(problems, "--nnodes", nnodes, 1)
     _check(problems, "--nproc-per-node", nproc_per_node, 1)
     _check(problems, "--seed", seed, 0)
+    _check(problems, "--channels", channels, 1)
     if not 1 <= master_port <= 65535:
         problems.append(Problem("--master-port", f"a TCP port, 1 .. 65535 (got {master_port})"))
     try:
@@ -437,4 +440,27 @@ def bootstrap(
     console.print(events)
     console.print(f"NCCL unique ID ({len(rv.unique_id)} bytes): {rv.unique_id[:16].hex()}…; every rank joins the "
                   f"communicator with it; done after {rv.done_s * 1e6:.1f} µs")
+    rc = ring_connections(launch, rv.done_s, channels)
+    cs = rc.setup
+    if not cs.connections:
+        console.print("ring connections: every ring neighbour is on the same node (NVLink): no queue pair")
+        return 0
+    conns = Table(title=f"ring connections over the backend ({channels} channel{'s' * (channels > 1)}: rank r -> r + 1; "
+                  "Deep Learning for Network Engineers, Ch. 9: QPs RESET -> INIT -> RTR -> RTS around the CM "
+                  "exchange)", title_justify="left")
+    for col in ("t (us)", "message", "from", "to", "network", "bytes"):
+        conns.add_column(col)
+    shown = rc.events[:60]
+    for e in shown:
+        conns.add_row(f"{e.t_s * 1e6:.1f}", "CM " + e.kind[3:].upper(),
+                      f"rank {e.src_rank} ({e.src_addr})", f"rank {e.dst_rank} ({e.dst_addr}) UDP {e.dst_port}",
+                      e.network, str(e.size_bytes))
+    if len(rc.events) > len(shown):
+        conns.caption = f"... and {len(rc.events) - len(shown)} more CM messages"
+    console.print(conns)
+    console.print(f"{cs.connections} connections ({cs.queue_pairs} QPs), {cs.per_connection_s * 1e6:.1f} µs each "
+                  f"(2 QPs created, 6 state changes, 3 CM messages, 1.5 round trips); the busiest NIC "
+                  f"({cs.busiest_nic}) sets up {cs.busiest_nic_connections}, one at a time: connected at "
+                  f"{rc.done_s * 1e6:.1f} µs. The first collective starts after that; the setup is paid once per "
+                  "job, not in any iteration")
     return 0

@@ -144,10 +144,11 @@ def plan_cmd(
     tiers = Table(title="Capacity per tier (per direction)", title_justify="left")
     for col in ("tier", "switches", "down / switch", "up / switch", "down total", "up total", "oversubscription"):
         tiers.add_column(col, justify="left" if col == "tier" else "right")
-    for t in cap.tiers:
-        ratio = "top tier" if t.oversubscription is None else f"{t.oversubscription:.2f}:1"
-        tiers.add_row(TIER_NAMES[t.kind], f"{t.switches:,}", _tbps(t.down_gbps), _tbps(t.up_gbps) if t.up_gbps else "—",
-                      _tbps(t.total_down_gbps), _tbps(t.total_up_gbps) if t.total_up_gbps else "—", ratio)
+    for tc in cap.tiers:
+        ratio = "top tier" if tc.oversubscription is None else f"{tc.oversubscription:.2f}:1"
+        tiers.add_row(TIER_NAMES[tc.kind], f"{tc.switches:,}", _tbps(tc.down_gbps),
+                      _tbps(tc.up_gbps) if tc.up_gbps else "—", _tbps(tc.total_down_gbps),
+                      _tbps(tc.total_up_gbps) if tc.total_up_gbps else "—", ratio)
     console.print(tiers)
     console.print(f"per GPU: {cap.per_gpu_scale_out_gbps:g} Gb/s scale-out (PCIe {cap.per_gpu_pcie_gbps:g} Gb/s; "
                   f"bottleneck: {cap.bottleneck}); bisection {_tbps(cap.bisection_gbps)} of "
@@ -257,6 +258,7 @@ def _print_costs(bom, hw: HardwareSpec):
     for key in dict.fromkeys([*capital, *power]):  # the capital bill's order; power has no cable lines
         pw, usd = power.get(key), capital.get(key)
         line = pw or usd
+        assert line is not None  # the key came from one of the two bills
         t.add_row(line.item, f"{line.count:,}", fmt_watts(pw.each) if pw else "", fmt_watts(pw.total) if pw else "",
                   fmt_usd(usd.each) if usd else "", fmt_usd(usd.total) if usd else "")
     t.add_row("[bold]total", "", "", f"[bold]{fmt_watts(fc.it_power_w)}", "", f"[bold]{fmt_usd(fc.capex_usd)}")
@@ -316,7 +318,8 @@ def _write_plan_files(out: Path, hw: HardwareSpec, f, plan, d: Design, costs: di
 
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "cabling.csv", _csv(HEADER, cabling_rows(f, hw.fabric.port_layout)))
-    bom_rows = [("switch", TIER_NAMES[t.kind], "", t.switches) for t in plan.bom.switch_tiers]
+    bom_rows: list[tuple[str, str, str | float, int]] = [("switch", TIER_NAMES[t.kind], "", t.switches)
+                                                         for t in plan.bom.switch_tiers]
     bom_rows += [("cable", c.tier, c.speed_gbps, c.cables) for c in plan.bom.cables]
     bom_rows += [("transceiver", c.tier, c.speed_gbps, c.transceivers) for c in plan.bom.cables]
     bom_rows += [("nic", "host", d.host_speed_gbps, plan.bom.nics)]
@@ -423,8 +426,8 @@ def polarization_cmd(
     hist.add_column(f"{top}+", justify="right")
     for label, rep in reports:
         counts = np.zeros(top + 1)
-        for load, n in rep.histogram_gbps:
-            counts[min(top, round(load / rep.rate_gbps))] += n
+        for load_gbps, n in rep.histogram_gbps:
+            counts[min(top, round(load_gbps / rep.rate_gbps))] += n
         share = counts / counts.sum()
         hist.add_row(f"ECMP, {label}", *(f"{x:.1%}" for x in share))
     console.print(hist)

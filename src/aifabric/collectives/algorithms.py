@@ -82,13 +82,16 @@ def build_schedule(op: str, algorithm: str, ranks: Sequence[int], elements: int,
     if op in ("all-to-all", "all-to-allv"):
         return all_to_all(ranks, elements, counts if op == "all-to-allv" else None, algorithm)
     if algorithm == "nvls":
-        return nvls_all_reduce(server_matrix(ranks, layout), elements, pieces)
+        m = server_matrix(ranks, layout)
+        assert m is not None  # not_applicable refused a group uneven over the servers
+        return nvls_all_reduce(m, elements, pieces)
     if algorithm == "direct":
         return direct(op, ranks, elements, root, algorithm)
     if algorithm == "rhd":
         return rhd(op, ranks, elements)
     if algorithm.startswith("hierarchical"):
         m = server_matrix(ranks, layout)
+        assert m is not None  # not_applicable refused a group uneven over the servers
         if op == "reduce-scatter":
             return hierarchical_reduce_scatter(m, elements)
         if op == "all-gather":

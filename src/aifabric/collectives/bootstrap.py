@@ -12,6 +12,12 @@ at the master, the NCCL unique ID, and sub-communicators.
 4. Sub-communicators (ncclCommSplit / torch.distributed.new_group): any group of world ranks, numbered
    0 .. k-1 inside the group in the order of `key` (default: world rank).
 
+5. NCCL connects the communicator's rings (`ring_connections`): for each channel, rank r to rank r + 1; a pair on
+   two nodes needs an RDMA connection over the backend network, a queue pair at each end moved RESET -> INIT ->
+   RTR -> RTS around the connection manager's REQ -> REP -> RTU (Deep Learning for Network Engineers, Chapter 9;
+   costs in connection_setup.py). Only then can the first collective start: the setup is paid once per job and
+   is not part of any iteration.
+
 Every message is a `BootstrapEvent` with its time, endpoints, addresses and network, so that the
 bootstrap appears on the frontend network like any other traffic. Randomness (the unique ID) only
 from the generator passed in.
@@ -26,11 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, Problem
+from .connection_setup import ConnectionSetup, NicPair, SetupCosts, connection_setup
 
 LOOPBACK = "127.0.0.1"
 UNIQUE_ID_BYTES = 128
 TCP_HEADER_BYTES = 20 + 20 + 14  # TCP + IPv4 + Ethernet, no options
-FRONTEND, MANAGEMENT, LOOPBACK_NET = "frontend", "management", "loopback"
+FRONTEND, MANAGEMENT, LOOPBACK_NET, BACKEND = "frontend", "management", "loopback", "backend"
+ROCEV2_UDP_PORT = 4791
+CM_MAD_FRAME_BYTES = 14 + 20 + 8 + 12 + 8 + 256 + 4 + 4  # Eth, IPv4, UDP, BTH, DETH, MAD, ICRC, FCS
 
 
 def ephemeral_port(rank: int) -> int:
@@ -95,7 +104,7 @@ def processes(launch: Launch) -> list[Process]:
 @dataclass(frozen=True)
 class BootstrapEvent:
     t_s: float
-    kind: str  # "listen", "syn", "syn-ack", "ack", "unique-id"
+    kind: str  # "listen", "syn", "syn-ack", "ack", "unique-id"; "cm-req", "cm-rep", "cm-rtu" (ring_connections)
     src_rank: int
     dst_rank: int
     src_addr: str
@@ -150,6 +159,57 @@ def rendezvous(launch: Launch, rng: np.random.Generator, network: str = FRONTEND
                                      LOOPBACK_NET if local else network, UNIQUE_ID_BYTES + TCP_HEADER_BYTES))
     return Rendezvous((launch.master_addr, launch.master_port), launch.world_size - 1, tuple(connections), unique_id,
                       tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))))
+
+
+@dataclass(frozen=True)
+class RingConnections:
+    """The communicator's ring connections over the backend network, after the rendezvous."""
+
+    start_s: float  # when NCCL starts connecting (the unique ID has reached every rank)
+    channels: int
+    events: tuple[BootstrapEvent, ...]  # each connection's CM REQ, REP, RTU
+    setup: ConnectionSetup
+
+    @property
+    def done_s(self) -> float:
+        """When the last connection is up: the earliest the first collective can start."""
+        return self.start_s + self.setup.time_s
+
+
+def nic_name(p: Process) -> str:
+    """The backend NIC of a process: one NIC per GPU (rail-optimized), named after its node."""
+    return f"{p.host_addr}/nic{p.local_rank}"
+
+
+def ring_connections(launch: Launch, start_s: float = 0.0, channels: int = 2, rtt_s: float = 5e-6,
+                     costs: SetupCosts | None = None) -> RingConnections:
+    """NCCL's ring connections per channel (rank r -> r + 1, the last to 0): pairs on one node use NVLink (no QP),
+    pairs on two nodes an RDMA connection each, set up `costs.concurrency` at a time per NIC; `rtt_s` is the
+    backend round trip between two NICs."""
+    if channels < 1:
+        raise InputError(Problem("channels", f"must be >= 1 (got {channels})"))
+    costs = costs or SetupCosts()
+    procs = processes(launch)
+    n = len(procs)
+    pairs = [(procs[r], procs[(r + 1) % n]) for r in range(n) if n > 1 and procs[r].node_rank !=
+             procs[(r + 1) % n].node_rank]
+    links = [NicPair(nic_name(a), nic_name(b), rtt_s) for _ in range(channels) for a, b in pairs]
+    setup = connection_setup(links, costs)
+    req, rep, rtu, _ = costs.legs_s(rtt_s)
+    per = costs.connection_s(rtt_s)
+    busy: dict[str, int] = {}  # connections a NIC has started so far: which round the next one is in
+    events = []
+    for _ in range(channels):
+        for a, b in pairs:
+            rounds = max(busy.get(nic_name(a), 0), busy.get(nic_name(b), 0)) // costs.concurrency
+            t0 = start_s + rounds * per
+            busy[nic_name(a)] = busy.get(nic_name(a), 0) + 1
+            busy[nic_name(b)] = busy.get(nic_name(b), 0) + 1
+            for kind, t, s_, d_ in (("cm-req", req, a, b), ("cm-rep", rep, b, a), ("cm-rtu", rtu, a, b)):
+                events.append(BootstrapEvent(t0 + t, kind, s_.rank, d_.rank, nic_name(s_), nic_name(d_),
+                                             ROCEV2_UDP_PORT, BACKEND, CM_MAD_FRAME_BYTES))
+    return RingConnections(start_s, channels, tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))),
+                           setup)
 
 
 @dataclass(frozen=True)

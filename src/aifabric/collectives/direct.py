@@ -31,7 +31,7 @@ def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     return i, j
 
 
-def direct_reduce_scatter(ranks: Sequence[int], elements: int, first_step: int = 0, mb: MoveBuilder | None = None,
+def direct_reduce_scatter(ranks: Sequence[int] | np.ndarray, elements: int, first_step: int = 0, mb: MoveBuilder | None = None,
                           phase: str = "reduce-scatter") -> MoveBuilder:
     r = np.asarray(ranks, dtype=np.int64)
     i, j = _pairs(len(r))
@@ -40,7 +40,7 @@ def direct_reduce_scatter(ranks: Sequence[int], elements: int, first_step: int =
     return mb
 
 
-def direct_all_gather(ranks: Sequence[int], elements: int, first_step: int = 0, mb: MoveBuilder | None = None,
+def direct_all_gather(ranks: Sequence[int] | np.ndarray, elements: int, first_step: int = 0, mb: MoveBuilder | None = None,
                       phase: str = "all-gather") -> MoveBuilder:
     r = np.asarray(ranks, dtype=np.int64)
     i, j = _pairs(len(r))

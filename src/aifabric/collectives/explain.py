@@ -1,6 +1,6 @@
 """Symbolic execution of a schedule: who sends what to whom, and what every rank holds after each step.
 
-Chunks are lettered A, B, C, ... and a rank's original copy of chunk X is written X<rank> (the seeds'
+Chunks are lettered A, B, C, ... and a rank's original copy of chunk X is written X<rank> (the book's
 Ch. 14 notation: A0 is rank 0's copy of chunk A). A partial sum lists its terms in the order they
 were added ("D3+D0": rank 0 received D3 and added its own D0).
 """
@@ -50,7 +50,7 @@ def explain(schedule: Schedule) -> list[StepExplanation]:
     """Symbolic execution: every chunk a rank holds as the list of ranks whose copies were added into it.
     A move carrying a run of chunks is shown as one send per chunk."""
     n = len(schedule.ranks)
-    state = {r: [(r,) for _ in range(schedule.n_chunks)] for r in schedule.ranks}
+    state: dict[int, list[tuple[int, ...]]] = {r: [(r,) for _ in range(schedule.n_chunks)] for r in schedule.ranks}
     everyone = set(schedule.ranks)
 
     def final(c: int, terms: tuple[int, ...]) -> bool:

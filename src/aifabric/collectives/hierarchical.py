@@ -75,7 +75,7 @@ def _inter_rhd(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
     last = first_step
     for q in range(local):
         shard = (q + 1) % local
-        sub = rhd("all-reduce", m[:, q], s_count)  # chunk indices 0 .. S-1 of this shard
+        sub = rhd("all-reduce", m[:, q].tolist(), s_count)  # chunk indices 0 .. S-1 of this shard
         for ph in range(len(sub.phases)):
             sel = sub.phase == ph
             mode = int(sub.mode[sel][0]) if sel.any() else MODE_COPY
@@ -148,6 +148,10 @@ def nvls_all_reduce(m: np.ndarray, elements: int, pieces: int = 1) -> Schedule:
     mb = MoveBuilder()
     inter = 2 if s_count > 1 else 0
     srv = np.arange(s_count).reshape(1, -1, 1, 1)
+    l_idx: np.ndarray  # pair indices, reshaped to broadcast
+    q_idx: np.ndarray
+    j_idx: np.ndarray
+    t_idx: np.ndarray
     if local > 1:  # [p, s, owner l, member q]
         l_idx, q_idx = np.nonzero(~np.eye(local, dtype=bool))
         l_idx, q_idx = l_idx.reshape(1, 1, -1), q_idx.reshape(1, 1, -1)

@@ -66,7 +66,7 @@ class Schedule:
     phases: tuple[str, ...]
     source: np.ndarray  # per chunk, see module doc
     target: np.ndarray
-    channel: np.ndarray = field(default=None)  # type: ignore[assignment]  # int16, default all 0
+    channel: np.ndarray = field(default=None)  # type: ignore[arg-type]  # int16, default all 0
     root: int = -1
     notes: str = ""  # one line on how the algorithm runs (shown by --explain)
 
@@ -159,7 +159,7 @@ class MoveBuilder:
     """Collects blocks of moves (arrays or scalars broadcast together) and builds a `Schedule`."""
 
     phases: list[str] = field(default_factory=list)
-    _blocks: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    _blocks: list[tuple[tuple[int, ...], list[np.ndarray], int, int]] = field(default_factory=list)
 
     def add(self, step, src, dst, chunk, mode: int, phase: str, count=1, channel=0) -> None:
         """Moves given as arrays (or scalars) that broadcast together; nothing is copied until `build`."""
@@ -203,7 +203,7 @@ def execute(schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str =
 
     All moves of one step read the senders' state from before the step, as on real hardware where
     the sends of a step happen concurrently. `reduce_op` is NCCL's redop: sum, avg (sum, then ÷ n on
-    the reduced chunks, as the seeds' Ch. 14 averaging), max, min.
+    the reduced chunks, as the book's Ch. 14 averaging), max, min.
     """
     if reduce_op not in _UFUNC:
         raise ValueError(f"unknown reduction {reduce_op!r}; one of {', '.join(REDUCE_OPS)}")

@@ -191,11 +191,11 @@ def _design_svg(d: Design, title: str) -> str:
                                      lambda i: f"Spine-{i + 1}")
             for j, sxj in enumerate(shown):
                 spine_x[p, j] = sxj
-                for (pp, _s, i), lxv in leaf_x.items():
+                for (pp, seg, i), lxv in leaf_x.items():
                     if pp != p:
                         continue
                     if d.partial_mesh:
-                        pos = _s * d.leafs_per_segment + i
+                        pos = seg * d.leafs_per_segment + i
                         if (j - pos) % d.spines_per_pod >= d.spines_per_leaf:
                             continue
                     svg.line(lxv, row_leaf, sxj, row_spine + SW_H, "#888", 0.8)
@@ -215,14 +215,14 @@ def _design_svg(d: Design, title: str) -> str:
                 if j % d.superspine_planes == plane:
                     svg.line(sxj, row_spine, xk, row_ss + SW_H, "#a58cc9", 0.8)
     # tier speed labels
-    lx = width - 12
-    svg.text(lx, row_leaf + SW_H + 40, f"host links {_fmt_gbps(d.host_speed_gbps)}"
+    label_x = width - 12
+    svg.text(label_x, row_leaf + SW_H + 40, f"host links {_fmt_gbps(d.host_speed_gbps)}"
              + (f" × {d.nic_ports} ports per NIC" if d.nic_ports > 1 else ""), 10, "end")
     if has_spines:
-        svg.text(lx, row_spine + SW_H + 40, f"rail–spine {_fmt_gbps(d.spine_speed_gbps)} × {d.links_per_spine}"
+        svg.text(label_x, row_spine + SW_H + 40, f"rail–spine {_fmt_gbps(d.spine_speed_gbps)} × {d.links_per_spine}"
                  + (" (partial mesh)" if d.partial_mesh else " (full mesh)"), 10, "end")
     if d.superspines:
-        svg.text(lx, row_ss + SW_H + 40, f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × "
+        svg.text(label_x, row_ss + SW_H + 40, f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × "
                  f"{d.links_per_superspine}", 10, "end")
     # legend: rails
     ly = height - 30
@@ -230,8 +230,8 @@ def _design_svg(d: Design, title: str) -> str:
     for r in range(min(d.rails, len(RAIL_COLORS))):
         svg.box(56 + r * 52, ly - 10, 12, 12, RAIL_COLORS[r])
         svg.text(72 + r * 52, ly, f"Rail-{r + 1}", 9)
-    nic = "shared NIC" if d.nic_layout == "shared" else "NIC per GPU"
-    svg.text(20, height - 10, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic}"
+    nic_text = "shared NIC" if d.nic_layout == "shared" else "NIC per GPU"
+    svg.text(20, height - 10, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic_text}"
              f" · {d.leafs:,} rail switches · {d.spines:,} spines · {d.superspines:,} super-spines", 10)
     return svg.render(width, height, title)
 
@@ -263,7 +263,7 @@ def _graph_svg(f: Fabric, title: str) -> str:
         svg.box(x - 40, server_y, 80, 30, "#e8e8e8", f"server {s}", "#222", 9)
         pos[f"s{s}"] = (x, server_y)
     drawn = 0
-    speeds: dict[int, set[float]] = {}
+    speed_gbps: dict[int, set[float]] = {}  # per switch level: the speeds of the links into it
     for li in range(0, len(f.links), 2):
         link = f.links[li]
         a, b = link.src, link.dst
@@ -276,8 +276,8 @@ def _graph_svg(f: Fabric, title: str) -> str:
             drawn += 1
         if f.is_switch(link.dst):
             level = max(f.level(link.src), f.level(link.dst))
-            speeds.setdefault(level, set()).add(link.capacity_bytes_per_s * 8 / 1e9)
-    for level, gbps in speeds.items():
+            speed_gbps.setdefault(level, set()).add(link.capacity_bytes_per_s * 8 / 1e9)
+    for level, gbps in speed_gbps.items():
         y = (y_of[level] + SW_H + 50) if level > 1 else server_y - 40
         svg.text(width - 20, y, " / ".join(_fmt_gbps(g) for g in sorted(gbps)) + (" host links" if level == 1
                                                                                    else " links"), 10, "end")

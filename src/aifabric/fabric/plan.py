@@ -2,7 +2,7 @@
 
 All three read the built `Fabric` graph (so custom topologies get them too), in one pass over its
 links. Capacities are per direction, in Gb/s. A switch's *down* capacity faces the servers, its *up*
-capacity the next tier; oversubscription = down / up (1 = non-blocking, seeds Figure 13-8: 32 x 100
+capacity the next tier; oversubscription = down / up (1 = non-blocking, the book's Figure 13-8: 32 x 100
 Gb/s down = 4 x 800 Gb/s up = 3.2 Tb/s).
 
 Bisection bandwidth here is the worst balanced cut of the GPUs: a cut that sends every flow through
@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .graph import NIC, RAIL, SPINE, SUPERSPINE, SWITCH_KINDS, SWITCH_LEVEL, Fabric
+
+if TYPE_CHECKING:
+    from .design import Design
 
 TIER_NAMES = {RAIL: "rail (leaf)", SPINE: "spine", SUPERSPINE: "super-spine"}
 SWITCH_ORDER = (RAIL, SPINE, SUPERSPINE)
@@ -130,8 +134,8 @@ class FailureDomain:
 class _Scan:
     """One pass over the links: per-switch down/up capacity, ports, cables by speed, GPUs behind NICs."""
 
-    down: dict[str, float]
-    up: dict[str, float]
+    down_gbps: dict[str, float]  # per switch: its links towards the servers
+    up_gbps: dict[str, float]  # per switch: its links away from them
     ports: Counter
     cables: Counter
     nic_switches: dict[str, list[str]]
@@ -142,8 +146,8 @@ class _Scan:
 def _scan(f: Fabric) -> _Scan:
     level = {n: SWITCH_LEVEL.get(node.kind, 0) for n, node in f.nodes.items()}
     kind = {n: node.kind for n, node in f.nodes.items()}
-    down: dict[str, float] = defaultdict(float)
-    up: dict[str, float] = defaultdict(float)
+    down_gbps: dict[str, float] = defaultdict(float)
+    up_gbps: dict[str, float] = defaultdict(float)
     ports: Counter = Counter()
     cables: Counter = Counter()
     nic_switches: dict[str, list[str]] = defaultdict(list)
@@ -163,11 +167,11 @@ def _scan(f: Fabric) -> _Scan:
         ports[link.src] += 1
         port_gbps[link.src] = max(port_gbps[link.src], gbps)
         if ld < ls:
-            down[link.src] += gbps
+            down_gbps[link.src] += gbps
         elif ld > ls:
-            up[link.src] += gbps
+            up_gbps[link.src] += gbps
     gpus_of_nic: Counter = Counter(f.rank_nic(r) for r in range(f.world_size))
-    return _Scan(down, up, ports, cables, nic_switches, gpus_of_nic, port_gbps)
+    return _Scan(down_gbps, up_gbps, ports, cables, nic_switches, gpus_of_nic, port_gbps)
 
 
 def bill_of_materials(f: Fabric, scan: _Scan | None = None) -> BillOfMaterials:
@@ -198,14 +202,15 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
         ids = [n for n, node in f.nodes.items() if node.kind == kind]
         if not ids:
             continue
-        downs = np.array([scan.down.get(n, 0.0) for n in ids])
-        ups = np.array([scan.up.get(n, 0.0) for n in ids])
-        has_up = ups.sum() > 0
-        ratio = float(np.max(np.where(ups > 0, downs / np.where(ups > 0, ups, 1), np.inf))) if has_up else None
-        tiers.append(TierCapacity(kind, len(ids), float(downs.max()), float(ups.min()), float(downs.sum()),
-                                  float(ups.sum()), ratio))
-    host_total = sum(t.total_down_gbps for t in tiers if t.kind == RAIL)
-    d = f.design
+        down_gbps = np.array([scan.down_gbps.get(n, 0.0) for n in ids])
+        up_gbps = np.array([scan.up_gbps.get(n, 0.0) for n in ids])
+        has_up = up_gbps.sum() > 0
+        ratio = (float(np.max(np.where(up_gbps > 0, down_gbps / np.where(up_gbps > 0, up_gbps, 1), np.inf)))
+                 if has_up else None)
+        tiers.append(TierCapacity(kind, len(ids), float(down_gbps.max()), float(up_gbps.min()),
+                                  float(down_gbps.sum()), float(up_gbps.sum()), ratio))
+    host_total_gbps = sum(t.total_down_gbps for t in tiers if t.kind == RAIL)
+    d = cast("Design | None", f.design)  # the graph keeps it untyped (the graph module imports no design)
     notes: list[str] = []
     nic_gbps = pcie_gbps = 0.0
     if d is not None:
@@ -215,15 +220,15 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
         if d.pcie_switch and d.nic_layout == "shared":
             notes.append(f"{d.gpus_per_server} GPUs share {d.nics_per_server} NIC(s) behind a PCIe switch: "
                          f"{nic_gbps:g} Gb/s per GPU when all are busy (Figure 13-1)")
-    cuts = [host_total] + [t.total_up_gbps for t in tiers if t.total_up_gbps > 0]
-    bisection = min(cuts) / 2
+    cut_gbps = [host_total_gbps] + [t.total_up_gbps for t in tiers if t.total_up_gbps > 0]
+    bisection_gbps = min(cut_gbps) / 2
     if d is not None and d.topology == "rail-only":
         notes.append("rail-only: no spine; cross-rail traffic is relayed over NVLink to the GPU on the "
                      "destination rail (PXN); bisection counted for rail-aligned traffic")
     if d is not None and d.topology == "single-switch":
         notes.append("single switch: non-blocking inside the switch, no redundancy (Figure 13-4)")
-    return Capacity(tiers, host_total, nic_gbps, pcie_gbps, "NIC" if nic_gbps <= pcie_gbps else "PCIe",
-                    bisection, notes, rail_only=d is not None and d.topology == "rail-only")
+    return Capacity(tiers, host_total_gbps, nic_gbps, pcie_gbps, "NIC" if nic_gbps <= pcie_gbps else "PCIe",
+                    bisection_gbps, notes, rail_only=d is not None and d.topology == "rail-only")
 
 
 def _switch_edges(f: Fabric) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -301,12 +306,12 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
             continue
         below = list(dict.fromkeys(f.links[li].dst for li in f.out_links[node.id]
                                    if f.level(f.links[li].dst) < f.level(node.id)))
-        lost = defaultdict(float)
+        lost_gbps: defaultdict[str, float] = defaultdict(float)  # per switch below: its uplinks to this one
         for li in f.out_links[node.id]:
             link = f.links[li]
             if f.level(link.dst) < f.level(node.id):
-                lost[link.dst] += _gbps(link.capacity_bytes_per_s)
-        left = min((1 - lost[s] / scan.up[s]) for s in below if scan.up.get(s)) if below else 1.0
+                lost_gbps[link.dst] += _gbps(link.capacity_bytes_per_s)
+        left = min((1 - lost_gbps[s] / scan.up_gbps[s]) for s in below if scan.up_gbps.get(s)) if below else 1.0
         leafs = set(below) if kind == SPINE else {f.links[li].dst for s in below for li in f.out_links[s]
                                                    if f.nodes[f.links[li].dst].kind == RAIL}
         cut_l, part_l = _nic_gpus_on(scan, leafs)

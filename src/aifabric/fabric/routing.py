@@ -97,6 +97,16 @@ class Router:
         self._sw_index = self._csr = None
         self.cache = {}
 
+    def converged(self, links) -> Router:
+        """A router for the same fabric once routing has converged around `links` as well as this one's failures:
+        the same QP numbers (so the same 5-tuples), resilient hashing against the same healthy router. This one
+        keeps its routes (the engine reroutes a fault during the iteration with it: aifabric.faults)."""
+        out = Router(self.fabric, self.hash_seed, self.per_switch_seed, pxn=self.pxn)
+        out.qps = self.qps
+        out.healthy = self.healthy if self.healthy is not None else self
+        out.down = self.down | frozenset(int(li) for li in links)
+        return out
+
     # -- switch graph ---------------------------------------------------------------------------
     def _switch_graph(self) -> None:
         f = self.fabric

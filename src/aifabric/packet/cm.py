@@ -16,7 +16,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .headers import BTH_BYTES, ETH_BYTES, FCS_BYTES, ICRC_BYTES, IPV4_BYTES, UDP_BYTES
+from .headers import (
+    BTH_BYTES,
+    DETH_BYTES,
+    ETH_BYTES,
+    FCS_BYTES,
+    ICRC_BYTES,
+    IPV4_BYTES,
+    OP_UD_SEND_ONLY,  # noqa: F401  (CM messages are UD SEND ONLY packets; pcap.py and connection.py import it here)
+    UDP_BYTES,
+)
 
 REQ, REP, RTU = 0x0010, 0x0013, 0x0014
 ATTR_NAMES = {REQ: "ConnectRequest", REP: "ConnectReply", RTU: "ReadyToUse"}
@@ -26,9 +35,7 @@ CM_CLASS_VERSION = 2
 METHOD_SEND = 0x03
 MAD_BYTES = 256
 MAD_HEADER_BYTES = 24
-DETH_BYTES = 8
 GSI_QKEY = 0x80010000  # the well-known Q_Key of QP1
-OP_UD_SEND_ONLY = 0x64
 CM_FRAME_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES + DETH_BYTES + MAD_BYTES + ICRC_BYTES + FCS_BYTES
 SERVICE_RC, SERVICE_UC = 0, 1
 MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}

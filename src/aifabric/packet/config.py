@@ -30,7 +30,7 @@ from ..errors import InputError, Problem
 from .headers import PFC_MAX_QUANTA, QPN_MAX
 
 LB_MODES = ("ecmp", "flowlet", "spray", "adaptive")
-TRANSPORTS = ("rc", "uet")
+TRANSPORTS = ("rc", "uc", "ud", "uet")  # RoCEv2 RC, UC, UD (IBTA Vol. 1 Ch. 9); Ultra Ethernet
 LOSSLESS_PRIORITY = 3
 CNP_PRIORITY = 7
 N_QUEUES = 8
@@ -89,7 +89,10 @@ class DcqcnConfig:
 class NicConfig:
     mtu_bytes: int = 4096
     write_only: bool = False  # every packet RDMA Write Only with its own RETH (seeds Figure 12-7)
-    transport: str = "rc"  # rc: RoCEv2 RC, go-back-N, in order; uet: spraying, out of order tolerated
+    # rc: RoCEv2 RC, go-back-N, in order; uc: Unreliable Connection (no ACK, no retransmission: a lost packet loses
+    # its message; complete at the sender once sent); ud: Unreliable Datagram (SEND of at most the path MTU, no
+    # RDMA Write); uet: spraying, out of order tolerated
+    transport: str = "rc"
     ack_every_packets: int = 8
     rto_s: float = 1e-3
     data_dscp: int = 24

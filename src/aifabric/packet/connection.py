@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cm import CM_FRAME_BYTES, CM_TIMEOUT_UNIT_S, OP_UD_SEND_ONLY, REP, REQ, RTU, CmMessage
+from ..errors import InputError, Problem
+from .cm import CM_FRAME_BYTES, CM_TIMEOUT_UNIT_S, OP_UD_SEND_ONLY, REP, REQ, RTU, SERVICE_RC, SERVICE_UC, CmMessage
 from .headers import PSN_MODULUS
 from .sim import MAD, Pkt
 from .verbs import (
     LOCAL_WRITE,
+    RELIABLE,
     REMOTE_WRITE,
     CompletionQueue,
     Device,
@@ -48,6 +50,8 @@ BASE_VA = 0x7F00_0000_0000  # where the registered GPU memory starts in every NI
 REGION_BYTES = 1 << 40
 PSN_STREAM = 0x505E  # the seeded generator's stream for initial PSNs
 CM_QPN = 1  # the general services QP: CM messages go to QP1
+QP_TYPE_OF = {"rc": "RC", "uc": "UC", "ud": "UD", "uet": "RUD"}  # nic.transport -> the QPs' service type
+UD_QKEY = 0x11111111  # the Q_Key both ends of a UD queue pair agree on (a DETH carries it; QP1's is 0x80010000)
 
 
 def psn_generator(seed: int) -> np.random.Generator:
@@ -73,7 +77,7 @@ class Connection:
         cfg = net.cfg.nic
         self.net, self.src, self.dst = net, src, dst
         self.path, self.rpath, self.sport, self.dscp, self.prio = path, rpath, sport, dscp, prio
-        qp_type = "RUD" if cfg.transport == "uet" else "RC"
+        qp_type = QP_TYPE_OF[cfg.transport]
         rs, rd = net.rnic(src), net.rnic(dst)
         self.req = rs.pd.create_qp(qp_type, rs.cq, qpn=local_qpn)
         self.resp = rd.pd.create_qp(qp_type, rd.cq, qpn=qpn)
@@ -101,8 +105,9 @@ class Connection:
         self.local_comm_id = (0x1000 + len(net.connections)) & 0xFFFFFFFF
         self.remote_comm_id = 0
         self.tid = (0xA1F0 << 48) | len(net.connections)
+        self.req.port_mtu = self.resp.port_mtu = self.mtu
         self._init(self.req, self.req_pkey_index)
-        if cfg.cm_setup:
+        if cfg.cm_setup and qp_type != "UD":  # UD has no connection: nothing to exchange (SIDR not modelled)
             net.sim.at(net.sim.now + cfg.cm_processing_s, self._send_mad, REQ)
         else:
             self._init(self.resp, self.resp_pkey_index)
@@ -122,17 +127,31 @@ class Connection:
             self.net.log(self.net.sim.now, text, "qp")
 
     def _init(self, qp, pkey_index: int) -> None:
-        qp.modify(QpState.INIT, pkey_index=pkey_index, access_flags=LOCAL_WRITE | REMOTE_WRITE)
+        if qp.type == "UD":
+            qp.modify(QpState.INIT, pkey_index=pkey_index, qkey=UD_QKEY)
+            what = f"Q_Key {UD_QKEY:#010x}"
+        else:
+            qp.modify(QpState.INIT, pkey_index=pkey_index, access_flags=LOCAL_WRITE | REMOTE_WRITE)
+            what = "access Local Write, Remote Write"
         self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} ({qp.type}) RESET -> INIT: P_Key index {pkey_index} "
-                  f"({qp.pkey:#06x}), access Local Write, Remote Write")
+                  f"({qp.pkey:#06x}), {what}")
 
     def _rtr(self, qp, dest_qpn: int, rq_psn: int) -> None:
+        if qp.type == "UD":  # a datagram QP has no peer: each work request names its destination
+            qp.modify(QpState.RTR)
+            self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR")
+            return
         qp.modify(QpState.RTR, path_mtu=self.mtu if self.mtu in (256, 512, 1024, 2048, 4096) else 4096,
                   dest_qpn=dest_qpn, rq_psn=rq_psn)
         self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR: path MTU {qp.path_mtu}, destination QP "
                   f"{dest_qpn:#x}, expected PSN {rq_psn:#08x}")
 
     def _rts(self, qp, sq_psn: int) -> None:
+        if qp.type not in RELIABLE:  # UC, UD: no ACK, so no ACK timeout and no retry count
+            qp.modify(QpState.RTS, sq_psn=sq_psn)
+            self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x} (unreliable: no ACK "
+                      "timeout, no retry count)")
+            return
         qp.modify(QpState.RTS, sq_psn=sq_psn, timeout=self.timeout, retry_cnt=self.retry_cnt)
         self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x}, ACK timeout "
                   f"{self.timeout} (4.096 us x 2^{self.timeout}), retry count {self.retry_cnt}")
@@ -147,6 +166,7 @@ class Connection:
         return CmMessage(kind, self.tid, self.local_comm_id, self.remote_comm_id, self.src.ip, self.dst.ip,
                          self.req.qpn, self.resp.qpn, self.ipsn, self.resp_ipsn,
                          self.path_pkey, self.mtu, self.timeout, self.retry_cnt,
+                         service=SERVICE_UC if self.req.type == "UC" else SERVICE_RC,
                          cm_response_timeout=cfg.cm_response_timeout, max_cm_retries=cfg.max_cm_retries)
 
     @property
@@ -251,8 +271,15 @@ class Connection:
         PSNs; sent now if the QP is in RTS."""
         ls, rd = self.net.rnic(self.src), self.net.rnic(self.dst)
         lmr = ls.mr if local is None else local
+        ud = self.req.type == "UD"
         wr = WorkRequest(flow.id, flow.size, lmr.addr, lmr.lkey, rd.mr.addr if remote_addr is None else int(remote_addr),
-                         (rd.mr.rkey or 0) if rkey is None else rkey)
+                         (rd.mr.rkey or 0) if rkey is None else rkey, opcode="SEND" if ud else "RDMA_WRITE",
+                         remote_qpn=self.resp.qpn if ud else None, remote_qkey=UD_QKEY if ud else None)
+        if ud and flow.size > self.mtu:
+            raise InputError(Problem("nic.transport", (
+                f"ud: a UD queue pair sends datagrams of at most the path MTU ({self.mtu:,} B), SEND only (no RDMA "
+                f"Write); transfer {flow.name} is {flow.size:,} B. Use rc or uc, or messages of at most "
+                f"{self.mtu:,} B (Deep Learning for Network Engineers, Chapter 9)")))
         flow.ipsn = self.next_psn
         self.next_psn = (self.next_psn + flow.n) % PSN_MODULUS
         flow.wr = wr

@@ -17,14 +17,22 @@ ROCEV2_UDP_DPORT = 4791
 UET_UDP_DPORT = 4793  # UEC 1.0 (spec §8.5, [EXTERNAL])
 
 OP_WRITE_FIRST, OP_WRITE_MIDDLE, OP_WRITE_LAST, OP_WRITE_ONLY = 0x06, 0x07, 0x08, 0x0A
+# IBTA Vol. 1 Table 38: the opcode's top 3 bits name the transport (000 RC, 001 UC, 011 UD), the low 5 the operation
+OP_UC_WRITE_FIRST, OP_UC_WRITE_MIDDLE, OP_UC_WRITE_LAST, OP_UC_WRITE_ONLY = 0x26, 0x27, 0x28, 0x2A
+OP_UD_SEND_ONLY = 0x64
+UC_OPCODE = {OP_WRITE_FIRST: OP_UC_WRITE_FIRST, OP_WRITE_MIDDLE: OP_UC_WRITE_MIDDLE, OP_WRITE_LAST: OP_UC_WRITE_LAST,
+             OP_WRITE_ONLY: OP_UC_WRITE_ONLY}
 OP_ACK = 0x11
 OP_CNP = 0x81
 OPCODE_NAMES = {OP_WRITE_FIRST: "RDMA_WRITE_FIRST", OP_WRITE_MIDDLE: "RDMA_WRITE_MIDDLE",
                 OP_WRITE_LAST: "RDMA_WRITE_LAST", OP_WRITE_ONLY: "RDMA_WRITE_ONLY", OP_ACK: "ACKNOWLEDGE",
-                OP_CNP: "CNP"}
+                OP_CNP: "CNP", OP_UC_WRITE_FIRST: "UC RDMA_WRITE_FIRST", OP_UC_WRITE_MIDDLE: "UC RDMA_WRITE_MIDDLE",
+                OP_UC_WRITE_LAST: "UC RDMA_WRITE_LAST", OP_UC_WRITE_ONLY: "UC RDMA_WRITE_ONLY",
+                OP_UD_SEND_ONLY: "UD SEND_ONLY"}
 
 # header bytes on the wire (no preamble / inter-frame gap)
 ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES, RETH_BYTES, AETH_BYTES = 14, 20, 8, 12, 16, 4
+DETH_BYTES = 8  # Datagram Extended Transport Header (UD): Q_Key, source QP
 ICRC_BYTES, FCS_BYTES = 4, 4
 ROCE_HEADER_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES + ICRC_BYTES + FCS_BYTES  # 62
 ACK_BYTES = ROCE_HEADER_BYTES + AETH_BYTES  # 66
@@ -104,7 +112,7 @@ def opcode_of(index: int, count: int, write_only: bool) -> int:
 
 
 def has_reth(opcode: int) -> bool:
-    return opcode in (OP_WRITE_FIRST, OP_WRITE_ONLY)
+    return opcode in (OP_WRITE_FIRST, OP_WRITE_ONLY, OP_UC_WRITE_FIRST, OP_UC_WRITE_ONLY)
 
 
 def segment_write(size_bytes: int, mtu_bytes: int, start_psn: int = 0, write_only: bool = False) -> list[Segment]:

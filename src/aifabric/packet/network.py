@@ -17,9 +17,10 @@ from ..fabric.ecmp import roce_udp_source_port, switch_seed
 from ..fabric.graph import TIER_PCIE, Fabric
 from .config import PacketConfig, validate
 from .connection import Connection, Rnic, psn_generator
+from .headers import PFC_FRAME_BYTES, pfc_pause_s
 from .nic import ChunkFlow, Host, Path, QpFlow
 from .port import Port, serialization_rate_bytes_per_s
-from .sim import Sim
+from .sim import DATA, Sim
 from .stats import PacketStats
 from .switch import Switch
 from .topo import next_hops, switch_distances
@@ -84,6 +85,11 @@ class Network:
             for j, li in enumerate(lis):
                 self.reverse[li] = back[j] if j < len(back) else -1
         self._dist: dict[int, dict[str, int]] = {}
+        # PFC deadlock detection (packet/deadlock.py)
+        self.deadlocked = False  # a deadlock with no watchdog to break it: the run stopped
+        self.deadlock_last_check = -1.0
+        self.deadlock_watch: dict = {}
+        self.deadlock_open: dict | None = None  # a deadlock the watchdog has yet to break
 
     # -- helpers used by devices --------------------------------------------------------------------
     def uniform(self) -> float:
@@ -120,6 +126,8 @@ class Network:
         s.drops[key] = s.drops.get(key, 0) + 1
         if s.drops[key] == 1:
             self.log(self.sim.now, f"{port.name}: packet dropped on queue {pkt.prio} ({reason})", "drop")
+        if pkt.kind == DATA and pkt.flow is not None:  # UC, UD: over when every packet arrived or was lost
+            pkt.flow.dropped(pkt)
 
     def ecn_mark(self, port: Port, q: int, depth: int) -> None:
         s = self.stats
@@ -240,6 +248,32 @@ class Network:
         flow.conn = conn
         conn.post(flow, remote_addr, rkey, local_mr)
         return flow
+
+    def pfc_storm(self, nic: str, prio: int, start_s: float, stop_s: float, interval_s: float | None = None,
+                  quanta: int | None = None) -> None:
+        """A NIC that keeps sending PFC pause frames for `prio` (a stalled receive pipeline, a firmware fault; Deep
+        Learning for Network Engineers, Chapter 11's PFC watchdog is the switch's answer): from `start_s` to `stop_s`
+        one frame of `quanta` (default the switches') every `interval_s` (default half its pause time, so the
+        switch's port toward the NIC never runs out of pause). Each frame is counted and captured as the NIC's."""
+        out = next(li for li in self.fabric.out_links[nic] if self.fabric.is_switch(self.fabric.links[li].dst))
+        port = self.ports[out]  # the NIC's port: the frames travel on its cable
+        target = self.ports[self.reverse[out]]  # the switch's egress port toward the NIC: it stops that priority
+        q = self.cfg.switch.pfc_quanta if quanta is None else quanta
+        step = interval_s if interval_s is not None else pfc_pause_s(q, target.bps) / 2
+        flight = PFC_FRAME_BYTES * port.s_per_byte + port.latency_s
+
+        def send(t: float) -> None:
+            if t == start_s:
+                self.log(t, f"{nic}: PFC storm: the NIC sends pause frames for priority {prio} ({q} quanta) every "
+                            f"{step * 1e6:.1f} us without end, whatever its buffers hold", "pfc")
+            self.pfc_sent(port, prio, q, t)
+            self.sim.at(t + flight, target.on_pfc, (prio, q, nic))
+            if t + step < stop_s:
+                self.sim.at(t + step, send, t + step)
+            else:
+                self.log(t + step, f"{nic}: PFC storm ends (the NIC recovers)", "pfc")
+
+        self.sim.at(start_s, send, start_s)
 
     def at(self, t: float, fn, arg=None) -> None:
         self.sim.at(t, fn, arg)

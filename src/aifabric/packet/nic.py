@@ -1,4 +1,4 @@
-"""NICs and the transport: RoCEv2 RC queue pairs with DCQCN, and scale-up chunk flows.
+"""NICs and the transport: RoCEv2 RC queue pairs with DCQCN (UC and UD too), and scale-up chunk flows.
 
 A `QpFlow` is one RDMA Write on one QP, both ends (requester state on the sending NIC, responder state
 on the receiving NIC):
@@ -21,6 +21,10 @@ on the receiving NIC):
   bitmap of the PSNs received beyond the expected one (its widest span, `window_peak`, is what the bitmap
   costs in NIC memory per QP: one bit per PSN); after a timeout only the missing PSNs are resent (the
   bitmap stands for selective acknowledgements);
+- `uc` (Unreliable Connection): UC opcodes, no ACK, no NAK, no retransmission; the work request completes when
+  its last packet is sent; the responder takes a message in PSN order and drops the rest of it after a gap (the
+  message is lost); `ud` (Unreliable Datagram): one SEND ONLY datagram with a DETH, at most the path MTU, a
+  receive completion at the responder; a UC/UD transfer is over when each packet has arrived or been lost;
 - ACKs every `ack_every_packets`, on the last packet, or when the previous ACK is older than rto/8;
 - DCQCN notification point: a CE-marked packet makes the responder send a CNP (BTH opcode 0x81,
   DSCP 48, priority 7) unless it sent one for this QP within `cnp_interval_s`;
@@ -38,20 +42,25 @@ from .dcqcn import RpState, decay_alpha, increase, on_cnp
 from .headers import (
     ACK_BYTES,
     CNP_BYTES,
+    DETH_BYTES,
     ECN_CE,
     ECN_ECT0,
     OP_ACK,
     OP_CNP,
+    OP_UC_WRITE_FIRST,
+    OP_UC_WRITE_ONLY,
+    OP_UD_SEND_ONLY,
     OP_WRITE_FIRST,
     OP_WRITE_LAST,
     OP_WRITE_MIDDLE,
     OP_WRITE_ONLY,
     RETH_BYTES,
     ROCE_HEADER_BYTES,
+    UC_OPCODE,
     segment_count,
 )
 from .sim import ACK, CHUNK, CNP, DATA, MAD, NAK, NAK_ACCESS, Pkt
-from .verbs import QpState, WcStatus, WorkRequest
+from .verbs import QpState, WcStatus, WorkCompletion, WorkRequest
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -205,6 +214,7 @@ class QpFlow:
         self.wr: WorkRequest | None = None
         self.ipsn = 0
         self.pkey_ok = True
+        self.cm_wait = net.cfg.nic.cm_setup  # the responder's QP may still wait for its RTU
         self.conn: Connection | None = None
         self.error: WcStatus | None = None
         self.net = net
@@ -216,6 +226,8 @@ class QpFlow:
         self.path, self.rpath = path, rpath
         self.qpn, self.sport = qpn, sport
         self.uet = cfg.nic.transport == "uet"
+        self.uc, self.ud = cfg.nic.transport == "uc", cfg.nic.transport == "ud"
+        self.reliable = not (self.uc or self.ud)  # UC, UD: no ACK, no retransmission
         self.write_only = cfg.nic.write_only or self.uet
         self.in_order = not self.write_only
         self.line_bps = line_bps
@@ -261,13 +273,23 @@ class QpFlow:
         self.last_ack_t = now
         self.last_cnp_tx = -inf
         self.access_failed = False
-        self.placement = "go-back-N" if self.in_order else "direct"
+        if self.ud:
+            self.placement = "datagram"
+        elif self.uc:
+            self.placement = "in order, a gap loses the message" if self.in_order else "direct, per-packet messages"
+        else:
+            self.placement = "go-back-N" if self.in_order else "direct"
         self.window_peak = 0  # direct placement: the widest span of the received-PSN bitmap (packets)
         # counters
         self.retx = self.timeouts = self.naks = self.ooo = self.dup = 0
         self.retries = 0  # timeouts in a row without progress (the QP's retry count bounds them)
         self.pkey_drops = 0
         self.cnp_tx = self.cnp_rx = self.ce_rx = 0
+        # unreliable transports (UC, UD): packets lost in the network, discarded by the responder (the rest of a
+        # message after a gap), messages lost; the transfer is over when every packet arrived or was lost
+        self.lost_packets = self.discarded = self.messages_lost = 0
+        self.msg_broken = False
+        self.delivered: bool | None = None
 
     # -- requester --------------------------------------------------------------------------------
     def has_data(self) -> bool:
@@ -282,13 +304,17 @@ class QpFlow:
         self.snd_nxt = psn + 1
         n, mtu = self.n, self.mtu
         payload = min(mtu, self.size - psn * mtu) if self.size else 0
-        if self.write_only or n == 1:
+        if self.ud:  # one SEND ONLY datagram: BTH / DETH / payload (no RETH: no remote address)
+            op, reth = OP_UD_SEND_ONLY, False
+        elif self.write_only or n == 1:
             op, reth = OP_WRITE_ONLY, True
         elif psn == 0:
             op, reth = OP_WRITE_FIRST, True
         else:
             op, reth = (OP_WRITE_LAST if psn == n - 1 else OP_WRITE_MIDDLE), False
-        size = payload + ROCE_HEADER_BYTES + (RETH_BYTES if reth else 0)
+        if self.uc:
+            op = UC_OPCODE[op]
+        size = payload + ROCE_HEADER_BYTES + (RETH_BYTES if reth else 0) + (DETH_BYTES if self.ud else 0)
         pkt = Pkt(DATA, self, psn, size, payload, self.dscp, self.prio, ECN_ECT0, op, self.path,
                   (self.sport + psn) if self.uet else self.sport, now)
         if psn < self.max_sent:
@@ -309,10 +335,47 @@ class QpFlow:
             self.next_t = now + size * 8 / self.line_bps
         else:
             self.next_t = now
-        if not self.rto_armed:
+        if not self.reliable:
+            if psn == n - 1:
+                self._sent_all(now)
+        elif not self.rto_armed:
             self.rto_armed = True
             self.net.sim.at(now + self.net.cfg.nic.rto_s, self._rto)
         return pkt
+
+    def _sent_all(self, now: float) -> None:
+        """UC, UD: the last packet is on the wire; nothing will acknowledge it, so the work request completes now
+        (IBTA Vol. 1 Ch. 9: an unreliable send completes once the NIC has sent it)."""
+        self.acked_t = now
+        self.src.sources[self.path.next_at[self.src.idx]].remove(self)
+        if self.conn is not None and self.wr is not None:
+            self.conn.req.complete(self.wr, WcStatus.SUCCESS, now)
+            if self.traced:
+                self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {self.wr.wr_id}, "
+                                  f"{'SEND' if self.ud else 'RDMA Write'}, {self.size:,} bytes, success (sent; "
+                                  f"{self.conn.req.type} has no acknowledgement)", "completion")
+
+    def dropped(self, pkt: Pkt) -> None:
+        """The network dropped one of this flow's data packets. A reliable QP resends it (timeout or NAK); on UC
+        and UD it is gone, and its message with it."""
+        if self.reliable:
+            return
+        self.lost_packets += 1
+        self._account(self.net.sim.now)
+
+    def _account(self, now: float) -> None:
+        """UC, UD: the transfer is over once every packet has arrived or been lost."""
+        if self.done_t is None and self.n_got + self.discarded + self.lost_packets >= self.n:
+            self.done_t = now
+            self.delivered = self.n_got == self.n and not self.msg_broken
+            if not self.delivered:
+                self.messages_lost = max(self.messages_lost, 1) if self.in_order or self.ud else \
+                    self.n - self.n_got
+                self.net.log(now, f"{self.name}: {self.lost_packets} packet(s) lost in the network, "
+                                  f"{self.discarded} discarded by {self.dst.id}: "
+                                  f"{self.messages_lost} message(s) lost ({self.conn.req.type if self.conn else ''}: "
+                                  "no acknowledgement, no retransmission)", "transport")
+            self.on_done(self)
 
     def _kick(self) -> None:
         self.src.ports[self.path.next_at[self.src.idx]].kick()
@@ -450,14 +513,23 @@ class QpFlow:
         now = net.sim.now
         if self.traced:
             net.capture(pkt, self.dst)
-        conn = self.conn
-        if conn is not None and conn.resp.state is QpState.RTR:  # data before the (lost) RTU
-            conn.established_by_data()
+        if self.cm_wait:  # set up by the CM: the first data may come before the RTU (lost or late)
+            self.cm_wait = False
+            conn = self.conn
+            if conn is not None and conn.resp.state is QpState.RTR:
+                conn.established_by_data()
         if not self.pkey_ok:  # Chapter 9: the P_Key first; a mismatch is dropped without a word
             self.pkey_drops += 1
             net.pkey_violation(self)
+            if not self.reliable:  # nobody will resend it: the message is lost
+                self.msg_broken = True
+                self.discarded += 1
+                self._account(now)
             return
         if self.access_failed:  # the rest of a message whose R_Key check failed
+            return
+        if not self.reliable:
+            self._rx_unreliable(pkt, now)
             return
         if pkt.opcode == OP_WRITE_FIRST or pkt.opcode == OP_WRITE_ONLY:
             why = self._check_reth(pkt)
@@ -524,13 +596,53 @@ class QpFlow:
             self.done_t = now
             self.on_done(self)
 
+    def _rx_unreliable(self, pkt: Pkt, now: float) -> None:
+        """The responder of a UC or UD queue pair: no ACK, no NAK, ever. UC (IBTA Vol. 1 Ch. 9) accepts the packets
+        of a message in PSN order; a gap means a packet is lost, so the message is dropped (the packets after the
+        gap are discarded until the next First or Only). In Write Only mode every packet is a message of its own.
+        An R_Key violation is dropped silently too (no one to tell). UD: each datagram is a SEND into a receive
+        buffer: a receive completion in the responder's CQ."""
+        net = self.net
+        if self.ecn_capable and pkt.ecn == ECN_CE:  # congestion notification works as for RC
+            self.ce_rx += 1
+            if self.dc.enabled and now - self.last_cnp_tx >= self.dc.cnp_interval_s:
+                self.last_cnp_tx = now
+                self.cnp_tx += 1
+                self.dst.send(Pkt(CNP, self, 0, CNP_BYTES, 0, net.cnp_dscp, net.cnp_queue, 0, OP_CNP, self.rpath))
+        psn = pkt.psn
+        if self.uc and pkt.opcode in (OP_UC_WRITE_FIRST, OP_UC_WRITE_ONLY) and self._check_reth(pkt) is not None:
+            self.msg_broken = True
+            self.discarded += 1
+            net.log(now, f"{self.name}: {self.dst.id} drops PSN {self.psn_text(psn)}: {self._check_reth(pkt)} (UC: "
+                         "no NAK)", "transport")
+        elif self.ud or not self.in_order:  # a datagram, or a Write Only message: placed on its own
+            self.n_got += 1
+            if psn != self.epsn:
+                self.ooo += 1
+            self.epsn = max(self.epsn, psn + 1)
+            if self.ud and self.conn is not None:
+                resp = self.conn.resp
+                resp.recv_cq.push(WorkCompletion(self.id, WcStatus.SUCCESS, "RECV", pkt.payload, resp.qpn, now))
+        elif psn == self.epsn and not self.msg_broken:
+            self.epsn = psn + 1
+            self.n_got += 1
+        else:  # a gap (or after one): the message cannot be completed
+            if not self.msg_broken:
+                self.msg_broken = True
+                net.log(now, f"{self.name}: PSN {self.psn_text(psn)} arrived while {self.psn_text(self.epsn)} was "
+                             f"expected: UC drops the message (no NAK, no retransmission); the rest of it is "
+                             "discarded", "transport")
+            self.ooo += psn != self.epsn
+            self.discarded += 1
+        self._account(now)
+
     def _check_reth(self, pkt: Pkt) -> str | None:
         """The responder's R_Key check of a packet that carries a RETH: None, or why it fails."""
         wr, conn = self.wr, self.conn
         if wr is None or conn is None:
             return None
         va = wr.remote_addr + pkt.psn * self.mtu
-        length = self.size if pkt.opcode == OP_WRITE_FIRST or self.n == 1 else pkt.payload
+        length = self.size if pkt.opcode in (OP_WRITE_FIRST, OP_UC_WRITE_FIRST) or self.n == 1 else pkt.payload
         return conn.resp.pd.check_remote(wr.rkey, va, length)
 
     def _ack(self, now: float, kind: int) -> None:

@@ -40,10 +40,13 @@ from scapy.utils import wrpcap
 from .cm import OP_UD_SEND_ONLY, REP, deth_bytes, mad_bytes
 from .headers import (
     OP_CNP,
+    OP_UC_WRITE_FIRST,
+    OP_UC_WRITE_ONLY,
     OP_WRITE_FIRST,
     OP_WRITE_ONLY,
     PFC_DST_MAC,
     ROCEV2_UDP_DPORT,
+    has_reth,
     tos_byte,
 )
 from .sim import ACK, CNP, DATA, MAD, NAK, NAK_ACCESS
@@ -61,6 +64,8 @@ class RETH(Packet):
 
 bind_layers(BTH, RETH, opcode=OP_WRITE_FIRST)
 bind_layers(BTH, RETH, opcode=OP_WRITE_ONLY)
+bind_layers(BTH, RETH, opcode=OP_UC_WRITE_FIRST)
+bind_layers(BTH, RETH, opcode=OP_UC_WRITE_ONLY)
 
 
 def _mac(ip: int) -> str:
@@ -175,8 +180,8 @@ def to_scapy(captured: list, net) -> list:
             src, dst = (flow.src, flow.dst) if fwd else (flow.dst, flow.src)
             reth = None
             wr, conn = flow.wr, flow.conn
-            if fwd and opcode in (OP_WRITE_FIRST, OP_WRITE_ONLY):
-                dlen = flow.size if opcode == OP_WRITE_FIRST or flow.n == 1 else payload
+            if fwd and has_reth(opcode):  # RC or UC Write First / Only
+                dlen = flow.size if opcode in (OP_WRITE_FIRST, OP_UC_WRITE_FIRST) or flow.n == 1 else payload
                 reth = (wr.remote_addr + psn * flow.mtu, wr.rkey, dlen)
             aeth = None
             if kind == ACK:
@@ -195,6 +200,9 @@ def to_scapy(captured: list, net) -> list:
                                payload if fwd else 0, reth, aeth, pkey=pkey)
             if kind == CNP:
                 frame[IP].tos = tos_byte(dscp, 0)
+            elif fwd and opcode == OP_UD_SEND_ONLY:  # UD: DETH (Q_Key, source QP) before the datagram's payload
+                frame[BTH].remove_payload()
+                frame = frame / Raw(deth_bytes(conn.req.qpn, conn.resp.qkey or 0) + b"\x00" * payload)
         frame.time = t
         out.append(frame)
     return out

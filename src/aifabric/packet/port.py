@@ -394,6 +394,10 @@ class Port:
         net.log(now, f"{self.name}: PFC watchdog: priority {prio} paused longer than "
                      f"{net.cfg.switch.pfc_watchdog_s * 1e3:g} ms; {dropped} queued packets discarded, "
                      "pauses ignored for one interval", "pfc")
+        if net.deadlock_open is not None:
+            from .deadlock import watchdog_fired
+
+            watchdog_fired(net, self)
         self.kick()
 
     def finish(self, now: float) -> None:

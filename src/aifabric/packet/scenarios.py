@@ -9,6 +9,11 @@
 - spraying: Figures 12-6/12-7, RDMA Write First/Middle/Last vs Write Only (and UET) under spraying;
 - hol-blocking: Figure 10-4, GPU-0's traffic relayed through GPU-1's NIC waits behind GPU-1's own;
 - ecmp-uplink: Figure 12-4, three flows hashed onto one Rail-1 uplink, and Figure 12-5's remedies;
+- pfc-storm: Chapter 11's PFC watchdog at work: a NIC that keeps sending pauses spreads them through the
+  fabric (its rail switch, the spine, the other rail, the NICs behind it) to flows that never go near it, until
+  the watchdog on the rail switch's port toward the NIC stops honouring them;
+- pfc-deadlock: a cyclic buffer dependency: after two cable failures, down-up paths close a cycle of four ports
+  that pause each other; the engine finds the cycle and reports it, the PFC watchdog breaks it;
 - connect: Chapter 9, Figures 9-2..9-6, one RDMA Write from its beginning: memory registration, QP creation,
   the CM exchange and the QP state transitions, the Write on the wire and its completion (and, on request,
   the responder refusing a bad R_Key or a P_Key of another partition).
@@ -27,7 +32,8 @@ from .sim import DATA
 from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
 
-SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect")
+SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect",
+             "pfc-storm", "pfc-deadlock")
 
 
 @dataclass
@@ -476,7 +482,7 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
         f": the CCN's QP on index {conn.req.pkey_index} ({conn.req.pkey:#06x}), the SCN's on index "
         f"{conn.resp_pkey_index} ({conn.resp.pd.device.pkey_table[conn.resp_pkey_index]:#06x})",
         f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
-        f"{CCN_QPN:#08x}, RC, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
+        f"{CCN_QPN:#08x}, {conn.req.type}, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
         f"QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
         + (f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared" if setup is not None else
            "no RTS"),
@@ -510,9 +516,178 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
     return r
 
 
+# -- PFC storm (Chapter 11, the PFC watchdog) -------------------------------------------------------------
+STORM_NIC = "hostA3"
+
+
+def _storm_run(cfg: PacketConfig, size_mb: float, start_s: float, stop_s: float):
+    hosts = [["hostA1", "hostA2", STORM_NIC], ["hostB1", "hostB2"]]
+    f = leaf_spine(hosts, ["railA", "railB"], ["spine1"], 200, spine_rate_gbps=400, name="pfc-storm")
+    net = Network(f, cfg)
+    _flow(net, f, "hostB1", STORM_NIC, size_mb * 1e6, 0x100, name=f"hostB1->{STORM_NIC} (to the storming NIC)")
+    _flow(net, f, "hostB2", "hostA1", size_mb * 1e6, 0x101, name="hostB2->hostA1 (a victim)")
+    net.pfc_storm(STORM_NIC, 3, start_s, stop_s)
+    return net, net.run()
+
+
+def pfc_storm(cfg: PacketConfig | None = None, size_mb: float = 2.0, start_us: float = 10.0,
+              storm_ms: float = 150.0) -> ScenarioRun:
+    """A NIC (hostA3, behind Rail A) keeps sending PFC pauses for priority 3 from `start_us` for `storm_ms`. Rail A's
+    port toward it stops; what Rail A holds for it fills Rail A's ingress from the spine past xOFF, so Rail A pauses
+    the spine; the spine's egress toward Rail A, which also carries hostB2's flow to the healthy hostA1, fills the
+    spine's ingress from Rail B, which pauses Rail B, which pauses hostB1 and hostB2. The PFC watchdog (every port's;
+    Deep Learning for Network Engineers, Chapter 11, Example 11-5; NX-OS default interval 100 ms), at the first pause
+    that finds a priority paused past its interval, discards what the queue holds and ignores the pauses for an
+    interval: the cascade unwinds, the class is lossy meanwhile. The same run without the watchdog waits for the
+    storm to end. ECN and DCQCN are off and xOFF
+    150 KB / xON 60 KB, as in the pfc-cascade story, to let PFC act alone."""
+    base = cfg or PacketConfig()
+    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+                  dcqcn=replace(base.dcqcn, enabled=False))
+    wd_s = cfg.switch.pfc_watchdog_s or 0.1
+    start_s, stop_s = start_us * 1e-6, storm_ms * 1e-3
+    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
+                                        trace_pfc=False))]
+    r = ScenarioRun("pfc-storm", f"PFC storm: {STORM_NIC}'s NIC keeps sending pauses; the PFC watchdog "
+                                 "(Chapter 11)")
+    for label, c in variants:
+        net, st = _storm_run(c, size_mb, start_s, stop_s)
+        r.runs.append((label, net, st))
+        victim = next(fl for fl in st.flows if "victim" in fl["name"])
+        stuck = next(fl for fl in st.flows if "storming" in fl["name"])
+        r.table.append({"run": label, "victim_fct_ms": victim["fct_s"] * 1e3 if victim["fct_s"] else None,
+                        "to_storming_nic_fct_ms": stuck["fct_s"] * 1e3 if stuck["fct_s"] else None,
+                        "pause_frames": st.total_pauses(), "watchdog_events": sum(st.watchdog.values()),
+                        "drops": st.total_drops(), "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+    net, st = r.runs[0][1], r.runs[0][2]
+    first: dict[str, float] = {}
+    for t, port, prio, quanta in st.pfc_frames:
+        if quanta and prio == 3 and port not in first:
+            first[port] = t
+    spread = sorted(first.items(), key=lambda kv: kv[1])
+    victim = next(fl for fl in st.flows if "victim" in fl["name"])
+    wd = sorted(st.watchdog)
+    discarded = sum(v for (_, _, why), v in st.drops.items() if why == "pfc-watchdog")
+    overrun = sum(v for (_, _, why), v in st.drops.items() if why == "pfc-headroom-overrun")
+    r.findings = [
+        f"{STORM_NIC} starts pausing priority 3 at {start_us:g} us; the pauses spread in "
+        f"{(spread[-1][1] - spread[0][1]) * 1e6:.1f} us to {len(spread)} ports: "
+        + ", ".join(f"{p} at {t * 1e6:.1f} us" for p, t in spread),
+        f"hostB2's flow to hostA1 never goes near {STORM_NIC}, yet waits behind it on the spine's queue 3 toward Rail A: "
+        f"{victim['fct_s'] * 1e3:.3f} ms (alone: {size_mb * 8e6 / 200e9 * 1e3:.3f} ms), with "
+        f"{victim['timeouts']} retransmission timeouts",
+        f"the watchdog acted on {', '.join(p for p, _ in wd) or 'no port'} (priority 3 paused past {wd_s * 1e3:g} ms): "
+        f"{discarded} queued packets discarded and the pauses ignored for {wd_s * 1e3:g} ms, so the cascade unwound; "
+        f"while priority 3 was lossy, {overrun} packets overran Rail A's headroom (dropped, resent by go-back-N); "
+        f"without the watchdog the victim waits for the storm's end ({storm_ms:g} ms): "
+        f"{r.table[1]['victim_fct_ms']:.3f} ms",
+    ]
+    return r
+
+
+# -- PFC deadlock (a cyclic buffer dependency) ------------------------------------------------------------
+DEADLOCK_FAILED = (("leaf0", "spine1"), ("leaf3", "spine0"))  # the two cables that have failed
+
+
+def _deadlock_fabric() -> Fabric:
+    """Four leaves and two spines at 200 Gb/s, one host per leaf, with leaf0--spine1 and leaf3--spine0 failed: leaf0
+    and leaf3 share no spine, so routing (converged) sends their traffic down to another leaf and up again."""
+    f = Fabric(name="pfc-deadlock", gpus_per_server=1, switch_latency_s=ns_to_s(500))
+    leaves, spines = [f"leaf{i}" for i in range(4)], ["spine0", "spine1"]
+    for i, leaf in enumerate(leaves):
+        f.add_node(Node(leaf, RAIL, index=i))
+    for i, sp in enumerate(spines):
+        f.add_node(Node(sp, SPINE, index=i))
+    bps, lat = gbps_to_bytes_per_s(200), ns_to_s(100)
+    for i, leaf in enumerate(leaves):
+        f.add_node(Node(f"h{i}", NIC, server=i, index=i, ip=(10 << 24) | (i << 16) | 1))
+        f.add_cable(f"h{i}", leaf, bps, lat, TIER_HOST)
+    for leaf in leaves:
+        for sp in spines:
+            if (leaf, sp) not in DEADLOCK_FAILED:
+                f.add_cable(leaf, sp, bps, lat, TIER_SPINE)
+    return f
+
+
+def _qpn_for(f: Fabric, src: str, dst: str, via: str, start: int, seed: int) -> int:
+    """The first QPN from `start` whose 5-tuple ECMP hashes through switch `via` (the stories' way of choosing which
+    QP shows a path: the hash decides, the story picks the QP)."""
+    for qpn in range(start, start + 4096):
+        route = ecmp_route(f, src, dst, five_tuple(f, src, dst, qpn, qpn + 0x1000), seed)
+        if any(f.links[li].dst == via for li in route):
+            return qpn
+    raise AssertionError(f"no QPN hashes {src}->{dst} through {via}")
+
+
+def _deadlock_run(cfg: PacketConfig, size_mb: float):
+    f = _deadlock_fabric()
+    net = Network(f, cfg)
+    size = size_mb * 1e6
+    for k, (src, dst, via, what) in enumerate((
+            ("h0", "h3", "leaf1", "down-up at leaf1"), ("h3", "h0", "leaf2", "down-up at leaf2"),
+            ("h1", "h2", "spine1", "via spine1"), ("h2", "h1", "spine0", "via spine0"))):
+        qpn = _qpn_for(f, src, dst, via, 0x100 + 0x100 * k, net.hash_seed)
+        _flow(net, f, src, dst, size, qpn, name=f"{src}->{dst} ({what})")
+    return net, net.run()
+
+
+def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> ScenarioRun:
+    """A PFC deadlock from a cyclic buffer dependency (Hu et al., HotNets 2016: down-up paths after link failures).
+    Cables leaf0--spine1 and leaf3--spine0 have failed and routing has converged: h0 (leaf0) reaches h3 (leaf3) over
+    leaf0 -> spine0 -> leaf1 -> spine1 -> leaf3, and h3 reaches h0 over leaf3 -> spine1 -> leaf2 -> spine0 -> leaf0
+    (down to a leaf and up again). With h1 -> h2 hashed through spine1 and h2 -> h1 through spine0, the ports
+    spine0->leaf1, leaf1->spine1, spine1->leaf2 and leaf2->spine0 each carry two flows, and the packets waiting at
+    each of them wait for the next: the four pause each other. Nothing moves; the engine finds the cycle
+    (packet/deadlock.py) and reports it. The PFC watchdog (100 ms) breaks it by discarding a stuck queue; without
+    it the run stops at the deadlock. ECN and DCQCN are off and xOFF 150 KB / xON 60 KB, as in pfc-cascade."""
+    base = cfg or PacketConfig()
+    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+                  dcqcn=replace(base.dcqcn, enabled=False))
+    wd_s = cfg.switch.pfc_watchdog_s or 0.1
+    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
+                                        trace_pfc=False))]
+    r = ScenarioRun("pfc-deadlock", "PFC deadlock: down-up paths after two cable failures close a cycle of pauses; "
+                                    "the PFC watchdog breaks it (Chapter 11)")
+    for label, c in variants:
+        net, st = _deadlock_run(c, size_mb)
+        r.runs.append((label, net, st))
+        dl = st.deadlocks[0] if st.deadlocks else None
+        done = sum(1 for fl in st.flows if fl["done_s"] is not None)
+        r.table.append({"run": label, "deadlock_at_us": dl["t_s"] * 1e6 if dl else None,
+                        "cycle_ports": len(dl["ports"]) if dl else 0,
+                        "broken_at_ms": dl["broken_at_s"] * 1e3 if dl and dl["broken_at_s"] else None,
+                        "flows_done": f"{done} of {len(st.flows)}",
+                        "last_fct_ms": max(fl["fct_s"] for fl in st.flows) * 1e3 if done == len(st.flows) else None,
+                        "drops": st.total_drops(), "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+    st_wd, st_no = r.runs[0][2], r.runs[1][2]
+    r.findings = []
+    for label, st in (r.runs[0][0], st_wd), (r.runs[1][0], st_no):
+        if not st.deadlocks:
+            r.findings.append(f"{label}: no deadlock formed")
+            continue
+        dl = st.deadlocks[0]
+        cycle = " -> ".join(f"{p} (paused by {p.split('->')[1]})" for p in dl["ports"]) + f" -> {dl['ports'][0]}"
+        if dl["broken_at_s"] is not None:
+            r.findings.append(
+                f"{label}: PFC deadlock on priority {dl['priority']} found at {dl['t_s'] * 1e6:.1f} us (no packet left "
+                f"the cycle since {dl['since_s'] * 1e6:.1f} us, {dl['bytes_held'] / 1e3:.0f} KB held): {cycle}; the "
+                f"watchdog on {dl['broken_by']} broke it at {dl['broken_at_s'] * 1e3:.3f} ms "
+                f"({sum(v for k, v in st.drops.items() if k[2] == 'pfc-watchdog')} packets discarded, resent by "
+                "go-back-N); every flow completes")
+        else:
+            done = sum(1 for fl in st.flows if fl["done_s"] is not None)
+            r.findings.append(f"{label}: the same cycle at {dl['t_s'] * 1e6:.1f} us; nothing will ever move again, so "
+                              f"the run stops there with {done} of {len(st.flows)} flows done (the engine reports "
+                              "the deadlock instead of running forever)")
+    return r
+
+
 def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRun:
     fn = {"incast": incast, "polarization": polarization, "pfc-cascade": pfc_cascade, "dcqcn": dcqcn,
-          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect}[name]
+          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect,
+          "pfc-storm": pfc_storm, "pfc-deadlock": pfc_deadlock}[name]
     return fn(cfg, **kw)
 
 

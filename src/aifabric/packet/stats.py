@@ -24,6 +24,7 @@ class PacketStats:
     pfc_frames: list = field(default_factory=list)  # (t_s, port carrying it, priority, quanta), in time order
     flowlet_switches: int = 0
     pkey_violations: dict = field(default_factory=dict)  # (receiving NIC,) -> packets dropped for their P_Key
+    deadlocks: list = field(default_factory=list)  # PFC deadlocks found (packet/deadlock.py): cycle, when, broken
     ports: list = field(default_factory=list)
     flows: list = field(default_factory=list)
     events: int = 0
@@ -66,6 +67,9 @@ class PacketStats:
                                status=status and status.value)
                 row.update(placement=f.placement, bitmap_peak_psns=f.window_peak,
                            bitmap_bytes=-(-f.window_peak // 8))
+                if not f.reliable:  # UC, UD: what the responder got (the sender's completion says nothing)
+                    row.update(delivered=f.delivered, packets_lost=f.lost_packets, packets_discarded=f.discarded,
+                               messages_lost=f.messages_lost)
             self.flows.append(row)
 
     # -- totals ---------------------------------------------------------------------------------------
@@ -104,6 +108,7 @@ class PacketStats:
             "pfc_watchdog": keyed(self.watchdog, ("port", "priority")),
             "pkey_violations": keyed(self.pkey_violations, ("nic",)),
             "ports": ports, "flows": flows,
+            **({"pfc_deadlocks": self.deadlocks} if self.deadlocks else {}),
             **({"pfc_frames": [{"t_s": t, "port": p, "priority": q, "quanta": n} for t, p, q, n in self.pfc_frames]}
                if series else {}),
         }

@@ -12,8 +12,10 @@ quanta 0). Headroom above xOFF absorbs what is in flight while the pause travels
 Load balancing among the equal-cost next hops toward the destination's last switch:
 - ecmp: the flow's 5-tuple hash (the route the Router chose; every packet of a QP on one path);
 - flowlet: a new choice, the least-loaded port, after an idle gap longer than `flowlet_gap_s`;
-- spray: per packet, round robin over the group for each flow (Cisco DLB `mode per-packet`);
+- spray: per packet, round robin over the group for each flow (packet spraying, Figure 12-6);
 - adaptive: per packet, the least-loaded port, ties to the hash choice.
+The profile's DLB (`fabric.qos.dlb`, Cisco's Dynamic Load Balancing) runs as flowlet (mode flowlet) or adaptive
+(mode per-packet): packet/profile.py.
 Load = queued bytes + a discounting rate estimator of recently sent bytes (CONGA's DRE, time constant
 `lb.dre_tau_s`), so an idle-queue port that is busy sending still counts as loaded.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .deadlock import check as check_deadlock
 from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
 from .lb import spray_index
 from .sim import DATA, Pkt
@@ -256,3 +259,4 @@ class Switch:
         key, gen = arg
         if self.paused_up.get(key) == gen:
             self._send_pfc(key >> 3, key & 7, self.net.cfg.switch.pfc_quanta, self.ingress.get(key, 0), True)
+            check_deadlock(self.net, self.net.ports[key >> 3], key & 7)  # still past xON: part of a cycle?

@@ -100,8 +100,10 @@ class WorkRequest:
     lkey: int
     remote_addr: int
     rkey: int
-    opcode: str = "RDMA_WRITE"
+    opcode: str = "RDMA_WRITE"  # or "SEND" (the only operation a UD QP has)
     signaled: bool = True  # the Send Flag: report success through the CQ
+    remote_qpn: int | None = None  # UD: the destination QP (an address handle's), per work request
+    remote_qkey: int | None = None  # UD: the Q_Key the destination QP expects
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ class QueuePair:
         self.sq_psn: int | None = None
         self.timeout: int | None = None
         self.retry_cnt: int | None = None
+        self.port_mtu = 4096  # a UD QP sends datagrams of at most the port's MTU (UD has no path MTU attribute)
         self.history: list[tuple[QpState, QpState, dict]] = []
         self.outstanding: dict[int, WorkRequest] = {}  # by wr_id, in posting order
 
@@ -240,6 +243,18 @@ class QueuePair:
         mr = self.pd.by_lkey.get(wr.lkey)
         if mr is None or not mr.covers(wr.local_addr, wr.length):
             raise VerbsError(f"L_Key {wr.lkey:#x} does not cover {wr.length} bytes at {wr.local_addr:#x}")
+        if self.type == "UD":  # IBTA Vol. 1 Ch. 9: UD carries SENDs of one packet, each to the QP its WR names
+            if wr.opcode != "SEND":
+                raise VerbsError(f"QP {self.qpn:#x} is UD: it sends SEND only, no {wr.opcode} (UD has no RDMA Write "
+                                 "or Read); use an RC or UC QP")
+            if wr.length > self.port_mtu:
+                raise VerbsError(f"QP {self.qpn:#x} is UD: a datagram carries at most the MTU ({self.port_mtu} B), "
+                                 f"not {wr.length:,} B; split the message or use an RC or UC QP")
+            if wr.remote_qpn is None:
+                raise VerbsError(f"QP {self.qpn:#x} is UD: each work request names its destination QP (address "
+                                 "handle, remote QPN, Q_Key)")
+        elif wr.opcode not in ("RDMA_WRITE", "SEND"):
+            raise VerbsError(f"unknown opcode {wr.opcode!r} (RDMA_WRITE or SEND)")
         if wr.wr_id in self.outstanding:
             raise VerbsError(f"QP {self.qpn:#x}: work request {wr.wr_id} is already posted")
         self.outstanding[wr.wr_id] = wr

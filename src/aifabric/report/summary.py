@@ -95,6 +95,9 @@ def build_summary(run: Run) -> dict[str, Any]:
         "model_tflops_per_gpu": r.model_flops_per_gpu_s / 1e12,
         "hardware_tflops_per_gpu": r.hardware_flops_per_gpu_s / 1e12,
         "compute_by_kind_s": dict(r.compute_by_kind_s),
+        # once per job, before its first collective: the RDMA connections (QPs, CM REQ/REP/RTU) NCCL opens; not in
+        # iteration_time_s (packet/job_connections.py)
+        "connection_setup": run.connection_setup,
         # power and cost: the cluster's bill (power, capital), per iteration and per training run (aifabric.costs)
         "costs": run.costs,
         # what failures cost the training run: by component, MTBF, checkpoint interval, lost fraction

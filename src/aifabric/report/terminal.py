@@ -47,6 +47,16 @@ def reliability_line(rel: dict) -> str:
             f"{100 * lost['restart']:.1f})")
 
 
+def connection_setup_line(cs: dict) -> str:
+    """One line of summary.json `connection_setup`: the job's one-time RDMA connection setup."""
+    if not cs["connections"]:
+        return "no RDMA connection (every transfer stays inside a server)"
+    return (f"{fmt_time(cs['time_s'])} once, before the first collective (not in the iteration time): "
+            f"{cs['connections']:,} connections ({cs['queue_pairs']:,} QPs) over {cs['nics']} NICs, "
+            f"{fmt_time(cs['per_connection_s'])} each (QPs created, INIT -> RTR -> RTS, CM REQ -> REP -> RTU); busiest NIC {cs['busiest_nic']} sets up "
+            f"{cs['busiest_nic_connections']}, {'one' if cs['concurrency'] == 1 else cs['concurrency']} at a time")
+
+
 def faults_line(faults: dict) -> str:
     """One line of summary.json `faults`."""
     what = ", ".join(f"{f['kind'].replace('_', ' ')} {f['target']}" for f in faults["faults"][:4])
@@ -54,7 +64,17 @@ def faults_line(faults: dict) -> str:
     return (f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
             f"{fmt_time(faults['fault_free_iteration_time_s'])} without ({100 * (faults['slowdown'] - 1):+.1f} %); "
             f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {faults['qps_rerouted']:,} "
-            "QPs on a new path")
+            "QPs on a new path" + _during_run(faults.get("during_run")))
+
+
+def _during_run(d: dict | None) -> str:
+    """Faults during the run: what stopped, for how long, what moved."""
+    if not d:
+        return ""
+    n = len(d["events"])
+    return (f"; during the run: {n} event{'' if n == 1 else 's'}, {d['transfers_stopped']:,} transfers stopped (traffic "
+            f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
+            f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)")
 
 
 def fmt_usd(x: float) -> str:
@@ -177,6 +197,7 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("throughput", throughput_line(r))
     head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
                  f" network {fmt_bytes(r.scale_out_bytes)})")
+    head.add_row("connection setup", connection_setup_line(run.connection_setup))
     for label, text in cost_lines(run.costs):
         head.add_row(label, text)
     head.add_row("reliability", reliability_line(run.reliability))

@@ -132,7 +132,9 @@ class DlbSpec(Strict):
         "off", description="flowlet: the least-loaded uplink at each new flowlet (an idle gap longer than "
                            "flowlet_aging_us); per-packet: the least-loaded uplink for every packet")
     flowlet_aging_us: float | None = Field(None, gt=0, le=1_000_000, description="mode flowlet: the idle gap that "
-                                           "ends a flowlet, µs (NX-OS `flowlet-aging`; default fabric.flowlet_gap_us)")
+                                           "ends a flowlet, µs (NX-OS `flowlet-aging`; default fabric.flowlet_gap_us); "
+                                           "the packet engine's: the flow engine has no gaps and spreads every "
+                                           "transfer over the equal-cost paths, the flowlets' long-run share")
     mac_address: str = Field(DLB_MAC, pattern=r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$",
                              description="the DLB virtual next-hop MAC, the same on every switch (Cisco's default "
                                          "00:CC:CC:CC:CC:CC)")
