@@ -250,17 +250,16 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
     if pipeline and len(gr):
         # compute hulls per (rank, iteration): first compute start to last compute end
         hr, ha, hb = c_rank[is_c], c_a[is_c], c_b[is_c]
-        it_of = {}
-        for t in np.unique(c_task[is_c]).tolist():
-            m = _ITERATION.match(graph.name[t])
-            it_of[t] = int(m.group(1)) if m else -1
-        hit = np.fromiter((it_of[t] for t in c_task[is_c].tolist()), dtype=np.int64, count=len(hr))
+        tasks, which = np.unique(c_task[is_c], return_inverse=True)  # the iteration, read once per task
+        matches = (_ITERATION.match(graph.name[t]) for t in tasks.tolist())
+        hit = np.fromiter((int(m.group(1)) if m else -1 for m in matches), dtype=np.int64,
+                          count=len(tasks))[which]
         if (hit >= 0).any():  # the schedule's compute carries its iteration; the optimizer step does not
             sel = hit >= 0
             hr, ha, hb, hit = hr[sel], ha[sel], hb[sel], hit[sel]
         else:
             hit = np.zeros(len(hr), dtype=np.int64)
-        order = np.lexsort((ha, hr))
+        order = _order(hr, ha)  # by rank, then start (stable, as np.lexsort((ha, hr)))
         hr, ha, hb, hit = hr[order], ha[order], hb[order], hit[order]
         k = int(hit.max(initial=0)) + 1
         group = hr * k + hit
