@@ -67,3 +67,13 @@ def test_cli_explains_and_captures_the_deadlock(tmp_path):
     assert "no PFC watchdog: nothing will ever move again; the run stops here" in out
     frames = rdpcap(str(pcap))
     assert any(bytes(fr)[12:14] == b"\x88\x08" for fr in frames)  # PFC frames in the capture
+
+
+def test_the_engine_adapter_reports_the_cycle_as_bad_input(story):
+    """`simulate --engine packet` with no watchdog: the run stops at the deadlock, exit 2 naming the cycle."""
+    from aifabric.engines.packet import _deadlock_error
+
+    _, net, _ = story.runs[1]
+    text = str(_deadlock_error(net))
+    assert "fabric.qos.pfc.watchdog_ms" in text and "PFC deadlock at" in text
+    assert "spine0->leaf1 paused by leaf1 -> leaf1->spine1 paused by spine1" in text and "Chapter 11" in text

@@ -95,6 +95,8 @@ class Switch:
         group = self.groups.get(path.last_sw)
         if group is None:
             group = self.groups[path.last_sw] = self.net.next_hops(self.idx, path.last_sw)
+        if not group:  # routing knows no way from here (faults): the flow's own route, whatever it meets
+            return static if static is not None else path.links[-1]
         if len(group) == 1:
             return group[0]
         if mode == "ecmp":
