@@ -140,3 +140,53 @@ def test_no_fault_leaves_the_packet_run_unchanged(small):
     a = simulate(small, engine="packet")
     b = simulate(_with(small), engine="packet")
     assert a.results.iteration_time_s == b.results.iteration_time_s and a.faults is None
+
+
+TARGETS = {"link_down": ["seg0/rail0--spine1", "seg1/rail2--spine1", "s1/nic3--seg1/rail3"],
+           "switch_down": ["spine1", "spine0"], "nic_down": ["s0/nic1"],
+           "link_degraded": ["seg0/rail0--spine1", "seg1/rail1--spine0"]}
+
+
+def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
+    """Hypothesis: whatever breaks and when, every RDMA transfer delivers all its packets in order, once (RC), or the
+    job is reported failed (exit 2); the engine never crashes or hangs."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    fault = st.sampled_from(sorted(TARGETS)).flatmap(lambda kind: st.fixed_dictionaries({
+        "kind": st.just(kind), "target": st.sampled_from(TARGETS[kind]),
+        "at_s": st.sampled_from([0.0, 0.0001, 0.0003, 0.00045]),
+        "down_for_s": st.sampled_from([None, 5e-5, 0.0004, 0.003]),
+        "loss_rate": st.sampled_from([0.0, 0.003, 0.05]), "factor": st.sampled_from([None, 0.5])}))
+
+    @settings(max_examples=8, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(st.lists(fault, min_size=1, max_size=2))
+    def check(faults):
+        spec = []
+        for f in faults:
+            d = {"kind": f["kind"], "target": f["target"], "at_s": f["at_s"], "detection_s": 0.0002,
+                 "convergence_s": 0.0003, "nccl_ib_timeout": 8}
+            if f["down_for_s"] is not None:
+                d["up_at_s"] = f["at_s"] + f["down_for_s"]
+            if f["kind"] == "link_degraded":
+                if f["factor"] is None and not f["loss_rate"]:
+                    d["factor"] = 0.5
+                elif f["factor"] is not None:
+                    d["factor"] = f["factor"]
+                if f["loss_rate"]:
+                    d["loss_rate"] = f["loss_rate"]
+            spec.append(d)
+        try:
+            run = simulate(_with(small, *spec), engine="packet")
+        except InputError as exc:
+            assert "the job fails" in str(exc)
+            return
+        _delivered(run)
+        for fl in run.packet_stats.flows:
+            if "qpn" in fl:
+                assert fl["done_s"] is not None and fl["status"] == "success"
+        assert run.results.iteration_time_s >= run.faults["fault_free_iteration_time_s"] * (1 - 1e-9) or any(
+            d["kind"] == "link_degraded" for d in spec)
+
+    check()

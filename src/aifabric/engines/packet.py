@@ -138,7 +138,7 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
             net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
 
     if faults is not None:
-        fstate, log, fault_route = _faults_setup(net, graph, faults)
+        fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n)
     for t in range(n):
         if waiting[t] == 0:
             sim.at(0.0, lambda t: begin(t), t)
@@ -171,7 +171,7 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     return PacketRun(timeline, stats, net)
 
 
-def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults):
+def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished: Callable[[], bool]):
     """Schedule the faults' events on the packet network; returns the shared state, the fault log and the route a
     transfer starting now takes (its own, or the converged one while routing knows its route is broken)."""
     from ..packet.faults import LinkFaults
@@ -190,6 +190,8 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults):
 
     def links_event(arg) -> None:
         changes, label = arg
+        if finished():  # the iteration is over: what happens to the fabric after it is not part of it
+            return
         for li, (factor, loss) in changes.items():
             lf.set(li, factor, loss)
         went = {li for li, (factor, _) in changes.items() if factor <= 0}
@@ -203,6 +205,8 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults):
 
     def routing_event(arg) -> None:
         down, label = arg
+        if finished():
+            return
         state["down"] = down
         net.converge(down)
         moved = 0
