@@ -5,7 +5,11 @@ breaks, how the fabric and the job react, and what it costs against the same ite
   over what is left, ECMP re-hashing only the flows whose next hop is gone (resilient hashing:
   `Router.fail`). A dual-port NIC whose one port's cable is down keeps going on the other (its LAG).
 - `switch_down`: every cable of the switch down. `nic_down`: every cable of the NIC down.
-- `link_degraded`: the cable runs at `factor` of its rate (a lane down, FEC errors, a renegotiated speed).
+- `link_degraded`: the cable runs at `factor` of its rate (a lane down, FEC errors, a renegotiated speed); with
+  `loss_rate` it loses packets: the packet engine drops them (the run's seeded generator) and RC resends them, the
+  flow engine runs the cable at go-back-N's goodput under that loss (`gbn_goodput`).
+- `gpu_lost` (at `at_s`): the rank sends nothing from then; its next collective stalls and torch.distributed's NCCL
+  watchdog ends the job after its timeout (`gpu_lost_failure`; exit 2 naming the rank and the time).
 - `gpu_slow`: the rank's kernels take `factor` x as long (a straggler: thermal throttling, a weak part); a
   tensor-parallel group runs in lockstep, so its merged tasks take the slowest member's time, and every
   collective it is in waits for it. During the run (`at_s`, `up_at_s`): the tasks it computes then stretch.
@@ -445,8 +449,6 @@ def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: se
            "slowdown": t / t0 if t0 > 0 else float("nan"), "bytes_rerouted_per_iteration": rerouted,
            "qps_rerouted": moved, "links_down": len(fx.down), "links_degraded": len(fx.degraded),
            "slow_ranks": {str(r): f for r, f in sorted(fx.slow.items())}}
-    if fx.loss and any(p for _, p in fx.loss.values()):
-        out["lossy_links"] = {str(li): p for li, (_, p) in sorted(fx.loss.items()) if p}
     log = getattr(run.timeline, "fault_log", None)
     if fx.timed:
         during = log.to_dict() if log is not None else {"events": []}

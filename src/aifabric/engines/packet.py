@@ -202,6 +202,8 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished
                 stopped += 1
         log.transfers_stopped += stopped
         log.events.append({"t_s": sim.now, "what": label, "transfers_stopped": stopped})
+        net.log(sim.now, f"{label}: {stopped} QP(s) lose their packets on it until routing moves them or the cable "
+                         "is back", "fault")
 
     def routing_event(arg) -> None:
         down, label = arg
@@ -218,6 +220,8 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished
                 log.bytes_rerouted += max(0, fl.size - fl.snd_una * fl.mtu)
         log.transfers_rerouted += moved
         log.events.append({"t_s": sim.now, "what": label, "transfers_rerouted": moved})
+        net.log(sim.now, f"{label}: {moved} QP(s) in flight take the converged route (resilient ECMP); their next "
+                         "packets, ACKs and CNPs follow it", "fault")
 
     def want_route(t: int):
         original = graph.route[t]
