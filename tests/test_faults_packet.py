@@ -190,3 +190,24 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
             d["kind"] == "link_degraded" for d in spec)
 
     check()
+
+
+def test_a_dual_port_nic_loses_a_port_and_keeps_going_on_the_other(small):
+    """The LAG on the packet engine: from the start the other port carries everything; during the run the QPs on the
+    failed port move to the other once routing has converged."""
+    from aifabric.simulate import build_fabric
+    from aifabric.scenario.load import load_scenario
+
+    d = copy.deepcopy(small)
+    d["cluster"]["nic_ports"] = 2
+    fabric, _ = build_fabric(load_scenario(d))
+    a, b = [li for li in fabric.out_links["s0/nic0"] if fabric.is_switch(fabric.links[li].dst)]
+    cable = f"{fabric.links[b].src}--{fabric.links[b].dst}"
+    whole = simulate(d, engine="packet")
+    assert whole.timeline.link_bytes[b] > 0
+    start = simulate(_with(d, {"kind": "link_down", "target": cable}), engine="packet")
+    assert start.timeline.link_bytes[b] == 0 and start.timeline.link_bytes[a] >= whole.timeline.link_bytes[b]
+    during = simulate(_with(d, {"kind": "link_down", "target": cable, "at_s": 0.0003, **FAST}), engine="packet")
+    _delivered(during)
+    assert during.faults["during_run"]["transfers_rerouted"] >= 1
+    assert during.timeline.link_bytes[a] > whole.timeline.link_bytes[a]
