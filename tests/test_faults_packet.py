@@ -195,8 +195,8 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
 def test_a_dual_port_nic_loses_a_port_and_keeps_going_on_the_other(small):
     """The LAG on the packet engine: from the start the other port carries everything; during the run the QPs on the
     failed port move to the other once routing has converged."""
-    from aifabric.simulate import build_fabric
     from aifabric.scenario.load import load_scenario
+    from aifabric.simulate import build_fabric
 
     d = copy.deepcopy(small)
     d["cluster"]["nic_ports"] = 2
