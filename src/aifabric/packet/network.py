@@ -96,7 +96,7 @@ class Network:
         self._dist: dict[int, dict[str, int]] = {}
         # PFC deadlock detection (packet/deadlock.py)
         self.deadlocked = False  # a deadlock with no watchdog to break it: the run stopped
-        self.deadlock_last_check = -1.0
+        self.deadlock_last_check: dict[int, float] = {}  # per paused port: the last search from it
         self.deadlock_watch: dict = {}
         self.deadlock_open: dict | None = None  # a deadlock the watchdog has yet to break
         # faults (packet/faults.py): links routing knows are down, a hook told when a QP runs out of retries
