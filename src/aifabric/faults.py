@@ -5,7 +5,11 @@ breaks, how the fabric and the job react, and what it costs against the same ite
   over what is left, ECMP re-hashing only the flows whose next hop is gone (resilient hashing:
   `Router.fail`). A dual-port NIC whose one port's cable is down keeps going on the other (its LAG).
 - `switch_down`: every cable of the switch down. `nic_down`: every cable of the NIC down.
-- `link_degraded`: the cable runs at `factor` of its rate (a lane down, FEC errors, a renegotiated speed).
+- `link_degraded`: the cable runs at `factor` of its rate (a lane down, FEC errors, a renegotiated speed); with
+  `loss_rate` it loses packets: the packet engine drops them (the run's seeded generator) and RC resends them, the
+  flow engine runs the cable at go-back-N's goodput under that loss (`gbn_goodput`).
+- `gpu_lost` (at `at_s`): the rank sends nothing from then; its next collective stalls and torch.distributed's NCCL
+  watchdog ends the job after its timeout (`gpu_lost_failure`; exit 2 naming the rank and the time).
 - `gpu_slow`: the rank's kernels take `factor` x as long (a straggler: thermal throttling, a weak part); a
   tensor-parallel group runs in lockstep, so its merged tasks take the slowest member's time, and every
   collective it is in waits for it. During the run (`at_s`, `up_at_s`): the tasks it computes then stretch.
@@ -65,6 +69,8 @@ class Timed:
     convergence_s: float
     drawn: bool = False
     rank: int | None = None  # gpu_slow: the straggler (`fraction` is then how many times slower it computes)
+    rate_factor: float = 1.0  # link_degraded: the cable's own rate factor (the packet engine's); `fraction` adds the
+    loss_rate: float = 0.0    # flow engine's go-back-N goodput under `loss_rate` (gbn_goodput)
 
     def known(self, k: int) -> tuple[float, float]:
         """When routing knows cycle k's links are down: [at + detection + convergence, up + convergence); a fault
@@ -82,6 +88,8 @@ class FaultEffects:
     down: set[int] = field(default_factory=set)  # links
     degraded: dict[int, float] = field(default_factory=dict)  # link -> fraction of its rate left
     slow: dict[int, float] = field(default_factory=dict)  # rank -> slowdown
+    loss: dict[int, tuple[float, float]] = field(default_factory=dict)  # link -> (rate factor, loss rate): packet
+    lost: list[tuple[int, float, int]] = field(default_factory=list)  # gpu_lost: (rank, at_s, faults index)
     applied: list[dict] = field(default_factory=list)  # per fault: kind, target, links / rank
     timed: list[Timed] = field(default_factory=list)  # faults during the run
     retransmit_timeout_s: float = 4.096e-6 * 2 ** NCCL_IB_TIMEOUT
@@ -134,6 +142,84 @@ class FaultEffects:
                                  for li in f.links)
             out.append((t, rates, down, "; ".join(physical.get(t, []) + routing.get(t, [])), pace))
         return out
+
+    def link_changes(self) -> list[tuple[float, dict[int, tuple[float, float]]]]:
+        """The packet engine's view of the faults during the run: at every time a cable's state changes, each
+        touched link's (rate factor, loss rate) from then: (0, 0) down, (1, 0) whole."""
+        cables = [f for f in self.timed if f.rank is None]
+        touched = sorted({li for f in cables for li in f.links})
+        times = sorted({x for f in cables for a, b in f.intervals for x in (a, b) if math.isfinite(x)})
+        out, was = [], dict.fromkeys(touched, (1.0, 0.0))
+        for t in times:
+            now = dict.fromkeys(touched, (1.0, 0.0))
+            for f in cables:
+                if any(a <= t < b for a, b in f.intervals):
+                    for li in f.links:
+                        r, p = now[li]
+                        now[li] = (min(r, f.rate_factor if f.fraction else 0.0), max(p, f.loss_rate))
+            changed = {li: v for li, v in now.items() if v != was[li]}
+            if changed:
+                out.append((t, changed))
+            was = now
+        return out
+
+
+def gbn_window(fabric: Fabric, link: int, mtu_bytes: int = 4096) -> int:
+    """Packets a go-back-N sender has sent when the NAK for a lost one comes back: one round trip at the cable's
+    rate, over the longest NIC-to-NIC path of a two-tier Clos (4 cables, 3 switches, both ways), plus the lost one."""
+    cable = max((lk.latency_s for lk in fabric.links if lk.tier not in ("nvlink", "pcie")), default=0.0)
+    rtt_s = 2 * (4 * cable + 3 * fabric.switch_latency_s)
+    return 1 + math.ceil(fabric.links[link].capacity_bytes_per_s * rtt_s / (mtu_bytes + 82))
+
+
+def gbn_goodput(loss_rate: float, window: int) -> float:
+    """The fraction of a cable's rate a go-back-N sender delivers when each packet is lost with probability
+    `loss_rate` and each loss resends the `window` packets sent in a round trip: (1 - p) / (1 + (W - 1) p), the
+    utilization of go-back-N ARQ (W. Stallings, Data and Computer Communications, chapter 7: U = (1 - P) / (1 +
+    2aP) with W = 2a + 1 frames per round trip). RoCEv2 RC resends from the lost PSN on the responder's NAK (Deep
+    Learning for Network Engineers, Chapter 9); a lost last packet waits for the ACK timeout instead, which this
+    leaves out."""
+    p = float(loss_rate)
+    return (1.0 - p) / (1.0 + (window - 1) * p)
+
+
+def gpu_lost_failure(fx: FaultEffects, graph, timeline) -> InputError | None:
+    """A GPU lost during the run (`gpu_lost`): its rank sends nothing from `at_s`; the first collective that needs it
+    stalls, NCCL never completes it, and torch.distributed's watchdog ends the job after its timeout (10 minutes by
+    default): the job fails then. None when the run was over before the GPU was lost."""
+    from .engines.taskgraph import COMPUTE
+
+    worst = None
+    for rank, at_s, index in fx.lost:
+        stall = None
+        what = ""
+        for t in range(len(graph)):
+            end = timeline.end_s[t]
+            if end == end and end <= at_s:  # done before the loss (NaN: never finished)
+                continue
+            if graph.kind[t] != COMPUTE:
+                involved = int(graph.rank[t]) == rank or int(graph.dst[t]) == rank
+            else:
+                involved = rank in graph.ranks_of(t) and graph.comm_s.get(t, 0.0) > 0
+            if not involved:
+                continue
+            start = timeline.start_s[t]
+            s_t = max(at_s, start if start == start else at_s)
+            if stall is None or s_t < stall:
+                stall, what = s_t, graph.name[t]
+        if stall is None:
+            continue
+        fail_s = stall + TORCH_NCCL_TIMEOUT_S
+        if worst is None or fail_s < worst[0]:
+            worst = (fail_s, rank, at_s, index, stall, what)
+    if worst is None:
+        return None
+    fail_s, rank, at_s, index, stall, what = worst
+    return InputError(Problem("faults", (
+        f"the job fails at {fail_s:.9g} s: rank {rank}'s GPU is lost at {at_s:.6g} s (faults[{index}] gpu_lost). "
+        f"Its collective ({what}) waits for it from {stall:.6g} s: NCCL never completes the collective, and torch.distributed's "
+        f"watchdog ends the job after its timeout ({TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes, PyTorch's default for "
+        "NCCL). Deep Learning for Network Engineers, Chapter 10")))
 
 
 def _near(name: str, names) -> str:
@@ -229,14 +315,20 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
             if not links:
                 problems.append(Problem(path, f"no cable {t!r} (name it A--B with two node names){_near(t, cables)}"))
                 continue
+            factor = 1.0 if fault.factor is None else float(fault.factor)
+            loss = float(fault.loss_rate or 0.0)
+            flow_fraction = factor * gbn_goodput(loss, gbn_window(fabric, links[0])) if loss else factor
             if timed:
                 fx.timed.append(Timed(i, fault.kind, str(t), links, 0.0 if fault.kind == "link_down" else
-                                      float(fault.factor), intervals, det, conv, drawn))
+                                      flow_fraction, intervals, det, conv, drawn, rate_factor=factor,
+                                      loss_rate=loss))
             elif fault.kind == "link_down":
                 fx.down.update(links)
             else:
                 for li in links:
-                    fx.degraded[li] = min(fx.degraded.get(li, 1.0), float(fault.factor))
+                    fx.degraded[li] = min(fx.degraded.get(li, 1.0), flow_fraction)
+                    was = fx.loss.get(li, (1.0, 0.0))
+                    fx.loss[li] = (min(was[0], factor), max(was[1], loss))
             fx.applied.append(_applied(fault, t, [fabric.links[li].id for li in links], drawn))
         elif fault.kind in ("switch_down", "nic_down"):
             node = fabric.nodes.get(str(t))
@@ -253,7 +345,7 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
             else:
                 fx.down.update(links)
             fx.applied.append(_applied(fault, t, [fabric.links[li].id for li in links], drawn))
-        else:  # gpu_slow
+        else:  # gpu_slow, gpu_lost
             rank = None
             if isinstance(t, int) or str(t).isdigit():
                 rank = int(t)
@@ -263,7 +355,9 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
                 problems.append(Problem(path, f"no GPU {t!r}: a rank 0..{fabric.world_size - 1} or a GPU's name"
                                               f"{_near(t, fabric.rank_gpu)}"))
                 continue
-            if timed:
+            if fault.kind == "gpu_lost":
+                fx.lost.append((rank, float(fault.at_s), i))
+            elif timed:
                 fx.timed.append(Timed(i, fault.kind, str(t), [], float(fault.factor), intervals, det, conv, drawn,
                                       rank=rank))
             else:
@@ -279,9 +373,11 @@ def _applied(fault, target, links: list[str], drawn: bool) -> dict:
     out = {"kind": fault.kind, "target": str(target), "links": links}
     if fault.factor is not None:
         out["factor"] = float(fault.factor)
+    if fault.loss_rate:
+        out["loss_rate"] = float(fault.loss_rate)
     if fault.at_s > 0 or fault.up_at_s is not None or fault.flaps > 1:
         out.update(at_s=fault.at_s, up_at_s=fault.up_at_s)
-        if fault.kind != "gpu_slow":  # routing's reaction
+        if fault.kind not in ("gpu_slow", "gpu_lost"):  # routing's reaction
             out.update(detection_s=DETECTION_S if fault.detection_s is None else fault.detection_s,
                        convergence_s=CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s)
         if fault.flaps > 1:
@@ -320,7 +416,7 @@ def slow_down(graph, slow: dict[int, float]) -> int:
 
 def unreachable(fabric: Fabric, fx: FaultEffects, exc: Exception) -> InputError:
     """The job cannot run: the router found no path (a NIC or every uplink down)."""
-    what = "; ".join(f"{a['kind']} {a['target']}" for a in fx.applied if a["kind"] != "gpu_slow")
+    what = "; ".join(f"{a['kind']} {a['target']}" for a in fx.applied if a["kind"] not in ("gpu_slow", "gpu_lost"))
     return InputError(Problem("faults", f"the job fails: {exc} after {what}. NCCL cannot complete a collective "
                                         "without a path; its watchdog ends the job after its timeout "
                                         "(torch.distributed's default for NCCL: 10 minutes)"))
@@ -340,7 +436,8 @@ def job_failed(fx: FaultEffects, exc) -> InputError:
         f"{TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes). Deep Learning for Network Engineers, Chapter 10")))
 
 
-def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: set | None = None) -> dict:
+def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: set | None = None,
+           engine_path: str | None = None) -> dict:
     """What happened and what it cost: each fault, the iteration against the fault-free one, the bytes that
     crossed the failed links without the faults (rerouted), the QPs whose path changed (`moved_qps`: those routing
     moved during the run); with faults during the run, what the event loop did (`during_run`: each event, bytes
@@ -357,7 +454,7 @@ def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: se
         during = log.to_dict() if log is not None else {"events": []}
         during.update(run_time_s=run.timeline.makespan_s, fault_free_run_time_s=baseline.timeline.makespan_s,
                       retransmit_timeout_s=fx.retransmit_timeout_s, retry_count=fx.retry_count,
-                      engine_path="reference (faults during the run are not on the compiled loop)")
+                      engine_path=engine_path or "reference (faults during the run are not on the compiled loop)")
         out["during_run"] = during
         out["bytes_rerouted_per_iteration"] = rerouted + during.get("bytes_rerouted", 0.0) / max(
             1, run.workload.iterations)

@@ -173,11 +173,7 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         raise InputError(Problem("engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})"))
     phase = phase or (lambda name: None)
     engine = engine or s.engine
-    if engine == "packet" and s.faults:
-        from .errors import InputError, Problem
-
-        raise InputError(Problem("faults", "the flow and analytic engines simulate faults; the packet engine not yet"))
-    if engine == "packet":
+    if engine == "packet":  # faults too (engines/packet.py)
         from .engines.packet import simulate_packet
 
         packet_run, stats = simulate_packet(s, progress, workload=workload, cfg=packet_options,
@@ -227,6 +223,12 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
 
         assert fx is not None
         raise job_failed(fx, exc) from None
+    if fx is not None and fx.lost and complete:  # a GPU lost during the run: the job fails (NCCL's watchdog)
+        from .faults import gpu_lost_failure
+
+        lost = gpu_lost_failure(fx, graph, timeline)
+        if lost is not None:
+            raise lost
     phase("results")
     add_folded_bytes(graph, timeline)
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)

@@ -67,3 +67,45 @@ def test_cli_explains_and_captures_the_deadlock(tmp_path):
     assert "no PFC watchdog: nothing will ever move again; the run stops here" in out
     frames = rdpcap(str(pcap))
     assert any(bytes(fr)[12:14] == b"\x88\x08" for fr in frames)  # PFC frames in the capture
+
+
+def test_the_engine_adapter_reports_the_cycle_as_bad_input(story):
+    """`simulate --engine packet` with no watchdog: the run stops at the deadlock, exit 2 naming the cycle."""
+    from aifabric.engines.packet import _deadlock_error
+
+    _, net, _ = story.runs[1]
+    text = str(_deadlock_error(net))
+    assert "fabric.qos.pfc.watchdog_ms" in text and "PFC deadlock at" in text
+    assert "spine0->leaf1 paused by leaf1 -> leaf1->spine1 paused by spine1" in text and "Chapter 11" in text
+
+
+@pytest.fixture(scope="module")
+def loop():
+    return run_scenario("pfc-deadlock-loop", PacketConfig(explain=True))
+
+
+def test_a_routing_loop_deadlocks_and_outlives_the_loop(loop):
+    """leafA still sends the flow to spine1, which sends it back: the two ports pause each other; leafA's convergence
+    (1 ms) removes the loop from its routing but not the looped packets from the queues."""
+    for _, _, st in loop.runs:
+        (dl,) = st.deadlocks
+        assert sorted(dl["ports"]) == ["leafA->spine1", "spine1->leafA"] and dl["priority"] == 3
+        assert dl["t_s"] > 1e-3  # declared after leafA converged: convergence did not undo it
+    _, _, st = loop.runs[0]
+    assert st.deadlocks[0]["broken_at_s"] >= 0.1 and st.flows[0]["status"] == "success"
+    label, net, st = loop.runs[1]
+    assert net.deadlocked and st.flows[0]["done_s"] is None and not net.sim.heap
+    assert "leafA has converged" in " ".join(text for _, _, text in loop.runs[0][1].events_log)
+
+
+def test_the_loop_drops_packets_whose_ttl_runs_out():
+    """Without PFC the loop is lossy: each packet bounces until its TTL (64) runs out; no deadlock."""
+    from dataclasses import replace
+
+    from aifabric.packet.scenarios import _loop_run
+
+    base = PacketConfig()
+    cfg = replace(base, switch=replace(base.switch, pfc_enabled=False, ecn_enabled=False),
+                  dcqcn=replace(base.dcqcn, enabled=False), until_s=0.002)
+    net, st = _loop_run(cfg, 0.2, 0.001)
+    assert sum(v for k, v in st.drops.items() if k[2] == "ttl-expired") > 0 and not st.deadlocks

@@ -26,13 +26,13 @@ if TYPE_CHECKING:
 console = make_console()
 
 STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect",
-           "pfc-storm", "pfc-deadlock")
+           "pfc-storm", "pfc-deadlock", "pfc-deadlock-loop")
 MAX_SIZE_MB = 1024  # per flow of a story
 HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
         "spraying (Figs. 12-6/12-7) | hol-blocking (Fig. 10-4) | ecmp-uplink (Figs. 12-4/12-5) | connect (Ch. 9: "
         "memory registration, QPs, CM exchange, one RDMA Write, its completion) | pfc-storm (Ch. 11's PFC watchdog: a NIC "
         "that keeps sending pauses) | pfc-deadlock (a cycle of PFC pauses after link failures, the watchdog breaks it) "
-        "| a scenario YAML file (its training "
+        "| pfc-deadlock-loop (a routing loop while routing converges deadlocks) | a scenario YAML file (its training "
         "iteration, packet by packet)")
 # flags a story overrides itself (it compares their values): refused there rather than ignored
 OVERRIDDEN = {"polarization": ("--lb",), "ecmp-uplink": ("--lb",), "spraying": ("--lb", "--transport", "--write-only")}

@@ -15,7 +15,8 @@ Returns the same `Timeline` as engines/executor.py, so results, reports and trac
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,9 +24,12 @@ from ..fabric.graph import TIER_PCIE, Fabric
 from ..packet.config import PacketConfig
 from ..packet.network import Network
 from ..packet.stats import PacketStats
-from .executor import Interrupted, Timeline
+from .executor import FaultLog, Interrupted, Timeline
 from .linkload import LinkLoad
 from .taskgraph import COMPUTE, TaskGraph
+
+if TYPE_CHECKING:
+    from .fabric_events import Rerouter
 
 LINK_LOAD_SEGMENTS = 2000
 
@@ -37,12 +41,40 @@ class PacketRun:
     network: Network
 
 
+@dataclass
+class PacketFaults:
+    """The scenario's faults as the packet engine takes them (aifabric.faults; packet/faults.py): cable states from
+    the start and their changes during the run, routing's convergence, how to reroute a transfer."""
+
+    rerouter: Rerouter
+    rng: np.random.Generator  # the loss draws: the run's seeded generator
+    static: dict[int, tuple[float, float]] = field(default_factory=dict)  # link -> (rate factor, loss rate)
+    link_changes: list[tuple[float, dict[int, tuple[float, float]], str]] = field(default_factory=list)
+    routing: list[tuple[float, frozenset[int], str]] = field(default_factory=list)  # converged around these
+
+
+def _deadlock_error(net: Network):
+    from ..errors import InputError, Problem
+    from ..packet.deadlock import describe
+
+    dl = net.stats.deadlocks[-1]
+    ports = {p.name: p for p in net.ports}
+    cycle = describe([ports[n] for n in dl["ports"]])
+    return InputError(Problem("fabric.qos.pfc.watchdog_ms", (
+        f"PFC deadlock at {dl['t_s']:.6g} s on priority {dl['priority']}: {cycle}; no packet has left those ports "
+        f"since {dl['since_s']:.6g} s and, with no PFC watchdog, none ever would: the run stops (set watchdog_ms to "
+        "break it; Deep Learning for Network Engineers, Chapter 11)")))
+
+
 def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None,
                progress: Callable[[int, int], None] | None = None, hash_seed: int = 0,
                per_switch_seed: bool = False,
-               queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None) -> PacketRun:
+               queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None,
+               faults: PacketFaults | None = None) -> PacketRun:
     """Run `graph` packet by packet. Ctrl-C raises `Interrupted` with the timeline so far. `queue_pairs`
-    (`Router.queue_pairs()`): each transfer's QP numbers and UDP source port, as the router hashed them."""
+    (`Router.queue_pairs()`): each transfer's QP numbers and UDP source port, as the router hashed them. `faults`:
+    cables that fail, slow down or lose packets, and routing's convergence (a QP that runs out of retransmissions
+    raises `JobFailed`). A PFC deadlock with no watchdog to break it stops the run: InputError naming the cycle."""
     net = Network(fabric, cfg, hash_seed=hash_seed, per_switch_seed=per_switch_seed)
     net.link_bin_s = 1e-6
     for p in net.ports:
@@ -55,6 +87,9 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     pcie_bytes = np.zeros(len(fabric.links))
     pcie_spans: list[tuple[float, float, list[int], int]] = []  # (first packet out, last byte in, links, bytes)
     state = {"completed": 0}
+    fstate: dict | None = None  # faults: the transfers' flows, routing's state, a failed QP
+    log: FaultLog | None = None
+    fault_route: Callable | None = None
 
     def complete(t: int) -> None:
         end[t] = sim.now
@@ -94,9 +129,16 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
                 pcie_spans.append((t0, sim.now, pcie, size))
             sim.at(sim.now + tail, complete, t)
 
+        if fstate is not None and fault_route is not None:
+            route = fault_route(t, route, size)
+            net.at(now + head, lambda _, t=t, route=tuple(route), size=size, kw=qp_kw, done=done: fstate[
+                "tasks"].__setitem__(net.add_transfer(route, size, on_done=done, name=graph.name[t], **kw), t))
+            return
         net.start_at(now + head, tuple(route), size, on_done=done, name=graph.name[t], **qp_kw) if head > 0 else \
             net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
 
+    if faults is not None:
+        fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n)
     for t in range(n):
         if waiting[t] == 0:
             sim.at(0.0, lambda t: begin(t), t)
@@ -105,10 +147,111 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     except KeyboardInterrupt:
         stats = net.finish()
         raise Interrupted(_timeline(net, start, end, pcie_bytes, pcie_spans)) from None
+    if log is not None:
+        assert fstate is not None
+        log.stall_intervals = [(a, b, fstate["tasks"].get(fl, -1)) for a, b, fl in net.stalls]
+        log.stall_intervals += [(fl.stalled_at, net.sim.now, t) for fl, t in fstate["tasks"].items()
+                                if getattr(fl, "stalled_at", None) is not None]
+        if fstate["failed"] is not None:
+            from .fabric_events import JobFailed
+
+            t_fail, fl = fstate["failed"]
+            t = fstate["tasks"].get(fl, -1)
+            tl = _timeline(net, start, end, pcie_bytes, pcie_spans)
+            tl.fault_log = log
+            stalled = fl.stalled_at if fl.stalled_at is not None else t_fail
+            raise JobFailed(t_fail, t, int(graph.rank[t]), int(graph.dst[t]), stalled, tl)
+    if net.deadlocked:
+        raise _deadlock_error(net)
     unfinished = int(np.isnan(end).sum())
     if unfinished:
         raise RuntimeError(f"{unfinished} tasks never finished on the packet engine (cycle or lost flow)")
-    return PacketRun(_timeline(net, start, end, pcie_bytes, pcie_spans), stats, net)
+    timeline = _timeline(net, start, end, pcie_bytes, pcie_spans)
+    timeline.fault_log = log
+    return PacketRun(timeline, stats, net)
+
+
+def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished: Callable[[], bool]):
+    """Schedule the faults' events on the packet network; returns the shared state, the fault log and the route a
+    transfer starting now takes (its own, or the converged one while routing knows its route is broken)."""
+    from ..packet.faults import LinkFaults
+    from ..packet.nic import QpFlow
+
+    sim = net.sim
+    lf = LinkFaults(net, faults.rng)
+    log = FaultLog()
+    state: dict = {"tasks": {}, "down": frozenset(), "failed": None, "links": lf}
+    for li, (factor, loss) in faults.static.items():
+        lf.set(li, factor, loss)
+
+    def active():
+        return [(fl, t) for fl, t in state["tasks"].items()
+                if isinstance(fl, QpFlow) and fl.acked_t is None and fl.error is None]
+
+    def links_event(arg) -> None:
+        changes, label = arg
+        if finished():  # the iteration is over: what happens to the fabric after it is not part of it
+            return
+        for li, (factor, loss) in changes.items():
+            lf.set(li, factor, loss)
+        went = {li for li, (factor, _) in changes.items() if factor <= 0}
+        stopped = 0
+        for fl, _ in active():
+            if went & set(fl.path.links) and fl.stalled_at is None:
+                fl.stalled_at = sim.now
+                stopped += 1
+        log.transfers_stopped += stopped
+        log.events.append({"t_s": sim.now, "what": label, "transfers_stopped": stopped})
+        net.log(sim.now, f"{label}: {stopped} QP(s) lose their packets on it until routing moves them or the cable "
+                         "is back", "fault")
+
+    def routing_event(arg) -> None:
+        down, label = arg
+        if finished():
+            return
+        state["down"] = down
+        net.converge(down)
+        moved = 0
+        for fl, t in active():
+            want = want_route(t)
+            if want is not None and net.core(want) != list(fl.path.links) and net.reroute(fl, want):
+                moved += 1
+                log.moves.append((sim.now, t))
+                log.bytes_rerouted += max(0, fl.size - fl.snd_una * fl.mtu)
+        log.transfers_rerouted += moved
+        log.events.append({"t_s": sim.now, "what": label, "transfers_rerouted": moved})
+        net.log(sim.now, f"{label}: {moved} QP(s) in flight take the converged route (resilient ECMP); their next "
+                         "packets, ACKs and CNPs follow it", "fault")
+
+    def want_route(t: int):
+        original = graph.route[t]
+        down = state["down"]
+        if not down or not down.intersection(original):
+            return original
+        r = faults.rerouter.route(t, original, down)
+        return None if r is None else r[0]
+
+    def route_now(t: int, route, size: float):
+        want = want_route(t)
+        if want is None or tuple(want) == tuple(route):
+            return route
+        log.moves.append((sim.now, t))
+        log.transfers_rerouted += 1
+        log.bytes_rerouted += size
+        return want
+
+    def failed(flow, status) -> None:
+        if state["failed"] is None:
+            state["failed"] = (sim.now, flow)
+            net.log(sim.now, f"{flow.name}: the QP failed ({status.value}); NCCL reports it and the job ends", "fault")
+            sim.heap.clear()
+
+    net.on_qp_failed = failed
+    for t_s, changes, label in faults.link_changes:
+        sim.at(t_s, links_event, (changes, label))
+    for t_s, down, label in faults.routing:
+        sim.at(t_s, routing_event, (down, label))
+    return state, log, route_now
 
 
 def _pcie_peaks(spans: list[tuple[float, float, list[int], int]], n_links: int) -> np.ndarray:
@@ -201,20 +344,87 @@ def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None
     from .tasks import lower
 
     fabric, router = build_fabric(scenario)
+    fx = None
+    if scenario.faults:
+        from ..faults import resolve_faults
+
+        fx = resolve_faults(fabric, scenario.faults, seed=scenario.seed)
+        if any(f.rank is not None for f in fx.timed):
+            from ..errors import InputError, Problem
+
+            raise InputError(Problem("faults", "a straggler during the run (gpu_slow with at_s, up_at_s or flaps) is "
+                                               "simulated on the flow engine; the packet engine takes gpu_slow from "
+                                               "the start"))
+        if fx.down:
+            router.fail(fx.down)  # routing has converged around the cables down from the start
     workload = workload or build_workload(scenario)
-    graph = lower(workload, fabric, router, **scenario.lowering_options())
+    try:
+        graph = lower(workload, fabric, router, **scenario.lowering_options())
+    except ValueError as exc:
+        if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
+            raise
+        from ..faults import unreachable
+
+        raise unreachable(fabric, fx, exc) from None
     cfg = packet_config(scenario, cfg, seed)
     if lb is not None:
         cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
+    faults = None
+    if fx is not None:
+        from ..faults import slow_down
+
+        slow_down(graph, fx.slow)
+        # the QPs' ACK timeout and retry count: NCCL's (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT), as on the flow engine
+        cfg = cfg.with_(nic=replace(cfg.nic, rto_s=fx.retransmit_timeout_s, retry_cnt=fx.retry_count))
+        faults = _packet_faults(scenario, graph, fabric, router, fx)
+    from .fabric_events import JobFailed
+
     try:
         pr = run_packet(graph, fabric, cfg, progress, hash_seed=scenario.fabric.ecmp_hash_seed,
-                        per_switch_seed=scenario.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs())
+                        per_switch_seed=scenario.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs(),
+                        faults=faults)
         timeline, stats, complete, network = pr.timeline, pr.stats, True, pr.network if keep_network else None
     except Interrupted as exc:
         timeline, stats, complete, network = exc.timeline, None, False, None
+    except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
+        from ..faults import job_failed
+
+        assert fx is not None
+        raise job_failed(fx, exc) from None
+    if fx is not None and fx.lost and complete:
+        from ..faults import gpu_lost_failure
+
+        lost = gpu_lost_failure(fx, graph, timeline)
+        if lost is not None:
+            raise lost
     from ..simulate import add_folded_bytes
 
     add_folded_bytes(graph, timeline)
     peak = gpu(scenario.cluster.gpu).peak_flops(scenario.workload.precision)
     results = summarize("packet", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
-    return Run(scenario, fabric, workload, graph, timeline, results, packet_network=network), stats
+    run = Run(scenario, fabric, workload, graph, timeline, results, packet_network=network)
+    if fx is not None and complete:
+        from ..faults import report
+
+        base_cfg = replace(cfg, explain=False, trace_flows=(), trace_pfc=False, trace_all=False)
+        baseline, _ = simulate_packet(scenario.model_copy(update={"faults": []}), cfg=base_cfg, workload=workload,
+                                      lb=lb, seed=seed)
+        moved = {(int(graph.rank[t]), int(graph.dst[t])) for _, t in timeline.fault_log.moves} \
+            if timeline.fault_log is not None else None
+        run.faults = report(fx, run, baseline, router, moved, engine_path="packet")
+    return run, stats
+
+
+def _packet_faults(scenario, graph, fabric, router, fx) -> PacketFaults:
+    """The resolved faults (aifabric.faults.FaultEffects) as the packet engine's events."""
+    from .fabric_events import Rerouter
+
+    rng = np.random.default_rng([int(scenario.seed), 19, 4791])  # the loss draws: their own stream of the seed
+    labels: dict[float, str] = {}
+    routing = []
+    for t_s, _, down, label, _ in fx.events():
+        labels[t_s] = label
+        if down is not None:
+            routing.append((t_s, down, label))
+    changes = [(t_s, ch, labels.get(t_s, "")) for t_s, ch in fx.link_changes()]
+    return PacketFaults(Rerouter(graph, fabric, router, spread=False), rng, dict(fx.loss), changes, routing)

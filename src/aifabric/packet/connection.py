@@ -311,3 +311,5 @@ class Connection:
                 self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {f.id}, RDMA Write, "
                                   f"status '{f.error.value}'", "completion")
         self.pending = []
+        if self.net.on_qp_failed is not None:
+            self.net.on_qp_failed(flow, status)

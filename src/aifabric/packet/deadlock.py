@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .port import Port
 
 DEADLOCK_HOLD_S = 1e-3  # a cycle unchanged this long (many pause refreshes) is a deadlock, not a slow drain
-CHECK_EVERY_S = 20e-6  # at most one search per this much simulated time
+CHECK_EVERY_S = 20e-6  # at most one search per port per this much simulated time
 
 
 def _waits_on(net: Network, p: Port, prio: int, now: float) -> list[Port]:
@@ -75,9 +75,10 @@ def check(net: Network, port: Port, prio: int) -> None:
     """Called when a pause on `port` (the upstream egress) is refreshed: look for a cycle through it (not while a
     declared deadlock waits for the watchdog)."""
     now = net.sim.now
-    if net.deadlocked or net.deadlock_open is not None or now - net.deadlock_last_check < CHECK_EVERY_S:
+    if net.deadlocked or net.deadlock_open is not None or \
+            now - net.deadlock_last_check.get(port.link, -1.0) < CHECK_EVERY_S:
         return
-    net.deadlock_last_check = now
+    net.deadlock_last_check[port.link] = now
     cycle = find_cycle(net, port, prio, now)
     if cycle is None:
         return

@@ -10,6 +10,8 @@ NVSwitch. ACKs, NAKs and CNPs travel back over the reverse links of the forward 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +28,13 @@ from .switch import Switch
 from .topo import next_hops, switch_distances
 
 LOG_LIMIT = 4000
+
+
+class _NoSource:
+    active: tuple = ()
+
+
+_NO_SOURCE = _NoSource()
 
 
 class Network:
@@ -87,9 +96,13 @@ class Network:
         self._dist: dict[int, dict[str, int]] = {}
         # PFC deadlock detection (packet/deadlock.py)
         self.deadlocked = False  # a deadlock with no watchdog to break it: the run stopped
-        self.deadlock_last_check = -1.0
+        self.deadlock_last_check: dict[int, float] = {}  # per paused port: the last search from it
         self.deadlock_watch: dict = {}
         self.deadlock_open: dict | None = None  # a deadlock the watchdog has yet to break
+        # faults (packet/faults.py): links routing knows are down, a hook told when a QP runs out of retries
+        self.routing_down: frozenset[int] = frozenset()
+        self.on_qp_failed: Callable[[Any, Any], None] | None = None
+        self.stalls: list = []  # (stopped at, progress again at, flow): QPs a failed cable stopped
 
     # -- helpers used by devices --------------------------------------------------------------------
     def uniform(self) -> float:
@@ -110,8 +123,51 @@ class Network:
         """Out-links of switch `sw` on shortest switch paths to switch `target` (the ECMP group)."""
         dist = self._dist.get(target)
         if dist is None:
-            dist = self._dist[target] = switch_distances(self.fabric, self.devices[target].id)
-        return next_hops(self.fabric, self.devices[sw].id, dist)
+            dist = self._dist[target] = switch_distances(self.fabric, self.devices[target].id, self.routing_down)
+        return next_hops(self.fabric, self.devices[sw].id, dist, self.routing_down)
+
+    def converge(self, down: frozenset[int]) -> None:
+        """Routing has converged around `down` (links it knows are down): the switches' next-hop groups leave them
+        out (flowlet, adaptive, spray); each QP's own route is the caller's (`reroute`)."""
+        self.routing_down = frozenset(down)
+        self._dist = {}
+        for d in self.devices:
+            if isinstance(d, Switch):
+                d.groups = {}
+                d.flowlets = {}
+
+    def core(self, route) -> list[int]:
+        """A GPU-to-GPU route without its PCIe hops at both ends (a fixed latency, not simulated)."""
+        f = self.fabric
+        lo, hi = 0, len(route)
+        while lo < hi and f.links[route[lo]].tier == TIER_PCIE:
+            lo += 1
+        while hi > lo and f.links[route[hi - 1]].tier == TIER_PCIE:
+            hi -= 1
+        return list(route[lo:hi])
+
+    def reroute(self, flow, route) -> bool:
+        """Move QP flow `flow` (its packets to come, its ACKs and CNPs) onto `route`; False when the route does not
+        join the same two NICs (it stays where it is)."""
+        core = self.core(route)
+        f = self.fabric
+        if not core or self.node_index[f.links[core[0]].src] != flow.src.idx or \
+                self.node_index[f.links[core[-1]].dst] != flow.dst.idx:
+            return False
+        if list(flow.path.links) == core:
+            return True
+        old_first = flow.path.next_at[flow.src.idx]
+        path = self._path(core, flow.path.key, flow.path.spray)
+        rpath = self._path([self.reverse[li] for li in reversed(core)], flow.rpath.key)
+        sending = flow in flow.src.sources.get(old_first, _NO_SOURCE).active
+        if sending and core[0] != old_first:
+            flow.src.sources[old_first].remove(flow)
+        flow.path, flow.rpath = path, rpath
+        if flow.conn is not None:
+            flow.conn.path, flow.conn.rpath = path, rpath
+        if sending and core[0] != old_first:
+            flow.src.source(core[0]).add(flow)
+        return True
 
     def log(self, t: float, text: str, category: str = "") -> None:
         if self.cfg.explain:

@@ -283,6 +283,7 @@ class QpFlow:
         # counters
         self.retx = self.timeouts = self.naks = self.ooo = self.dup = 0
         self.retries = 0  # timeouts in a row without progress (the QP's retry count bounds them)
+        self.stalled_at: float | None = None  # faults: when a cable under it failed (until the next progress)
         self.pkey_drops = 0
         self.cnp_tx = self.cnp_rx = self.ce_rx = 0
         # unreliable transports (UC, UD): packets lost in the network, discarded by the responder (the rest of a
@@ -440,6 +441,9 @@ class QpFlow:
         if psn > self.snd_una:
             self.snd_una = psn
             self.retries = 0
+            if self.stalled_at is not None:
+                self.net.stalls.append((self.stalled_at, now, self))
+                self.stalled_at = None
         if pkt.kind == NAK:
             self.naks += 1
             if psn < self.snd_nxt:

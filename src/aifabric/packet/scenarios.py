@@ -14,6 +14,9 @@
   the watchdog on the rail switch's port toward the NIC stops honouring them;
 - pfc-deadlock: a cyclic buffer dependency: after two cable failures, down-up paths close a cycle of four ports
   that pause each other; the engine finds the cycle and reports it, the PFC watchdog breaks it;
+- pfc-deadlock-loop: the other cause, a routing loop while routing converges: a leaf still sends a flow to a spine
+  that has lost its cable to the destination and sends it back; the two ports pause each other, the loop is gone
+  when the leaf converges but the deadlock stays until the watchdog;
 - connect: Chapter 9, Figures 9-2..9-6, one RDMA Write from its beginning: memory registration, QP creation,
   the CM exchange and the QP state transitions, the Write on the wire and its completion (and, on request,
   the responder refusing a bad R_Key or a P_Key of another partition).
@@ -33,7 +36,7 @@ from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
 
 SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect",
-             "pfc-storm", "pfc-deadlock")
+             "pfc-storm", "pfc-deadlock", "pfc-deadlock-loop")
 
 
 @dataclass
@@ -684,10 +687,83 @@ def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
     return r
 
 
+def _loop_run(cfg: PacketConfig, size_mb: float, converge_s: float):
+    f = leaf_spine([["hA"], ["hB"]], ["leafA", "leafB"], ["spine0", "spine1"], 200, name="pfc-deadlock-loop")
+    # spine1--leafB has failed: the fabric without it
+    for li in sorted(link_between(f, a, b) for a, b in (("spine1", "leafB"), ("leafB", "spine1"))):
+        f.out_links[f.links[li].src].remove(li)
+    net = Network(f, cfg)
+    idx = net.node_index
+    leaf_a, spine1, leaf_b = (net.devices[idx[n]] for n in ("leafA", "spine1", "leafB"))
+    to_spine1, spine1_down, to_spine0 = (link_between(f, *p) for p in (("leafA", "spine1"), ("spine1", "leafA"),
+                                                                            ("leafA", "spine0")))
+    spine1.fib = {leaf_b.idx: spine1_down}  # converged: down to leafA, which reaches leafB over spine0
+    leaf_a.fib = {leaf_b.idx: to_spine1}  # not yet: still hashes the flow onto spine1
+    net.log(0.0, "spine1 has lost its cable to leafB and converged (leafB over leafA and spine0); leafA has not yet: "
+                 "it still sends hA's flow to spine1, which sends it back (a routing loop; each packet bounces until "
+                 "its IP TTL of 64 runs out)", "routing")
+
+    def converged(_) -> None:
+        leaf_a.fib = {leaf_b.idx: to_spine0}
+        net.log(net.sim.now, "leafA has converged: hA's flow goes over spine0; the loop is gone, but what it left in "
+                             "the queues stays", "routing")
+
+    net.at(converge_s, converged)
+    _flow(net, f, "hA", "hB", size_mb * 1e6, 0x100, name="hA->hB (looping)")
+    return net, net.run()
+
+
+def pfc_deadlock_loop(cfg: PacketConfig | None = None, size_mb: float = 4.0, converge_ms: float = 1.0) -> ScenarioRun:
+    """A PFC deadlock from a routing loop while routing converges (Hu et al., HotNets 2016; Guo et al., SIGCOMM 2016):
+    spine1 has lost its cable to leafB and converged (to leafB: down to leafA, up to spine0), leafA has not (for
+    `converge_ms`) and still sends hA's flow to spine1. Each packet bounces between leafA and spine1 until its TTL runs
+    out, so the two ports carry many times the flow: their queues fill, and leafA->spine1 (paused by spine1, whose
+    ingress from leafA holds packets for spine1->leafA) and spine1->leafA (paused by leafA, whose ingress from spine1
+    holds packets for leafA->spine1) pause each other. Nothing moves, so no TTL runs out: when leafA converges the loop
+    is gone from its routing but the looped packets are still queued, paused: the deadlock outlives the loop until
+    the watchdog (100 ms) discards a queue. ECN and DCQCN off, xOFF 150 KB / xON 60 KB, as in pfc-deadlock."""
+    base = cfg or PacketConfig()
+    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+                  dcqcn=replace(base.dcqcn, enabled=False))
+    wd_s = cfg.switch.pfc_watchdog_s or 0.1
+    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
+                                        trace_pfc=False))]
+    r = ScenarioRun("pfc-deadlock-loop", "PFC deadlock: a routing loop while routing converges pauses itself; the "
+                                         "PFC watchdog breaks it (Chapter 11)")
+    for label, c in variants:
+        net, st = _loop_run(c, size_mb, converge_ms * 1e-3)
+        r.runs.append((label, net, st))
+        dl = st.deadlocks[0] if st.deadlocks else None
+        fl = st.flows[0]
+        r.table.append({"run": label, "deadlock_at_us": dl["t_s"] * 1e6 if dl else None,
+                        "cycle_ports": len(dl["ports"]) if dl else 0,
+                        "broken_at_ms": dl["broken_at_s"] * 1e3 if dl and dl["broken_at_s"] else None,
+                        "fct_ms": fl["fct_s"] * 1e3 if fl["fct_s"] else None,
+                        "ttl_expired": sum(v for k, v in st.drops.items() if k[2] == "ttl-expired"),
+                        "drops": st.total_drops(), "retransmissions": fl["retransmissions"]})
+    for label, _, st in r.runs:
+        if not st.deadlocks:
+            r.findings.append(f"{label}: no deadlock formed")
+            continue
+        dl = st.deadlocks[0]
+        cycle = " -> ".join(f"{p} (paused by {p.split('->')[1]})" for p in dl["ports"]) + f" -> {dl['ports'][0]}"
+        if dl["broken_at_s"] is not None:
+            r.findings.append(
+                f"{label}: PFC deadlock on priority {dl['priority']} found at {dl['t_s'] * 1e6:.1f} us (no packet left "
+                f"since {dl['since_s'] * 1e6:.1f} us): {cycle}; leafA converged at {converge_ms:g} ms, yet the "
+                f"deadlock held until the watchdog on {dl['broken_by']} broke it at {dl['broken_at_s'] * 1e3:.3f} ms; "
+                f"the flow completes at {st.flows[0]['fct_s'] * 1e3:.3f} ms")
+        else:
+            r.findings.append(f"{label}: the same cycle at {dl['t_s'] * 1e6:.1f} us; leafA's convergence does not "
+                              "undo it and nothing will ever move again: the run stops there")
+    return r
+
+
 def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRun:
     fn = {"incast": incast, "polarization": polarization, "pfc-cascade": pfc_cascade, "dcqcn": dcqcn,
           "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect,
-          "pfc-storm": pfc_storm, "pfc-deadlock": pfc_deadlock}[name]
+          "pfc-storm": pfc_storm, "pfc-deadlock": pfc_deadlock, "pfc-deadlock-loop": pfc_deadlock_loop}[name]
     return fn(cfg, **kw)
 
 

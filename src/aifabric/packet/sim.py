@@ -9,6 +9,9 @@ from __future__ import annotations
 import heapq
 from math import inf
 
+IP_TTL = 64  # the IPv4 TTL a RoCEv2 packet starts with (Linux's default, net.ipv4.ip_default_ttl); only a switch whose
+# forwarding is overridden (a routing loop while routing converges: Switch.fib) decrements it
+
 # packet kinds
 DATA, ACK, NAK, CNP, CHUNK, NAK_ACCESS, MAD = 0, 1, 2, 3, 4, 5, 6
 KIND_NAMES = ("data", "ack", "nak", "cnp", "chunk", "nak-remote-access", "mad")
@@ -66,6 +69,7 @@ class Pkt:
         "psn",
         "size",
         "t_sent",
+        "ttl",
     )
 
     def __init__(self, kind: int, flow, psn: int, size: int, payload: int, dscp: int, prio: int, ecn: int,
@@ -84,3 +88,4 @@ class Pkt:
         self.ikey = -1
         self.entropy = entropy
         self.t_sent = t_sent
+        self.ttl = IP_TTL

@@ -82,6 +82,9 @@ class Switch:
         self.queue_limit = c.queue_limit_bytes
         self.dt_alpha = c.dynamic_threshold_alpha
         self.static_lb = self.lb == "ecmp"
+        # forwarding overrides: destination's last switch (node index) -> out link, whatever the flow's route says
+        # (a switch whose routing has not converged yet, or has: a transient routing loop); None: none
+        self.fib: dict[int, int] | None = None
 
     # -- forwarding -------------------------------------------------------------------------------
     def next_link(self, pkt: Pkt) -> int:
@@ -95,6 +98,8 @@ class Switch:
         group = self.groups.get(path.last_sw)
         if group is None:
             group = self.groups[path.last_sw] = self.net.next_hops(self.idx, path.last_sw)
+        if not group:  # routing knows no way from here (faults): the flow's own route, whatever it meets
+            return static if static is not None else path.links[-1]
         if len(group) == 1:
             return group[0]
         if mode == "ecmp":
@@ -134,7 +139,15 @@ class Switch:
         q = self.dscp_map.get(pkt.dscp, self.default_queue)
         pkt.prio = q
         path = pkt.path
-        li = path.next_at.get(self.idx) if self.static_lb and not path.spray else None
+        li: int | None
+        if self.fib is not None and path.last_sw in self.fib:  # forwarding state of its own (packet/deadlock.py)
+            pkt.ttl -= 1
+            li = self.fib[path.last_sw]
+            if pkt.ttl <= 0:
+                net.drop(self.ports[li], pkt, "ttl-expired")
+                return
+        else:
+            li = path.next_at.get(self.idx) if self.static_lb and not path.spray else None
         port = self.ports[li if li is not None else self.next_link(pkt)]
         size = pkt.size
         if self.buffer_used + size > self.buffer_bytes:

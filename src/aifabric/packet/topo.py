@@ -60,24 +60,29 @@ def five_tuple(f: Fabric, src: str, dst: str, src_qpn: int, dst_qpn: int) -> Fiv
     return FiveTuple(f.nodes[src].ip or 0, f.nodes[dst].ip or 0, roce_udp_source_port(src_qpn, dst_qpn))
 
 
-def switch_distances(f: Fabric, target: str) -> dict[str, int]:
-    """Hop count from every switch to switch `target` over switch-to-switch links (BFS)."""
+def switch_distances(f: Fabric, target: str, down: frozenset[int] = frozenset()) -> dict[str, int]:
+    """Hop count from every switch to switch `target` over switch-to-switch links (BFS), leaving out `down`."""
     dist = {target: 0}
     queue = deque([target])
     while queue:
         u = queue.popleft()
         for li in f.out_links[u]:
             v = f.links[li].dst
+            if down and (li in down or any(lj in down for lj in f.out_links[v]
+                                                       if f.links[lj].dst == u)):
+                continue
             if f.is_switch(v) and v not in dist:
                 dist[v] = dist[u] + 1
                 queue.append(v)
     return dist
 
 
-def next_hops(f: Fabric, switch: str, dist: dict[str, int]) -> list[int]:
-    """Out-links of `switch` one hop closer to the target of `dist` (the ECMP group, in port order)."""
-    here = dist[switch]
-    return [li for li in f.out_links[switch] if dist.get(f.links[li].dst, -1) == here - 1]
+def next_hops(f: Fabric, switch: str, dist: dict[str, int], down: frozenset[int] = frozenset()) -> list[int]:
+    """Out-links of `switch` one hop closer to the target of `dist` (the ECMP group, in port order), not `down`."""
+    here = dist.get(switch)
+    if here is None:
+        return []
+    return [li for li in f.out_links[switch] if dist.get(f.links[li].dst, -1) == here - 1 and li not in down]
 
 
 def ecmp_route(f: Fabric, src: str, dst: str, flow: FiveTuple, hash_seed: int = 0,

@@ -11,6 +11,8 @@ faults:
   - {kind: nic_down, target: s1/nic2}                   # a NIC (a dual-port NIC's LAG: name one port's cable)
   - {kind: gpu_slow, target: 13, factor: 1.25}          # rank 13 computes 1.25 x slower (a straggler)
   - {kind: gpu_slow, target: 5, factor: 2, at_s: 0.1, up_at_s: 0.3}   # throttled for 0.2 s of the run
+  - {kind: link_degraded, target: "seg0/rail3--spine1", loss_rate: 1.0e-4}   # FEC errors: 1 packet in 10^4 lost
+  - {kind: gpu_lost, target: 9, at_s: 0.12}             # the GPU falls off the bus: the job fails
   - {kind: draw, window_s: 0.5, rates: {network_cable: 2.0}}   # faults drawn from failure rates, the scenario's seed
 ```
 
@@ -35,7 +37,7 @@ from pydantic import Field, model_validator
 
 from .base import Strict
 
-FaultKind = Literal["link_down", "link_degraded", "switch_down", "nic_down", "gpu_slow", "draw"]
+FaultKind = Literal["link_down", "link_degraded", "switch_down", "nic_down", "gpu_slow", "gpu_lost", "draw"]
 DrawnKind = Literal["network_cable", "nic"]
 Rate = Annotated[float, Field(ge=0, le=1e6)]
 
@@ -45,6 +47,9 @@ class FaultSpec(Strict):
     target: str | int | None = Field(None, description="a cable (A--B or A->B), a switch, a NIC, or a GPU's rank")
     factor: float | None = Field(None, gt=0, le=1e3, description="link_degraded: the fraction of its rate left "
                                  "(0 < f < 1); gpu_slow: how many times slower it computes (> 1)")
+    loss_rate: float | None = Field(None, ge=0, lt=1, description="link_degraded: the probability that a packet "
+                                    "on the cable is lost (CRC/FEC errors); the packet engine drops with it, the "
+                                    "flow engine runs the cable at go-back-N's goodput under it")
     at_s: float = Field(0.0, ge=0, le=1e9, description="when, in seconds from the start of the run (0: from the "
                         "start, routing converged around it)")
     up_at_s: float | None = Field(None, gt=0, le=1e9, description="when it is whole again (default: never)")
@@ -77,10 +82,16 @@ class FaultSpec(Strict):
             raise ValueError(f"{self.kind} takes no window_s, rates or down_s (those are draw's)")
         if self.target is None:
             raise ValueError(f"{self.kind} needs a target")
-        if self.kind == "link_degraded" and not (self.factor is not None and 0 < self.factor < 1):
-            raise ValueError("link_degraded needs factor: the fraction of the rate left, between 0 and 1")
+        if self.kind == "link_degraded" and not (self.factor is not None and 0 < self.factor < 1) and \
+                not (self.factor is None and self.loss_rate):
+            raise ValueError("link_degraded needs factor (the fraction of the rate left, between 0 and 1) or "
+                             "loss_rate (the probability a packet is lost, between 0 and 1), or both")
+        if self.loss_rate is not None and self.kind != "link_degraded":
+            raise ValueError(f"{self.kind} takes no loss_rate (link_degraded's)")
         if self.kind == "gpu_slow" and not (self.factor is not None and self.factor >= 1):
             raise ValueError("gpu_slow needs factor: how many times slower, at least 1")
+        if self.kind == "gpu_lost" and (self.up_at_s is not None or self.flaps > 1):
+            raise ValueError("gpu_lost takes no up_at_s or flaps: a lost GPU ends the job")
         if self.kind not in ("link_degraded", "gpu_slow") and self.factor is not None:
             raise ValueError(f"{self.kind} takes no factor")
         if self.up_at_s is not None and self.up_at_s <= self.at_s:
