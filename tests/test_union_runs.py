@@ -32,7 +32,7 @@ def test_union_runs_is_the_per_rank_merge(rows):
     b = a + np.array([d for _, _, d in rows], dtype=float) / 4  # some empty or reversed: left out
     want = reference(rank, a, b)
     for compiled in (False, True):
-        if compiled and analysis._compiled_merge is None:
+        if compiled and analysis._compiled_merge_fn() is None:
             continue
         old = analysis.COMPILED_MIN
         analysis.COMPILED_MIN = 0 if compiled else 10**12
@@ -44,7 +44,8 @@ def test_union_runs_is_the_per_rank_merge(rows):
 
 
 def test_compiled_pass_equals_python_pass_on_a_large_draw():
-    if analysis._compiled_merge is None:
+    compiled = analysis._compiled_merge_fn()
+    if compiled is None:
         pytest.skip("numba not installed")
     rng = np.random.default_rng(7)
     n = 20_000
@@ -54,6 +55,6 @@ def test_compiled_pass_equals_python_pass_on_a_large_draw():
     r, s = r[order], s[order]
     e = s + np.round(rng.random(n) * 3, 2)
     f1, e1 = analysis._merge_sorted(r, s, e)
-    f2, e2 = analysis._compiled_merge(r, s, e)
+    f2, e2 = compiled(r, s, e)
     assert np.array_equal(f1, f2) and np.array_equal(e1[f1], e2[f2])
     assert f1.sum() < n  # runs did merge: the draw overlaps

@@ -93,8 +93,9 @@ def union_runs(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
     rank, a, b = rank[keep], a[keep], b[keep]
     order = _order(rank, a)
     r, s, e = rank[order], a[order], b[order]
-    if len(r) >= COMPILED_MIN and _compiled_merge is not None:
-        first, end = _compiled_merge(r, s, e)
+    compiled = _compiled_merge_fn() if len(r) >= COMPILED_MIN else None
+    if compiled is not None:
+        first, end = compiled(r, s, e)
     else:
         first, end = _merge_sorted(r, s, e)
     return r[first], s[first], end[first]
@@ -102,7 +103,7 @@ def union_runs(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
 
 def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Intervals sorted by (rank, start): a mask of those that start a run, and at each of them the run's end.
-    The reference: one pass, as `_compiled_merge` runs it compiled."""
+    The reference: one pass, as `_compiled_merge_fn` compiles it."""
     n = len(r)
     first = np.zeros(n, dtype=np.bool_)
     end = np.zeros(n)
@@ -120,14 +121,21 @@ def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarr
 COMPILED_MIN = 100_000
 """Intervals from which `union_runs` merges with the compiled pass (numba, when installed and not turned off by
 AIFABRIC_PURE_PYTHON=1); below, the Python one."""
-_compiled_merge = None
-if not os.environ.get("AIFABRIC_PURE_PYTHON"):
-    try:
-        from numba import njit
+_compiled: list = []  # the compiled pass once built ([None] without numba): numba is imported only for large runs
 
-        _compiled_merge = njit(cache=True)(_merge_sorted)
-    except ImportError:  # pragma: no cover - numba is a dependency; the Python pass is the fallback
-        _compiled_merge = None
+
+def _compiled_merge_fn():
+    if not _compiled:
+        fn = None
+        if not os.environ.get("AIFABRIC_PURE_PYTHON"):
+            try:
+                from numba import njit
+
+                fn = njit(cache=True)(_merge_sorted)
+            except ImportError:  # pragma: no cover - numba is a dependency; the Python pass is the fallback
+                fn = None
+        _compiled.append(fn)
+    return _compiled[0]
 
 
 def _gaps(r: np.ndarray, s: np.ndarray, e: np.ndarray, world: int, t_end: float

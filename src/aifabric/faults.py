@@ -187,8 +187,6 @@ def gpu_lost_failure(fx: FaultEffects, graph, timeline) -> InputError | None:
     """A GPU lost during the run (`gpu_lost`): its rank sends nothing from `at_s`; the first collective that needs it
     stalls, NCCL never completes it, and torch.distributed's watchdog ends the job after its timeout (10 minutes by
     default): the job fails then. None when the run was over before the GPU was lost."""
-    from .engines.taskgraph import COMPUTE
-
     worst = None
     for rank, at_s, index in fx.lost:
         stall = None
@@ -197,7 +195,7 @@ def gpu_lost_failure(fx: FaultEffects, graph, timeline) -> InputError | None:
             end = timeline.end_s[t]
             if end == end and end <= at_s:  # done before the loss (NaN: never finished)
                 continue
-            if graph.kind[t] != COMPUTE:
+            if graph.kind[t] != 0:  # a transfer (0: COMPUTE, engines/taskgraph.py, a layer above this one)
                 involved = int(graph.rank[t]) == rank or int(graph.dst[t]) == rank
             else:
                 involved = rank in graph.ranks_of(t) and graph.comm_s.get(t, 0.0) > 0

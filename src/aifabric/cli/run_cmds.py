@@ -202,7 +202,7 @@ def simulate_cmd(
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     pcap: Path = typer.Option(None, "--pcap", help="packet engine: write the run's RoCEv2 packets, CNPs, ACKs and PFC "
                                                    "frames to FILE (up to --pcap-max-packets)"),
-    pcap_max_packets: int = typer.Option(10_000, "--pcap-max-packets", help="packets kept in --pcap; the rest are "
+    pcap_max_packets: int = typer.Option(10_000, "--pcap-max-packets", min=1, help="packets kept in --pcap; the rest are "
                                                                             "counted and left out"),
 ) -> int:
     """Simulate a scenario and write its report."""
