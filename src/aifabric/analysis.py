@@ -7,6 +7,7 @@ quick to report.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -121,21 +122,16 @@ def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarr
 COMPILED_MIN = 100_000
 """Intervals from which `union_runs` merges with the compiled pass (numba, when installed and not turned off by
 AIFABRIC_PURE_PYTHON=1); below, the Python one."""
-_compiled: list = []  # the compiled pass once built ([None] without numba): numba is imported only for large runs
-
-
+@functools.cache
 def _compiled_merge_fn():
-    if not _compiled:
-        fn = None
-        if not os.environ.get("AIFABRIC_PURE_PYTHON"):
-            try:
-                from numba import njit
-
-                fn = njit(cache=True)(_merge_sorted)
-            except ImportError:  # pragma: no cover - numba is a dependency; the Python pass is the fallback
-                fn = None
-        _compiled.append(fn)
-    return _compiled[0]
+    """The compiled pass, built on first use (numba is imported only for large runs); None without numba."""
+    if os.environ.get("AIFABRIC_PURE_PYTHON"):
+        return None
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python pass is the fallback
+        return None
+    return njit(cache=True)(_merge_sorted)
 
 
 def _gaps(r: np.ndarray, s: np.ndarray, e: np.ndarray, world: int, t_end: float

@@ -101,6 +101,19 @@ class TaskGraph:
     def add(self, kind: int, rank: int, dst: int, name: str, deps: list[int], *, duration_s: float = 0.0,
             size_bytes: float = 0.0, route: tuple[int, ...] = (), latency_s: float = 0.0, step: int = -1,
             collective: int = -1, dim: str = "", wire: float = 1.0) -> int:
+        t = self._append(kind, rank, dst, name, deps, duration_s, size_bytes, route, latency_s, step, collective, dim)
+        if wire != 1.0:
+            self.wire[t] = wire
+        return t
+
+    def add_transfer(self, src: int, dst: int, name: str, deps: list[int], size_bytes: float,
+                     route: tuple[int, ...], latency_s: float, dim: str) -> int:
+        """`add(TRANSFER, ...)` of a point-to-point send, without keyword handling: the lowering adds millions."""
+        return self._append(TRANSFER, src, dst, name, deps, 0.0, size_bytes, route, latency_s, -1, -1, dim)
+
+    def _append(self, kind: int, rank: int, dst: int, name: str, deps: list[int], duration_s: float,
+                size_bytes: float, route: tuple[int, ...], latency_s: float, step: int, collective: int,
+                dim: str) -> int:
         self.kind.append(kind)
         self.rank.append(rank)
         self.dst.append(dst)
@@ -112,24 +125,5 @@ class TaskGraph:
         self.deps.append(deps)
         self.step.append(step)
         self.collective.append(collective)
-        self.dim.append(dim)
-        if wire != 1.0:
-            self.wire[len(self.kind) - 1] = wire
-        return len(self.kind) - 1
-
-    def add_transfer(self, src: int, dst: int, name: str, deps: list[int], size_bytes: float,
-                     route: tuple[int, ...], latency_s: float, dim: str) -> int:
-        """`add(TRANSFER, ...)` of a point-to-point send, without keyword handling: the lowering adds millions."""
-        self.kind.append(TRANSFER)
-        self.rank.append(src)
-        self.dst.append(dst)
-        self.name.append(name)
-        self.duration_s.append(0.0)
-        self.size_bytes.append(size_bytes)
-        self.route.append(route)
-        self.latency_s.append(latency_s)
-        self.deps.append(deps)
-        self.step.append(-1)
-        self.collective.append(-1)
         self.dim.append(dim)
         return len(self.kind) - 1

@@ -635,6 +635,18 @@ def _deadlock_run(cfg: PacketConfig, size_mb: float):
     return net, net.run()
 
 
+def _deadlock_variants(cfg: PacketConfig | None) -> list[tuple[str, PacketConfig]]:
+    """The deadlock stories' two runs: ECN and DCQCN off, xOFF 150 KB / xON 60 KB (as pfc-cascade), with the PFC
+    watchdog (the configured one, or 100 ms) and without it (no per-flow or PFC traces: it stops at the deadlock)."""
+    base = cfg or PacketConfig()
+    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+                  dcqcn=replace(base.dcqcn, enabled=False))
+    wd_s = cfg.switch.pfc_watchdog_s or 0.1
+    return [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+            ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
+                                    trace_pfc=False))]
+
+
 def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> ScenarioRun:
     """A PFC deadlock from a cyclic buffer dependency (Hu et al., HotNets 2016: down-up paths after link failures).
     Cables leaf0--spine1 and leaf3--spine0 have failed and routing has converged: h0 (leaf0) reaches h3 (leaf3) over
@@ -644,13 +656,7 @@ def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
     each of them wait for the next: the four pause each other. Nothing moves; the engine finds the cycle
     (packet/deadlock.py) and reports it. The PFC watchdog (100 ms) breaks it by discarding a stuck queue; without
     it the run stops at the deadlock. ECN and DCQCN are off and xOFF 150 KB / xON 60 KB, as in pfc-cascade."""
-    base = cfg or PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
-                  dcqcn=replace(base.dcqcn, enabled=False))
-    wd_s = cfg.switch.pfc_watchdog_s or 0.1
-    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
-                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
-                                        trace_pfc=False))]
+    variants = _deadlock_variants(cfg)
     r = ScenarioRun("pfc-deadlock", "PFC deadlock: down-up paths after two cable failures close a cycle of pauses; "
                                     "the PFC watchdog breaks it (Chapter 11)")
     for label, c in variants:
@@ -722,13 +728,7 @@ def pfc_deadlock_loop(cfg: PacketConfig | None = None, size_mb: float = 4.0, con
     holds packets for leafA->spine1) pause each other. Nothing moves, so no TTL runs out: when leafA converges the loop
     is gone from its routing but the looped packets are still queued, paused: the deadlock outlives the loop until
     the watchdog (100 ms) discards a queue. ECN and DCQCN off, xOFF 150 KB / xON 60 KB, as in pfc-deadlock."""
-    base = cfg or PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
-                  dcqcn=replace(base.dcqcn, enabled=False))
-    wd_s = cfg.switch.pfc_watchdog_s or 0.1
-    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
-                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
-                                        trace_pfc=False))]
+    variants = _deadlock_variants(cfg)
     r = ScenarioRun("pfc-deadlock-loop", "PFC deadlock: a routing loop while routing converges pauses itself; the "
                                          "PFC watchdog breaks it (Chapter 11)")
     for label, c in variants:
