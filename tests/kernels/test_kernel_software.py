@@ -66,3 +66,17 @@ def test_2021_block_is_slower_only_by_its_gemms_and_norms():
 def test_software_without_a_measurement_is_refused():
     with pytest.raises(ValueError, match="A100"):
         KernelModel(GPUS["H100"], "bf16", software="megatron-2022")
+
+
+@pytest.mark.parametrize("gpu,software", [("H100", "megatron-2022"), ("A100", "bogus"), ("A100", ""),
+                                          ("A100", 0)])
+def test_scenario_software_errors_name_the_field(gpu, software):
+    from aifabric import load_scenario
+    from aifabric.errors import InputError
+
+    scenario = {"name": "t", "cluster": {"gpu": gpu, "servers": 1, "gpus_per_server": 8},
+                "fabric": {"topology": "rail-optimized"},
+                "workload": {"kind": "llm-training", "model": "gpt3-1.3b", "parallelism": {"tp": 8},
+                             "global_batch_size": 8, "seq_len": 1024, "software": software}}
+    with pytest.raises(InputError, match="workload.software"):
+        load_scenario(scenario)
