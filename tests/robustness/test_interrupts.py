@@ -291,3 +291,21 @@ def test_packet_file_ctrl_c_leaves_its_folder_saying_so(tmp_path, monkeypatch, c
     assert "Traceback" not in capsys.readouterr().err
     stats = json.loads((out / "packet-stats.json").read_text())
     assert stats["complete"] is False
+
+
+def test_a_ctrl_c_while_the_interpreter_cleans_up_after_a_finished_command(tmp_path):
+    """CPython puts SIGINT's default action back before its own clean-up at exit (a few tenths of a second after
+    a report), so a Ctrl-C then ended a finished `aifabric demo` by the signal (exit -2; CI saw it once). The
+    command, run as the program (`main()` reading sys.argv), leaves SIGINT ignored once its work is done; called
+    with its arguments (from Python) it leaves the caller's handler alone."""
+    import subprocess
+
+    probe = ("import signal, sys\nfrom aifabric.cli import main\nsys.argv = ['aifabric', 'validate', sys.argv[1]]\n"
+             "try:\n    main({args})\nexcept SystemExit as e:\n"
+             "    print(e.code, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
+    path = str(_scenario(tmp_path))
+    as_program = subprocess.run([sys.executable, "-c", probe.format(args=""), path], capture_output=True, text=True)
+    assert as_program.stdout.split()[-2:] == ["0", "True"], as_program.stderr
+    from_python = subprocess.run([sys.executable, "-c", probe.format(args=repr(["validate", path])), path],
+                                 capture_output=True, text=True)
+    assert from_python.stdout.split()[-2:] == ["0", "False"], from_python.stderr

@@ -53,7 +53,22 @@ def main(argv: list[str] | None = None) -> None:
     code = run_app(app, args)
     if code == 130:
         _exit_interrupted()
+    if argv is None:  # the command itself, about to exit: nothing is left for a Ctrl-C to interrupt
+        _ignore_interrupts_while_exiting()
     sys.exit(code)
+
+
+def _ignore_interrupts_while_exiting() -> None:
+    """Ignore SIGINT from here on. The command's work is done and its files are in place, but the interpreter's
+    own clean-up takes a while (a few tenths of a second after a report: modules and their data freed) and runs
+    after CPython has put SIGINT's default action back: a Ctrl-C then would end the process by the signal, as if
+    the finished command had been interrupted. An ignored signal is left ignored through that clean-up."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: no signal handling to change there
+        pass
 
 
 def _exit_interrupted() -> None:
