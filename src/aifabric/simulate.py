@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ class Run:
     packet_stats: Any = None  # packet.stats.PacketStats when the packet engine ran (None otherwise)
     packet_network: Any = None  # packet.network.Network of a packet-engine run: captured packets, events log
     faults: dict | None = None  # aifabric.faults.report: what broke and what it cost (None: no faults)
+    packet_windows: list | None = None  # the hybrid engine's windows (engines/hybrid.PacketWindow), else None
 
     @cached_property
     def rank_timeline(self) -> RankTimeline:
@@ -156,14 +157,18 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
 
 def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | None = None,
              progress: Callable[[int, int], None] | None = None, workload: Workload | None = None,
-             phase: Callable[[str], None] | None = None, packet_options: Any = None) -> Run:
+             phase: Callable[[str], None] | None = None, packet_options: Any = None,
+             packet_windows: Sequence[str] | None = None, packet_max_s: float | None = 1e-3) -> Run:
     """Run a scenario: a Scenario, or anything `load_scenario` takes (a file's path, YAML text, a mapping).
     Whatever it is given goes through every check first (`scenario.checks.checked`, once per Scenario object):
     InputError names each field to change. `engine` (flow | analytic | packet) overrides the scenario's;
     `workload` replaces the one the scenario describes (e.g. a replayed trace). `progress(done, total)` follows
     the event loop; `phase(name)` is told when each stage begins ("fabric", "workload", "task graph",
     "event loop", "results"). `packet_options` (a packet.config.PacketConfig: capture settings) runs the packet
-    engine with them and keeps its network in the Run (`packet_network`: the captured packets)."""
+    engine with them and keeps its network in the Run (`packet_network`: the captured packets).
+    `packet_windows` (the hybrid engine's; default `auto`): spans of the iteration simulated packet by packet,
+    as engines/hybrid.parse_window reads them (`0.80s:0.95s`, `dp`, `pp`, `auto`); of each, at most `packet_max_s`
+    of simulated time runs packet by packet (None: all of it)."""
     from .scenario.load import load_scenario
 
     s = load_scenario(s)
@@ -180,6 +185,9 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
                                             keep_network=packet_options is not None)
         packet_run.packet_stats = stats
         return packet_run
+    if engine == "hybrid":
+        return _simulate_hybrid(s, progress, workload, phase, packet_windows or ["auto"], packet_options,
+                                packet_max_s)
     phase("fabric")
     fabric, router = build_fabric(s)
     fx = None
@@ -242,3 +250,49 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         moved = set().union(*(r.rerouted for r in during.rerouter._routers.values())) if during else None
         out.faults = report(fx, out, baseline, router, moved)
     return out
+
+
+def _simulate_hybrid(s: Scenario, progress, workload: Workload | None, phase: Callable[[str], None],
+                     windows: Sequence[str], packet_options: Any, packet_max_s: float | None) -> Run:
+    """`simulate` on the hybrid engine (engines/hybrid.py): the flow engine with packet windows."""
+    from .engines.hybrid import parse_window, run_hybrid
+    from .engines.packet import packet_config
+    from .engines.tasks import spread_over_paths
+    from .errors import InputError, Problem
+
+    try:
+        specs = [parse_window(w) for w in windows]
+    except ValueError as exc:
+        raise InputError(Problem("packet_windows", str(exc))) from None
+    if packet_max_s is not None and not packet_max_s > 0:
+        raise InputError(Problem("packet_max_s", f"must be a positive time in seconds, or None for whole windows "
+                                                 f"(got {packet_max_s!r})"))
+    if s.faults:
+        raise InputError(Problem("faults", "faults during the run are simulated on the flow or the packet engine; "
+                                           "the hybrid engine runs without them (remove faults: or choose --engine "
+                                           "flow or packet)"))
+    phase("fabric")
+    fabric, router = build_fabric(s)
+    if workload is None:
+        phase("workload")
+        workload = build_workload(s)
+    phase("task graph")
+    graph = lower(workload, fabric, router, **s.lowering_options())
+    packet_routes = None
+    if s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off":  # the flow engine's fluid spraying
+        packet_routes = list(graph.route)
+        spread_over_paths(graph, fabric, router)
+    phase("event loop")
+    cfg = packet_config(s, packet_options)
+    try:
+        hr = run_hybrid(graph, fabric, specs, cfg, packet_routes=packet_routes, hash_seed=s.fabric.ecmp_hash_seed,
+                        per_switch_seed=s.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs(),
+                        packet_max_s=packet_max_s, progress=progress)
+        timeline, complete, windows_run, stats = hr.timeline, True, hr.windows, hr.stats
+    except Interrupted as exc:
+        timeline, complete, windows_run, stats = exc.timeline, False, [], None
+    phase("results")
+    add_folded_bytes(graph, timeline)
+    peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
+    results = summarize("hybrid", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
+    return Run(s, fabric, workload, graph, timeline, results, packet_stats=stats, packet_windows=windows_run)

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-ENGINES = ("flow", "analytic", "packet")
+ENGINES = ("flow", "analytic", "packet", "hybrid")
 
 if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
     from .executor import Interrupted, Timeline, run

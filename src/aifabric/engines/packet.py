@@ -70,11 +70,14 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
                progress: Callable[[int, int], None] | None = None, hash_seed: int = 0,
                per_switch_seed: bool = False,
                queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None,
-               faults: PacketFaults | None = None) -> PacketRun:
+               faults: PacketFaults | None = None, until_s: float | None = None,
+               marks: Sequence[tuple[float, Callable[[Network], None]]] = ()) -> PacketRun:
     """Run `graph` packet by packet. Ctrl-C raises `Interrupted` with the timeline so far. `queue_pairs`
     (`Router.queue_pairs()`): each transfer's QP numbers and UDP source port, as the router hashed them. `faults`:
     cables that fail, slow down or lose packets, and routing's convergence (a QP that runs out of retransmissions
-    raises `JobFailed`). A PFC deadlock with no watchdog to break it stops the run: InputError naming the cycle."""
+    raises `JobFailed`). A PFC deadlock with no watchdog to break it stops the run: InputError naming the cycle.
+    `until_s`: stop there (the hybrid engine's packet windows); tasks not finished by then have no end. `marks`:
+    (time, fn) to call fn(network) at those simulated times (a look at the flows in flight)."""
     net = Network(fabric, cfg, hash_seed=hash_seed, per_switch_seed=per_switch_seed)
     net.link_bin_s = 1e-6
     for p in net.ports:
@@ -142,8 +145,10 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     for t in range(n):
         if waiting[t] == 0:
             sim.at(0.0, lambda t: begin(t), t)
+    for t_s, fn in marks:
+        sim.at(t_s, lambda _, fn=fn: fn(net))
     try:
-        stats = net.run()
+        stats = net.run(until_s)
     except KeyboardInterrupt:
         stats = net.finish()
         raise Interrupted(_timeline(net, start, end, pcie_bytes, pcie_spans)) from None
@@ -164,7 +169,7 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     if net.deadlocked:
         raise _deadlock_error(net)
     unfinished = int(np.isnan(end).sum())
-    if unfinished:
+    if unfinished and until_s is None:
         raise RuntimeError(f"{unfinished} tasks never finished on the packet engine (cycle or lost flow)")
     timeline = _timeline(net, start, end, pcie_bytes, pcie_spans)
     timeline.fault_log = log

@@ -108,4 +108,7 @@ def build_summary(run: Run) -> dict[str, Any]:
         "faults": run.faults,
         # the packet engine's fabric statistics (queues, ECN, CNPs, DCQCN, PFC, drops, FCTs); null otherwise
         "packet": run.packet_stats.to_dict(series=False) if run.packet_stats is not None else None,
+        # the hybrid engine's packet windows (engines/hybrid.py): each span, what ran packet by packet and what
+        # the fabric did there; null on the other engines
+        "packet_windows": [w.to_dict() for w in run.packet_windows] if run.packet_windows is not None else None,
     }

@@ -203,9 +203,11 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head.add_row("reliability", reliability_line(run.reliability))
     if run.faults:
         head.add_row("[yellow]faults", faults_line(run.faults))
+    for w in run.packet_windows or ():
+        head.add_row(f"packet window {w.spec.text}", packet_window_line(w))
     if run.packet_stats is not None:
         tot = run.packet_stats.to_dict(series=False)["totals"]
-        head.add_row("fabric (packet engine)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"
+        head.add_row("fabric (packet engine)" if run.packet_windows is None else "fabric (packet windows)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"
                      f" PFC pauses {tot['pfc_pause_frames']:,}, drops {tot['drops']:,},"
                      f" retransmissions {tot['retransmissions']:,}")
     if not r.complete:
@@ -242,3 +244,16 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
                       fmt_bytes(link.bytes), f"{100 * link.utilization:.1f}%",
                       f"{link.peak_bytes_per_s * BITS_PER_BYTE / 1e9:.1f}")
     console.print(links)
+
+
+def packet_window_line(w) -> str:
+    """One hybrid-engine window (engines/hybrid.PacketWindow) in words."""
+    if not w.transfers:
+        return f"nothing packet by packet: {w.note}"
+    span = f"{fmt_time(w.t0_s)}-{fmt_time(w.t1_s)}"
+    cap = f", the first {fmt_time(w.packet_s)} of it" if w.extrapolated else ""
+    moved = w.packet_end_s - w.flow_end_s
+    line = (f"{span}{cap}: {w.transfers:,} transfers ({fmt_bytes(w.bytes)}) packet by packet"
+            f"{f', {w.extrapolated:,} of them finished at the goodput their packets reached' if w.extrapolated else ''};"
+            f" they end {fmt_time(abs(moved))} {'later' if moved >= 0 else 'earlier'} than on the flow engine")
+    return line

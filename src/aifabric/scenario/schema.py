@@ -40,7 +40,7 @@ class Scenario(Strict):
     cluster: ClusterSpec
     fabric: FabricSpec = FabricSpec()
     workload: WorkloadSpec
-    engine: Literal["flow", "analytic", "packet"] = "flow"
+    engine: Literal["flow", "analytic", "packet", "hybrid"] = "flow"
     fidelity: FidelitySpec = FidelitySpec()
     calibration: CalibrationSpec = Field(
         CalibrationSpec(), description="the user's own measurements in place of the catalog's: a GEMM table "
@@ -109,7 +109,7 @@ def _applicable(s: Scenario) -> dict:
         f.pop("spines_per_leaf", None)
     if s.fabric.load_balancing != "flowlet":
         f.pop("flowlet_gap_us", None)
-    if s.engine != "packet" and "qos" not in s.fabric.model_fields_set:
+    if s.engine not in ("packet", "hybrid") and "qos" not in s.fabric.model_fields_set:
         f.pop("qos", None)  # the switch profile is the packet engine's (and `aifabric fabric config`'s)
     costs = data["costs"]
     for k in ("prices", "power"):  # the tables the scenario changes (the defaults are costs/*.py's)
