@@ -59,29 +59,26 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     summary.json with `complete: false` and `stopped_in`, and Interrupted is raised (exit 130)."""
     import time
 
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..estimate import RunProgress
     from ..simulate import simulate
     from .estimate import check_work, describe
     from .outdir import claim_out
 
     # refused before any work: a scenario past this machine's memory (its estimate), a folder of the user's files
     est = check_work(scenario, engine, force) if workload is None else None
-    progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True)
+    # announced before any work: a run estimated past a few minutes, and what a faster engine would give
+    run_est = _warn_if_long(scenario, engine or scenario.engine, est, workload)
+    progress = Progress(TextColumn("{task.fields[sim]}"), BarColumn(), TextColumn("{task.fields[tasks]}"),
+                        TimeElapsedColumn(), TextColumn("{task.fields[left]}"), console=err_console, transient=True)
     task_id = None
     shown = 0
     # the packet engine spends long on each transfer (every packet of it): a bar from the first task
     min_tasks = 1 if (engine or scenario.engine) == "packet" else PROGRESS_MIN_TASKS
+    pace = RunProgress(run_est)
 
-    def on_progress(done: int, total: int) -> None:
+    def on_progress(done: int, total: int, t_s: float | None = None) -> None:
         nonlocal task_id, shown
         if total < min_tasks:
             return
@@ -92,9 +89,11 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
             if compiles_first(total):
                 err_console.print("compiling the event loop for this installation first (about a minute, once)")
             progress.start()
-            task_id = progress.add_task("sim", total=total)
+            task_id = progress.add_task("sim", total=1000, sim="simulating", tasks="", left="")
         if done - shown >= 1000 or done == total or min_tasks == 1:
-            progress.update(task_id, completed=done)
+            view = pace.update(done, total, t_s)
+            progress.update(task_id, completed=round(1000 * view.fraction), sim=view.words(),
+                            tasks=f"{done:,}/{total:,} tasks", left=view.left())
             shown = done
 
     # a large cluster takes a while to build: say what is being done, and how long each stage took
@@ -139,6 +138,30 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
         folder.discard()
     on_phase("done")
     return run, out_dir
+
+
+def _warn_if_long(scenario: Scenario, engine: str, est, workload):
+    """Before a run estimated past a few minutes (estimate.WARN_S, or AIFABRIC_WARN_S seconds), a warning on stderr
+    with what a faster choice gives; never a question (scripts must not wait). The packet engine's estimate
+    (aifabric.estimate: the flow engine's run of the same task graph, the packets it has to move), which the
+    progress line then follows; None for the other engines, or when it cannot be made (simulate names why)."""
+    from ..errors import InputError
+    from ..estimate import duration, estimate_packet_run, packet_warning, warn_threshold_s
+
+    if engine == "packet":
+        try:
+            run_est = estimate_packet_run(scenario, workload)
+        except (InputError, ValueError, KeyError):
+            return None
+        text = packet_warning(run_est)
+        if text is not None:
+            err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+        return run_est
+    if est is not None and est.seconds > warn_threshold_s():
+        err_console.print(f"[yellow]warning:[/] the {escape(engine)} engine would take about {duration(est.seconds)} "
+                          f"on this scenario ({est.tasks:,} tasks: {escape(est.counted)}). Faster: {escape(est.reduce)}."
+                          " Ctrl-C during the run stops it and writes the results so far", highlight=False)
+    return None
 
 
 def _write_stopped(staging: Path, scenario: Scenario, scenario_text: str | None, stage: str) -> list[str]:
