@@ -79,6 +79,19 @@ def test_the_command_warns_on_stderr_before_the_run(tmp_path, monkeypatch, capsy
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("threshold, warned", [("0", True), ("1e9", False)])
+def test_packet_file_warns_too(tmp_path, monkeypatch, capsys, threshold, warned):
+    import aifabric.engines.packet as packet
+
+    monkeypatch.setattr(packet, "simulate_packet", lambda *a, **k: (None, None))  # what a Ctrl-C returns
+    monkeypatch.setenv("AIFABRIC_WARN_S", threshold)
+    path = tmp_path / "s.yaml"
+    path.write_text(_small())
+    assert run_app(app, ["packet", str(path)]) == 130
+    err = capsys.readouterr().err
+    assert ("warning:" in err and "--engine flow" in err) is warned
+
+
 def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
     from aifabric.engines.packet import simulate_packet
 

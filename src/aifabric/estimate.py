@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from .workload import Workload
 
 # The packet engine's wall time per packet hop (an RDMA data packet crossing one link of a switch path: its
-# serialization, queueing, the switch's forwarding, its share of ACKs and CNPs) and per NVLink chunk hop.
-# bench/bench_estimate.py on the project's machine (2 cores, Python 3.12; 2026-11-26): ch14 on the packet engine,
-# 229,488 RDMA packets x 2 hops + 43,344 NVLink chunks x 2 hops, and the demo (GPT-3 13B on 32 H100: 27.6 M packets
-# x 2 hops) -- see docs/performance.md, "Packet-engine estimates"
-PACKET_HOP_S = 8.6e-6
-CHUNK_HOP_S = 8.6e-6
+# serialization, queueing, the switch's forwarding, its share of ACKs and CNPs) and per NVLink chunk hop, on one idle
+# core of the project's machine (2 cores, shared; CPython 3.11). bench/bench_estimate.py, 2026-11-26: ch14 on the
+# packet engine, 229,488 RDMA packets x 2 hops + 43,344 NVLink chunks x 2 hops = 545,664 hops in 4.3 s CPU (7.9 us a
+# hop; 8.8-10.4 us while the machine's other two cores' worth of work ran beside it); bench/bench_packet.py's
+# permutation, 125 k hops a second (8.0 us). Against the demo's run: docs/performance.md, "Packet-engine estimates".
+PACKET_HOP_S = 8.0e-6
+CHUNK_HOP_S = 8.0e-6
 BASE_S = 2.0  # building the fabric and the workload, lowering, the report: a small run's wall time
 WARN_S = 180.0  # a run estimated past this is announced before it starts (AIFABRIC_WARN_S overrides)
 MIN_WALL_S = 3.0  # the time left is "estimating" until this much wall time ...
