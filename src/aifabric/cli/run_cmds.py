@@ -16,6 +16,8 @@ from .errors import Interrupted
 from .outdir import out_path
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from ..scenario.schema import Scenario
 
 console = make_console()
@@ -129,7 +131,7 @@ class ProgressLine:
         self.pace = RunProgress(run_est)
         # the packet engine spends long on each transfer (every packet of it): a bar from the first task
         self.min_tasks = 1 if engine == "packet" else PROGRESS_MIN_TASKS
-        self.task_id = None
+        self.task_id: TaskID | None = None
         self.shown = 0
 
     def on_progress(self, done: int, total: int, t_s: float | None = None) -> None:
@@ -144,6 +146,7 @@ class ProgressLine:
             self.bar.start()
             self.task_id = self.bar.add_task("sim", total=1000, sim="simulating", tasks="", left="")
         if done - self.shown >= 1000 or done == total or self.min_tasks == 1:
+            assert self.task_id is not None
             view = self.pace.update(done, total, t_s)
             self.bar.update(self.task_id, completed=round(1000 * view.fraction), sim=view.words(),
                             tasks=f"{done:,}/{total:,} tasks", left=view.left())
