@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"packet", "costs", "reliability", "faults"},
     {"engines"},
     {"analysis", "results"},
-    {"simulate"},
+    {"simulate", "estimate"},
     {"report", "calibration", "train", "learn"},
     {"compare"},
     {"sweep"},

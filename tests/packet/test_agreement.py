@@ -53,10 +53,10 @@ def test_demo_iteration_runs_on_the_packet_engine():
 
 def test_long_runs_keep_link_load_and_depth_series_bounded(monkeypatch):
     """Link-load bins merge pairwise and depth series thin out past their caps; no byte is lost."""
-    from aifabric.packet import port as port_mod
+    from aifabric.packet import port_monitors
 
-    monkeypatch.setattr(port_mod, "MAX_BINS", 16)
-    monkeypatch.setattr(port_mod, "MAX_DEPTH_SAMPLES", 32)
+    monkeypatch.setattr(port_monitors, "MAX_BINS", 16)
+    monkeypatch.setattr(port_monitors, "MAX_DEPTH_SAMPLES", 32)
     f = fat_tree(8, 4, 2, 200)
     g = _graph(f, [("h0", "h4"), ("h1", "h4"), ("h2", "h4")], 4e6)  # incast: queues build up
     pr = run_packet(g, f)

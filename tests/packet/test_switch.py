@@ -92,7 +92,7 @@ def test_bandwidth_remaining_weights_share_the_port():
     sent = {0: 0, 3: 0}
     n = 0
     while n < 200:  # first 200 departures, both queues backlogged
-        p = port._pick(net.sim.now)
+        p = port._dequeue(port.scheduler.pick(port.queues, port.paused_until, net.sim.now))
         sent[p.prio] += 1
         n += 1
     assert sent[3] / sent[0] == pytest.approx(3, rel=0.1)

@@ -16,6 +16,8 @@ from .errors import Interrupted
 from .outdir import out_path
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from ..scenario.schema import Scenario
 
 console = make_console()
@@ -59,43 +61,14 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     summary.json with `complete: false` and `stopped_in`, and Interrupted is raised (exit 130)."""
     import time
 
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     from ..simulate import simulate
     from .estimate import check_work, describe
     from .outdir import claim_out
 
     # refused before any work: a scenario past this machine's memory (its estimate), a folder of the user's files
     est = check_work(scenario, engine, force) if workload is None else None
-    progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("left"), TimeRemainingColumn(), console=err_console, transient=True)
-    task_id = None
-    shown = 0
-    # the packet engine spends long on each transfer (every packet of it): a bar from the first task
-    min_tasks = 1 if (engine or scenario.engine) == "packet" else PROGRESS_MIN_TASKS
-
-    def on_progress(done: int, total: int) -> None:
-        nonlocal task_id, shown
-        if total < min_tasks:
-            return
-        if task_id is None:
-            err_console.print(f"simulating {total:,} tasks (Ctrl-C stops and writes the results so far)")
-            from ..engines.executor import compiles_first
-
-            if compiles_first(total):
-                err_console.print("compiling the event loop for this installation first (about a minute, once)")
-            progress.start()
-            task_id = progress.add_task("sim", total=total)
-        if done - shown >= 1000 or done == total or min_tasks == 1:
-            progress.update(task_id, completed=done)
-            shown = done
+    # announced before any work: a run estimated past a few minutes, and what a faster engine would give
+    bar = ProgressLine(engine or scenario.engine, warn_if_long(scenario, engine or scenario.engine, est, workload))
 
     # a large cluster takes a while to build: say what is being done, and how long each stage took
     t0 = time.perf_counter()
@@ -120,10 +93,10 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     try:
         try:
             try:
-                run = simulate(scenario, engine, on_progress, workload=workload, phase=on_phase,
+                run = simulate(scenario, engine, bar.on_progress, workload=workload, phase=on_phase,
                                packet_options=packet_options)
             finally:
-                progress.stop()
+                bar.stop()
             on_phase("report")
             write_report(run, folder.staging, scenario_text)  # complete files, then moved into place
             folder.publish()
@@ -139,6 +112,72 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
         folder.discard()
     on_phase("done")
     return run, out_dir
+
+
+class ProgressLine:
+    """The event loop's progress on stderr (the engines' `progress(done, total, t_s=...)`): simulated time against
+    the iteration's estimate, the bar of the work done, tasks, elapsed and the wall time left at the run's pace
+    (aifabric.estimate.RunProgress). Shown from the first task on the packet engine, past PROGRESS_MIN_TASKS on the
+    others; transient (gone once the run ends)."""
+
+    def __init__(self, engine: str, run_est=None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from ..estimate import RunProgress
+
+        self.bar = Progress(TextColumn("{task.fields[sim]}"), BarColumn(), TextColumn("{task.fields[tasks]}"),
+                            TimeElapsedColumn(), TextColumn("{task.fields[left]}"), console=err_console,
+                            transient=True)
+        self.pace = RunProgress(run_est)
+        # the packet engine spends long on each transfer (every packet of it): a bar from the first task
+        self.min_tasks = 1 if engine == "packet" else PROGRESS_MIN_TASKS
+        self.task_id: TaskID | None = None
+        self.shown = 0
+
+    def on_progress(self, done: int, total: int, t_s: float | None = None) -> None:
+        if total < self.min_tasks:
+            return
+        if self.task_id is None:
+            err_console.print(f"simulating {total:,} tasks (Ctrl-C stops and writes the results so far)")
+            from ..engines.executor import compiles_first
+
+            if compiles_first(total):
+                err_console.print("compiling the event loop for this installation first (about a minute, once)")
+            self.bar.start()
+            self.task_id = self.bar.add_task("sim", total=1000, sim="simulating", tasks="", left="")
+        if done - self.shown >= 1000 or done == total or self.min_tasks == 1:
+            assert self.task_id is not None
+            view = self.pace.update(done, total, t_s)
+            self.bar.update(self.task_id, completed=round(1000 * view.fraction), sim=view.words(),
+                            tasks=f"{done:,}/{total:,} tasks", left=view.left())
+            self.shown = done
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def warn_if_long(scenario: Scenario, engine: str, est, workload):
+    """Before a run estimated past a few minutes (estimate.WARN_S, or AIFABRIC_WARN_S seconds), a warning on stderr
+    with what a faster choice gives; never a question (scripts must not wait). The packet engine's estimate
+    (aifabric.estimate: the flow engine's run of the same task graph, the packets it has to move), which the
+    progress line then follows; None for the other engines, or when it cannot be made (simulate names why)."""
+    from ..errors import InputError
+    from ..estimate import duration, estimate_packet_run, packet_warning, warn_threshold_s
+
+    if engine == "packet":
+        try:
+            run_est = estimate_packet_run(scenario, workload)
+        except (InputError, ValueError, KeyError):
+            return None
+        text = packet_warning(run_est)
+        if text is not None:
+            err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+        return run_est
+    if est is not None and est.seconds > warn_threshold_s():
+        err_console.print(f"[yellow]warning:[/] the {escape(engine)} engine would take about {duration(est.seconds)} "
+                          f"on this scenario ({est.tasks:,} tasks: {escape(est.counted)}). Faster: {escape(est.reduce)}."
+                          " Ctrl-C during the run stops it and writes the results so far", highlight=False)
+    return None
 
 
 def _write_stopped(staging: Path, scenario: Scenario, scenario_text: str | None, stage: str) -> list[str]:

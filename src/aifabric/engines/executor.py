@@ -33,6 +33,7 @@ from ..fabric.graph import Fabric
 from .fabric_events import JobFailed
 from .linkload import LinkLoad
 from .maxmin import bottleneck_pairs, max_min_pairs
+from .progress import reporter
 from .taskgraph import COMPUTE, TaskGraph
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     """The event loop in Python and numpy: the definition the compiled loop is held to. `faults`: the fabric's
     events during the run (engines/fabric_events.py); JobFailed when a transfer's QP runs out of retransmissions."""
     share = SHARING[engine]
+    report = reporter(progress)  # progress(done, total), with the simulated time when it takes t_s
     n = len(graph)
     n_links = len(fabric.links)
     capacity = np.array([link.rate_bytes_per_s for link in fabric.links], dtype=float)  # achievable payload rate
@@ -268,8 +270,8 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
                     waiting[d] -= 1
                     if waiting[d] == 0:
                         begin(d, now)
-            if progress is not None:
-                progress(state["completed"], n)
+            if report is not None:
+                report(state["completed"], n, now)
     except KeyboardInterrupt:
         link_load.close(now)
         raise Interrupted(_timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load,

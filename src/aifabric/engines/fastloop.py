@@ -44,6 +44,8 @@ from itertools import chain
 
 import numpy as np
 
+from .progress import reporter
+
 try:  # optional: the loop in executor.py is the fallback
     from numba import njit
 
@@ -1118,8 +1120,9 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
 
     mode = SHARING_MODE[engine]
     n = len(graph)
-    if progress is not None:  # before loading (or, the first time, compiling) the loop
-        progress(0, n)
+    report = reporter(progress)  # progress(done, total), with the simulated time when it takes t_s
+    if report is not None:  # before loading (or, the first time, compiling) the loop
+        report(0, n, 0.0)
     n_links = len(fabric.links)
     link_load = LinkLoad()
     capacity = np.array([link.rate_bytes_per_s for link in fabric.links], dtype=np.float64)
@@ -1174,8 +1177,8 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
                 chunks += 1
                 if caught:
                     raise KeyboardInterrupt
-                if progress is not None:
-                    progress(int(istate[_COMPLETED]), n)
+                if report is not None:
+                    report(int(istate[_COMPLETED]), n, float(fstate[0]))
                 _after_chunk(int(istate[_COMPLETED]), n)
                 if done:
                     break

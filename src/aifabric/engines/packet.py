@@ -14,6 +14,8 @@ Returns the same `Timeline` as engines/executor.py, so results, reports and trac
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -26,12 +28,14 @@ from ..packet.network import Network
 from ..packet.stats import PacketStats
 from .executor import FaultLog, Interrupted, Timeline
 from .linkload import LinkLoad
+from .progress import reporter
 from .taskgraph import COMPUTE, TaskGraph
 
 if TYPE_CHECKING:
     from .fabric_events import Rerouter
 
 LINK_LOAD_SEGMENTS = 2000
+SLICE_WALL_S = 0.25  # with a progress callback: wall seconds of simulation between its reports (and at every task's end)
 
 
 @dataclass
@@ -72,7 +76,9 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
                queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None,
                faults: PacketFaults | None = None, until_s: float | None = None,
                marks: Sequence[tuple[float, Callable[[Network], None]]] = ()) -> PacketRun:
-    """Run `graph` packet by packet. Ctrl-C raises `Interrupted` with the timeline so far. `queue_pairs`
+    """Run `graph` packet by packet. `progress(done, total)` at every task's end, and every SLICE_WALL_S of wall time
+    between (with the simulated time reached, `t_s`, when it takes it: engines/progress.py). Ctrl-C raises
+    `Interrupted` with the timeline so far. `queue_pairs`
     (`Router.queue_pairs()`): each transfer's QP numbers and UDP source port, as the router hashed them. `faults`:
     cables that fail, slow down or lose packets, and routing's convergence (a QP that runs out of retransmissions
     raises `JobFailed`). A PFC deadlock with no watchdog to break it stops the run: InputError naming the cycle.
@@ -93,6 +99,7 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     fstate: dict | None = None  # faults: the transfers' flows, routing's state, a failed QP
     log: FaultLog | None = None
     fault_route: Callable | None = None
+    report = reporter(progress)
 
     def complete(t: int) -> None:
         end[t] = sim.now
@@ -101,8 +108,8 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
             waiting[d] -= 1
             if waiting[d] == 0:
                 begin(d)
-        if progress is not None:
-            progress(state["completed"], n)
+        if report is not None:
+            report(state["completed"], n, sim.now)
 
     def begin(t: int) -> None:
         now = sim.now
@@ -148,7 +155,10 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     for t_s, fn in marks:
         sim.at(t_s, lambda _, fn=fn: fn(net))
     try:
-        stats = net.run(until_s)
+        if report is None:
+            stats = net.run(until_s)
+        else:
+            stats = _run_in_slices(net, lambda: report(state["completed"], n, sim.now), until_s=until_s)
     except KeyboardInterrupt:
         stats = net.finish()
         raise Interrupted(_timeline(net, start, end, pcie_bytes, pcie_spans)) from None
@@ -174,6 +184,24 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     timeline = _timeline(net, start, end, pcie_bytes, pcie_spans)
     timeline.fault_log = log
     return PacketRun(timeline, stats, net)
+
+
+def _run_in_slices(net: Network, tick: Callable[[], None], wall_s: float = SLICE_WALL_S,
+                   until_s: float | None = None) -> PacketStats:
+    """`net.run()` in slices of simulated time sized to take about `wall_s` of wall time each, `tick()` after each:
+    the same heap popped in the same order (a slice ends before the first event past its end), so the same run,
+    and a progress report even while one long transfer is all there is (no task ends for minutes)."""
+    sim = net.sim
+    until = net.cfg.until_s if until_s is None else until_s
+    last = math.inf if until is None else until
+    step_s = 1e-6  # simulated; grows (at most x4 a slice) until a slice takes about wall_s
+    while sim.heap and sim.heap[0][0] <= last:
+        w0 = time.perf_counter()
+        sim.run(min(max(sim.now, sim.heap[0][0]) + step_s, last))
+        took = time.perf_counter() - w0
+        tick()
+        step_s *= min(4.0, max(0.25, wall_s / max(took, 1e-4)))
+    return net.finish()
 
 
 def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished: Callable[[], bool]):

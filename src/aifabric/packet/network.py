@@ -20,8 +20,10 @@ from ..fabric.graph import TIER_PCIE, Fabric
 from .config import PacketConfig, validate
 from .connection import Connection, Rnic, psn_generator
 from .headers import PFC_FRAME_BYTES, pfc_pause_s
+from .load_estimator import LoadEstimator
 from .nic import ChunkFlow, Host, Path, QpFlow
 from .port import Port, serialization_rate_bytes_per_s
+from .port_monitors import DepthSampler, PortNarrator
 from .sim import DATA, Sim
 from .stats import PacketStats
 from .switch import Switch
@@ -78,10 +80,16 @@ class Network:
             port = Port(self, link, owner, peer, c.strict_priority_queues, c.bandwidth_remaining_percent,
                         cfg.nic.mtu_bytes)
             port.is_switch_port = isinstance(owner, Switch)
-            if cfg.lb.mode in ("flowlet", "adaptive") and port.is_switch_port:
-                port.dre_tau = cfg.lb.dre_tau_s
-            if cfg.explain and port.is_switch_port and c.ecn_enabled:
-                port.kmin_watch = [cfg.wred_of(q)[0] if q in c.ecn_queues else None for q in range(8)]
+            if port.is_switch_port:  # a switch's queues are sampled; flowlet and adaptive routing compare its ports
+                port.sample_depth(DepthSampler(self.depth_sample_s))
+                if cfg.lb.mode in ("flowlet", "adaptive"):
+                    port.dre = LoadEstimator(cfg.lb.dre_tau_s)
+            if cfg.explain:  # --explain: the port's story (a switch's queues crossing WRED min, PFC frames received)
+                kmin = [cfg.wred_of(q)[0] if q in c.ecn_queues else None for q in range(8)] \
+                    if port.is_switch_port and c.ecn_enabled else None
+                port.narrator = PortNarrator(self, port.name, kmin)
+                if kmin is not None:
+                    port.watch_depth(port.narrator)
             owner.ports[link.index] = port
             self.ports.append(port)
         # reverse link of each directed link (the j-th parallel a->b pairs with the j-th b->a)

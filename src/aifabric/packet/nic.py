@@ -59,6 +59,7 @@ from .headers import (
     UC_OPCODE,
     segment_count,
 )
+from .qp_scheduler import Source
 from .sim import ACK, CHUNK, CNP, DATA, MAD, NAK, NAK_ACCESS, Pkt
 from .verbs import QpState, WcStatus, WorkCompletion, WorkRequest
 
@@ -84,45 +85,6 @@ class Path:
         self.hash = hash_
         self.key = key
         self.spray = spray
-
-
-class Source:
-    """A port's supplier of data packets: round robin over the flows that start on it."""
-
-    __slots__ = ("active", "port", "rr")
-
-    def __init__(self, port):
-        self.port = port
-        self.active: list = []
-        self.rr = 0
-
-    def add(self, flow) -> None:
-        self.active.append(flow)
-        self.port.kick()
-
-    def remove(self, flow) -> None:
-        if flow in self.active:
-            self.active.remove(flow)
-
-    def pull(self, now: float, paused: list[float]):
-        act = self.active
-        n = len(act)
-        for i in range(n):
-            j = (self.rr + i) % n
-            f = act[j]
-            if f.next_t <= now and paused[f.prio] <= now and f.has_data():
-                self.rr = j + 1
-                return f.next_packet(now)
-        return None
-
-    def next_ready(self, paused: list[float]) -> float:
-        """When some flow may send next: its rate limiter allows and its priority is not paused."""
-        t = inf
-        for f in self.active:
-            if f.has_data():
-                ready = max(f.next_t, paused[f.prio])
-                t = min(t, ready)
-        return t
 
 
 class Host:
@@ -381,6 +343,15 @@ class QpFlow:
     def _kick(self) -> None:
         self.src.ports[self.path.next_at[self.src.idx]].kick()
 
+    def _go_back(self, psn: int) -> None:
+        """Resend from message packet `psn` (a NAK, a timeout): the QP has data again for its port's scheduler."""
+        self.snd_nxt = psn
+        link = self.path.next_at[self.src.idx]
+        source = self.src.sources.get(link)
+        if source is not None:
+            source.resend(self)
+        self.src.ports[link].kick()
+
     def _rto(self, _=None) -> None:
         net = self.net
         now = net.sim.now
@@ -405,8 +376,7 @@ class QpFlow:
             self.retries += 1
             net.log(now, f"{self.name}: retransmission timeout, go back to PSN {self.psn_text(self.snd_una)} "
                          f"(sent up to {self.psn_text(self.snd_nxt - 1)})", "transport")
-            self.snd_nxt = self.snd_una
-            self._kick()
+            self._go_back(self.snd_una)
             return
         net.sim.at(due, self._rto)
 
@@ -450,8 +420,7 @@ class QpFlow:
                 self.net.log(now, f"{self.name}: NAK (PSN sequence error) at PSN {self.psn_text(psn)}: go back N "
                                   f"from {self.psn_text(psn)} (had sent up to {self.psn_text(self.snd_nxt - 1)})",
                              "transport")
-                self.snd_nxt = psn
-                self._kick()
+                self._go_back(psn)
         if self.snd_una >= self.n and self.acked_t is None:
             self.acked_t = now
             self.inc_gen += 1  # stop DCQCN timers

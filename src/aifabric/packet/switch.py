@@ -1,6 +1,6 @@
 """A switch: classification, forwarding with load balancing, WRED/ECN at egress, PFC accounting at ingress.
 
-Buffer model (shared memory, documented in docs/packet.md): a packet occupies the switch's shared
+WRED's regimes (`wred_decision`) and the queues it watches: class_queues.py. Buffer model (shared memory, documented in docs/packet.md): a packet occupies the switch's shared
 buffer from arrival until its last bit leaves the egress port. It is counted twice while there: on its
 egress queue (WRED/ECN decisions use that depth: instantaneous with `weight 0`, the book's; with `weight n`
 RED's exponentially weighted average, avg <- (1 - 2^-n) avg + 2^-n depth at each arrival to the queue, as
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .class_queues import DROP, FORWARD, MARK, wred_decision
 from .deadlock import check as check_deadlock
 from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
 from .lb import spray_index
@@ -32,24 +33,12 @@ from .sim import DATA, Pkt
 if TYPE_CHECKING:
     from .port import Port
 
-FORWARD, MARK, DROP = 0, 1, 2
-
-
-def wred_decision(depth_bytes: float, kmin: float, kmax: float, pmax: float, drop_threshold: float | None,
-                  u: float) -> int:
-    """The marking regimes of Deep Learning for Network Engineers, Ch. 11, at the depth WRED compares: below min
-    forward; between min and max mark with probability rising linearly 0 -> pmax; above max mark all; above the
-    drop threshold drop."""
-    if drop_threshold is not None and depth_bytes > drop_threshold:
-        return DROP
-    if depth_bytes > kmax:
-        return MARK
-    if depth_bytes > kmin:
-        return MARK if u < pmax * (depth_bytes - kmin) / (kmax - kmin) else FORWARD
-    return FORWARD
+__all__ = ["DROP", "FORWARD", "MARK", "Switch", "wred_decision"]  # WRED's names where they were
 
 
 class Switch:
+    """A switch node: classifies by DSCP, forwards (ECMP, flowlet, spray, adaptive), WRED/ECN, PFC on ingress."""
+
     kind = "switch"
 
     def __init__(self, net, idx: int, node_id: str, forwarding_latency_s: float):
@@ -153,12 +142,12 @@ class Switch:
         if self.buffer_used + size > self.buffer_bytes:
             net.drop(port, pkt, "buffer-full")
             return
-        depth = port.qbytes[q]
+        queue = port.queue
+        depth = queue.depth_bytes[q]
         w = self.wred.get(q)
         level, drop_at = depth, None if w is None else w[3]  # what WRED compares; its drop threshold there
         if w is not None and self.wred_gain:  # the average, updated on every arrival; the drop threshold stays on
-            avg = port.red_avg                # the instantaneous depth (it guards the buffer)
-            level = avg[q] = avg[q] + (depth - avg[q]) * self.wred_gain
+            level = queue.average(q, self.wred_gain)  # the instantaneous depth (it guards the buffer)
             drop_at = None
             if w[3] is not None and depth > w[3]:
                 net.drop(port, pkt, "wred-drop-threshold")
@@ -197,7 +186,7 @@ class Switch:
                     self._send_pfc(pkt.in_link, q, self.net.cfg.switch.pfc_quanta, level)
                     port.enqueue(pkt, q)
                     return
-            if not port.backlog and port.busy_until <= now and port.paused_until[q] <= now:
+            if not queue.backlog and port.busy_until <= now and port.paused_until[q] <= now:
                 port.send_direct(pkt)  # straight through: the ingress count rises and falls at once
                 return
             self.ingress[key] = level
@@ -208,7 +197,7 @@ class Switch:
         elif self.dt_alpha is not None and depth + size > self.dt_alpha * (self.buffer_bytes - self.buffer_used):
             net.drop(port, pkt, "dynamic-threshold")
             return
-        elif not port.backlog and port.busy_until <= now and port.paused_until[q] <= now:
+        elif not queue.backlog and port.busy_until <= now and port.paused_until[q] <= now:
             port.send_direct(pkt)
             return
         self.buffer_used += size

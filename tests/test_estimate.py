@@ -1,0 +1,185 @@
+"""Issue 18, item 3: honest progress and estimates. The packet engine's run estimated before it starts (growing with
+the plan), a warning past a threshold (never a question), progress with the simulated time and a time left that is
+never negative, the same run with or without progress reports, and a Ctrl-C during a packet run still exits 130 with
+its partial results. No assertion on wall-clock durations: the thresholds are set, the clock is the test's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from aifabric.cli import run_app
+from aifabric.cli.app import app
+from aifabric.engines.progress import reporter, takes_sim_time
+from aifabric.estimate import (
+    MIN_WALL_S,
+    RunProgress,
+    estimate_packet_run,
+    packet_warning,
+    warn_threshold_s,
+)
+from aifabric.scenario import ch14_scenario_text, load_scenario
+
+
+def _small(widths=(1024, 2048, 1024), servers: int = 2) -> str:
+    """The Ch. 14 scenario, smaller: a packet run of a second or two."""
+    text = ch14_scenario_text()
+    text = text.replace("layer_widths: [4096, 8192, 8192, 4096]", f"layer_widths: [{', '.join(map(str, widths))}]")
+    return text.replace("servers: 2", f"servers: {servers}")
+
+
+def test_the_estimate_grows_with_the_plan():
+    sizes = [((512, 1024, 512), 2), ((1024, 2048, 1024), 2), ((1024, 2048, 1024), 4), ((2048, 4096, 2048), 4)]
+    ests = [estimate_packet_run(load_scenario(_small(w, n))) for w, n in sizes]
+    walls = [e.wall_s for e in ests]
+    packets = [e.work.packets for e in ests]
+    assert walls == sorted(walls) and len(set(walls)) == len(walls), walls
+    assert packets == sorted(packets) and len(set(packets)) == len(packets), packets
+    for e in ests:
+        assert e.iteration_s > 0 and e.work.packet_hops >= 2 * e.work.packets  # NIC -> switch -> NIC at least
+        assert e.fraction_at(0.0) == 0.0 and e.fraction_at(e.iteration_s) == pytest.approx(1.0)
+        f = [e.fraction_at(t) for t in np.linspace(0, e.iteration_s, 50)]
+        assert f == sorted(f)  # the work done only grows with the simulated time
+
+
+def test_warning_past_the_threshold_and_not_below():
+    est = estimate_packet_run(load_scenario(_small()))
+    text = packet_warning(est, threshold_s=0.001)
+    assert text is not None and "--engine flow" in text and "--engine analytic" in text and "packets" in text
+    assert packet_warning(est, threshold_s=1e9) is None
+
+
+def test_the_threshold_from_the_environment(monkeypatch):
+    monkeypatch.setenv("AIFABRIC_WARN_S", "0.5")
+    assert warn_threshold_s() == 0.5
+    monkeypatch.setenv("AIFABRIC_WARN_S", "soon")
+    assert warn_threshold_s() == 180.0
+
+
+@pytest.mark.parametrize("threshold, warned", [("0", True), ("1e9", False)])
+def test_the_command_warns_on_stderr_before_the_run(tmp_path, monkeypatch, capsys, threshold, warned):
+    import sys
+
+    import aifabric.simulate  # noqa: F401 - the module, patched through sys.modules (the package exports the function)
+
+    simulate_module = sys.modules["aifabric.simulate"]
+
+    def stop(*args, **kwargs):  # the warning comes before any of the run's work: stop at its first stage
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate_module, "simulate", stop)
+    monkeypatch.setenv("AIFABRIC_WARN_S", threshold)
+    path = tmp_path / "s.yaml"
+    path.write_text(_small())
+    assert run_app(app, ["simulate", str(path), "--engine", "packet", "--out", str(tmp_path / "run")]) == 130
+    err = capsys.readouterr().err
+    assert ("warning:" in err and "--engine flow" in err) is warned
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("threshold, warned", [("0", True), ("1e9", False)])
+def test_packet_file_warns_too(tmp_path, monkeypatch, capsys, threshold, warned):
+    import aifabric.engines.packet as packet
+
+    monkeypatch.setattr(packet, "simulate_packet", lambda *a, **k: (None, None))  # what a Ctrl-C returns
+    monkeypatch.setenv("AIFABRIC_WARN_S", threshold)
+    path = tmp_path / "s.yaml"
+    path.write_text(_small())
+    assert run_app(app, ["packet", str(path)]) == 130
+    err = capsys.readouterr().err
+    assert ("warning:" in err and "--engine flow" in err) is warned
+
+
+def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
+    from aifabric.engines.packet import simulate_packet
+
+    scenario = load_scenario(_small())
+    est = estimate_packet_run(scenario)
+    wall = [0.0]
+    pace = RunProgress(est, clock=lambda: wall[0])
+    seen = []
+
+    def on_progress(done, total, t_s=None):
+        wall[0] += 0.05  # the test's clock: 50 ms a report
+        seen.append((done, t_s, pace.update(done, total, t_s)))
+
+    run, _ = simulate_packet(scenario, on_progress)
+    times = [t for _, t, _ in seen]
+    assert None not in times and times == sorted(times) and times[-1] > 0
+    assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)
+    views = [v for _, _, v in seen]
+    assert all(v.left_s is None or v.left_s >= 0 for v in views)
+    assert views[0].left_s is None and views[0].left() == "left: estimating…"  # nothing to go on yet
+    assert any(v.left_s is not None for v in views) and wall[0] > MIN_WALL_S
+    assert views[-1].fraction == 1.0 and views[-1].left_s == 0.0
+    assert "of ~" in views[-1].words() and "simulated" in views[-1].words()
+    # the same run without progress reports: slices of the event heap change nothing
+    quiet, _ = simulate_packet(scenario)
+    assert np.array_equal(quiet.timeline.end_s, run.timeline.end_s)
+    assert quiet.timeline.rate_recomputations == run.timeline.rate_recomputations
+    assert quiet.results.iteration_time_s == run.results.iteration_time_s
+
+
+def test_time_left_from_the_pace_so_far():
+    wall = [0.0]
+    pace = RunProgress(iteration_s=1.0, clock=lambda: wall[0])
+    assert pace.update(0, 10, 0.0).left_s is None
+    wall[0] = 10.0
+    view = pace.update(5, 10, 0.25)  # a quarter of the iteration in 10 s: 30 s left at that pace
+    assert view.left_s == pytest.approx(30.0) and view.words() == "0.25 s of ~1 s simulated"
+    wall[0] = 20.0
+    view = pace.update(9, 10, 1.5)  # past the estimate: no made-up figure
+    assert view.past_estimate and view.left_s is None and "unknown" in view.left()
+    assert pace.update(10, 10, 1.6).left_s == 0.0
+
+
+def test_a_callback_of_done_and_total_alone_still_works():
+    calls = []
+
+    def two(done, total, count=[0]):  # noqa: B006 - a default third argument is not the simulated time
+        calls.append((done, total, count))
+
+    assert not takes_sim_time(two) and takes_sim_time(lambda done, total, t_s=None: None)
+    assert takes_sim_time(lambda *a, **k: None)
+    report = reporter(two)
+    assert report is not None
+    report(1, 2, 0.5)
+    assert calls == [(1, 2, [0])]
+
+
+def test_the_reference_loop_reports_the_simulated_time():
+    from aifabric.engines import lower
+    from aifabric.engines.executor import run_reference
+    from aifabric.simulate import build_fabric, build_workload
+
+    s = load_scenario(_small())
+    fabric, router = build_fabric(s)
+    graph = lower(build_workload(s), fabric, router, **s.lowering_options())
+    seen = []
+    timeline = run_reference(graph, fabric, "flow", lambda done, total, t_s=None: seen.append(t_s))
+    assert seen and None not in seen and seen == sorted(seen) and seen[-1] == pytest.approx(timeline.makespan_s)
+
+
+def test_ctrl_c_during_a_packet_run_exits_130_with_partial_results(tmp_path, monkeypatch, capsys):
+    import aifabric.estimate as estimate
+
+    real = estimate.RunProgress.update
+    calls = [0]
+
+    def interrupted(self, done, total, t_s=None):
+        calls[0] += 1
+        if calls[0] == 20:  # in the middle of the event loop, from the progress report as a real Ctrl-C would
+            raise KeyboardInterrupt
+        return real(self, done, total, t_s)
+
+    monkeypatch.setattr(estimate.RunProgress, "update", interrupted)
+    path = tmp_path / "s.yaml"
+    path.write_text(_small())
+    out = tmp_path / "run"
+    assert run_app(app, ["simulate", str(path), "--engine", "packet", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False
