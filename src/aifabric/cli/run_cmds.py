@@ -32,7 +32,10 @@ PROGRESS_MIN_TASKS = 20_000
 
 
 def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
-                   force: bool = False, pcap: Path | None = None, pcap_max_packets: int = 0) -> int:
+                   force: bool = False, pcap: Path | None = None, pcap_max_packets: int = 0,
+                   hybrid: dict | None = None) -> int:
+    """Simulate, print the summary, write the folder. `hybrid`: the hybrid engine's `packet_windows` and
+    `packet_max_s` (`simulate`'s keywords)."""
     from ..report import print_summary
 
     opts = None
@@ -40,7 +43,7 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
         from ..packet.config import PacketConfig
 
         opts = PacketConfig(trace_all=True, trace_pfc=True, trace_max_packets=pcap_max_packets)
-    run, out_dir = simulate_into(scenario, out, engine, scenario_text, force, packet_options=opts)
+    run, out_dir = simulate_into(scenario, out, engine, scenario_text, force, packet_options=opts, hybrid=hybrid)
     print_summary(run, console)
     console.print(f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
     if pcap is not None and run.packet_network is not None:
@@ -54,7 +57,7 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
 
 
 def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
-                  force: bool = False, workload=None, packet_options=None):
+                  force: bool = False, workload=None, packet_options=None, hybrid: dict | None = None):
     """Simulate and write the run's folder (staged, moved into --out when complete): (run, folder). A Ctrl-C in
     the event loop stops it and the partial results are written (`run.results.complete` false); anywhere else
     (building, lowering, summarizing, writing) the folder gets scenario.yaml, the files already complete and a
@@ -94,7 +97,7 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
         try:
             try:
                 run = simulate(scenario, engine, bar.on_progress, workload=workload, phase=on_phase,
-                               packet_options=packet_options)
+                               packet_options=packet_options, **(hybrid or {}))
             finally:
                 bar.stop()
             on_phase("report")
@@ -195,6 +198,37 @@ def _write_stopped(staging: Path, scenario: Scenario, scenario_text: str | None,
     return sorted(p.name for p in staging.iterdir() if not p.name.startswith("."))
 
 
+ENGINE_HELP = ("flow | analytic | packet | hybrid (the flow engine with windows packet by packet: --packet-window) "
+               "(default: the scenario's)")
+WINDOW_HELP = ("hybrid engine: a span of the iteration simulated packet by packet: START:END (0.80s:0.95s, "
+               "800ms:950ms), a parallel dimension's network traffic (dp, pp, ep or moe, cp, tp), or auto (where "
+               "traffic crosses the NICs at its peak; the default). Repeat for several windows")
+PACKET_MAX_HELP = ("hybrid engine: of each window, at most this much simulated time packet by packet (e.g. 1ms, "
+                   "500us; all: whole windows); a transfer still in flight then finishes at the goodput its packets "
+                   "reached")
+
+
+def hybrid_options(engine: str, windows: list[str] | None, packet_max: str) -> dict | None:
+    """`simulate`'s hybrid keywords from --packet-window and --packet-max; InputError naming the option."""
+    from ..engines.hybrid import parse_duration, parse_window
+    from ..errors import InputError
+
+    if engine != "hybrid":
+        if windows:
+            raise InputError("--packet-window: only with --engine hybrid (the flow engine with packet windows)")
+        return None
+    try:
+        for w in windows or ():
+            parse_window(w)
+    except ValueError as exc:
+        raise InputError(f"--packet-window: {exc}") from None
+    try:
+        max_s = None if packet_max.strip().lower() == "all" else parse_duration(packet_max)
+    except ValueError as exc:
+        raise InputError(f"--packet-max: {exc}") from None
+    return {"packet_windows": list(windows or ["auto"]), "packet_max_s": max_s}
+
+
 SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H100) | fabric (data-parallel "
                  "replicas across a spine tier: ECMP vs spraying and the spine oversubscription decide the "
                  "iteration time) | ch14 (the Chapter 14 cluster of the book Deep Learning for Network Engineers: "
@@ -204,9 +238,11 @@ SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H1
 @app.command()
 def demo(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
-    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
+    engine: str = typer.Option(None, "--engine", "-e", help=ENGINE_HELP),
     name: str = typer.Option("demo", "--scenario", "-s", help=SCENARIO_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    packet_window: list[str] = typer.Option(None, "--packet-window", help=WINDOW_HELP),
+    packet_max: str = typer.Option("1ms", "--packet-max", help=PACKET_MAX_HELP),
 ) -> int:
     """Run an embedded scenario end to end and write its report (no arguments, no network)."""
     from ..scenario import embedded_scenario, embedded_scenario_text
@@ -215,7 +251,8 @@ def demo(
     scenario = embedded_scenario(name)
     if engine:
         scenario = scenario.model_copy(update={"engine": _engine(engine)})
-    return run_and_report(scenario, out, engine, text, force)
+    hybrid = hybrid_options(engine or scenario.engine, packet_window, packet_max)
+    return run_and_report(scenario, out, engine, text, force, hybrid=hybrid)
 
 
 @app.command()
@@ -236,13 +273,15 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
 @app.command("simulate")
 def simulate_cmd(
     file: Path = typer.Argument(..., help="scenario YAML file"),
-    engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
+    engine: str = typer.Option(None, "--engine", "-e", help=ENGINE_HELP),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     pcap: Path = typer.Option(None, "--pcap", help="packet engine: write the run's RoCEv2 packets, CNPs, ACKs and PFC "
                                                    "frames to FILE (up to --pcap-max-packets)"),
     pcap_max_packets: int = typer.Option(10_000, "--pcap-max-packets", min=1, help="packets kept in --pcap; the rest are "
                                                                             "counted and left out"),
+    packet_window: list[str] = typer.Option(None, "--packet-window", help=WINDOW_HELP),
+    packet_max: str = typer.Option("1ms", "--packet-max", help=PACKET_MAX_HELP),
 ) -> int:
     """Simulate a scenario and write its report."""
     from ..scenario import load_scenario
@@ -253,7 +292,9 @@ def simulate_cmd(
         from .packet_cmd import check_pcap_options
 
         check_pcap_options(pcap, pcap_max_packets, eng or scenario.engine)
-    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"), force, pcap, pcap_max_packets)
+    hybrid = hybrid_options(eng or scenario.engine, packet_window, packet_max)
+    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"), force, pcap, pcap_max_packets,
+                          hybrid=hybrid)
 
 
 def _engine(name: str) -> str:

@@ -81,6 +81,14 @@ def parse_window(text: str) -> WindowSpec:
     return WindowSpec(text, "time", t0_s=a, t1_s=b)
 
 
+def parse_duration(text: str) -> float:
+    """`1ms`, `500us`, `0.002s`, `0.002` (seconds) -> seconds, positive; ValueError otherwise."""
+    m = re.fullmatch(_TIME, text.strip().lower())
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError(f"{text!r}: give a positive time in s, ms or us (e.g. 1ms, 500us)")
+    return float(m.group(1)) * _UNITS_S[m.group(2) or "s"]
+
+
 @dataclass
 class PacketWindow:
     """One window as it ran: where it lies on the flow run, what ran packet by packet, and what changed."""
@@ -189,11 +197,12 @@ def _subgraph(graph: TaskGraph, tl: Timeline, wire: np.ndarray, span: np.ndarray
     offset = len(times)
     for i, t in enumerate(int(t) for t in span):
         deps = [offset + where[d] for d in graph.deps[t] if d in where]
-        if released[i] is not None:
-            deps.append(at[released[i]])
+        r_s = released[i]
+        if r_s is not None:
+            deps.append(at[r_s])
         if t in packet:
-            sub.add_transfer(graph.rank[t], graph.dst[t], f"{graph.name[t]} (task {t})", deps, graph.size_bytes[t], graph.route[t],
-                             graph.latency_s[t], graph.dim[t])
+            sub.add_transfer(graph.rank[t], graph.dst[t], f"{graph.name[t]} (task {t})", deps, graph.size_bytes[t],
+                             graph.route[t], graph.latency_s[t], graph.dim[t])
         else:
             sub.add(COMPUTE, graph.rank[t], -1, graph.name[t], deps, duration_s=float(tl.end_s[t] - tl.start_s[t]))
     return sub, offset
@@ -226,7 +235,7 @@ def run_hybrid(graph: TaskGraph, fabric: Fabric, windows: list[WindowSpec], cfg:
             continue
         sub, offset = _subgraph(pgraph, flow_tl, wire, span, a)
         seen: list[tuple[float, dict[str, int]]] = []  # (when, flow -> bytes acknowledged) through the cap
-        marks = [] if packet_max_s is None else [(packet_max_s * k / LOOKS, lambda net: seen.append(
+        marks = [] if packet_max_s is None else [(packet_max_s * k / LOOKS, lambda net, seen=seen: seen.append(
             (net.sim.now, {f.name: _acked(f) for f in net.flows}))) for k in range(1, LOOKS)]
         pr = run_packet(sub, fabric, cfg, hash_seed=hash_seed, per_switch_seed=per_switch_seed,
                         queue_pairs=queue_pairs, until_s=packet_max_s, marks=marks)
@@ -252,8 +261,8 @@ def run_hybrid(graph: TaskGraph, fabric: Fabric, windows: list[WindowSpec], cfg:
         return HybridRun(flow_tl, flow_tl, out, None)
     kind = list(graph.kind)
     duration = list(graph.duration_s)
-    for t, d in fixed.items():
-        kind[t], duration[t] = COMPUTE, d
+    for t, took_s in fixed.items():
+        kind[t], duration[t] = COMPUTE, took_s
     folded = run(replace(graph, kind=kind, duration_s=duration), fabric, flow_engine)
     _add_packet_bytes(folded, graph, fabric, fixed)
     return HybridRun(folded, flow_tl, out, merge_stats(stats))

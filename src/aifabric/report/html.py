@@ -396,6 +396,18 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
     parts = [f"<h1>aifabric report — {html.escape(run.scenario.name)}</h1>", _headline(run, ctx)]
     figures: list[tuple[str, go.Figure, str]] = []
     fig, note = gantt(run, ctx)
+    if run.packet_windows:  # the hybrid engine's windows, shaded on the timeline (its x axis is in ms)
+        from .terminal import packet_window_line
+
+        for w in run.packet_windows:
+            if w.transfers:
+                fig.add_vrect(x0=w.t0_s * 1e3, x1=w.t1_s * 1e3, fillcolor="orange", opacity=0.12, line_width=0,
+                              annotation_text=f"packet window {w.spec.text}", annotation_position="top left")
+        parts.append("<h2>Packet windows (hybrid engine)</h2><ul>" + "".join(
+            f"<li><b>{html.escape(w.spec.text)}</b>: {html.escape(packet_window_line(w))}</li>"
+            for w in run.packet_windows) + "</ul><p class='note'>The iteration ran on the flow engine; these spans "
+            "of it packet by packet, their outcome folded back into the iteration time. The packet figures below "
+            "are the windows' (queues, ECN, CNPs, PFC; times on the iteration's clock).</p>")
     figures.append(("Timeline", fig, note))
     for fig, note in link_heatmaps(run):
         figures.append(("", fig, note))
