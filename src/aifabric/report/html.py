@@ -401,7 +401,8 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
 
         for w in run.packet_windows:
             if w.transfers:
-                fig.add_vrect(x0=w.t0_s * 1e3, x1=w.t1_s * 1e3, fillcolor="orange", opacity=0.12, line_width=0,
+                fig.add_vrect(x0=w.t0_s * 1e3, x1=w.t1_s * 1e3, fillcolor="black", opacity=0.08, line_width=1,
+                              line_dash="dot",
                               annotation_text=f"packet window {w.spec.text}", annotation_position="top left")
         parts.append("<h2>Packet windows (hybrid engine)</h2><ul>" + "".join(
             f"<li><b>{html.escape(w.spec.text)}</b>: {html.escape(packet_window_line(w))}</li>"
