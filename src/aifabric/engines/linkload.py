@@ -16,8 +16,21 @@ def _merge(links: list[np.ndarray], values: list[np.ndarray]) -> tuple[np.ndarra
     """Sum values per link over several sparse (links, values) arrays."""
     if len(links) == 1:
         return links[0], values[0]
-    u, inv = np.unique(np.concatenate(links), return_inverse=True)
-    return u.astype(np.int32), np.bincount(inv, weights=np.concatenate(values), minlength=len(u))
+    u, sums = _sum_by_key(np.concatenate(links), np.concatenate(values))
+    return u.astype(np.int32), sums
+
+
+def _sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct keys ascending, the values summed per key in the order given), as np.unique's inverse with
+    np.bincount gives them, bit for bit; by counting over the keys' range instead of sorting when that range is
+    not much larger than the keys themselves."""
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo > 8 * len(keys) + (1 << 20):
+        u, inv = np.unique(keys, return_inverse=True)
+        return u, np.bincount(inv, weights=values, minlength=len(u))
+    shifted = keys - lo
+    present = np.flatnonzero(np.bincount(shifted))
+    return present + lo, np.bincount(shifted, weights=values)[present]
 
 
 class LinkLoad:
@@ -171,8 +184,7 @@ class LinkLoad:
         row = np.repeat(np.arange(len(item)), cnt)
         pos = ptr[item][row] + np.arange(len(row)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         span = int(links.max()) + 1
-        key, inv = np.unique(k[row] * span + links[pos], return_inverse=True)
-        total = np.bincount(inv, weights=values[pos] * share[row], minlength=len(key))
+        key, total = _sum_by_key(k[row] * span + links[pos], values[pos] * share[row])
         bin_of = key // span
         cuts = np.flatnonzero(np.diff(bin_of)) + 1
         for lo, hi in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(key)]))):
