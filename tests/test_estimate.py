@@ -92,6 +92,22 @@ def test_packet_file_warns_too(tmp_path, monkeypatch, capsys, threshold, warned)
     assert ("warning:" in err and "--engine flow" in err) is warned
 
 
+def test_a_large_flow_run_is_announced_from_the_plan(monkeypatch, capsys):
+    from aifabric.cli.estimate import check_work
+    from aifabric.cli.run_cmds import warn_if_long
+    from aifabric.scenario import embedded_scenario
+
+    s = embedded_scenario("demo")
+    est = check_work(s, "flow")
+    monkeypatch.setenv("AIFABRIC_WARN_S", "0")
+    assert warn_if_long(s, "flow", est, None) is None  # nothing to follow: the flow engine's bar counts tasks
+    err = capsys.readouterr().err
+    assert "warning:" in err and "flow engine would take" in err and "Faster:" in err
+    monkeypatch.setenv("AIFABRIC_WARN_S", "1e9")
+    warn_if_long(s, "flow", est, None)
+    assert capsys.readouterr().err == ""
+
+
 def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
     from aifabric.engines.packet import simulate_packet
 
