@@ -9,7 +9,7 @@ heap per priority by their next send time), those that may have data (`loaded`: 
 have none, set again when it goes back to resend) and those of each priority. The next flow is the first
 candidate at or after the turn's slot (a bit scan of a Python integer, done in C), checked with the exact test;
 the bit sets only ever hold more flows than may send, never fewer, so the flow served is the scan's, packet for
-packet.
+packet. Up to `SCAN_FLOWS` flows the scan runs and keeps no bits; past it, every flow starts as a candidate.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ class Source:
             self.lazy += 1
         if self.chosen < 0:  # a start found from rr depends on the number of flows (rr wraps modulo it)
             self.start = -1
+        if len(self.active) == SCAN_FLOWS + 1:  # past the scan, which kept no bits: every flow a candidate
+            self.timely = self.loaded = self.live
         self.port.kick()
 
     def remove(self, flow) -> None:
@@ -142,8 +144,6 @@ class Source:
                 f = act[j]
                 if f.next_t <= now and paused[f.prio] <= now and f.has_data():
                     self.rr = j + 1
-                    self.start = self.chosen = -1
-                    self.timely |= 1 << self.slot_of[f]  # its heap entry, if any, is stale from now on
                     return f.next_packet(now)
             return None
         slot_of = self.slot_of
