@@ -199,3 +199,20 @@ def test_ctrl_c_during_a_packet_run_exits_130_with_partial_results(tmp_path, mon
     assert "interrupted" in err and "Traceback" not in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False
+
+
+def test_the_progress_line_of_a_large_flow_run():
+    from aifabric.cli.run_cmds import PROGRESS_MIN_TASKS, ProgressLine
+
+    bar = ProgressLine("flow")
+    n = PROGRESS_MIN_TASKS
+    bar.on_progress(0, n - 1, t_s=0.0)  # a small run: no bar
+    assert bar.task_id is None
+    try:
+        for done, t in [(0, 0.0), (n // 2, 0.4), (n, 1.0)]:
+            bar.on_progress(done, n, t_s=t)
+        task = bar.bar.tasks[0]
+        assert task.completed == 1000 and task.fields["sim"] == "1 s simulated"  # no iteration estimate: tasks' share
+        assert task.fields["tasks"] == f"{n:,}/{n:,} tasks" and task.fields["left"] == "left ~0 s"
+    finally:
+        bar.stop()
