@@ -92,6 +92,22 @@ def test_packet_file_warns_too(tmp_path, monkeypatch, capsys, threshold, warned)
     assert ("warning:" in err and "--engine flow" in err) is warned
 
 
+def test_a_large_flow_run_is_announced_from_the_plan(monkeypatch, capsys):
+    from aifabric.cli.estimate import check_work
+    from aifabric.cli.run_cmds import warn_if_long
+    from aifabric.scenario import embedded_scenario
+
+    s = embedded_scenario("demo")
+    est = check_work(s, "flow")
+    monkeypatch.setenv("AIFABRIC_WARN_S", "0")
+    assert warn_if_long(s, "flow", est, None) is None  # nothing to follow: the flow engine's bar counts tasks
+    err = capsys.readouterr().err
+    assert "warning:" in err and "flow engine would take" in err and "Faster:" in err
+    monkeypatch.setenv("AIFABRIC_WARN_S", "1e9")
+    warn_if_long(s, "flow", est, None)
+    assert capsys.readouterr().err == ""
+
+
 def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
     from aifabric.engines.packet import simulate_packet
 
@@ -183,3 +199,20 @@ def test_ctrl_c_during_a_packet_run_exits_130_with_partial_results(tmp_path, mon
     assert "interrupted" in err and "Traceback" not in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False
+
+
+def test_the_progress_line_of_a_large_flow_run():
+    from aifabric.cli.run_cmds import PROGRESS_MIN_TASKS, ProgressLine
+
+    bar = ProgressLine("flow")
+    n = PROGRESS_MIN_TASKS
+    bar.on_progress(0, n - 1, t_s=0.0)  # a small run: no bar
+    assert bar.task_id is None
+    try:
+        for done, t in [(0, 0.0), (n // 2, 0.4), (n, 1.0)]:
+            bar.on_progress(done, n, t_s=t)
+        task = bar.bar.tasks[0]
+        assert task.completed == 1000 and task.fields["sim"] == "1 s simulated"  # no iteration estimate: tasks' share
+        assert task.fields["tasks"] == f"{n:,}/{n:,} tasks" and task.fields["left"] == "left ~0 s"
+    finally:
+        bar.stop()

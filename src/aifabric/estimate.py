@@ -189,7 +189,7 @@ def packet_warning(est: RunEstimate, threshold_s: float | None = None) -> str | 
         what += f" and {_count(w.chunks)} NVLink chunks"
     hops = w.packet_hops + w.chunk_hops
     flow = max(1.0, est.flow_wall_s + BASE_S)
-    return (f"the packet engine would take about {duration(est.wall_s)} on this machine: {what}, "
+    return (f"the packet engine would take about {duration(est.wall_s)} on an idle core: {what}, "
             f"{_count(hops)} packet hops at ~{1 / PACKET_HOP_S / 1e3:,.0f} k a second, for an iteration of "
             f"~{est.iteration_s:.3g} s simulated. Faster: --engine flow: ~{duration(flow)}, the same iteration time "
             "where no queue builds (max-min fair rates per link; no packets, so no queues, ECN marks, CNPs, DCQCN "

@@ -163,7 +163,7 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     Whatever it is given goes through every check first (`scenario.checks.checked`, once per Scenario object):
     InputError names each field to change. `engine` (flow | analytic | packet) overrides the scenario's;
     `workload` replaces the one the scenario describes (e.g. a replayed trace). `progress(done, total)` follows
-    the event loop; `phase(name)` is told when each stage begins ("fabric", "workload", "task graph",
+    the event loop (with the simulated time reached, `t_s=`, when the callback takes it: engines/progress.py); `phase(name)` is told when each stage begins ("fabric", "workload", "task graph",
     "event loop", "results"). `packet_options` (a packet.config.PacketConfig: capture settings) runs the packet
     engine with them and keeps its network in the Run (`packet_network`: the captured packets).
     `packet_windows` (the hybrid engine's; default `auto`): spans of the iteration simulated packet by packet,

@@ -9,7 +9,7 @@ from math import inf
 
 import pytest
 
-from aifabric.packet.qp_scheduler import SCAN_FLOWS, Source, _select
+from aifabric.packet.qp_scheduler import SCAN_FLOWS, Source
 
 
 class _Scan:
@@ -139,8 +139,3 @@ def test_indexed_lookup_with_out_of_order_placement(seed):
 def test_around_the_scan_threshold_and_after_slots_are_compacted():
     assert _drive(7, max_flows=SCAN_FLOWS + 2, lazy_share=0.2, steps=20_000) > 1000
 
-
-def test_select_finds_the_kth_set_bit():
-    bits = 0b1011_0010_0110
-    positions = [i for i in range(bits.bit_length()) if bits >> i & 1]
-    assert [_select(bits, k) for k in range(len(positions))] == positions

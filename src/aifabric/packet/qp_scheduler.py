@@ -2,14 +2,14 @@
 
 The flows that start on a port (RDMA QPs, scale-up chunk flows) take turns in the order they were added, from the
 one after the last served (`rr`, an index into `active`); a flow may send when its rate limiter allows
-(`next_t <= now`), its priority is not paused and it has data. Testing every flow in turn costs a port with many
-QPs a scan per packet, so past `SCAN_FLOWS` flows the scheduler keeps bit sets over slots (a flow's slot: the
-order it was added in, kept until it leaves): those whose rate limiter may allow (`timely`; the others wait in a
-heap per priority by their next send time), those that may have data (`loaded`: cleared when a flow is found to
-have none, set again when it goes back to resend) and those of each priority. The next flow is the first
-candidate at or after the turn's slot (a bit scan of a Python integer, done in C), checked with the exact test;
-the bit sets only ever hold more flows than may send, never fewer, so the flow served is the scan's, packet for
-packet.
+(`next_t <= now`), its priority is not paused and it has data. The next `SCAN_FLOWS` flows in turn are tested
+directly (the next one usually may send); past them, rather than test every flow, the scheduler keeps bit sets
+over slots (a flow's slot: the order it was added in, kept until it leaves): those whose rate limiter may allow
+(`timely`; the others wait in a heap per priority by their next send time), those that may have data (`loaded`:
+cleared when a flow is found to have none, set again when it goes back to resend) and those of each priority. The
+next flow is the first candidate at or after the turn's slot (a bit scan of a Python integer, done in C), checked
+with the exact test; the bit sets only ever hold more flows than may send, never fewer, so the flow served is the
+one testing every flow in turn would serve, packet for packet.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .port import Port
 
-SCAN_FLOWS = 4  # up to this many flows on a port, testing them in turn is cheaper than the bit sets
+SCAN_FLOWS = 4  # flows tested in turn before the bit sets are consulted
 
 
 def _lowest(bits: int) -> int:
@@ -29,23 +29,11 @@ def _lowest(bits: int) -> int:
     return (bits & -bits).bit_length() - 1
 
 
-def _select(bits: int, k: int) -> int:
-    """The position of the k-th (from 0) set bit; `bits` has more than k."""
-    lo, hi = 0, bits.bit_length()  # below lo at most k bits are set, below hi more than k
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if (bits & ((1 << mid) - 1)).bit_count() > k:
-            hi = mid
-        else:
-            lo = mid
-    return lo
-
-
 class Source:
     """A port's supplier of data packets: round robin over the flows that start on it, found by index."""
 
-    __slots__ = ("active", "by_prio", "chosen", "lazy", "live", "loaded", "port", "rr", "seq", "slot_of", "slots",
-                 "start", "timely", "waiting")
+    __slots__ = ("active", "by_prio", "lazy", "live", "loaded", "port", "rr", "seq", "slot_of", "slots", "timely",
+                 "waiting")
 
     def __init__(self, port: Port):
         self.port = port
@@ -60,8 +48,6 @@ class Source:
         self.waiting: dict[int, list] = {}  # priority -> heap of (next_t, seq, flow) found held by their rate limiter
         self.seq = 0
         self.lazy = 0  # flows placing out of order: their has_data() moves their send pointer, so next_ready scans
-        self.start = 0  # the slot the next turn's search starts from; -1: find it from rr
-        self.chosen = -1  # the slot served last, `start` set from it (rr not updated); -1: rr is up to date
 
     def add(self, flow) -> None:
         s = len(self.slots)
@@ -75,8 +61,6 @@ class Source:
         self.by_prio[flow.prio] = self.by_prio.get(flow.prio, 0) | bit
         if getattr(flow, "got", None) is not None:
             self.lazy += 1
-        if self.chosen < 0:  # a start found from rr depends on the number of flows (rr wraps modulo it)
-            self.start = -1
         self.port.kick()
 
     def remove(self, flow) -> None:
@@ -84,9 +68,6 @@ class Source:
         if s is None:
             return
         self.active.remove(flow)
-        if self.start >= 0 and self.chosen >= 0:  # the index the turn starts at, before the flows shift down
-            self.rr = (self.live & ((1 << self.chosen) - 1)).bit_count() + 1
-        self.start = self.chosen = -1
         self.slots[s] = None
         keep = ~(1 << s)
         self.live &= keep
@@ -136,15 +117,15 @@ class Source:
         """The next data packet, from the next flow in turn that may send now; None when none may."""
         act = self.active
         n = len(act)
-        if n <= SCAN_FLOWS:
-            for i in range(n):
-                j = (self.rr + i) % n
-                f = act[j]
-                if f.next_t <= now and paused[f.prio] <= now and f.has_data():
-                    self.rr = j + 1
-                    self.start = self.chosen = -1
-                    self.timely |= 1 << self.slot_of[f]  # its heap entry, if any, is stale from now on
-                    return f.next_packet(now)
+        rr = self.rr
+        tested = min(n, SCAN_FLOWS)
+        for i in range(tested):
+            j = (rr + i) % n
+            f = act[j]
+            if f.next_t <= now and paused[f.prio] <= now and f.has_data():
+                self.rr = j + 1
+                return f.next_packet(now)
+        if tested == n:
             return None
         slot_of = self.slot_of
         for heap in self.waiting.values():
@@ -152,27 +133,22 @@ class Source:
                 s = slot_of.get(heappop(heap)[2])
                 if s is not None:
                     self.timely |= 1 << s
-        bits = self.timely & self.loaded
-        if not bits:
-            return None
         unpaused = 0
         for prio, of_prio in self.by_prio.items():
             if paused[prio] <= now:
                 unpaused |= of_prio
-        bits &= unpaused
-        start = self.start
-        if start < 0:
-            start = self.start = _select(self.live, self.rr % n)
+        bits = self.timely & self.loaded & unpaused
+        start = slot_of[act[(rr + tested) % n]]  # the flows tested above come last (and fail again)
         slots = self.slots
         while bits:
             above = bits >> start
-            s = start + _lowest(above) if above else _lowest(bits)
+            s = start + (above & -above).bit_length() - 1 if above else (bits & -bits).bit_length() - 1
             f = slots[s]
             bit = 1 << s
             if f.next_t > now:
                 self._wait(f, bit)
             elif f.has_data():
-                self.start, self.chosen = s + 1, s
+                self.rr = (self.live & (bit - 1)).bit_count() + 1  # its index in `active`, plus one
                 return f.next_packet(now)
             else:
                 self.loaded &= ~bit

@@ -6,7 +6,7 @@ pops events in time order (ties in scheduling order, so runs are deterministic).
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from math import inf
 
 IP_TTL = 64  # the IPv4 TTL a RoCEv2 packet starts with (Linux's default, net.ipv4.ip_default_ttl); only a switch whose
@@ -28,11 +28,11 @@ class Sim:
 
     def at(self, t: float, fn, arg=None) -> None:
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, fn, arg))
+        heappush(self.heap, (t, self.seq, fn, arg))
 
     def run(self, until: float = inf) -> None:
         heap = self.heap
-        pop = heapq.heappop
+        pop = heappop
         n = 0
         if until == inf:
             while heap:
