@@ -2,7 +2,7 @@
 PACKET_HOP_S and CHUNK_HOP_S are, and how its estimate compares with the run.
 
 For each scenario: the estimate (its packets, NVLink chunks and hops counted in the task graph, the flow engine's
-iteration time, the estimated wall time), then the packet engine's run of it (simulate_packet: building, lowering,
+iteration time, the estimated wall time), then the packet engine's run of it (simulate(s, "packet"): building, lowering,
 the event loop; no report), its wall and CPU time, and the wall seconds per hop it implies.
 
     python bench/bench_estimate.py                      # ch14 (about 20 s)
@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from aifabric.engines.packet import simulate_packet
 from aifabric.estimate import PACKET_HOP_S, estimate_packet_run
 from aifabric.scenario import embedded_scenario
+from aifabric.simulate import simulate
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
         s = embedded_scenario(name)
         est = estimate_packet_run(s)
         w0, c0 = time.perf_counter(), time.process_time()
-        run, _ = simulate_packet(s)
+        run = simulate(s, "packet")
         wall_s, cpu_s = time.perf_counter() - w0, time.process_time() - c0
         w = est.work
         hops = w.packet_hops + w.chunk_hops

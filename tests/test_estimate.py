@@ -80,10 +80,7 @@ def test_the_command_warns_on_stderr_before_the_run(tmp_path, monkeypatch, capsy
 
 
 @pytest.mark.parametrize("threshold, warned", [("0", True), ("1e9", False)])
-def test_packet_file_warns_too(tmp_path, monkeypatch, capsys, threshold, warned):
-    import aifabric.engines.packet as packet
-
-    monkeypatch.setattr(packet, "simulate_packet", lambda *a, **k: (None, None))  # what a Ctrl-C returns
+def test_packet_file_warns_too(tmp_path, monkeypatch, capsys, threshold, warned, packet_interrupted_at_once):
     monkeypatch.setenv("AIFABRIC_WARN_S", threshold)
     path = tmp_path / "s.yaml"
     path.write_text(_small())
@@ -109,7 +106,7 @@ def test_a_large_flow_run_is_announced_from_the_plan(monkeypatch, capsys):
 
 
 def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
-    from aifabric.engines.packet import simulate_packet
+    from aifabric.simulate import simulate
 
     scenario = load_scenario(_small())
     est = estimate_packet_run(scenario)
@@ -121,7 +118,7 @@ def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
         wall[0] += 0.05  # the test's clock: 50 ms a report
         seen.append((done, t_s, pace.update(done, total, t_s)))
 
-    run, _ = simulate_packet(scenario, on_progress)
+    run = simulate(scenario, "packet", on_progress)
     times = [t for _, t, _ in seen]
     assert None not in times and times == sorted(times) and times[-1] > 0
     assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)
@@ -132,7 +129,7 @@ def test_progress_reports_the_simulated_time_and_a_time_left_never_negative():
     assert views[-1].fraction == 1.0 and views[-1].left_s == 0.0
     assert "of ~" in views[-1].words() and "simulated" in views[-1].words()
     # the same run without progress reports: slices of the event heap change nothing
-    quiet, _ = simulate_packet(scenario)
+    quiet = simulate(scenario, "packet")
     assert np.array_equal(quiet.timeline.end_s, run.timeline.end_s)
     assert quiet.timeline.rate_recomputations == run.timeline.rate_recomputations
     assert quiet.results.iteration_time_s == run.results.iteration_time_s

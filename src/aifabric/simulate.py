@@ -158,36 +158,34 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
 def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | None = None,
              progress: Callable[[int, int], None] | None = None, workload: Workload | None = None,
              phase: Callable[[str], None] | None = None, packet_options: Any = None,
-             packet_windows: Sequence[str] | None = None, packet_max_s: float | None = 1e-3) -> Run:
-    """Run a scenario: a Scenario, or anything `load_scenario` takes (a file's path, YAML text, a mapping).
-    Whatever it is given goes through every check first (`scenario.checks.checked`, once per Scenario object):
-    InputError names each field to change. `engine` (flow | analytic | packet) overrides the scenario's;
-    `workload` replaces the one the scenario describes (e.g. a replayed trace). `progress(done, total)` follows
-    the event loop (with the simulated time reached, `t_s=`, when the callback takes it: engines/progress.py); `phase(name)` is told when each stage begins ("fabric", "workload", "task graph",
-    "event loop", "results"). `packet_options` (a packet.config.PacketConfig: capture settings) runs the packet
-    engine with them and keeps its network in the Run (`packet_network`: the captured packets).
-    `packet_windows` (the hybrid engine's; default `auto`): spans of the iteration simulated packet by packet,
-    as engines/hybrid.parse_window reads them (`0.80s:0.95s`, `dp`, `pp`, `auto`); of each, at most `packet_max_s`
-    of simulated time runs packet by packet (None: all of it)."""
+             packet_windows: Sequence[str] | None = None, packet_max_s: float | None = 1e-3, *,
+             lb: str | None = None, seed: int | None = None, keep_network: bool | None = None) -> Run:
+    """Run a scenario: a Scenario, or anything `load_scenario` takes (a file's path, YAML text, a mapping), on any
+    engine, through one path: fabric, workload, task graph, event loop, results (and, with faults, the same
+    iteration without them). Whatever it is given goes through every check first (`scenario.checks.checked`, once
+    per Scenario object): InputError names each field to change.
+
+    `engine` (flow | analytic | packet | hybrid) overrides the scenario's; `workload` replaces the one the scenario
+    describes (e.g. a replayed trace). `progress(done, total)` follows the event loop (with the simulated time
+    reached, `t_s=`, when the callback takes it: engines/progress.py); `phase(name)` is told when each stage begins
+    ("fabric", "workload", "task graph", "event loop", "results", "fault-free run").
+    Packet engine: `packet_options` (a packet.config.PacketConfig: explain, tracing, capture, transport) under the
+    scenario's switch profile; `lb` overrides `fabric.load_balancing` (also "adaptive"), `seed` the seed of the WRED
+    draws; `keep_network` (default: when `packet_options` is given) keeps the simulated network in the Run
+    (`packet_network`: captured packets, events log); `Run.packet_stats` holds queues, ECN, CNPs, DCQCN, PFC, drops,
+    retransmissions and FCTs.
+    Hybrid engine: `packet_windows` (default `auto`): spans of the iteration simulated packet by packet, as
+    engines/hybrid.parse_window reads them (`0.80s:0.95s`, `dp`, `pp`, `auto`); of each, at most `packet_max_s` of
+    simulated time runs packet by packet (None: all of it); `Run.packet_windows` says what each did."""
+    from .errors import InputError, Problem
     from .scenario.load import load_scenario
 
     s = load_scenario(s)
     if engine is not None and engine not in ENGINES:
-        from .errors import InputError, Problem
-
         raise InputError(Problem("engine", f"must be one of {', '.join(ENGINES)} (got {engine!r})"))
     phase = phase or (lambda name: None)
     engine = engine or s.engine
-    if engine == "packet":  # faults too (engines/packet.py)
-        from .engines.packet import simulate_packet
-
-        packet_run, stats = simulate_packet(s, progress, workload=workload, cfg=packet_options,
-                                            keep_network=packet_options is not None)
-        packet_run.packet_stats = stats
-        return packet_run
-    if engine == "hybrid":
-        return _simulate_hybrid(s, progress, workload, phase, packet_windows or ["auto"], packet_options,
-                                packet_max_s)
+    specs = _hybrid_windows(s, packet_windows, packet_max_s) if engine == "hybrid" else []
     phase("fabric")
     fabric, router = build_fabric(s)
     fx = None
@@ -195,14 +193,25 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         from .faults import apply_to_fabric, resolve_faults
 
         fx = resolve_faults(fabric, s.faults, seed=s.seed)
-        apply_to_fabric(fabric, router, fx)
+        if engine == "packet":  # cable states are the packet network's own; routing has converged around those down
+            if any(f.rank is not None for f in fx.timed):
+                raise InputError(Problem("faults", "a straggler during the run (gpu_slow with at_s, up_at_s or flaps) "
+                                                   "is simulated on the flow engine; the packet engine takes gpu_slow "
+                                                   "from the start"))
+            if fx.down:
+                router.fail(fx.down)
+        else:
+            apply_to_fabric(fabric, router, fx)
     if workload is None:
         phase("workload")
         workload = build_workload(s)
     phase("task graph")
+    # the flow and analytic engines spread sprayed transfers over every path (fluid); the packet engine balances
+    # packet by packet; the hybrid engine does both, on routes of its own for each
+    sprayed = s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off"
     try:
         graph = lower(workload, fabric, router, **s.lowering_options(),
-                      spread_paths=s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off")
+                      spread_paths=sprayed and engine in ("flow", "analytic"))
     except ValueError as exc:
         if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
             raise
@@ -213,25 +222,24 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         from .faults import slow_down
 
         slow_down(graph, fx.slow)
-    during = None
-    if fx is not None and fx.timed:  # faults during the run: events of the event loop (engines/fabric_events.py)
-        from .engines.fabric_events import FabricEvent, FabricTimeline, Rerouter
-
-        during = FabricTimeline([FabricEvent(*e) for e in fx.events()],
-                                Rerouter(graph, fabric, router, spread=s.fabric.load_balancing != "ecmp"),
-                                fx.retransmit_timeout_s, fx.retry_count)
     phase("event loop")
+    ran = _EngineRun()
     try:
-        timeline = run(graph, fabric, engine, progress, faults=during)
-        complete = True
+        if engine == "packet":
+            _run_packet(ran, s, graph, fabric, router, fx, progress, packet_options, lb, seed)
+        elif engine == "hybrid":
+            _run_hybrid(ran, s, graph, fabric, router, progress, specs, packet_options, packet_max_s, sprayed)
+        else:
+            _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
     except Interrupted as exc:
-        timeline, complete = exc.timeline, False
+        ran.timeline, ran.complete = exc.timeline, False
     except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
         from .faults import job_failed
 
         assert fx is not None
         raise job_failed(fx, exc) from None
-    if fx is not None and fx.lost and complete:  # a GPU lost during the run: the job fails (NCCL's watchdog)
+    timeline = ran.timeline
+    if fx is not None and fx.lost and ran.complete:  # a GPU lost during the run: the job fails (NCCL's watchdog)
         from .faults import gpu_lost_failure
 
         lost = gpu_lost_failure(fx, graph, timeline)
@@ -240,28 +248,78 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     phase("results")
     add_folded_bytes(graph, timeline)
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
-    results = summarize(engine, workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
-    out = Run(s, fabric, workload, graph, timeline, results)
-    if fx is not None and complete:
+    results = summarize(engine, workload, graph, fabric, timeline, ran.complete, peak_flops_per_gpu=peak)
+    keep = packet_options is not None if keep_network is None else keep_network
+    out = Run(s, fabric, workload, graph, timeline, results, packet_stats=ran.stats,
+              packet_network=ran.network if keep else None, packet_windows=ran.windows)
+    if fx is not None and ran.complete:
         from .faults import report
 
         phase("fault-free run")  # the same iteration without the faults: what they cost
-        baseline = simulate(s.model_copy(update={"faults": []}), engine=engine, workload=workload)
-        moved = set().union(*(r.rerouted for r in during.rerouter._routers.values())) if during else None
-        out.faults = report(fx, out, baseline, router, moved)
+        base_opts = None
+        if engine == "packet":
+            base_opts = replace(ran.cfg, explain=False, trace_flows=(), trace_pfc=False, trace_all=False)
+        baseline = simulate(s.model_copy(update={"faults": []}), engine=engine, workload=workload,
+                            packet_options=base_opts, lb=lb, seed=seed, keep_network=False)
+        if engine == "packet":
+            moved = {(int(graph.rank[t]), int(graph.dst[t])) for _, t in timeline.fault_log.moves} \
+                if timeline.fault_log is not None else None
+            out.faults = report(fx, out, baseline, router, moved, engine_path="packet")
+        else:
+            moved = set().union(*(r.rerouted for r in ran.during.rerouter._routers.values())) if ran.during else None
+            out.faults = report(fx, out, baseline, router, moved)
     return out
 
 
-def _simulate_hybrid(s: Scenario, progress, workload: Workload | None, phase: Callable[[str], None],
-                     windows: Sequence[str], packet_options: Any, packet_max_s: float | None) -> Run:
-    """`simulate` on the hybrid engine (engines/hybrid.py): the flow engine with packet windows."""
-    from .engines.hybrid import parse_window, run_hybrid
-    from .engines.packet import packet_config
-    from .engines.tasks import spread_over_paths
+@dataclass
+class _EngineRun:
+    """What an engine's event loop left: the timeline (partial when interrupted) and each engine's extras."""
+
+    timeline: Any = None
+    complete: bool = True
+    stats: Any = None  # packet.stats.PacketStats: the packet engine's, or the hybrid engine's windows'
+    network: Any = None  # the packet engine's simulated network
+    windows: list | None = None  # the hybrid engine's windows
+    cfg: Any = None  # the packet configuration run
+    during: Any = None  # engines.fabric_events.FabricTimeline: the flow engine's faults during the run
+
+
+def _run_flow(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, fx, engine: str,
+              progress) -> None:
+    if fx is not None and fx.timed:  # faults during the run: events of the event loop (engines/fabric_events.py)
+        from .engines.fabric_events import FabricEvent, FabricTimeline, Rerouter
+
+        ran.during = FabricTimeline([FabricEvent(*e) for e in fx.events()],
+                                    Rerouter(graph, fabric, router, spread=s.fabric.load_balancing != "ecmp"),
+                                    fx.retransmit_timeout_s, fx.retry_count)
+    ran.timeline = run(graph, fabric, engine, progress, faults=ran.during)
+
+
+def _run_packet(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, fx, progress,
+                packet_options, lb: str | None, seed: int | None) -> None:
+    from .engines.packet import packet_config, packet_faults, run_packet
+
+    cfg = packet_config(s, packet_options, seed)
+    if lb is not None:
+        cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
+    faults = None
+    if fx is not None:
+        # the QPs' ACK timeout and retry count: NCCL's (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT), as on the flow engine
+        cfg = cfg.with_(nic=replace(cfg.nic, rto_s=fx.retransmit_timeout_s, retry_cnt=fx.retry_count))
+        faults = packet_faults(s, graph, fabric, router, fx)
+    ran.cfg = cfg
+    pr = run_packet(graph, fabric, cfg, progress, hash_seed=s.fabric.ecmp_hash_seed,
+                    per_switch_seed=s.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs(), faults=faults)
+    ran.timeline, ran.stats, ran.network = pr.timeline, pr.stats, pr.network
+
+
+def _hybrid_windows(s: Scenario, windows: Sequence[str] | None, packet_max_s: float | None) -> list:
+    """The hybrid engine's windows, read; InputError naming what is wrong (faults are not run there)."""
+    from .engines.hybrid import parse_window
     from .errors import InputError, Problem
 
     try:
-        specs = [parse_window(w) for w in windows]
+        specs = [parse_window(w) for w in windows or ["auto"]]
     except ValueError as exc:
         raise InputError(Problem("packet_windows", str(exc))) from None
     if packet_max_s is not None and not packet_max_s > 0:
@@ -271,28 +329,20 @@ def _simulate_hybrid(s: Scenario, progress, workload: Workload | None, phase: Ca
         raise InputError(Problem("faults", "faults during the run are simulated on the flow or the packet engine; "
                                            "the hybrid engine runs without them (remove faults: or choose --engine "
                                            "flow or packet)"))
-    phase("fabric")
-    fabric, router = build_fabric(s)
-    if workload is None:
-        phase("workload")
-        workload = build_workload(s)
-    phase("task graph")
-    graph = lower(workload, fabric, router, **s.lowering_options())
+    return specs
+
+
+def _run_hybrid(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, progress, specs: list,
+                packet_options, packet_max_s: float | None, sprayed: bool) -> None:
+    from .engines.hybrid import run_hybrid
+    from .engines.packet import packet_config
+    from .engines.tasks import spread_over_paths
+
     packet_routes = None
-    if s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off":  # the flow engine's fluid spraying
+    if sprayed:  # the flow runs spread over every path; the windows' packets balance themselves on the lowered routes
         packet_routes = list(graph.route)
         spread_over_paths(graph, fabric, router)
-    phase("event loop")
-    cfg = packet_config(s, packet_options)
-    try:
-        hr = run_hybrid(graph, fabric, specs, cfg, packet_routes=packet_routes, hash_seed=s.fabric.ecmp_hash_seed,
-                        per_switch_seed=s.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs(),
-                        packet_max_s=packet_max_s, progress=progress)
-        timeline, complete, windows_run, stats = hr.timeline, True, hr.windows, hr.stats
-    except Interrupted as exc:
-        timeline, complete, windows_run, stats = exc.timeline, False, [], None
-    phase("results")
-    add_folded_bytes(graph, timeline)
-    peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
-    results = summarize("hybrid", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
-    return Run(s, fabric, workload, graph, timeline, results, packet_stats=stats, packet_windows=windows_run)
+    hr = run_hybrid(graph, fabric, specs, packet_config(s, packet_options), packet_routes=packet_routes,
+                    hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,
+                    queue_pairs=router.queue_pairs(), packet_max_s=packet_max_s, progress=progress)
+    ran.timeline, ran.stats, ran.windows = hr.timeline, hr.stats, hr.windows

@@ -63,15 +63,15 @@ def test_the_packet_engines_switches_run_dlb():
 def test_dlb_changes_the_packet_run_as_the_switch_policy_does(ch14_data):
     """A scenario with DLB per-packet runs as the same scenario with the switches choosing per packet by load
     (`--lb adaptive`), not as ECMP's hash."""
-    from aifabric.engines.packet import simulate_packet
+    from aifabric.simulate import simulate
 
     ch14_data["workload"]["model"]["layer_widths"] = [512, 1024, 512]
     ch14_data["fabric"].update(rails_per_switch=4, servers_per_segment=1)  # one leaf a server: across the spines
     plain = load_scenario(copy.deepcopy(ch14_data))
     ch14_data["fabric"]["qos"] = {"dlb": {"mode": "per-packet"}}
     dlb = load_scenario(ch14_data)
-    runs = {"ecmp": simulate_packet(plain)[0], "adaptive": simulate_packet(plain, lb="adaptive")[0],
-            "dlb": simulate_packet(dlb)[0]}
+    runs = {"ecmp": simulate(plain, "packet"), "adaptive": simulate(plain, "packet", lb="adaptive"),
+            "dlb": simulate(dlb, "packet")}
     t = {k: r.results.iteration_time_s for k, r in runs.items()}
     assert t["dlb"] == t["adaptive"] and t["dlb"] != t["ecmp"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aifabric.engines import run
-from aifabric.engines.packet import run_packet, simulate_packet
+from aifabric.engines.packet import run_packet
 from aifabric.engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
 from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
 
@@ -45,7 +45,8 @@ def test_demo_iteration_runs_on_the_packet_engine():
     data = base.model_dump()
     data["workload"]["model"]["layer_widths"] = [512, 1024, 512]  # ~1 M parameters: a fast test
     s = type(base).model_validate(data)
-    run_p, stats = simulate_packet(s)
+    run_p = simulate(s, "packet")
+    stats = run_p.packet_stats
     run_f = simulate(s, "flow")
     assert run_p.results.iteration_time_s == pytest.approx(run_f.results.iteration_time_s, rel=0.05)
     assert stats.packet_hops > 0 and len(stats.flows) == sum(1 for k in run_p.graph.kind if k == TRANSFER)

@@ -69,8 +69,8 @@ def test_headroom_is_checked_against_the_cables(ch14_data, write_scenario, capsy
 
 
 def test_simulate_packet_runs_the_scenarios_profile(ch14_data):
-    from aifabric.engines.packet import simulate_packet
     from aifabric.scenario import load_scenario
+    from aifabric.simulate import simulate
 
     ch14_data["workload"]["model"]["layer_widths"] = [256, 512, 256]
     ch14_data["fabric"]["load_balancing"] = "flowlet"
@@ -80,7 +80,8 @@ def test_simulate_packet_runs_the_scenarios_profile(ch14_data):
         "data_dscp": 10, "cnp_dscp": 46, "strict_priority_queues": [6], "bandwidth_remaining_percent": {5: 80},
         "wred": {"queues": [5], "min_kb": 200, "max_kb": 2000}, "pfc": {"priorities": [5], "xoff_kb": 2400},
         "roce_mtu_bytes": 2048, "dcqcn": {"g": 0.125}}
-    run, stats = simulate_packet(load_scenario(ch14_data), keep_network=True)
+    run = simulate(load_scenario(ch14_data), "packet", keep_network=True)
+    stats = run.packet_stats
     net = run.packet_network
     c = net.cfg
     assert (c.switch.wred_min_bytes, c.switch.wred_max_bytes, c.switch.pfc_xoff_bytes) == (200_000, 2_000_000,

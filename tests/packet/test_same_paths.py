@@ -37,9 +37,9 @@ def _flow_engine_qps(scenario):
 
 
 def test_packet_engine_uses_the_routers_qps_and_the_flow_engines_paths(across_spines):
-    from aifabric.engines.packet import simulate_packet
+    from aifabric.simulate import simulate
 
-    run, _ = simulate_packet(across_spines, keep_network=True)
+    run = simulate(across_spines, "packet", keep_network=True)
     net = run.packet_network
     fabric, router, qp_of = _flow_engine_qps(across_spines)
     rank_of_nic = {fabric.rank_nic(r): r for r in range(len(fabric.rank_gpu))}
@@ -61,11 +61,11 @@ def test_pcap_udp_source_port_is_the_routers(across_spines, tmp_path):
     """What Wireshark shows as the UDP source port is the entropy the Router hashed."""
     from scapy.all import UDP, rdpcap
 
-    from aifabric.engines.packet import simulate_packet
     from aifabric.packet.config import PacketConfig
     from aifabric.packet.pcap import write_pcap
+    from aifabric.simulate import simulate
     cfg = PacketConfig(trace_flows=(0,), trace_by="rdma")
-    run, _ = simulate_packet(across_spines, cfg=cfg, keep_network=True)
+    run = simulate(across_spines, "packet", packet_options=cfg, keep_network=True)
     net = run.packet_network
     write_pcap(tmp_path / "x.pcap", net.captured, net)
     fabric, _, qp_of = _flow_engine_qps(across_spines)

@@ -282,10 +282,7 @@ def test_simulate_second_ctrl_c_while_writing_what_it_has(tmp_path, monkeypatch,
     _no_staging_left(tmp_path)
 
 
-def test_packet_file_ctrl_c_leaves_its_folder_saying_so(tmp_path, monkeypatch, capsys):
-    import aifabric.engines.packet as packet
-
-    monkeypatch.setattr(packet, "simulate_packet", lambda *a, **k: (None, None))  # what a Ctrl-C returns
+def test_packet_file_ctrl_c_leaves_its_folder_saying_so(tmp_path, capsys, packet_interrupted_at_once):
     out = tmp_path / "p"
     assert run_app(app, ["packet", str(_scenario(tmp_path)), "--out", str(out)]) == 130
     assert "Traceback" not in capsys.readouterr().err

@@ -275,19 +275,20 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     """A scenario file's workload on the packet engine: iteration time and what the fabric did."""
     from rich.table import Table
 
-    from ..engines.packet import simulate_packet
     from ..report.files import write_json
     from ..scenario import load_scenario
+    from ..simulate import simulate
     from .run_cmds import ProgressLine, warn_if_long
 
     s = load_scenario(path)
     bar = ProgressLine("packet", warn_if_long(s, "packet", None, None))  # a long run is announced, then followed
     console.print(f"simulating [bold]{escape(s.name)}[/] packet by packet ...")
     try:
-        run, stats = simulate_packet(s, bar.on_progress, cfg=cfg, lb=lb, seed=seed, keep_network=True)
+        run = simulate(s, "packet", bar.on_progress, packet_options=cfg, lb=lb, seed=seed, keep_network=True)
     finally:
         bar.stop()
-    if stats is None:
+    stats = run.packet_stats
+    if not run.results.complete or stats is None:
         if out is not None:  # Ctrl-C: the folder says how far it got
             write_json(out / "packet-stats.json", {"scenario": s.name, "complete": False, "stopped_in": "packet engine"})
         console.print("interrupted" + (f": wrote {out / 'packet-stats.json'} (complete: false)" if out else ""))

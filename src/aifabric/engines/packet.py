@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -359,96 +359,7 @@ def packet_config(scenario, base: PacketConfig | None = None, seed: int | None =
     return cfg.with_(seed=scenario.seed if seed is None else seed)
 
 
-def simulate_packet(scenario, progress: Callable[[int, int], None] | None = None,
-                    cfg: PacketConfig | None = None, workload=None, lb: str | None = None, seed: int | None = None,
-                    keep_network: bool = False):
-    """`aifabric.simulate.simulate` for the packet engine: returns (Run, PacketStats).
-
-    `lb` overrides the scenario's `fabric.load_balancing` (also "adaptive"), `seed` its seed for the WRED draws.
-    With `keep_network` the Run's `packet_network` is the simulated network (its captured packets, events log;
-    None if interrupted): what `aifabric packet FILE --pcap` writes.
-    The Run's results are those of `results.summarize` with engine "packet"; the packet statistics
-    (queues, ECN, CNPs, DCQCN rates, PFC, drops, retransmissions, FCTs) serialize with
-    `stats.to_dict()`.
-    """
-    from ..catalog import gpu
-    from ..results import summarize
-    from ..simulate import Run, build_fabric, build_workload
-    from .tasks import lower
-
-    fabric, router = build_fabric(scenario)
-    fx = None
-    if scenario.faults:
-        from ..faults import resolve_faults
-
-        fx = resolve_faults(fabric, scenario.faults, seed=scenario.seed)
-        if any(f.rank is not None for f in fx.timed):
-            from ..errors import InputError, Problem
-
-            raise InputError(Problem("faults", "a straggler during the run (gpu_slow with at_s, up_at_s or flaps) is "
-                                               "simulated on the flow engine; the packet engine takes gpu_slow from "
-                                               "the start"))
-        if fx.down:
-            router.fail(fx.down)  # routing has converged around the cables down from the start
-    workload = workload or build_workload(scenario)
-    try:
-        graph = lower(workload, fabric, router, **scenario.lowering_options())
-    except ValueError as exc:
-        if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
-            raise
-        from ..faults import unreachable
-
-        raise unreachable(fabric, fx, exc) from None
-    cfg = packet_config(scenario, cfg, seed)
-    if lb is not None:
-        cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
-    faults = None
-    if fx is not None:
-        from ..faults import slow_down
-
-        slow_down(graph, fx.slow)
-        # the QPs' ACK timeout and retry count: NCCL's (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT), as on the flow engine
-        cfg = cfg.with_(nic=replace(cfg.nic, rto_s=fx.retransmit_timeout_s, retry_cnt=fx.retry_count))
-        faults = _packet_faults(scenario, graph, fabric, router, fx)
-    from .fabric_events import JobFailed
-
-    try:
-        pr = run_packet(graph, fabric, cfg, progress, hash_seed=scenario.fabric.ecmp_hash_seed,
-                        per_switch_seed=scenario.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs(),
-                        faults=faults)
-        timeline, stats, complete, network = pr.timeline, pr.stats, True, pr.network if keep_network else None
-    except Interrupted as exc:
-        timeline, stats, complete, network = exc.timeline, None, False, None
-    except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
-        from ..faults import job_failed
-
-        assert fx is not None
-        raise job_failed(fx, exc) from None
-    if fx is not None and fx.lost and complete:
-        from ..faults import gpu_lost_failure
-
-        lost = gpu_lost_failure(fx, graph, timeline)
-        if lost is not None:
-            raise lost
-    from ..simulate import add_folded_bytes
-
-    add_folded_bytes(graph, timeline)
-    peak = gpu(scenario.cluster.gpu).peak_flops(scenario.workload.precision)
-    results = summarize("packet", workload, graph, fabric, timeline, complete, peak_flops_per_gpu=peak)
-    run = Run(scenario, fabric, workload, graph, timeline, results, packet_network=network)
-    if fx is not None and complete:
-        from ..faults import report
-
-        base_cfg = replace(cfg, explain=False, trace_flows=(), trace_pfc=False, trace_all=False)
-        baseline, _ = simulate_packet(scenario.model_copy(update={"faults": []}), cfg=base_cfg, workload=workload,
-                                      lb=lb, seed=seed)
-        moved = {(int(graph.rank[t]), int(graph.dst[t])) for _, t in timeline.fault_log.moves} \
-            if timeline.fault_log is not None else None
-        run.faults = report(fx, run, baseline, router, moved, engine_path="packet")
-    return run, stats
-
-
-def _packet_faults(scenario, graph, fabric, router, fx) -> PacketFaults:
+def packet_faults(scenario, graph, fabric, router, fx) -> PacketFaults:
     """The resolved faults (aifabric.faults.FaultEffects) as the packet engine's events."""
     from .fabric_events import Rerouter
 
