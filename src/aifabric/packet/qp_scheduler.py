@@ -118,7 +118,7 @@ class Source:
         act = self.active
         n = len(act)
         rr = self.rr
-        tested = min(n, SCAN_FLOWS)
+        tested = n if n < SCAN_FLOWS else SCAN_FLOWS
         for i in range(tested):
             j = (rr + i) % n
             f = act[j]
