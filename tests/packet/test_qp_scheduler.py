@@ -128,12 +128,12 @@ def _drive(seed: int, max_flows: int, lazy_share: float, steps: int = 3000) -> i
 
 @pytest.mark.parametrize("seed", range(6))
 def test_indexed_lookup_serves_what_the_scan_serves(seed):
-    assert _drive(seed, max_flows=40, lazy_share=0.0) > 500
+    assert _drive(seed, max_flows=3 * SCAN_FLOWS, lazy_share=0.0) > 500
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_indexed_lookup_with_out_of_order_placement(seed):
-    assert _drive(100 + seed, max_flows=24, lazy_share=0.5) > 300
+    assert _drive(100 + seed, max_flows=2 * SCAN_FLOWS, lazy_share=0.5) > 300
 
 
 def test_around_the_scan_threshold_and_after_slots_are_compacted():

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .port import Port
 
-SCAN_FLOWS = 4  # flows tested in turn before the bit sets are consulted
+SCAN_FLOWS = 16  # flows tested in turn before the bit sets are consulted (about what the index costs)
 
 
 def _lowest(bits: int) -> int:
@@ -118,7 +118,7 @@ class Source:
         act = self.active
         n = len(act)
         rr = self.rr
-        tested = min(n, SCAN_FLOWS)
+        tested = n if n < SCAN_FLOWS else SCAN_FLOWS
         for i in range(tested):
             j = (rr + i) % n
             f = act[j]
