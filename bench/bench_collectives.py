@@ -29,8 +29,12 @@ def rss_mb() -> float:
 
 def expected_moves(algorithm: str, n: int, g: int) -> float:
     s = n // g
-    return {"ring": 2 * (n - 1) * n, "direct": 2 * n * (n - 1), "nvls": 2 * n * (n - 1) * 4,  # 4 pieces
-            "hierarchical": 2 * s * g * (g - 1) + 2 * g * s * (s - 1)}.get(algorithm, 0)
+    return {
+        "ring": 2 * (n - 1) * n,
+        "direct": 2 * n * (n - 1),
+        "nvls": 2 * n * (n - 1) * 4,  # 4 pieces
+        "hierarchical": 2 * s * g * (g - 1) + 2 * g * s * (s - 1),
+    }.get(algorithm, 0)
 
 
 def main() -> None:
@@ -42,21 +46,26 @@ def main() -> None:
     g = args.gpus_per_server
     layout = Layout(g)
     paths = Paths.simple(g, 450, 400)
-    print(f"{'ranks':>6} {'algorithm':<18} {'moves':>12} {'steps':>7} {'expand s':>9} {'arrays MB':>10} "
-          f"{'B/move':>7} {'peak RSS MB':>12}")
+    print(
+        f"{'ranks':>6} {'algorithm':<18} {'moves':>12} {'steps':>7} {'expand s':>9} {'arrays MB':>10} "
+        f"{'B/move':>7} {'peak RSS MB':>12}"
+    )
     for n in args.ranks:
         shape = Shape.full(n, g)
         picks = {size: choose("all-reduce", shape, size, paths) for size in (1 << 20, GiB)}
         for size, c in picks.items():
             t0 = time.perf_counter()
-            sched = build_schedule("all-reduce", c.algorithm, range(n), size // 4, layout, channels=c.channels,
-                                   pieces=c.pieces)
+            sched = build_schedule(
+                "all-reduce", c.algorithm, range(n), size // 4, layout, channels=c.channels, pieces=c.pieces
+            )
             t1 = time.perf_counter()
             tr = transfers(sched)
             t2 = time.perf_counter()
-            print(f"{n:>6} {'auto@' + ('1MiB' if size < GiB else '1GiB') + '=' + c.algorithm:<18} {sched.n_moves:>12,} "
-                  f"{sched.n_steps:>7} {t1 - t0:>9.3f} {sched.nbytes / 1e6:>10.1f} {sched.nbytes / max(1, sched.n_moves):>7.0f}"
-                  f" {rss_mb():>12.0f}   (+ merge into {len(tr[0]):,} transfers {t2 - t1:.3f} s)")
+            print(
+                f"{n:>6} {'auto@' + ('1MiB' if size < GiB else '1GiB') + '=' + c.algorithm:<18} {sched.n_moves:>12,} "
+                f"{sched.n_steps:>7} {t1 - t0:>9.3f} {sched.nbytes / 1e6:>10.1f} {sched.nbytes / max(1, sched.n_moves):>7.0f}"
+                f" {rss_mb():>12.0f}   (+ merge into {len(tr[0]):,} transfers {t2 - t1:.3f} s)"
+            )
             del sched, tr
         for alg in ALGORITHMS["all-reduce"]:
             if expected_moves(alg, n, g) > args.max_moves:
@@ -65,8 +74,10 @@ def main() -> None:
             t0 = time.perf_counter()
             sched = build_schedule("all-reduce", alg, range(n), GiB // 4, layout, channels=1, pieces=4)
             t1 = time.perf_counter()
-            print(f"{n:>6} {alg:<18} {sched.n_moves:>12,} {sched.n_steps:>7} {t1 - t0:>9.3f} "
-                  f"{sched.nbytes / 1e6:>10.1f} {sched.nbytes / max(1, sched.n_moves):>7.0f} {rss_mb():>12.0f}")
+            print(
+                f"{n:>6} {alg:<18} {sched.n_moves:>12,} {sched.n_steps:>7} {t1 - t0:>9.3f} "
+                f"{sched.nbytes / 1e6:>10.1f} {sched.nbytes / max(1, sched.n_moves):>7.0f} {rss_mb():>12.0f}"
+            )
             del sched
 
 

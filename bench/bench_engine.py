@@ -32,8 +32,10 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 256, 512])
     ap.add_argument("--engine", nargs="+", default=["flow", "analytic"])
     args = ap.parse_args()
-    print(f"{'engine':8} {'GPUs':>6} {'transfers':>10} {'recomputes':>10} {'build s':>8} {'run s':>8} "
-          f"{'transfers/s':>12} {'peak RSS MB':>11}")
+    print(
+        f"{'engine':8} {'GPUs':>6} {'transfers':>10} {'recomputes':>10} {'build s':>8} {'run s':>8} "
+        f"{'transfers/s':>12} {'peak RSS MB':>11}"
+    )
     for engine in args.engine:
         for gpus in args.gpus:
             s = scenario(gpus)
@@ -45,8 +47,11 @@ def main() -> None:
             t2 = time.perf_counter()
             transfers = len(graph) - 2 * gpus
             rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"{engine:8} {gpus:6d} {transfers:10d} {tl.rate_recomputations:10d} {t1 - t0:8.2f} {t2 - t1:8.2f} "
-                  f"{transfers / (t2 - t1):12.0f} {rss_mb:11.0f}", flush=True)
+            print(
+                f"{engine:8} {gpus:6d} {transfers:10d} {tl.rate_recomputations:10d} {t1 - t0:8.2f} {t2 - t1:8.2f} "
+                f"{transfers / (t2 - t1):12.0f} {rss_mb:11.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

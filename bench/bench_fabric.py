@@ -33,8 +33,16 @@ def main() -> None:
     args = ap.parse_args()
     cluster = ClusterSpec(gpu="H100", servers=args.servers, gpus_per_server=8, nic_speed_gbps=400)
     pods = max(1, args.servers // 128)
-    fabric = FabricSpec(topology="multi-pod", pods=pods, servers_per_segment=32, spines=32, link_speed_gbps=400,
-                        superspine_planes=32, links_per_superspine=2, switch_radix=64)
+    fabric = FabricSpec(
+        topology="multi-pod",
+        pods=pods,
+        servers_per_segment=32,
+        spines=32,
+        link_speed_gbps=400,
+        superspine_planes=32,
+        links_per_superspine=2,
+        switch_radix=64,
+    )
     t0 = time.perf_counter()
     problems = check_fabric_spec(cluster, fabric)
     assert not problems, problems
@@ -55,9 +63,11 @@ def main() -> None:
             n += 1
     t5 = time.perf_counter()
     d = f.design
-    print(f"GPUs {f.world_size:,}; switches {plan.bom.switches:,} (rail {d.leafs:,}, spine {d.spines:,}, "
-          f"super-spine {d.superspines:,}); nodes {len(f.nodes):,}; directed links {len(f.links):,}; cables "
-          f"{n_cables:,}")
+    print(
+        f"GPUs {f.world_size:,}; switches {plan.bom.switches:,} (rail {d.leafs:,}, spine {d.spines:,}, "
+        f"super-spine {d.superspines:,}); nodes {len(f.nodes):,}; directed links {len(f.links):,}; cables "
+        f"{n_cables:,}"
+    )
     print(f"verdict: {plan.capacity.verdict}")
     print(f"check {t1 - t0:6.2f} s")
     print(f"build {t2 - t1:6.2f} s")

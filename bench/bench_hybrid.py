@@ -24,8 +24,11 @@ def _timed(fn, *args, **kw):
 def _row(label: str, engine: str, wall_s: float, run, ref_s: float | None) -> None:
     it = run.results.iteration_time_s
     err = f"{100 * (it - ref_s) / ref_s:+.2f} %" if ref_s else "-"
-    windows = "; ".join(f"{w.spec.text}: {w.transfers} transfers, {w.packet_s * 1e3:.2f} ms packet by packet, "
-                        f"{w.extrapolated} extrapolated" for w in (run.packet_windows or ()))
+    windows = "; ".join(
+        f"{w.spec.text}: {w.transfers} transfers, {w.packet_s * 1e3:.2f} ms packet by packet, "
+        f"{w.extrapolated} extrapolated"
+        for w in (run.packet_windows or ())
+    )
     print(f"{label:<22} {engine:<18} {wall_s:9.1f} {it:14.6f} {err:>10}  {windows}", flush=True)
 
 

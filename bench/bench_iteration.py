@@ -30,15 +30,28 @@ from pathlib import Path
 def _fabric(servers: int, nic_gbps: float) -> dict:
     """Non-blocking rail-optimized: two tiers up to 32 segments of 32 servers, pods of 256 servers beyond."""
     if servers <= 1024:
-        fabric = {"topology": "rail-optimized", "servers_per_segment": min(32, servers),
-                  "leaf_oversubscription": 1, "link_speed_gbps": nic_gbps, "switch_radix": 64}
+        fabric = {
+            "topology": "rail-optimized",
+            "servers_per_segment": min(32, servers),
+            "leaf_oversubscription": 1,
+            "link_speed_gbps": nic_gbps,
+            "switch_radix": 64,
+        }
         if servers > 32:  # spines need a port per rail switch: 8 per segment
             fabric["spine_radix"] = max(64, 8 * servers // 32)
         return fabric
     pods = servers // 256
-    return {"topology": "multi-pod", "pods": pods, "servers_per_segment": 32, "leaf_oversubscription": 1,
-            "spine_oversubscription": 1, "link_speed_gbps": nic_gbps, "switch_radix": 64, "spine_radix": 128,
-            "superspine_radix": max(64, 64 * pods)}
+    return {
+        "topology": "multi-pod",
+        "pods": pods,
+        "servers_per_segment": 32,
+        "leaf_oversubscription": 1,
+        "spine_oversubscription": 1,
+        "link_speed_gbps": nic_gbps,
+        "switch_radix": 64,
+        "spine_radix": 128,
+        "superspine_radix": max(64, 64 * pods),
+    }
 
 
 def scenario(gpus: int, engine: str, plan: str = "gpt3"):
@@ -47,30 +60,66 @@ def scenario(gpus: int, engine: str, plan: str = "gpt3"):
     servers = gpus // 8
     if plan == "llama3":
         dp = gpus // 128
-        workload = {"kind": "llm-training", "model": "llama3-405b",
-                    "parallelism": {"tp": 8, "pp": 16, "dp": dp, "micro_batch_size": 1, "zero": 2,
-                                    "layers_per_stage": [7] + [8] * 14 + [7]},
-                    "global_batch_size": 16 * dp, "seq_len": 8192, "precision": "bf16", "memory_check": False}
+        workload = {
+            "kind": "llm-training",
+            "model": "llama3-405b",
+            "parallelism": {
+                "tp": 8,
+                "pp": 16,
+                "dp": dp,
+                "micro_batch_size": 1,
+                "zero": 2,
+                "layers_per_stage": [7] + [8] * 14 + [7],
+            },
+            "global_batch_size": 16 * dp,
+            "seq_len": 8192,
+            "precision": "bf16",
+            "memory_check": False,
+        }
         cluster = {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400}
         fabric = _fabric(servers, 400)
     elif plan == "1t":
-        workload = {"kind": "llm-training",
-                    "model": {"kind": "transformer", "layers": 128, "hidden": 25600, "heads": 160, "vocab": 51200},
-                    "parallelism": {"tp": 8, "pp": 64, "dp": gpus // 512, "micro_batch_size": 1,
-                                    "recompute": "full"},
-                    "global_batch_size": gpus, "seq_len": 2048, "precision": "fp16", "attention": "unfused",
-                    "memory_check": False}
+        workload = {
+            "kind": "llm-training",
+            "model": {"kind": "transformer", "layers": 128, "hidden": 25600, "heads": 160, "vocab": 51200},
+            "parallelism": {"tp": 8, "pp": 64, "dp": gpus // 512, "micro_batch_size": 1, "recompute": "full"},
+            "global_batch_size": gpus,
+            "seq_len": 2048,
+            "precision": "fp16",
+            "attention": "unfused",
+            "memory_check": False,
+        }
         cluster = {"gpu": "A100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 200}
         fabric = _fabric(servers, 200)
     else:
-        workload = {"kind": "llm-training", "model": "gpt3-175b",
-                    "parallelism": {"tp": 8, "pp": 8, "dp": gpus // 64, "schedule": "1f1b", "micro_batch_size": 1,
-                                    "sequence_parallel": True, "recompute": "selective"},
-                    "global_batch_size": 1536, "seq_len": 2048, "precision": "bf16"}
+        workload = {
+            "kind": "llm-training",
+            "model": "gpt3-175b",
+            "parallelism": {
+                "tp": 8,
+                "pp": 8,
+                "dp": gpus // 64,
+                "schedule": "1f1b",
+                "micro_batch_size": 1,
+                "sequence_parallel": True,
+                "recompute": "selective",
+            },
+            "global_batch_size": 1536,
+            "seq_len": 2048,
+            "precision": "bf16",
+        }
         cluster = {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400}
         fabric = _fabric(servers, 400)
-    return Scenario.model_validate({"name": f"{plan}-{gpus}", "seed": 1, "cluster": cluster, "fabric": fabric,
-                                    "workload": workload, "engine": engine})
+    return Scenario.model_validate(
+        {
+            "name": f"{plan}-{gpus}",
+            "seed": 1,
+            "cluster": cluster,
+            "fabric": fabric,
+            "workload": workload,
+            "engine": engine,
+        }
+    )
 
 
 def one(gpus: int, engine: str, plan: str = "gpt3") -> dict:
@@ -91,11 +140,21 @@ def one(gpus: int, engine: str, plan: str = "gpt3") -> dict:
     res, tl = run.results, run.timeline
     run_s = at["results"] - at["event loop"]
     events = len(run.graph) + tl.rate_recomputations
-    return {"gpus": gpus, "build_s": at["task graph"] - at["fabric"], "lower_s": at["event loop"] - at["task graph"],
-            "run_s": run_s, "results_s": at["report"] - at["results"], "report_s": at["end"] - at["report"],
-            "total_s": at["end"] - at["fabric"], "tasks": len(run.graph), "recomputations": tl.rate_recomputations,
-            "events_per_s": events / run_s, "iteration_s": res.iteration_time_s, "mfu": res.mfu,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "gpus": gpus,
+        "build_s": at["task graph"] - at["fabric"],
+        "lower_s": at["event loop"] - at["task graph"],
+        "run_s": run_s,
+        "results_s": at["report"] - at["results"],
+        "report_s": at["end"] - at["report"],
+        "total_s": at["end"] - at["fabric"],
+        "tasks": len(run.graph),
+        "recomputations": tl.rate_recomputations,
+        "events_per_s": events / run_s,
+        "iteration_s": res.iteration_time_s,
+        "mfu": res.mfu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def main() -> None:
@@ -103,24 +162,35 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, nargs="+", default=[128, 1024, 8192])
     ap.add_argument("--engine", default="flow")
     ap.add_argument("--plan", default="gpt3", choices=("gpt3", "llama3", "1t"))
-    ap.add_argument("--jsonl", type=Path, help="append each size's row (with the plan) to this file (bench/growth_svg.py)")
+    ap.add_argument(
+        "--jsonl", type=Path, help="append each size's row (with the plan) to this file (bench/growth_svg.py)"
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.engine, args.plan)))
         return
-    print(f"{'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'report s':>8} {'total s':>8} {'tasks':>9} "
-          f"{'recomputes':>10} {'events/s':>9} {'iteration s':>11} {'MFU':>5} {'peak RSS MB':>11}")
+    print(
+        f"{'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'report s':>8} {'total s':>8} {'tasks':>9} "
+        f"{'recomputes':>10} {'events/s':>9} {'iteration s':>11} {'MFU':>5} {'peak RSS MB':>11}"
+    )
     for gpus in args.gpus:
-        out = subprocess.run([sys.executable, __file__, "--one", str(gpus), "--engine", args.engine, "--plan",
-                              args.plan], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(gpus), "--engine", args.engine, "--plan", args.plan],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         if args.jsonl:
             with args.jsonl.open("a") as f:
                 f.write(json.dumps({"plan": args.plan, **r}) + "\n")
-        print(f"{r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} {r['report_s']:8.1f} "
-              f"{r['total_s']:8.1f} {r['tasks']:9,d} {r['recomputations']:10,d} {r['events_per_s']:9,.0f} "
-              f"{r['iteration_s']:11.3f} {r['mfu']:5.2f} {r['peak_rss_mb']:11.0f}", flush=True)
+        print(
+            f"{r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} {r['report_s']:8.1f} "
+            f"{r['total_s']:8.1f} {r['tasks']:9,d} {r['recomputations']:10,d} {r['events_per_s']:9,.0f} "
+            f"{r['iteration_s']:11.3f} {r['mfu']:5.2f} {r['peak_rss_mb']:11.0f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

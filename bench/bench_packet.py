@@ -49,8 +49,10 @@ def main() -> None:
     ap.add_argument("--lb", default="ecmp")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    print(f"{'hosts':>6} {'MB':>5} {'build s':>8} {'run s':>7} {'cpu s':>6} {'sim ms':>7} {'hops':>9} {'events':>9} "
-          f"{'hops/s':>9} {'events/s':>9} {'max FCT us':>10} {'drops':>6} {'ECN':>6} {'PFC':>5}")
+    print(
+        f"{'hosts':>6} {'MB':>5} {'build s':>8} {'run s':>7} {'cpu s':>6} {'sim ms':>7} {'hops':>9} {'events':>9} "
+        f"{'hops/s':>9} {'events/s':>9} {'max FCT us':>10} {'drops':>6} {'ECN':>6} {'PFC':>5}"
+    )
     for hosts in args.hosts:
         for mb in args.mb:
             t0 = time.perf_counter()
@@ -67,10 +69,12 @@ def main() -> None:
                 prof.disable()
                 pstats.Stats(prof).sort_stats("tottime").print_stats(18)
             fct = max(fl["fct_s"] for fl in st.flows)
-            print(f"{hosts:6d} {mb:5.1f} {t1 - t0:8.2f} {t2 - t1:7.2f} {cpu:6.2f} {st.end_s * 1e3:7.3f} {st.packet_hops:9d} "
-                  f"{st.events:9d} {st.packet_hops / (t2 - t1):9.0f} {st.events / (t2 - t1):9.0f} "
-                  f"{fct * 1e6:10.1f} {st.total_drops():6d} {st.total_ecn_marks():6d} {st.total_pauses():5d}",
-                  flush=True)
+            print(
+                f"{hosts:6d} {mb:5.1f} {t1 - t0:8.2f} {t2 - t1:7.2f} {cpu:6.2f} {st.end_s * 1e3:7.3f} {st.packet_hops:9d} "
+                f"{st.events:9d} {st.packet_hops / (t2 - t1):9.0f} {st.events / (t2 - t1):9.0f} "
+                f"{fct * 1e6:10.1f} {st.total_drops():6d} {st.total_ecn_marks():6d} {st.total_pauses():5d}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

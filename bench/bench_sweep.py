@@ -23,8 +23,12 @@ from aifabric.sweep.backends import ray_available
 from aifabric.sweep.cases import build_cases
 from aifabric.sweep.run import make_backend, run_sweep
 
-VARY = ["fabric.spines=1..5", "fabric.load_balancing=ecmp,spray",
-        "workload.global_batch_size=4096,8192,16384,32768", "fabric.ecmp_hash_seed=0..4"]
+VARY = [
+    "fabric.spines=1..5",
+    "fabric.load_balancing=ecmp,spray",
+    "workload.global_batch_size=4096,8192,16384,32768",
+    "fabric.ecmp_hash_seed=0..4",
+]
 
 
 def main() -> None:
@@ -39,12 +43,16 @@ def main() -> None:
     scenario.write_text(ch14_scenario_text(), encoding="utf-8")
     t0 = time.perf_counter()
     cases, _ = build_cases(scenario, VARY, grid=True)
-    cases = cases[:args.cases]
-    print(f"{len(cases)} cases of {scenario.name}; validated in {time.perf_counter() - t0:.2f} s; reports: "
-          f"{'no' if args.no_reports else 'yes'}")
+    cases = cases[: args.cases]
+    print(
+        f"{len(cases)} cases of {scenario.name}; validated in {time.perf_counter() - t0:.2f} s; reports: "
+        f"{'no' if args.no_reports else 'yes'}"
+    )
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
-    print("| backend | workers | wall s | cases/s | ok | backend start s | driver CPU s | cases' CPU s | cores used | "
-          "load avg after |")
+    print(
+        "| backend | workers | wall s | cases/s | ok | backend start s | driver CPU s | cases' CPU s | cores used | "
+        "load avg after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for backend in args.backend:
         if backend == "ray" and not ray_available():
@@ -57,8 +65,13 @@ def main() -> None:
             started: list[float] = []
             me = resource.getrusage(resource.RUSAGE_SELF)
             t = time.perf_counter()
-            result = run_sweep(cases, out, pool, reports=not args.no_reports,
-                               on_start=lambda *a: started.append(time.perf_counter()))  # noqa: B023 - called in this turn
+            result = run_sweep(
+                cases,
+                out,
+                pool,
+                reports=not args.no_reports,
+                on_start=lambda *a: started.append(time.perf_counter()),  # noqa: B023 - called in this turn
+            )
             wall = time.perf_counter() - t
             me2 = resource.getrusage(resource.RUSAGE_SELF)
             driver = me2.ru_utime + me2.ru_stime - me.ru_utime - me.ru_stime
@@ -67,8 +80,11 @@ def main() -> None:
             # cores used: the cases' CPU time over the wall time once the backend ran (other jobs on the machine
             # take the rest); load average: the machine's, other users included
             busy = wall - (started[0] - t)
-            print(f"| {backend} | {n} | {wall:.1f} | {len(cases) / wall:.2f} | {ok} | {started[0] - t:.1f} | "
-                  f"{driver:.1f} | {cpu:.1f} | {cpu / busy:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
+            print(
+                f"| {backend} | {n} | {wall:.1f} | {len(cases) / wall:.2f} | {ok} | {started[0] - t:.1f} | "
+                f"{driver:.1f} | {cpu:.1f} | {cpu / busy:.2f} | {os.getloadavg()[0]:.1f} |",
+                flush=True,
+            )
     shutil.rmtree(work)
 
 

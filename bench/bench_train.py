@@ -26,8 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--plans", nargs="+", default=["fnn:2:1:1", "fnn:2:2:2", "gpt:1:2:2"],
-                    help="model:dp:tp:pp")
+    ap.add_argument("--plans", nargs="+", default=["fnn:2:1:1", "fnn:2:2:2", "gpt:1:2:2"], help="model:dp:tp:pp")
     a = ap.parse_args()
     print(f"tracer cost: {tracer_cost_s(100_000) * 1e6:.1f} µs per operation (begin + end, no communication)")
     print(f"{'plan':<14}{'ops/step/rank':>14}{'untraced ms':>13}{'traced ms':>11}{'overhead':>10}")

@@ -31,8 +31,10 @@ def main() -> None:
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         ops = sum(len(r) for r in w.ranks)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"| {w.world_size:,} | 8 | 16 | {dp} | {plan.micro_batches} | {ops:,} | {len(w.ranks[0]):,} | "
-              f"{wall:.2f} | {cpu:.2f} | {rss:.0f} |")
+        print(
+            f"| {w.world_size:,} | 8 | 16 | {dp} | {plan.micro_batches} | {ops:,} | {len(w.ranks[0]):,} | "
+            f"{wall:.2f} | {cpu:.2f} | {rss:.0f} |"
+        )
         del w
 
 

@@ -70,26 +70,51 @@ def scenario_of(case: dict) -> dict:
     gps = int(case.get("gpus_per_server", 8))
     nic = float(case.get("nic_gbps", 200))
     segment = max(d for d in range(1, min(servers, 32) + 1) if servers % d == 0)  # servers per rail-switch set
-    fabric = {"topology": "rail-optimized", "link_speed_gbps": nic, "switch_radix": 64, "leaf_oversubscription": 1,
-              "servers_per_segment": segment, "transport": case.get("transport", "roce")}
+    fabric = {
+        "topology": "rail-optimized",
+        "link_speed_gbps": nic,
+        "switch_radix": 64,
+        "leaf_oversubscription": 1,
+        "servers_per_segment": segment,
+        "transport": case.get("transport", "roce"),
+    }
     if servers > segment:  # a spine port per segment's rail switch
         fabric["spine_radix"] = max(64, math.ceil(servers / segment) * 32)
     cluster = {"gpu": case["gpu"], "servers": servers, "gpus_per_server": gps, "nic_speed_gbps": nic}
     if "nics_per_server" in case and case["nics_per_server"] != gps:  # GPUs share NICs behind PCIe switches
         cluster.update(nic_layout="shared", nics_per_server=case["nics_per_server"])
-    par = {k: case[k] for k in ("tp", "pp", "dp", "micro_batch_size", "sequence_parallel", "recompute",
-                                "overlap_grad_reduce") if k in case}
+    par = {
+        k: case[k]
+        for k in ("tp", "pp", "dp", "micro_batch_size", "sequence_parallel", "recompute", "overlap_grad_reduce")
+        if k in case
+    }
     if case.get("chunks", 1) > 1:
         par.update(schedule="interleaved", chunks=case["chunks"])
-    model = {"kind": "transformer", "layers": case["layers"], "hidden": case["hidden"], "heads": case["heads"],
-             "vocab": case["vocab"]}
-    return {"name": f"fidelity-{case['id']}", "seed": 0, "cluster": cluster, "fabric": fabric,
-            "workload": {"kind": "llm-training", "model": model, "parallelism": par,
-                         "global_batch_size": case["global_batch_size"], "seq_len": case["seq_len"],
-                         "precision": case["precision"], "attention": case.get("attention", "flash"),
-                         "software": case.get("software", "current"),
-                         "memory_check": False},
-            "engine": "flow"}
+    model = {
+        "kind": "transformer",
+        "layers": case["layers"],
+        "hidden": case["hidden"],
+        "heads": case["heads"],
+        "vocab": case["vocab"],
+    }
+    return {
+        "name": f"fidelity-{case['id']}",
+        "seed": 0,
+        "cluster": cluster,
+        "fabric": fabric,
+        "workload": {
+            "kind": "llm-training",
+            "model": model,
+            "parallelism": par,
+            "global_batch_size": case["global_batch_size"],
+            "seq_len": case["seq_len"],
+            "precision": case["precision"],
+            "attention": case.get("attention", "flash"),
+            "software": case.get("software", "current"),
+            "memory_check": False,
+        },
+        "engine": "flow",
+    }
 
 
 def narayanan_eq3_flops(case: dict) -> float:
@@ -124,8 +149,16 @@ def run_layer(case: dict) -> float:
     s = parse_scenario(scenario_of(case))
     model, plan, _ = resolve_plan(s)
     fabric, router = build_fabric(s)
-    tk = TransformerKernels(kernel_model(s), model, tp=plan.tp, cp=plan.cp, micro_batch=plan.micro_batch_size,
-                            seq_len=plan.seq_len, sequence_parallel=plan.sequence_parallel, attention=plan.attention)
+    tk = TransformerKernels(
+        kernel_model(s),
+        model,
+        tp=plan.tp,
+        cp=plan.cp,
+        micro_batch=plan.micro_batch_size,
+        seq_len=plan.seq_len,
+        sequence_parallel=plan.sequence_parallel,
+        attention=plan.attention,
+    )
     folder = ScaleUpFolder(fabric, router)
     group = tuple(range(plan.tp))
     elements = plan.micro_batch_size * plan.seq_len * model.hidden
@@ -155,9 +188,21 @@ def run_collective(case: dict) -> float:
     from aifabric.simulate import build_fabric
     from aifabric.workload.ops import Collective, Recv, Send, Workload
 
-    d = scenario_of({**case, "layers": 1, "hidden": 64, "heads": 1, "vocab": 64, "tp": 1, "pp": 1,
-                     "micro_batch_size": 1, "global_batch_size": case["servers"] * 8, "seq_len": 64,
-                     "precision": "bf16"})
+    d = scenario_of(
+        {
+            **case,
+            "layers": 1,
+            "hidden": 64,
+            "heads": 1,
+            "vocab": 64,
+            "tp": 1,
+            "pp": 1,
+            "micro_batch_size": 1,
+            "global_batch_size": case["servers"] * 8,
+            "seq_len": 64,
+            "precision": "bf16",
+        }
+    )
     fabric, router = build_fabric(parse_scenario(d))
     n, size, op = case["ranks"], int(case["size_bytes"]), case["collective"]
     ranks: list[list] = [[] for _ in range(fabric.world_size)]
@@ -169,8 +214,11 @@ def run_collective(case: dict) -> float:
     else:
         group = tuple(range(n))
         elements = size // 4
-        call = Collective("c", op, group, elements, 4) if "ring" not in case.get("assumptions", "") else \
-            CollectiveCall("c", op, group, elements, 4, algorithm="ring", channels=fabric.gpus_per_server)
+        call = (
+            Collective("c", op, group, elements, 4)
+            if "ring" not in case.get("assumptions", "")
+            else CollectiveCall("c", op, group, elements, 4, algorithm="ring", channels=fabric.gpus_per_server)
+        )
         for r in group:
             ranks[r].append(call)
     graph = lower(Workload("bench", ranks, 0, 1, 0.0), fabric, router)
@@ -233,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
             if units:
                 rate.append((wall, units))
             err = predicted / case["published"] - 1
-            console.print(f"\r{case['id']}: {predicted:.4g} vs {case['published']:g} ({100 * err:+.1f} %), "
-                          f"{wall:.1f} s")
+            console.print(
+                f"\r{case['id']}: {predicted:.4g} vs {case['published']:g} ({100 * err:+.1f} %), {wall:.1f} s"
+            )
             outcomes.append(Outcome(case, predicted, err, wall))
     except KeyboardInterrupt:
         console.print("\n[yellow]interrupted: the cases so far[/]")
@@ -245,10 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     table = render(outcomes, sources, console)
     if args.write_docs:
         stored = store(outcomes)
-        everything = [next((o for o in outcomes if o.case["id"] == c["id"] and o.predicted is not None), None)
-                      or stored_outcome(c, stored) or next((o for o in outcomes if o.case["id"] == c["id"]),
-                                                           Outcome(c, None, None, 0.0))
-                      for c in load_cases()[1]]
+        everything = [
+            next((o for o in outcomes if o.case["id"] == c["id"] and o.predicted is not None), None)
+            or stored_outcome(c, stored)
+            or next((o for o in outcomes if o.case["id"] == c["id"]), Outcome(c, None, None, 0.0))
+            for c in load_cases()[1]
+        ]
         write_docs(everything, sources)
         console.print(f"stored the results in {RESULTS}; wrote the table of every stored case into {DOCS}")
     return 0 if table else 1
@@ -256,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -268,8 +320,13 @@ def store(outcomes: list[Outcome]) -> dict:
     commit, day = _commit(), datetime.date.today().isoformat()
     for o in outcomes:
         if o.predicted is not None:
-            stored[o.case["id"]] = {"predicted": o.predicted, "published": o.case["published"],
-                                    "wall_s": round(o.wall_s, 1), "commit": commit, "date": day}
+            stored[o.case["id"]] = {
+                "predicted": o.predicted,
+                "published": o.case["published"],
+                "wall_s": round(o.wall_s, 1),
+                "commit": commit,
+                "date": day,
+            }
     RESULTS.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return stored
 
@@ -301,11 +358,11 @@ def _fmt(v: float | None, metric: str) -> str:
 
 
 def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:
-    table = Table(title="aifabric against published measurements (error = predicted / published - 1)",
-                  title_justify="left")
+    table = Table(
+        title="aifabric against published measurements (error = predicted / published - 1)", title_justify="left"
+    )
     for col in ("case", "source", "GPUs", "metric", "published", "predicted", "error", "wall"):
-        table.add_column(col, justify="right" if col in ("GPUs", "published", "predicted", "error", "wall")
-                         else "left")
+        table.add_column(col, justify="right" if col in ("GPUs", "published", "predicted", "error", "wall") else "left")
     for o in outcomes:
         c = o.case
         gpus = str(gpus_of(c) or c.get("ranks", "-"))
@@ -313,8 +370,16 @@ def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:
             wall = f"~{o.estimated_s / 60:.0f} min (est.)" if o.estimated_s else "not run"
             table.add_row(c["id"], c["source"], gpus, c["metric"], f"{c['published']:g}", "-", "-", wall)
             continue
-        table.add_row(c["id"], c["source"], gpus, c["metric"], f"{c['published']:g}", _fmt(o.predicted, c["metric"]),
-                      f"{100 * o.error:+.1f} %", f"{o.wall_s:.1f} s")
+        table.add_row(
+            c["id"],
+            c["source"],
+            gpus,
+            c["metric"],
+            f"{c['published']:g}",
+            _fmt(o.predicted, c["metric"]),
+            f"{100 * o.error:+.1f} %",
+            f"{o.wall_s:.1f} s",
+        )
     console.print(table)
     agg = Table(title="mean and largest absolute error", title_justify="left")
     for col in ("cases", "n", "mean |error|", "max |error|"):
@@ -327,8 +392,10 @@ def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:
 
 
 def write_docs(outcomes: list[Outcome], sources: dict) -> None:
-    lines = ["| case | source, where | quote | GPUs | metric | published | predicted | error |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | source, where | quote | GPUs | metric | published | predicted | error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for o in outcomes:
         c = o.case
         pred = "not run" if o.predicted is None else _fmt(o.predicted, c["metric"])
@@ -336,15 +403,17 @@ def write_docs(outcomes: list[Outcome], sources: dict) -> None:
             pred = f"not run (~{o.estimated_s / 60:.0f} min)"
         err = "-" if o.error is None else f"{100 * o.error:+.1f} %"
         quote = c["quote"].replace("|", "\\|")
-        lines.append(f"| {c['id']} | {sources[c['source']]['title'].split(',')[0]}, {c['where']} | `{quote}` | "
-                     f"{gpus_of(c) or c.get('ranks', '-')} | {c['metric']} | {c['published']:g} | {pred} | {err} |")
+        lines.append(
+            f"| {c['id']} | {sources[c['source']]['title'].split(',')[0]}, {c['where']} | `{quote}` | "
+            f"{gpus_of(c) or c.get('ranks', '-')} | {c['metric']} | {c['published']:g} | {pred} | {err} |"
+        )
     lines += ["", "| cases | n | mean \\|error\\| | max \\|error\\| |", "|---|---|---|---|"]
     lines += [f"| {k} | {n} | {100 * m:.1f} % | {100 * w:.1f} % |" for k, n, m, w in summary_rows(outcomes)]
     text = DOCS.read_text(encoding="utf-8")
     begin, end = "<!-- fidelity:begin -->", "<!-- fidelity:end -->"
     block = begin + "\n" + "\n".join(lines) + "\n" + end
     if begin in text and end in text:
-        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
     else:
         text += "\n" + block + "\n"
     DOCS.write_text(text, encoding="utf-8")

@@ -19,9 +19,9 @@ W, H, PAD_L, PAD_B, PAD_T, GAP = 360, 260, 56, 40, 28, 40
 
 def _ticks(lo: float, hi: float) -> list[float]:
     out, k = [], math.floor(math.log10(lo))
-    while 10 ** k <= hi * 1.0001:
+    while 10**k <= hi * 1.0001:
         for m in (1, 2, 5):
-            v = m * 10 ** k
+            v = m * 10**k
             if lo / 1.0001 <= v <= hi * 1.0001:
                 out.append(v)
         k += 1
@@ -41,11 +41,12 @@ def _panel(rows: list[dict], key: str, scale: float, title: str, x0: float) -> l
     def py(v: float) -> float:
         return PAD_T + ph * (1 - (math.log(v) - math.log(ylo)) / (math.log(yhi) - math.log(ylo)))
 
-    out = [f'<text x="{x0 + PAD_L + pw / 2:.0f}" y="16" text-anchor="middle" font-weight="bold">{title}</text>',
-           f'<rect x="{x0 + PAD_L}" y="{PAD_T}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
+    out = [
+        f'<text x="{x0 + PAD_L + pw / 2:.0f}" y="16" text-anchor="middle" font-weight="bold">{title}</text>',
+        f'<rect x="{x0 + PAD_L}" y="{PAD_T}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>',
+    ]
     for v in _ticks(ylo, yhi):
-        out.append(f'<line x1="{x0 + PAD_L}" x2="{x0 + PAD_L + pw}" y1="{py(v):.1f}" y2="{py(v):.1f}" '
-                   'stroke="#eee"/>')
+        out.append(f'<line x1="{x0 + PAD_L}" x2="{x0 + PAD_L + pw}" y1="{py(v):.1f}" y2="{py(v):.1f}" stroke="#eee"/>')
         out.append(f'<text x="{x0 + PAD_L - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
     for g in sorted(set(gpus)):
         out.append(f'<text x="{px(g):.1f}" y="{H - PAD_B + 16}" text-anchor="middle">{g:,}</text>')
@@ -68,8 +69,10 @@ def svg(rows: list[dict]) -> str:
         body.append(f'<rect x="{PAD_L + 8}" y="{y - 9}" width="10" height="10" fill="{COLORS.get(plan, "#555")}"/>')
         body.append(f'<text x="{PAD_L + 22}" y="{y}">{plan}</text>')
     width = 2 * W + GAP
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{H}" '
-            f'font-family="sans-serif" font-size="11">\n' + "\n".join(body) + "\n</svg>\n")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{H}" '
+        f'font-family="sans-serif" font-size="11">\n' + "\n".join(body) + "\n</svg>\n"
+    )
 
 
 def main() -> None:

@@ -36,7 +36,8 @@ def packet_interrupted_at_once(monkeypatch):
 
     def interrupted(graph, fabric, *args, **kwargs):
         n, links = len(graph), len(fabric.links)
-        raise Interrupted(Timeline(np.full(n, np.nan), np.full(n, np.nan), np.zeros(links), np.zeros(links), 0.0, 0,
-                                   LinkLoad()))
+        raise Interrupted(
+            Timeline(np.full(n, np.nan), np.full(n, np.nan), np.zeros(links), np.zeros(links), 0.0, 0, LinkLoad())
+        )
 
     monkeypatch.setattr(packet, "run_packet", interrupted)

@@ -90,7 +90,8 @@ def test_load_scenario_refuses_what_is_not_a_scenario():
 
 def test_simulate_names_an_unknown_engine():
     assert _problems(lambda: aifabric.simulate(ch14_scenario(), engine="fluid")) == [
-        ("engine", "must be one of flow, analytic, packet (got 'fluid')")]
+        ("engine", "must be one of flow, analytic, packet (got 'fluid')")
+    ]
 
 
 def test_a_scenario_is_checked_once(monkeypatch):
@@ -105,10 +106,12 @@ def test_a_scenario_is_checked_once(monkeypatch):
 
 
 def test_simulate_is_the_function_whatever_was_imported_first():
-    code = ("import aifabric.simulate, aifabric.scenario.load; import aifabric, sys; "
-            "assert callable(aifabric.simulate) and aifabric.simulate.__name__ == 'simulate', aifabric.simulate; "
-            "from aifabric.simulate import Run; assert aifabric.Run is Run; "
-            "print(sorted(m for m in ('numpy', 'pydantic') if m in sys.modules))")
+    code = (
+        "import aifabric.simulate, aifabric.scenario.load; import aifabric, sys; "
+        "assert callable(aifabric.simulate) and aifabric.simulate.__name__ == 'simulate', aifabric.simulate; "
+        "from aifabric.simulate import Run; assert aifabric.Run is Run; "
+        "print(sorted(m for m in ('numpy', 'pydantic') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

@@ -35,8 +35,12 @@ from aifabric.scenario import ch14_scenario, load_scenario
 from aifabric.simulate import simulate
 from aifabric.workload.ops import Collective, Workload
 
-CLI_OP = {"all-reduce": "allreduce", "all-gather": "allgather", "reduce-scatter": "reducescatter",
-          "all-to-all": "alltoall"}
+CLI_OP = {
+    "all-reduce": "allreduce",
+    "all-gather": "allgather",
+    "reduce-scatter": "reducescatter",
+    "all-to-all": "alltoall",
+}
 BF16 = 2  # bytes per element: the workload's gradients, and the bench's `-d bfloat16`
 TOLERANCE = {"model": 0.05, "flow": 0.01}
 MB = 1 << 20
@@ -80,16 +84,19 @@ SHAPES = [
     ("a100-ib", "reduce-scatter", 8, 64 * MB),  # tensor parallel inside one server
     ("a100-ib", "all-gather", 16, 64 * MB),  # two servers
     ("a100-ib", "all-to-all", 32, 64 * MB),  # expert parallel over all servers
-
     ("a100-ib", "all-reduce", 32, 16 * MB),  # a mid-size data-parallel bucket over 4 servers (tree)
     ("a100-ib", "all-to-all", 32, 64 * 1024),  # small expert-parallel exchange (PXN relay then rail)
 ]
 
 MODEL_GAPS = {  # shape -> why the bench's model engine disagrees with the iteration (flow agrees)
-    ("ch14", "all-reduce", 4, 16 * MB):
-        "NVLS inside one H100 server at 16 MB: the model pipelines 16 pieces over two stages (90.8 µs); in "
-        "the lowering each piece's multicast waits for its reduced sum to come down, so the pipeline is a "
-        "little deeper (95.9 µs, 5.3 % slower)",
+    (
+        "ch14",
+        "all-reduce",
+        4,
+        16 * MB,
+    ): "NVLS inside one H100 server at 16 MB: the model pipelines 16 pieces over two stages (90.8 µs); in "
+    "the lowering each piece's multicast waits for its reduced sum to come down, so the pipeline is a "
+    "little deeper (95.9 µs, 5.3 % slower)",
 }
 
 
@@ -104,8 +111,13 @@ def _iteration(path: str, op: str, ranks: int, size_bytes: int) -> tuple[float, 
     s = load_scenario(path)
     coll = Collective("it0/only", op, tuple(range(ranks)), size_bytes // BF16, BF16, label="bench shape")
     world = s.cluster.servers * s.cluster.gpus_per_server
-    workload = Workload("one collective", [[coll] if r < ranks else [] for r in range(world)], params=0,
-                        iterations=1, flops_per_iteration=0.0)
+    workload = Workload(
+        "one collective",
+        [[coll] if r < ranks else [] for r in range(world)],
+        params=0,
+        iterations=1,
+        flops_per_iteration=0.0,
+    )
     run = simulate(s, engine="flow", workload=workload)
     [result] = [c for c in run.results.collectives if c.key == "it0/only"]
     assert result.group_size == ranks and result.size_bytes == size_bytes
@@ -117,8 +129,27 @@ def _bench(path: str, op: str, ranks: int, size_bytes: int, engine: str) -> tupl
     """`aifabric collective bench` as a user runs it: the time (s) and algorithm of the single row."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = run_app(app, ["collective", "bench", "--op", CLI_OP[op], "--ranks", str(ranks), "--scenario", path,
-                             "-b", str(size_bytes), "-e", str(size_bytes), "-d", "bfloat16", "--engine", engine])
+        code = run_app(
+            app,
+            [
+                "collective",
+                "bench",
+                "--op",
+                CLI_OP[op],
+                "--ranks",
+                str(ranks),
+                "--scenario",
+                path,
+                "-b",
+                str(size_bytes),
+                "-e",
+                str(size_bytes),
+                "-d",
+                "bfloat16",
+                "--engine",
+                engine,
+            ],
+        )
     out = buf.getvalue()
     assert code == 0, out
     lines = out.splitlines()
@@ -140,7 +171,8 @@ def _check(scenario_files, shape, engine: str) -> None:
     gap = t_bench / t_iter - 1
     assert abs(gap) <= TOLERANCE[engine], (
         f"{_id(shape)}: iteration {t_iter * 1e6:.2f} µs ({algorithm}), bench --engine {engine} "
-        f"{t_bench * 1e6:.2f} µs ({bench_algorithm}): {gap:+.1%}")
+        f"{t_bench * 1e6:.2f} µs ({bench_algorithm}): {gap:+.1%}"
+    )
 
 
 @pytest.mark.parametrize("engine", ["model", "flow"])
@@ -154,8 +186,11 @@ def test_flow_bench_agrees_where_the_model_does_not(scenario_files, shape):
     _check(scenario_files, shape, "flow")
 
 
-@pytest.mark.parametrize("shape", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=why))
-                                   for s, why in MODEL_GAPS.items()], ids=_id)
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=why)) for s, why in MODEL_GAPS.items()],
+    ids=_id,
+)
 def test_model_bench_gaps(scenario_files, shape):
     _check(scenario_files, shape, "model")
 

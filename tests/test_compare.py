@@ -79,8 +79,22 @@ def test_several_fields_vary_together(write_scenario, tmp_path, capsys):
     path = write_scenario(demo_scenario_text())
     vs = variants([path], ["workload.parallelism.tp=8,4", "workload.parallelism.dp=2,4"])
     assert [(v.scenario.workload.parallelism.tp, v.scenario.workload.parallelism.dp) for v in vs] == [(8, 2), (4, 4)]
-    assert run_app(app, ["compare", str(path), "--vary", "workload.parallelism.tp=8,4",
-                         "--vary", "workload.parallelism.dp=2", "--out", str(tmp_path)]) == 2
+    assert (
+        run_app(
+            app,
+            [
+                "compare",
+                str(path),
+                "--vary",
+                "workload.parallelism.tp=8,4",
+                "--vary",
+                "workload.parallelism.dp=2",
+                "--out",
+                str(tmp_path),
+            ],
+        )
+        == 2
+    )
     assert "same number of values" in capsys.readouterr().err
 
 

@@ -17,8 +17,15 @@ from aifabric.scenario import ch14_scenario
 from aifabric.simulate import simulate
 
 REQUIRED = {
-    "schema_version", "scenario", "iteration_time_s", "compute_time_s", "communication_time_s",
-    "exposed_communication_s", "collectives", "links", "flows",
+    "schema_version",
+    "scenario",
+    "iteration_time_s",
+    "compute_time_s",
+    "communication_time_s",
+    "exposed_communication_s",
+    "collectives",
+    "links",
+    "flows",
 }
 
 
@@ -84,15 +91,17 @@ def test_summary_fields(demo_run):
     assert coll["op"] == "all-reduce" and coll["algorithm"] == "ring" and coll["group_size"] == 8
     assert coll["bytes_per_rank"] == summary["workload"]["params"] * 2  # bf16 gradients
     assert coll["busbw_GBps"] == pytest.approx(coll["algbw_GBps"] * 2 * 7 / 8)
-    assert summary["iteration_time_s"] == pytest.approx(summary["compute_time_s"] + summary["exposed_communication_s"],
-                                                        rel=1e-6)
+    assert summary["iteration_time_s"] == pytest.approx(
+        summary["compute_time_s"] + summary["exposed_communication_s"], rel=1e-6
+    )
     for link in summary["links"]:
         assert {"id", "src", "dst", "tier", "bytes", "utilization", "peak_gbps"} <= link.keys()
         assert 0 <= link["utilization"] <= 1 + 1e-9
         assert link["peak_gbps"] <= link["capacity_gbps"] * (1 + 1e-9)
     assert summary["flows"]["count"] == 8 * 2 * 7 * 4  # 8 ranks x 2(n-1) steps x 4 rings (one per NIC)
-    assert summary["flows"]["bytes"] == pytest.approx(summary["flows"]["scale_up_bytes"]
-                                                      + summary["flows"]["scale_out_bytes"])
+    assert summary["flows"]["bytes"] == pytest.approx(
+        summary["flows"]["scale_up_bytes"] + summary["flows"]["scale_out_bytes"]
+    )
 
 
 def test_allreduce_time_within_10_percent_of_alpha_beta_bound(demo_run):
@@ -140,7 +149,9 @@ def test_demo_without_out_makes_a_new_folder(monkeypatch, tmp_path, capsys):
 
 def test_simulate_command_with_engine_flag(demo_run, tmp_path, capsys):
     out = tmp_path / "sim"
-    assert run_app(app, ["simulate", str(demo_run[0] / "scenario.yaml"), "--engine", "analytic", "--out", str(out)]) == 0
+    assert (
+        run_app(app, ["simulate", str(demo_run[0] / "scenario.yaml"), "--engine", "analytic", "--out", str(out)]) == 0
+    )
     assert json.loads((out / "summary.json").read_text())["engine"] == "analytic"
     assert run_app(app, ["simulate", str(demo_run[0] / "scenario.yaml"), "--engine", "warp"]) == 2
     assert "--engine: must be one of flow, analytic" in capsys.readouterr().err

@@ -21,7 +21,7 @@ LINK_BYTES_PER_S = 400e9 / 8
 
 def test_hash_is_the_documented_function_of_the_packed_five_tuple():
     flow = FiveTuple(src_ip=0x0A000001, dst_ip=0x0A010002, src_port=0xC123)
-    key = bytes.fromhex("0a000001" "0a010002" "11" "c123" "12b7")  # 4791 = 0x12b7, UDP = 17
+    key = bytes.fromhex("0a0000010a01000211c12312b7")  # 4791 = 0x12b7, UDP = 17
     assert flow.key() == key
     assert ecmp_hash(flow, 7) == fmix32(zlib.crc32(key) ^ 7)
 

@@ -70,8 +70,11 @@ def task_graphs(draw):
     """Random DAGs of compute and transfer tasks over a few links: shared links, equal and unequal capacities
     (ties), zero-size and routeless transfers, sprayed transfers with weights, zero durations and latencies."""
     n_links = draw(st.integers(1, 6))
-    caps = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 1e9, 1.5e9]) | st.floats(0.5, 1e10), min_size=n_links,
-                         max_size=n_links))
+    caps = draw(
+        st.lists(
+            st.sampled_from([1.0, 2.0, 3.0, 1e9, 1.5e9]) | st.floats(0.5, 1e10), min_size=n_links, max_size=n_links
+        )
+    )
     n = draw(st.integers(1, 40))
     g = TaskGraph()
     times = st.sampled_from([0.0, 1e-6, 1.0, 2.0]) | st.floats(0, 5)
@@ -84,8 +87,7 @@ def task_graphs(draw):
             size = draw(st.sampled_from([0.0, 1.0, 4.0, 1e9]) | st.floats(0.1, 1e10))
             g.add(TRANSFER, 0, 1, f"x{t}", deps, size_bytes=size, route=route, latency_s=draw(times))
             if route and draw(st.integers(0, 3)) == 0:
-                g.route_weight[t] = tuple(draw(st.sampled_from([0.25, 0.5, 1.0]) | st.floats(0.1, 1.0))
-                                          for _ in route)
+                g.route_weight[t] = tuple(draw(st.sampled_from([0.25, 0.5, 1.0]) | st.floats(0.1, 1.0)) for _ in route)
     return g, caps
 
 
@@ -270,11 +272,17 @@ def test_a_cycle_is_reported():
 
 # -- the link-load recorder on its own: random record sequences, against LinkLoad.set_sparse ---------------
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([0.0, 1e-9, 1e-4]) | st.floats(0, 0.3),
-                          st.dictionaries(st.integers(0, 99), st.sampled_from([0.0, 1.0, 2.5]) | st.floats(0, 1e9),
-                                          max_size=12)),
-                min_size=1, max_size=80),
-       st.sampled_from([(8_000_000, 2048), (0, 4), (10, 3), (40, 16), (25, 1)]))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 1e-9, 1e-4]) | st.floats(0, 0.3),
+            st.dictionaries(st.integers(0, 99), st.sampled_from([0.0, 1.0, 2.5]) | st.floats(0, 1e9), max_size=12),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from([(8_000_000, 2048), (0, 4), (10, 3), (40, 16), (25, 1)]),
+)
 def test_recorder_equals_linkload(records, limits):
     n_links = 100
     ref = LinkLoad(*limits)

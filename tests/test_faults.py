@@ -28,11 +28,15 @@ def test_names_are_checked_with_near_names():
         scenario([{"kind": "link_down", "target": "rail0--spne0"}]).model_dump()
         simulate(scenario([{"kind": "link_down", "target": "rail0--spne0"}]))
     assert "faults[0].target" in str(e.value) and "rail0--spine0" in str(e.value)
-    for bad in ({"kind": "gpu_slow", "target": 3}, {"kind": "link_degraded", "target": "rail0--spine0", "factor": 2},
-                {"kind": "link_down", "target": "rail0--spine0", "at_s": 1.0, "up_at_s": 0.5},
-                {"kind": "gpu_slow", "target": 3, "factor": 2, "at_s": 1.0, "up_at_s": 0.5},
-                {"kind": "draw", "window_s": 1.0, "target": "spine0"}, {"kind": "draw"},
-                {"kind": "switch_down", "target": "spine0", "factor": 0.5}):
+    for bad in (
+        {"kind": "gpu_slow", "target": 3},
+        {"kind": "link_degraded", "target": "rail0--spine0", "factor": 2},
+        {"kind": "link_down", "target": "rail0--spine0", "at_s": 1.0, "up_at_s": 0.5},
+        {"kind": "gpu_slow", "target": 3, "factor": 2, "at_s": 1.0, "up_at_s": 0.5},
+        {"kind": "draw", "window_s": 1.0, "target": "spine0"},
+        {"kind": "draw"},
+        {"kind": "switch_down", "target": "spine0", "factor": 0.5},
+    ):
         with pytest.raises(InputError) as e:
             scenario([bad])
         assert "faults" in str(e.value)
@@ -83,8 +87,11 @@ def run_router(run):
 
     fabric, router = build_fabric(run.scenario)
     apply_to_fabric(fabric, router, resolve_faults(fabric, run.scenario.faults))
-    pairs = {(int(s), int(d)) for s, d in zip(np.asarray(run.graph.rank), np.asarray(run.graph.dst))
-             if d >= 0 and fabric.server_of(int(s)) != fabric.server_of(int(d))}
+    pairs = {
+        (int(s), int(d))
+        for s, d in zip(np.asarray(run.graph.rank), np.asarray(run.graph.dst))
+        if d >= 0 and fabric.server_of(int(s)) != fabric.server_of(int(d))
+    }
     for s, d in pairs:
         for channel in range(fabric.gpus_per_server):
             router.route(s, d, channel)

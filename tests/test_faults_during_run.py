@@ -47,8 +47,12 @@ class Case:
 
     def run(self, faults: list[FaultSpec]):
         fx = resolve_faults(self.fabric, faults)
-        tl = FabricTimeline([FabricEvent(*e) for e in fx.events()], Rerouter(self.graph, self.fabric, self.router),
-                            fx.retransmit_timeout_s, fx.retry_count)
+        tl = FabricTimeline(
+            [FabricEvent(*e) for e in fx.events()],
+            Rerouter(self.graph, self.fabric, self.router),
+            fx.retransmit_timeout_s,
+            fx.retry_count,
+        )
         return fx, run_reference(self.graph, self.fabric, faults=tl)
 
 
@@ -76,9 +80,14 @@ def _faults(draw, case: Case, makespan_s: float):
         kind = draw(st.sampled_from(["link_down", "link_down", "link_degraded", "switch_down", "nic_down"]))
         at = draw(_t(0.0, makespan_s))
         up = draw(st.one_of(st.none(), _t(1e-4, makespan_s)))
-        f = {"kind": kind, "at_s": at, "up_at_s": None if up is None else at + up,
-             "detection_s": draw(_t(0.0, 0.05)), "convergence_s": draw(_t(0.0, 0.05)),
-             "nccl_ib_timeout": draw(st.integers(12, 18))}
+        f = {
+            "kind": kind,
+            "at_s": at,
+            "up_at_s": None if up is None else at + up,
+            "detection_s": draw(_t(0.0, 0.05)),
+            "convergence_s": draw(_t(0.0, 0.05)),
+            "nccl_ib_timeout": draw(st.integers(12, 18)),
+        }
         if kind in ("link_down", "link_degraded"):
             f["target"] = draw(st.sampled_from(case.cables))
         elif kind == "switch_down":
@@ -146,8 +155,12 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(case, da
 def test_a_failed_link_never_makes_the_iteration_faster(case, at, cable, up):
     # NCCL's own retransmission settings: a flow that loses its path waits at least one ACK timeout (4.3 s)
     target = case.cables[cable % len(case.cables)]
-    fault = FaultSpec(kind="link_down", target=target, at_s=at * case.base.makespan_s + 1e-6,
-                      up_at_s=None if up is None else at * case.base.makespan_s + 1e-6 + up)
+    fault = FaultSpec(
+        kind="link_down",
+        target=target,
+        at_s=at * case.base.makespan_s + 1e-6,
+        up_at_s=None if up is None else at * case.base.makespan_s + 1e-6 + up,
+    )
     try:
         _, tl = case.run([fault])
     except JobFailed:
@@ -159,8 +172,9 @@ def test_a_failed_spine_moves_exactly_the_transfers_that_crossed_it(case):
     g = case.graph
     spine_links = {li for li, link in enumerate(case.fabric.links) if "spine1" in (link.src, link.dst)}
     at = 0.3 * case.base.makespan_s
-    fault = FaultSpec(kind="switch_down", target="spine1", at_s=at, detection_s=0.0, convergence_s=0.0,
-                      nccl_ib_timeout=10)
+    fault = FaultSpec(
+        kind="switch_down", target="spine1", at_s=at, detection_s=0.0, convergence_s=0.0, nccl_ib_timeout=10
+    )
     fx, tl = case.run([fault])
     crossed = {t for t in np.flatnonzero(case.transfer).tolist() if spine_links & set(g.route[t])}
     moved = {t for _, t in tl.fault_log.moves}
@@ -183,7 +197,7 @@ def test_resume_at_the_first_retransmission_after_convergence(case):
     assert log.bytes_rerouted > 0
     conserved(case, fx, tl)
     rto = fx.retransmit_timeout_s
-    assert rto == pytest.approx(4.096e-6 * 2 ** 20)
+    assert rto == pytest.approx(4.096e-6 * 2**20)
     for a, b, _ in log.stall_intervals:
         assert b - a == pytest.approx(rto)
     assert tl.makespan_s > case.base.makespan_s + rto * 0.5
@@ -219,7 +233,7 @@ def test_a_nic_lost_mid_run_fails_the_job_after_the_retries(tmp_path, capsys):
     msg = str(e.value)
     assert "the job fails at" in msg and "s0/nic0" in msg and "NCCL_IB_RETRY_CNT" in msg and "Chapter 10" in msg
     t_fail = float(msg.split("the job fails at ")[1].split(" s")[0])
-    assert t_fail == pytest.approx(8 * 4.096e-6 * 2 ** 20, rel=0.01)  # from the stop: 1 + 7 ACK timeouts
+    assert t_fail == pytest.approx(8 * 4.096e-6 * 2**20, rel=0.01)  # from the stop: 1 + 7 ACK timeouts
     # the command line: exit 2, the reason, and no report written
     data = s.model_dump(mode="json", exclude_unset=True)
     path = tmp_path / "s.yaml"
@@ -232,8 +246,19 @@ def test_a_nic_lost_mid_run_fails_the_job_after_the_retries(tmp_path, capsys):
 
 def test_the_link_back_up_brings_the_moved_transfers_back(case):
     at = round(0.05 * case.base.makespan_s, 9)  # before most of the data-parallel traffic
-    fx, tl = case.run([FaultSpec(kind="link_down", target=SPINE_CABLE, at_s=at, up_at_s=at + 0.01,
-                                 detection_s=0.0, convergence_s=0.001, nccl_ib_timeout=10)])
+    fx, tl = case.run(
+        [
+            FaultSpec(
+                kind="link_down",
+                target=SPINE_CABLE,
+                at_s=at,
+                up_at_s=at + 0.01,
+                detection_s=0.0,
+                convergence_s=0.001,
+                nccl_ib_timeout=10,
+            )
+        ]
+    )
     whats = [e["what"] for e in tl.fault_log.events]
     assert any("routing converged around it" in w for w in whats) and any("converged back" in w for w in whats)
     back = [e for e in tl.fault_log.events if "converged back" in e["what"]][0]
@@ -255,8 +280,9 @@ def test_drawn_faults_are_deterministic_for_a_seed():
     assert all(f["drawn"] and 0 <= f["at_s"] < 10.0 and f["up_at_s"] == pytest.approx(f["at_s"] + 0.5) for f in a)
     # the mean count is the rate x components x window: 200 / h x cables x 10 s
     n_cables = len(network_cables(fabric))
-    counts = [sum(1 for f in resolve_faults(fabric, draw, seed=s).applied if f["kind"] == "link_down")
-              for s in range(40)]
+    counts = [
+        sum(1 for f in resolve_faults(fabric, draw, seed=s).applied if f["kind"] == "link_down") for s in range(40)
+    ]
     assert np.mean(counts) == pytest.approx(200 * n_cables * 10 / 3600, rel=0.3)
     # none at the default rates (Llama 3's: a cable fails about once in 70 years) in 10 s
     quiet = [FaultSpec(kind="draw", window_s=10.0)]
@@ -264,8 +290,20 @@ def test_drawn_faults_are_deterministic_for_a_seed():
 
 
 def test_simulate_reports_what_the_faults_did_and_cost():
-    run = simulate(scenario([{"kind": "link_down", "target": SPINE_CABLE, "at_s": 0.1, "nccl_ib_timeout": 12,
-                              "detection_s": 0.01, "convergence_s": 0.05}]))
+    run = simulate(
+        scenario(
+            [
+                {
+                    "kind": "link_down",
+                    "target": SPINE_CABLE,
+                    "at_s": 0.1,
+                    "nccl_ib_timeout": 12,
+                    "detection_s": 0.01,
+                    "convergence_s": 0.05,
+                }
+            ]
+        )
+    )
     d = run.faults["during_run"]
     assert d["transfers_stopped"] > 0 and d["bytes_rerouted"] > 0 and d["stalled_s"] > 0
     assert run.faults["iteration_time_s"] > run.faults["fault_free_iteration_time_s"]
@@ -281,9 +319,20 @@ def test_flows_in_flight_move_with_their_remaining_bytes(case):
     # next retransmission (NCCL_IB_TIMEOUT 8: 1 ms); the cable is back half a timeout later and the flows, still in
     # flight, return to it with what they have left
     at = in_flight(case, SPINE_CABLE)
-    rto = 4.096e-6 * 2 ** 8
-    fx, tl = case.run([FaultSpec(kind="link_down", target=SPINE_CABLE, at_s=at, up_at_s=at + 1.5 * rto,
-                                 detection_s=0.0, convergence_s=0.0, nccl_ib_timeout=8)])
+    rto = 4.096e-6 * 2**8
+    fx, tl = case.run(
+        [
+            FaultSpec(
+                kind="link_down",
+                target=SPINE_CABLE,
+                at_s=at,
+                up_at_s=at + 1.5 * rto,
+                detection_s=0.0,
+                convergence_s=0.0,
+                nccl_ib_timeout=8,
+            )
+        ]
+    )
     around, back = tl.fault_log.events[0], tl.fault_log.events[-1]
     assert around["transfers_stopped"] > 0 and around["transfers_rerouted"] > 0
     assert "converged back" in back["what"] and back["transfers_rerouted"] > 0
@@ -319,8 +368,9 @@ def test_a_dual_port_nic_loses_a_port_mid_run_and_keeps_going():
     fabric, _ = build_fabric(load_scenario(data))
     ports = [li for li in fabric.out_links["s0/nic0"] if fabric.is_switch(fabric.links[li].dst)]
     a = fabric.links[ports[0]]
-    data["faults"] = [{"kind": "link_down", "target": f"{a.src}--{a.dst}", "at_s": 0.01, "convergence_s": 0.1,
-                       "nccl_ib_timeout": 14}]
+    data["faults"] = [
+        {"kind": "link_down", "target": f"{a.src}--{a.dst}", "at_s": 0.01, "convergence_s": 0.1, "nccl_ib_timeout": 14}
+    ]
     run = simulate(load_scenario(data))
     d = run.faults["during_run"]
     assert run.results.complete and d["transfers_stopped"] > 0 and d["bytes_rerouted"] > 0
@@ -329,8 +379,11 @@ def test_a_dual_port_nic_loses_a_port_mid_run_and_keeps_going():
 
 
 def test_sprayed_transfers_spread_again_over_what_is_left():
-    s = scenario([{"kind": "link_down", "target": SPINE_CABLE, "at_s": 0.01, "convergence_s": 0.1,
-                   "nccl_ib_timeout": 14}], servers_per_segment=2, load_balancing="spray")
+    s = scenario(
+        [{"kind": "link_down", "target": SPINE_CABLE, "at_s": 0.01, "convergence_s": 0.1, "nccl_ib_timeout": 14}],
+        servers_per_segment=2,
+        load_balancing="spray",
+    )
     run = simulate(s)
     tl, g = run.timeline, run.graph
     transfer = np.asarray(g.kind) == 1

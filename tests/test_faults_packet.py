@@ -65,17 +65,20 @@ def test_a_cable_down_from_the_start_is_routed_around(small):
 
 def test_a_nic_lost_fails_the_job_after_the_retries(small):
     with pytest.raises(InputError) as exc:
-        simulate(_with(small, {"kind": "nic_down", "target": "s0/nic0", "at_s": 0.0004, "nccl_ib_timeout": 10}),
-                 engine="packet")
+        simulate(
+            _with(small, {"kind": "nic_down", "target": "s0/nic0", "at_s": 0.0004, "nccl_ib_timeout": 10}),
+            engine="packet",
+        )
     text = str(exc.value)
     assert "rank 0 cannot reach rank 4" in text and "IBV_WC_RETRY_EXC_ERR" in text
     t_fail = float(text.split("the job fails at ")[1].split(" s")[0])
-    assert t_fail == pytest.approx(0.0004 + 8 * 4.096e-6 * 2 ** 10, rel=1e-3)  # 8 ACK timeouts after the fault
+    assert t_fail == pytest.approx(0.0004 + 8 * 4.096e-6 * 2**10, rel=1e-3)  # 8 ACK timeouts after the fault
 
 
 def test_a_flap_shorter_than_detection_resumes_on_its_own_path(small):
-    run = simulate(_with(small, {"kind": "link_down", "target": CABLE, "at_s": 0.0004, "up_at_s": 0.0005, **FAST}),
-                   engine="packet")
+    run = simulate(
+        _with(small, {"kind": "link_down", "target": CABLE, "at_s": 0.0004, "up_at_s": 0.0005, **FAST}), engine="packet"
+    )
     _delivered(run)
     assert run.faults["during_run"]["transfers_rerouted"] == 0  # routing never saw it
 
@@ -91,8 +94,10 @@ def test_a_lossy_cable_drops_with_the_seeded_generator_and_go_back_n_resends(sma
     other = copy.deepcopy(small)
     other["seed"] = 7
     c = simulate(_with(other, fault), engine="packet")
-    assert sum(v for (_, _, why), v in c.packet_stats.drops.items() if why == "link-loss") != lost or \
-        c.results.iteration_time_s != a.results.iteration_time_s
+    assert (
+        sum(v for (_, _, why), v in c.packet_stats.drops.items() if why == "link-loss") != lost
+        or c.results.iteration_time_s != a.results.iteration_time_s
+    )
     assert a.results.iteration_time_s >= a.faults["fault_free_iteration_time_s"]
 
 
@@ -142,9 +147,12 @@ def test_no_fault_leaves_the_packet_run_unchanged(small):
     assert a.results.iteration_time_s == b.results.iteration_time_s and a.faults is None
 
 
-TARGETS = {"link_down": ["seg0/rail0--spine1", "seg1/rail2--spine1", "s1/nic3--seg1/rail3"],
-           "switch_down": ["spine1", "spine0"], "nic_down": ["s0/nic1"],
-           "link_degraded": ["seg0/rail0--spine1", "seg1/rail1--spine0"]}
+TARGETS = {
+    "link_down": ["seg0/rail0--spine1", "seg1/rail2--spine1", "s1/nic3--seg1/rail3"],
+    "switch_down": ["spine1", "spine0"],
+    "nic_down": ["s0/nic1"],
+    "link_degraded": ["seg0/rail0--spine1", "seg1/rail1--spine0"],
+}
 
 
 def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
@@ -153,20 +161,37 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    fault = st.sampled_from(sorted(TARGETS)).flatmap(lambda kind: st.fixed_dictionaries({
-        "kind": st.just(kind), "target": st.sampled_from(TARGETS[kind]),
-        "at_s": st.sampled_from([0.0, 0.0001, 0.0003, 0.00045]),
-        "down_for_s": st.sampled_from([None, 5e-5, 0.0004, 0.003]),
-        "loss_rate": st.sampled_from([0.0, 0.003, 0.05]), "factor": st.sampled_from([None, 0.5])}))
+    fault = st.sampled_from(sorted(TARGETS)).flatmap(
+        lambda kind: st.fixed_dictionaries(
+            {
+                "kind": st.just(kind),
+                "target": st.sampled_from(TARGETS[kind]),
+                "at_s": st.sampled_from([0.0, 0.0001, 0.0003, 0.00045]),
+                "down_for_s": st.sampled_from([None, 5e-5, 0.0004, 0.003]),
+                "loss_rate": st.sampled_from([0.0, 0.003, 0.05]),
+                "factor": st.sampled_from([None, 0.5]),
+            }
+        )
+    )
 
-    @settings(max_examples=8, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=8,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(st.lists(fault, min_size=1, max_size=2))
     def check(faults):
         spec = []
         for f in faults:
-            d = {"kind": f["kind"], "target": f["target"], "at_s": f["at_s"], "detection_s": 0.0002,
-                 "convergence_s": 0.0003, "nccl_ib_timeout": 8}
+            d = {
+                "kind": f["kind"],
+                "target": f["target"],
+                "at_s": f["at_s"],
+                "detection_s": 0.0002,
+                "convergence_s": 0.0003,
+                "nccl_ib_timeout": 8,
+            }
             if f["down_for_s"] is not None:
                 d["up_at_s"] = f["at_s"] + f["down_for_s"]
             if f["kind"] == "link_degraded":
@@ -187,7 +212,8 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
             if "qpn" in fl:
                 assert fl["done_s"] is not None and fl["status"] == "success"
         assert run.results.iteration_time_s >= run.faults["fault_free_iteration_time_s"] * (1 - 1e-9) or any(
-            d["kind"] == "link_degraded" for d in spec)
+            d["kind"] == "link_degraded" for d in spec
+        )
 
     check()
 

@@ -21,8 +21,14 @@ LLM = {
     "workload": {
         "kind": "llm-training",
         "model": "gpt3-1.3b",
-        "parallelism": {"tp": 8, "pp": 2, "dp": 2, "schedule": "1f1b", "micro_batch_size": 1,
-                        "sequence_parallel": True},
+        "parallelism": {
+            "tp": 8,
+            "pp": 2,
+            "dp": 2,
+            "schedule": "1f1b",
+            "micro_batch_size": 1,
+            "sequence_parallel": True,
+        },
         "global_batch_size": 16,
         "seq_len": 2048,
         "precision": "bf16",
@@ -37,8 +43,7 @@ def _scenario(up: str, ring: str, **changes) -> Scenario:
 
 @pytest.fixture(scope="module")
 def runs():
-    return {(up, ring): simulate(_scenario(up, ring))
-            for up in ("flows", "analytic") for ring in ("each", "merged")}
+    return {(up, ring): simulate(_scenario(up, ring)) for up in ("flows", "analytic") for ring in ("each", "merged")}
 
 
 def test_llm_defaults_fold_and_merge_and_data_parallel_defaults_do_not():
@@ -133,9 +138,15 @@ def test_unequal_members_do_not_merge():
     s = _scenario("analytic", "merged")
     fabric, router = build_fabric(s)
     group = (0, 1)
-    ranks = [[Compute("a", 0, 1e-3), Collective("c1", "all-reduce", group, 1 << 20, 2, dim="tp"),
-              Compute("b", 0, d), Collective("c2", "all-reduce", group, 1 << 20, 2, dim="tp")]
-             for d in (1e-3, 3e-3)]
+    ranks = [
+        [
+            Compute("a", 0, 1e-3),
+            Collective("c1", "all-reduce", group, 1 << 20, 2, dim="tp"),
+            Compute("b", 0, d),
+            Collective("c2", "all-reduce", group, 1 << 20, 2, dim="tp"),
+        ]
+        for d in (1e-3, 3e-3)
+    ]
     w = Workload("t", ranks, params=0, iterations=1, flops_per_iteration=0.0)
     g = lower(w, fabric, router, fold_scale_up=True)
     tl = run(g, fabric, "flow")
@@ -155,6 +166,7 @@ def test_folded_traffic_is_on_the_links_over_time_with_its_peak(runs):
             np.add.at(integral, links, rates * (end - start))
         np.testing.assert_allclose(integral, tl.link_bytes, rtol=1e-6, atol=1.0)
     nvlink = [link.index for link in b.fabric.links if link.tier == "nvlink"]
-    np.testing.assert_allclose(b.timeline.link_peak_bytes_per_s[nvlink], a.timeline.link_peak_bytes_per_s[nvlink],
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        b.timeline.link_peak_bytes_per_s[nvlink], a.timeline.link_peak_bytes_per_s[nvlink], rtol=1e-9
+    )
     assert b.timeline.link_peak_bytes_per_s[nvlink].max() > 0

@@ -129,17 +129,37 @@ def test_the_command_line_runs_the_hybrid_engine_and_refuses_bad_windows(tmp_pat
     path = tmp_path / "moe.yaml"
     path.write_text(MOE)
     out = tmp_path / "run"
-    assert run_app(app, ["simulate", str(path), "--engine", "hybrid", "--packet-window", "ep", "--packet-window",
-                         "dp", "--packet-max", "500us", "--out", str(out)]) == 0
+    assert (
+        run_app(
+            app,
+            [
+                "simulate",
+                str(path),
+                "--engine",
+                "hybrid",
+                "--packet-window",
+                "ep",
+                "--packet-window",
+                "dp",
+                "--packet-max",
+                "500us",
+                "--out",
+                str(out),
+            ],
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     windows = summary["packet_windows"]
     assert [w["window"] for w in windows] == ["ep", "dp"] and all(w["packet_s"] <= 5e-4 + 1e-12 for w in windows)
     assert summary["packet"]["totals"]["ecn_marks"] == sum(w["ecn_marks"] for w in windows) > 0
     assert "Packet windows (hybrid engine)" in (out / "report.html").read_text()
     assert "packet window ep" in capsys.readouterr().out
-    for args, option in ((["--engine", "hybrid", "--packet-window", "0.2s:0.1s"], "--packet-window"),
-                         (["--engine", "hybrid", "--packet-max", "-1ms"], "--packet-max"),
-                         (["--engine", "flow", "--packet-window", "dp"], "--packet-window")):
+    for args, option in (
+        (["--engine", "hybrid", "--packet-window", "0.2s:0.1s"], "--packet-window"),
+        (["--engine", "hybrid", "--packet-max", "-1ms"], "--packet-max"),
+        (["--engine", "flow", "--packet-window", "dp"], "--packet-window"),
+    ):
         assert run_app(app, ["simulate", str(path), *args, "--out", str(tmp_path / "bad")]) == 2
         assert option in capsys.readouterr().err
         assert not (tmp_path / "bad").exists()

@@ -92,8 +92,11 @@ def test_the_scan_sees_the_imports_it_should():
 
 
 def test_every_package_has_a_layer():
-    units = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
-             if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
+    units = {
+        p.stem if p.is_file() else p.name
+        for p in SRC.iterdir()
+        if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
+    }
     placed = set().union(*LAYERS) | FACADE
     assert units - placed == set(), f"place these in LAYERS (and docs/architecture.md): {sorted(units - placed)}"
     assert placed - units == set(), f"gone from src/aifabric: {sorted(placed - units)}"
@@ -101,9 +104,13 @@ def test_every_package_has_a_layer():
 
 def test_no_import_reaches_up_a_layer():
     layer = _layer_of()
-    backward = sorted({f"{file}: {src} (layer {layer[src]}) imports {dst} (layer {layer[dst]})"
-                       for file, src, dst in imports()
-                       if src not in FACADE and layer[dst] > layer[src] and (file, dst) not in ALLOWED})
+    backward = sorted(
+        {
+            f"{file}: {src} (layer {layer[src]}) imports {dst} (layer {layer[dst]})"
+            for file, src, dst in imports()
+            if src not in FACADE and layer[dst] > layer[src] and (file, dst) not in ALLOWED
+        }
+    )
     assert not backward, "\n".join(backward)
 
 
@@ -120,7 +127,7 @@ def test_no_package_cycle():
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join(path[path.index(nxt):] + [node, nxt]) if nxt in path else f"{node} -> {nxt}")
+                cycles.append(" -> ".join(path[path.index(nxt) :] + [node, nxt]) if nxt in path else f"{node} -> {nxt}")
             elif nxt not in state:
                 visit(nxt, [*path, node])
         state[node] = 2

@@ -30,8 +30,11 @@ def _bytes(load: LinkLoad, n_links: int = 50) -> np.ndarray:
     return out
 
 
-events = st.lists(st.tuples(st.floats(1e-6, 1e-2), st.lists(st.integers(0, 49), min_size=1, max_size=10),
-                            st.floats(1.0, 1e9)), min_size=1, max_size=60)
+events = st.lists(
+    st.tuples(st.floats(1e-6, 1e-2), st.lists(st.integers(0, 49), min_size=1, max_size=10), st.floats(1.0, 1e9)),
+    min_size=1,
+    max_size=60,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -70,9 +73,16 @@ def _grid(load: LinkLoad, n_links: int = 50) -> dict[int, np.ndarray]:
     return out
 
 
-spreads = st.lists(st.tuples(st.floats(0, 0.05), st.floats(1e-7, 0.05),
-                             st.lists(st.integers(0, 49), min_size=1, max_size=12, unique=True),
-                             st.floats(1.0, 1e9)), min_size=1, max_size=40)
+spreads = st.lists(
+    st.tuples(
+        st.floats(0, 0.05),
+        st.floats(1e-7, 0.05),
+        st.lists(st.integers(0, 49), min_size=1, max_size=12, unique=True),
+        st.floats(1.0, 1e9),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @settings(max_examples=80, deadline=None)

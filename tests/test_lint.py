@@ -1,5 +1,5 @@
-"""The linter and the type checker, run by the test command (so CI runs them): ruff over src, tests and bench,
-mypy over the modules `[tool.mypy] files` in pyproject.toml lists. Both are configured there; any finding fails.
+"""The linter, the formatter and the type checker, run by the test command (so CI runs them): ruff (check and
+format) over src, tests and bench, mypy over the modules `[tool.mypy] files` in pyproject.toml lists. Both are configured there; any finding fails.
 
 `pip install -e ".[test]"` installs both; a missing one is a failure, not a skip (CI must not pass without them)."""
 
@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def test_ruff_finds_nothing():
@@ -22,10 +23,17 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr + "\n(many are fixed by `ruff check --fix src tests bench`)"
 
 
+def test_the_code_is_as_ruff_formats_it():
+    done = _run("ruff", "format", "--check", "--no-cache", "src", "tests", "bench", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr + "\n(`ruff format src tests bench` formats them)"
+
+
 def test_mypy_finds_nothing_in_the_checked_modules():
     done = _run("mypy", timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr + "\n(a module not yet clean can be listed under " \
+    assert done.returncode == 0, (
+        done.stdout + done.stderr + "\n(a module not yet clean can be listed under "
         "ignore_errors in pyproject.toml's [tool.mypy] overrides, for now)"
+    )
 
 
 # ---------------------------------------------------------------- lazy exports, as type checkers see them

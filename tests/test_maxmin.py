@@ -34,8 +34,11 @@ def test_max_min_properties(caps, data):
     capacity = np.array(caps)
     n_links = len(caps)
     routes = data.draw(
-        st.lists(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=n_links, unique=True).map(tuple),
-                 min_size=1, max_size=8)
+        st.lists(
+            st.lists(st.integers(0, n_links - 1), min_size=1, max_size=n_links, unique=True).map(tuple),
+            min_size=1,
+            max_size=8,
+        )
     )
     rates = max_min_rates(routes, capacity)
     load = np.zeros(n_links)

@@ -63,8 +63,14 @@ def reference(run):
 def _pipeline() -> Scenario:
     s = ch14_scenario().model_dump(mode="json", exclude_unset=True)
     s["cluster"].update(servers=4, gpus_per_server=8)
-    s["workload"] = {"kind": "llm-training", "model": "gpt3-1.3b", "global_batch_size": 16, "seq_len": 512,
-                     "parallelism": {"tp": 4, "pp": 4, "dp": 2, "micro_batch_size": 1}, "precision": "bf16"}
+    s["workload"] = {
+        "kind": "llm-training",
+        "model": "gpt3-1.3b",
+        "global_batch_size": 16,
+        "seq_len": 512,
+        "parallelism": {"tp": 4, "pp": 4, "dp": 2, "micro_batch_size": 1},
+        "precision": "bf16",
+    }
     return Scenario.model_validate(s)
 
 

@@ -28,8 +28,13 @@ from aifabric.simulate import build_fabric
 def test_the_defaults_give_back_llama3s_419_interruptions():
     # Dubey et al. 2024, Table 5: 419 unexpected interruptions in 54 days on 16,384 H100 (2,048 servers, one NIC
     # per GPU; the network's 35 over the 2 1/7 cables per GPU of its three-layer, 1:7 fabric)
-    counts = {"gpu": LLAMA3_GPUS, "server": LLAMA3_GPUS // 8, "nic": LLAMA3_GPUS, "network_cable": LLAMA3_CABLES,
-              "software_per_gpu": LLAMA3_GPUS}
+    counts = {
+        "gpu": LLAMA3_GPUS,
+        "server": LLAMA3_GPUS // 8,
+        "nic": LLAMA3_GPUS,
+        "network_cable": LLAMA3_CABLES,
+        "software_per_gpu": LLAMA3_GPUS,
+    }
     total = sum(DEFAULT_RATES_PER_HOUR[k] * counts[k] for k in DEFAULT_RATES_PER_HOUR) * LLAMA3_HOURS
     assert total == pytest.approx(419, rel=1e-12)
     # "an average of one failure every three hours"
@@ -53,8 +58,13 @@ durations = st.floats(1.0, 1e5)
 @settings(max_examples=200, deadline=None)
 @given(durations, st.floats(3600.0, 1e7), st.floats(0.0, 3600.0))
 def test_the_best_interval_loses_least(delta_s, mtbf_s, restart_s):
-    r = Reliability([Component("gpu", 1, 3600.0 / mtbf_s)], checkpoint_bytes=delta_s, write_bytes_per_s=1.0,
-                    restart_s=restart_s, interval_s=0.0)
+    r = Reliability(
+        [Component("gpu", 1, 3600.0 / mtbf_s)],
+        checkpoint_bytes=delta_s,
+        write_bytes_per_s=1.0,
+        restart_s=restart_s,
+        interval_s=0.0,
+    )
     assert r.mtbf_s == pytest.approx(mtbf_s)
     best = r.best_interval_s
     # Young's interval counts from one checkpoint's start to the next: best + delta = sqrt(2 delta M)
@@ -69,8 +79,9 @@ def test_the_best_interval_loses_least(delta_s, mtbf_s, restart_s):
 
 
 def test_lost_fraction_parts():
-    r = Reliability([Component("gpu", 10, 1e-3)], checkpoint_bytes=60.0, write_bytes_per_s=1.0, restart_s=300.0,
-                    interval_s=3540.0)
+    r = Reliability(
+        [Component("gpu", 10, 1e-3)], checkpoint_bytes=60.0, write_bytes_per_s=1.0, restart_s=300.0, interval_s=3540.0
+    )
     m = 3600.0 / (10 * 1e-3)  # 100 hours
     lost = r.lost()
     assert lost["checkpointing"] == pytest.approx(60 / 3600)
@@ -81,8 +92,12 @@ def test_lost_fraction_parts():
 
 def test_scenario_overrides_and_the_run_summary():
     data = demo_scenario().model_dump(mode="json", exclude_unset=True)
-    data["reliability"] = {"failures_per_hour": {"gpu": 1e-3}, "checkpoint_write_gBps": 10,
-                           "checkpoint_interval_s": 1800, "restart_s": 120}
+    data["reliability"] = {
+        "failures_per_hour": {"gpu": 1e-3},
+        "checkpoint_write_gBps": 10,
+        "checkpoint_interval_s": 1800,
+        "restart_s": 120,
+    }
     run = simulate(load_scenario(data))
     rel = run.reliability
     gpu = next(c for c in rel["components"] if c["kind"] == "gpu")
@@ -95,8 +110,15 @@ def test_scenario_overrides_and_the_run_summary():
     assert default.interval_s == pytest.approx(default.best_interval_s)
 
 
-@pytest.mark.parametrize("bad", [{"failures_per_hour": {"gpu": -1}}, {"failures_per_hour": {"gpus": 1e-5}},
-                                 {"restart_s": -5}, {"checkpoint_write_gBps": 0}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"failures_per_hour": {"gpu": -1}},
+        {"failures_per_hour": {"gpus": 1e-5}},
+        {"restart_s": -5},
+        {"checkpoint_write_gBps": 0},
+    ],
+)
 def test_bad_reliability_sections_are_refused(bad):
     data = demo_scenario().model_dump(mode="json", exclude_unset=True)
     data["reliability"] = bad
@@ -124,8 +146,11 @@ def test_fabric_plan_shows_and_writes_reliability(tmp_path, capsys):
     assert rel["components"][0]["count"] == s.cluster.servers * s.cluster.gpus_per_server
     assert rel["checkpoint_interval_s"] > 0 and 0 < rel["effective_training_fraction"] < 1
     # hardware only: failures and MTBF, no checkpoint figures
-    hw = {k: v for k, v in yaml.safe_load((scenarios / "demo.yaml").read_text()).items() if k in ("name", "cluster",
-                                                                                                  "fabric")}
+    hw = {
+        k: v
+        for k, v in yaml.safe_load((scenarios / "demo.yaml").read_text()).items()
+        if k in ("name", "cluster", "fabric")
+    }
     path = tmp_path / "hw.yaml"
     path.write_text(yaml.safe_dump(hw))
     out2 = tmp_path / "plan2"

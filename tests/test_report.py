@@ -36,8 +36,16 @@ def llm_run_dir(tmp_path_factory) -> Path:
 
 
 def test_output_files(run_dir):
-    for name in ("summary.json", "report.html", "trace.json", "links.csv", "collectives.csv", "ranks.csv",
-                 "flows.csv", "scenario.yaml"):
+    for name in (
+        "summary.json",
+        "report.html",
+        "trace.json",
+        "links.csv",
+        "collectives.csv",
+        "ranks.csv",
+        "flows.csv",
+        "scenario.yaml",
+    ):
         assert (run_dir / name).stat().st_size > 0, name
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
 
@@ -87,15 +95,28 @@ def test_report_renders_in_headless_chromium(which, request, tmp_path):
             pytest.fail("CI must install chromium (see .ci/run)")
         pytest.skip("chromium is not installed: report.html is not checked in a real browser (README: Tests)")
     proc = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
-         (run_dir / "report.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            (run_dir / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     dom = proc.stdout
     assert "<body" in dom, proc.stderr[-2000:]
-    n_plots = int(dom.split("class=\"note\">")[-1].split(" plots")[0])
+    n_plots = int(dom.split('class="note">')[-1].split(" plots")[0])
     assert dom.count('class="main-svg"') >= n_plots  # every plot was drawn by plotly.js
     errors = dom.split('id="js-errors">')[1].split("</div>")[0]
     assert errors.strip() == "", errors
@@ -134,8 +155,13 @@ def test_ctrl_c_on_the_command_leaves_a_readable_folder(ch14_data, write_scenari
     # on the reference loop: the compiled one finishes this run within a second of its first progress line
     # (its own SIGINT handling is tested in tests/test_fastloop.py)
     env = {**os.environ, "AIFABRIC_PURE_PYTHON": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "aifabric", "simulate", str(path), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aifabric", "simulate", str(path), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     # wait until the event loop runs (the CLI says so on stderr), then interrupt it
     line = before = proc.stderr.readline()
     while line and "simulating" not in line:

@@ -43,10 +43,19 @@ PP = {
     "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 8, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "link_speed_gbps": 400},
     "workload": {
-        "kind": "llm-training", "model": "gpt3-1.3b",
-        "parallelism": {"tp": 8, "pp": 2, "dp": 2, "schedule": "1f1b", "micro_batch_size": 1,
-                        "sequence_parallel": True},
-        "global_batch_size": 16, "seq_len": 2048, "precision": "bf16",
+        "kind": "llm-training",
+        "model": "gpt3-1.3b",
+        "parallelism": {
+            "tp": 8,
+            "pp": 2,
+            "dp": 2,
+            "schedule": "1f1b",
+            "micro_batch_size": 1,
+            "sequence_parallel": True,
+        },
+        "global_batch_size": 16,
+        "seq_len": 2048,
+        "precision": "bf16",
     },
     "engine": "flow",
 }
@@ -76,6 +85,7 @@ def _timeline(run):
 
 
 # --- idle and bubble -------------------------------------------------------------------------------
+
 
 def test_pipeline_run_has_idle_and_bubble_segments(pp_run):
     rt = _timeline(pp_run)
@@ -125,8 +135,9 @@ def test_bubbles_are_pipeline_fill_drain_and_waits_for_other_stages(pp_run):
     where a pipeline transfer to the rank starts; any other idle stays idle."""
     rt = _timeline(pp_run)
     g, tl = pp_run.graph, pp_run.timeline
-    recv_starts = {(g.dst[t], float(tl.start_s[t])) for t in range(len(g))
-                   if g.kind[t] == TRANSFER and g.collective[t] < 0}
+    recv_starts = {
+        (g.dst[t], float(tl.start_s[t])) for t in range(len(g)) if g.kind[t] == TRANSFER and g.collective[t] < 0
+    }
     schedule = np.array([n.startswith("it0/") for n in rt.name], dtype=bool)  # not the optimizer step
     waits = 0
     for rank in range(WORLD):
@@ -151,6 +162,7 @@ def test_rank_segments_are_the_timeline_as_objects(pp_run):
 
 
 # --- traffic matrices -------------------------------------------------------------------------------
+
 
 def test_matrices_per_dimension_sum_to_bytes_by_dimension(pp_run):
     f = flows(pp_run.graph, pp_run.fabric, pp_run.timeline)
@@ -198,6 +210,7 @@ def test_report_has_a_matrix_per_dimension_and_network(pp_run):
 
 # --- the Gantt ----------------------------------------------------------------------------------------
 
+
 def test_gantt_shows_idle_and_bubble(pp_run):
     fig, note = html_mod.gantt(pp_run)
     names = {t.name for t in fig.data}
@@ -225,15 +238,17 @@ def test_gantt_rank_count_is_capped(pp_run, monkeypatch):
 def test_gantt_ranks_at_1024_gpus():
     d = copy.deepcopy(PP)
     d["cluster"]["servers"] = 128
-    d["fabric"] = {"topology": "rail-optimized", "servers_per_segment": 32, "link_speed_gbps": 400,
-                   "switch_radix": 64}
+    d["fabric"] = {"topology": "rail-optimized", "servers_per_segment": 32, "link_speed_gbps": 400, "switch_radix": 64}
     d["workload"].update(model="gpt3-175b", global_batch_size=1536)
     d["workload"]["parallelism"].update(pp=8, dp=16)
     s = parse_scenario(d)
     _, plan, problems = resolve_plan(s)  # the plan the LLM workload carries (simulate.build_workload)
     assert not problems
-    run = SimpleNamespace(scenario=s, workload=SimpleNamespace(layout=plan.layout),
-                          fabric=SimpleNamespace(world_size=1024, gpus_per_server=8))
+    run = SimpleNamespace(
+        scenario=s,
+        workload=SimpleNamespace(layout=plan.layout),
+        fabric=SimpleNamespace(world_size=1024, gpus_per_server=8),
+    )
     ranks, labels, note = html_mod.gantt_ranks(run)
     assert len(ranks) == html_mod.MAX_GANTT_RANKS == 64 and len(set(ranks)) == 64
     lay = RankLayout(tp=8, pp=8, dp=16)
@@ -245,14 +260,18 @@ def test_gantt_ranks_at_1024_gpus():
 
 
 def test_gantt_ranks_without_a_plan_spread_over_servers():
-    run = SimpleNamespace(scenario=SimpleNamespace(workload=SimpleNamespace(kind="data-parallel")),
-                          workload=SimpleNamespace(layout=None), fabric=SimpleNamespace(world_size=2048, gpus_per_server=8))
+    run = SimpleNamespace(
+        scenario=SimpleNamespace(workload=SimpleNamespace(kind="data-parallel")),
+        workload=SimpleNamespace(layout=None),
+        fabric=SimpleNamespace(world_size=2048, gpus_per_server=8),
+    )
     ranks, labels, note = html_mod.gantt_ranks(run)
     assert len(ranks) == 64 and ranks[0] == 0 and ranks[-1] == 2040
     assert all(r % 8 == 0 for r in ranks)
 
 
 # --- trace.json ---------------------------------------------------------------------------------------
+
 
 def _trace(run) -> dict:
     return json.loads("".join(build_trace(run).json_chunks()))
@@ -313,6 +332,7 @@ def test_trace_object_reads_like_the_json(pp_run):
 
 # --- tables and summary.json -------------------------------------------------------------------------
 
+
 def test_flows_table_cap_is_stated_in_the_summary(pp_run, monkeypatch, tmp_path):
     monkeypatch.setattr(tables_mod, "MAX_FLOW_ROWS", 7)
     write_tables(pp_run, tmp_path)
@@ -347,8 +367,14 @@ def test_summary_and_ranks_csv_report_idle_and_bubble_per_rank(pp_run, tmp_path)
 
 def test_schema_doc_lists_the_new_fields():
     doc = (Path(__file__).parents[1] / "docs" / "summary-schema.md").read_text()
-    s_keys = ("`idle_time_s`", "`bubble_time_s`", "`pipeline_bubble_fraction`", "`ranks[]`", "`ranks[].idle_s`",
-              "`flows.table_rows`")
+    s_keys = (
+        "`idle_time_s`",
+        "`bubble_time_s`",
+        "`pipeline_bubble_fraction`",
+        "`ranks[]`",
+        "`ranks[].idle_s`",
+        "`flows.table_rows`",
+    )
     for k in s_keys:
         assert k in doc, k
 

@@ -39,8 +39,10 @@ def test_the_roots_own_answers_import_no_command_framework(args):
 
 
 def test_a_command_imports_its_own_modules_only():
-    code = ("from aifabric.cli import main\ntry:\n    main(['pipeline', '--stages', '4', '--micro-batches', '4'])\n"
-            "except SystemExit as exc:\n    assert exc.code == 0, exc.code")
+    code = (
+        "from aifabric.cli import main\ntry:\n    main(['pipeline', '--stages', '4', '--micro-batches', '4'])\n"
+        "except SystemExit as exc:\n    assert exc.code == 0, exc.code"
+    )
     modules = _modules_after(code)
     assert _command_modules(modules) == {"aifabric.cli.pipeline_cmd"}
     assert not {m for m in modules if m.split(".")[0] in ("scipy", "plotly", "torch")}

@@ -29,17 +29,36 @@ if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
     from .workload.traffic import traffic_summary
 
 _EXPORTS = {
-    "InputError": ".errors", "Problem": ".errors",
+    "InputError": ".errors",
+    "Problem": ".errors",
     "Scenario": ".scenario.schema",
-    "EMBEDDED": ".scenario.load", "embedded_scenario": ".scenario.load", "load_scenario": ".scenario.load",
-    "Run": ".simulate", "build_fabric": ".simulate", "build_workload": ".simulate", "simulate": ".simulate",
+    "EMBEDDED": ".scenario.load",
+    "embedded_scenario": ".scenario.load",
+    "load_scenario": ".scenario.load",
+    "Run": ".simulate",
+    "build_fabric": ".simulate",
+    "build_workload": ".simulate",
+    "simulate": ".simulate",
     "write_report": ".report.write",
     "make_plan": ".fabric.plan",
     "traffic_summary": ".workload.traffic",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = ["EMBEDDED", "InputError", "Problem", "Run", "Scenario", "build_fabric", "build_workload",
-           "embedded_scenario", "load_scenario", "make_plan", "simulate", "traffic_summary", "write_report"]
+__all__ = [
+    "EMBEDDED",
+    "InputError",
+    "Problem",
+    "Run",
+    "Scenario",
+    "build_fabric",
+    "build_workload",
+    "embedded_scenario",
+    "load_scenario",
+    "make_plan",
+    "simulate",
+    "traffic_summary",
+    "write_report",
+]
 
 
 class _Package(types.ModuleType):

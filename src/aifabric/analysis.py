@@ -72,9 +72,16 @@ class RankTimeline:
 
     def segments(self, mask: np.ndarray | None = None) -> list[Segment]:
         idx = np.arange(len(self.rank)) if mask is None else np.flatnonzero(mask)
-        return [Segment(int(r), KINDS[k], n, float(a), float(b)) for r, k, n, a, b in zip(
-            self.rank[idx].tolist(), self.kind[idx].tolist(), self.name[idx].tolist(), self.start_s[idx].tolist(),
-            self.end_s[idx].tolist())]
+        return [
+            Segment(int(r), KINDS[k], n, float(a), float(b))
+            for r, k, n, a, b in zip(
+                self.rank[idx].tolist(),
+                self.kind[idx].tolist(),
+                self.name[idx].tolist(),
+                self.start_s[idx].tolist(),
+                self.end_s[idx].tolist(),
+            )
+        ]
 
 
 def _order(rank: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -122,6 +129,8 @@ def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarr
 COMPILED_MIN = 100_000
 """Intervals from which `union_runs` merges with the compiled pass (numba, when installed and not turned off by
 AIFABRIC_PURE_PYTHON=1); below, the Python one."""
+
+
 @functools.cache
 def _compiled_merge_fn():
     """The compiled pass, built on first use (numba is imported only for large runs); None without numba."""
@@ -134,8 +143,9 @@ def _compiled_merge_fn():
     return njit(cache=True)(_merge_sorted)
 
 
-def _gaps(r: np.ndarray, s: np.ndarray, e: np.ndarray, world: int, t_end: float
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gaps(
+    r: np.ndarray, s: np.ndarray, e: np.ndarray, world: int, t_end: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The complement of covered runs (sorted by rank, start) within [0, t_end] for every rank."""
     first = np.ones(len(r), dtype=bool)
     first[1:] = r[1:] != r[:-1]
@@ -172,16 +182,18 @@ def is_pipeline(graph: TaskGraph) -> bool:
     return any(c < 0 for k, c in zip(graph.kind, graph.collective) if k == TRANSFER)
 
 
-def rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None = None, iterations: int = 1,
-                  pipeline: bool | None = None) -> RankTimeline:
+def rank_timeline(
+    graph: TaskGraph, tl: Timeline, world: int | None = None, iterations: int = 1, pipeline: bool | None = None
+) -> RankTimeline:
     """Every rank's compute, communication, idle and bubble segments (see `RankTimeline`), and per rank its
     idle and bubble time per iteration. `pipeline`: count bubbles (default: `is_pipeline(graph)`). A run keeps
     its own (`Run.rank_timeline`)."""
     return _rank_timeline(graph, tl, world, iterations, pipeline)
 
 
-def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations: int,
-                   pipeline: bool | None) -> RankTimeline:
+def _rank_timeline(
+    graph: TaskGraph, tl: Timeline, world: int | None, iterations: int, pipeline: bool | None
+) -> RankTimeline:
     n = len(graph)
     kind = np.fromiter(graph.kind, dtype=np.int8, count=n)
     start, end = np.asarray(tl.start_s[:n], dtype=float), np.asarray(tl.end_s[:n], dtype=float)
@@ -192,8 +204,12 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
     names = np.empty(n, dtype=object)
     names[:] = graph.name
     if world is None:
-        world = int(max(src.max(initial=-1), dst.max(initial=-1), max((max(m) for m in graph.members.values()),
-                                                                         default=-1))) + 1
+        world = (
+            int(
+                max(src.max(initial=-1), dst.max(initial=-1), max((max(m) for m in graph.members.values()), default=-1))
+            )
+            + 1
+        )
     pipeline = is_pipeline(graph) if pipeline is None else pipeline
     makespan = float(tl.makespan_s)
 
@@ -240,8 +256,14 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
     parts = [  # (rank, kind, category, name, start, end)
         (c_rank[is_c], COMPUTE_K, objs("compute", int(is_c.sum())), names[c_task[is_c]], c_a[is_c], c_b[is_c]),
         (c_rank[is_f], COMM_K, objs(FOLDED, len(f_task)), f_names, c_b[is_f], end[f_task]),
-        (np.concatenate((src[pt], dst[pt])), COMM_K, objs(P2P, 2 * len(pt)), np.concatenate((names[pt], names[pt])),
-         np.concatenate((start[pt], start[pt])), np.concatenate((end[pt], end[pt]))),
+        (
+            np.concatenate((src[pt], dst[pt])),
+            COMM_K,
+            objs(P2P, 2 * len(pt)),
+            np.concatenate((names[pt], names[pt])),
+            np.concatenate((start[pt], start[pt])),
+            np.concatenate((end[pt], end[pt])),
+        ),
         (s_rank, COMM_K, coll_cat[s_coll], coll_keys[s_coll], s_a, s_b),
     ]
     busy_r = np.concatenate([p[0] for p in parts])
@@ -256,8 +278,7 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
         hr, ha, hb = c_rank[is_c], c_a[is_c], c_b[is_c]
         tasks, which = np.unique(c_task[is_c], return_inverse=True)  # the iteration, read once per task
         matches = (_ITERATION.match(graph.name[t]) for t in tasks.tolist())
-        hit = np.fromiter((int(m.group(1)) if m else -1 for m in matches), dtype=np.int64,
-                          count=len(tasks))[which]
+        hit = np.fromiter((int(m.group(1)) if m else -1 for m in matches), dtype=np.int64, count=len(tasks))[which]
         if (hit >= 0).any():  # the schedule's compute carries its iteration; the optimizer step does not
             sel = hit >= 0
             hr, ha, hb, hit = hr[sel], ha[sel], hb[sel], hit[sel]
@@ -277,10 +298,19 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
         if len(pt):
             recv_key = np.unique(dst[pt] * (makespan + 1.0) + start[pt])
             bubble |= np.isin(gr * (makespan + 1.0) + gb, recv_key)
-    parts.append((gr[~bubble], IDLE_K, objs("idle", int((~bubble).sum())), objs("", int((~bubble).sum())),
-                  ga[~bubble], gb[~bubble]))
-    parts.append((gr[bubble], BUBBLE_K, objs("bubble", int(bubble.sum())), objs("", int(bubble.sum())),
-                  ga[bubble], gb[bubble]))
+    parts.append(
+        (
+            gr[~bubble],
+            IDLE_K,
+            objs("idle", int((~bubble).sum())),
+            objs("", int((~bubble).sum())),
+            ga[~bubble],
+            gb[~bubble],
+        )
+    )
+    parts.append(
+        (gr[bubble], BUBBLE_K, objs("bubble", int(bubble.sum())), objs("", int(bubble.sum())), ga[bubble], gb[bubble])
+    )
 
     rank = np.concatenate([p[0] for p in parts]).astype(np.int64)
     kinds = np.concatenate([np.full(len(p[0]), p[1], dtype=np.int8) for p in parts])
@@ -288,10 +318,16 @@ def _rank_timeline(graph: TaskGraph, tl: Timeline, world: int | None, iterations
     order = _order(rank, a)
     its = max(iterations, 1)
     return RankTimeline(
-        world=world, iterations=its, makespan_s=makespan, pipeline=pipeline,
-        rank=rank[order], kind=kinds[order],
-        category=np.concatenate([p[2] for p in parts])[order], name=np.concatenate([p[3] for p in parts])[order],
-        start_s=a[order], end_s=np.concatenate([p[5] for p in parts])[order],
+        world=world,
+        iterations=its,
+        makespan_s=makespan,
+        pipeline=pipeline,
+        rank=rank[order],
+        kind=kinds[order],
+        category=np.concatenate([p[2] for p in parts])[order],
+        name=np.concatenate([p[3] for p in parts])[order],
+        start_s=a[order],
+        end_s=np.concatenate([p[5] for p in parts])[order],
         idle_s=np.bincount(gr, weights=gb - ga, minlength=world)[:world] / its,
         bubble_s=np.bincount(gr[bubble], weights=(gb - ga)[bubble], minlength=world)[:world] / its,
     )
@@ -335,7 +371,7 @@ def _task_dims(graph: TaskGraph, ids: np.ndarray) -> np.ndarray:
     """The parallel dimension of each task in `ids`: its own, else its collective's, else "other"."""
     own = np.empty(len(graph), dtype=object)
     own[:] = ""
-    own[:len(graph.dim)] = graph.dim[:len(graph)]
+    own[: len(graph.dim)] = graph.dim[: len(graph)]
     d = own[ids]
     coll = np.fromiter(graph.collective, dtype=np.int64, count=len(graph))[ids]
     coll_dim = np.empty(len(graph.collectives) + 1, dtype=object)
@@ -358,8 +394,11 @@ def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:
     lengths = np.fromiter(map(len, routes), dtype=np.int64, count=len(ids))
     flat = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(lengths.sum()))
     out_of_server = np.array([link.tier not in SCALE_UP_TIERS for link in fabric.links], dtype=bool)
-    crossings = np.bincount(np.repeat(np.arange(len(ids)), lengths), weights=out_of_server[flat],
-                            minlength=len(ids)) if len(flat) else np.zeros(len(ids))
+    crossings = (
+        np.bincount(np.repeat(np.arange(len(ids)), lengths), weights=out_of_server[flat], minlength=len(ids))
+        if len(flat)
+        else np.zeros(len(ids))
+    )
     src = np.fromiter(graph.rank, dtype=np.int64, count=n)
     dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
     size = graph.payload_array()  # what the workload moved (the links carry the protocol's wire bytes)
@@ -383,8 +422,9 @@ def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:
 NETWORKS = ("all", "scale-up", "scale-out")
 
 
-def traffic_matrix(f: Flows, world: int, group_size: int = 1, network: str = "all", dim: str | None = None
-                   ) -> np.ndarray:
+def traffic_matrix(
+    f: Flows, world: int, group_size: int = 1, network: str = "all", dim: str | None = None
+) -> np.ndarray:
     """Bytes from each source to each destination; ranks grouped by `group_size` (e.g. per server).
     `network`: "all", "scale-up" (NVLink only) or "scale-out" (crossed a NIC); `dim`: one parallel dimension.
     Folded scale-up collectives count as scale-up traffic."""
@@ -412,8 +452,10 @@ def bytes_by_dimension(f: Flows) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for d in f.dims:
         m = f.dim == d
-        out[d] = {"scale_up_bytes": float(f.size_bytes[m & f.scale_up].sum() + f.folded_bytes[f.folded_dim == d].sum()),
-                  "scale_out_bytes": float(f.size_bytes[m & ~f.scale_up].sum())}
+        out[d] = {
+            "scale_up_bytes": float(f.size_bytes[m & f.scale_up].sum() + f.folded_bytes[f.folded_dim == d].sum()),
+            "scale_out_bytes": float(f.size_bytes[m & ~f.scale_up].sum()),
+        }
     return out
 
 

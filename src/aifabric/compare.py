@@ -41,16 +41,38 @@ class Variant:
 # the fabric tiers each field acts on: varying it cannot change a run none of whose traffic crosses them
 _SPINE_PATHS = ("spine", "superspine")
 FIELD_TIERS: dict[str, tuple[str, ...]] = {
-    **{f"fabric.{k}": _SPINE_PATHS for k in ("load_balancing", "flowlet_gap_us", "ecmp_hash_seed",
-                                             "per_switch_hash_seed", "ecmp_hash_fields")},
-    **{f"fabric.{k}": ("spine",) for k in ("spines", "leaf_oversubscription", "links_per_spine", "spine_radix",
-                                           "spine_cabling", "spines_per_leaf", "link_speed_gbps")},
-    **{f"fabric.{k}": ("superspine",) for k in ("superspines", "superspine_planes", "superspine_link_speed_gbps",
-                                                "links_per_superspine", "superspine_radix",
-                                                "spine_oversubscription")},
+    **{
+        f"fabric.{k}": _SPINE_PATHS
+        for k in ("load_balancing", "flowlet_gap_us", "ecmp_hash_seed", "per_switch_hash_seed", "ecmp_hash_fields")
+    },
+    **{
+        f"fabric.{k}": ("spine",)
+        for k in (
+            "spines",
+            "leaf_oversubscription",
+            "links_per_spine",
+            "spine_radix",
+            "spine_cabling",
+            "spines_per_leaf",
+            "link_speed_gbps",
+        )
+    },
+    **{
+        f"fabric.{k}": ("superspine",)
+        for k in (
+            "superspines",
+            "superspine_planes",
+            "superspine_link_speed_gbps",
+            "links_per_superspine",
+            "superspine_radix",
+            "spine_oversubscription",
+        )
+    },
 }
-TIER_WHAT = {"spine": "the spine tier (traffic between leaf switches)",
-             "superspine": "the super-spine tier (between pods)"}
+TIER_WHAT = {
+    "spine": "the spine tier (traffic between leaf switches)",
+    "superspine": "the super-spine tier (between pods)",
+}
 
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
@@ -113,8 +135,13 @@ def parse_specs(specs: list[str], grid: bool = False) -> tuple[list[tuple[str, .
     if grid:
         return paths, list(itertools.product(*(values for _, values in parsed)))
     if len({len(values) for _, values in parsed}) > 1:
-        raise InputError(Problem("--vary", "fields varied together need the same number of values "
-                                 f"(got {', '.join(str(len(v)) for _, v in parsed)}; --grid for every combination)"))
+        raise InputError(
+            Problem(
+                "--vary",
+                "fields varied together need the same number of values "
+                f"(got {', '.join(str(len(v)) for _, v in parsed)}; --grid for every combination)",
+            )
+        )
     return paths, list(zip(*(values for _, values in parsed)))
 
 
@@ -142,8 +169,9 @@ def check_paths(base: Scenario, paths: list[tuple[str, ...]]) -> None:
         raise InputError(problems)
 
 
-def build_variants(base: Scenario, paths: list[tuple[str, ...]], rows: list[tuple], source: str
-                   ) -> list[Variant | Invalid]:
+def build_variants(
+    base: Scenario, paths: list[tuple[str, ...]], rows: list[tuple], source: str
+) -> list[Variant | Invalid]:
     """One variant per row of values (`Invalid` where the scenario does not validate, with its problems)."""
     check_paths(base, paths)
     out: list[Variant | Invalid] = []
@@ -216,16 +244,25 @@ def inert_notes(vs: list[Variant], bytes_by_tier: list[dict[str, float]], engine
         tiers = FIELD_TIERS.get(path)
         if tiers and all(b.get(t, 0.0) == 0 for b in bytes_by_tier for t in tiers):
             where = " and ".join(TIER_WHAT[t] for t in tiers)
-            notes.append(f"{path} acts on {where}; no traffic crossed {'them' if len(tiers) > 1 else 'it'} in any "
-                         "of these runs, so it cannot change anything in this scenario")
+            notes.append(
+                f"{path} acts on {where}; no traffic crossed {'them' if len(tiers) > 1 else 'it'} in any "
+                "of these runs, so it cannot change anything in this scenario"
+            )
         engines = {engine or v.scenario.engine for v in vs}
         if path == "fabric.flowlet_gap_us" and "packet" not in engines:
-            notes.append(f"{path} acts on the packet engine alone (the flow and analytic engines spread a flowlet "
-                         "scenario's transfers over the equal-cost paths)")
-        elif path.startswith("fabric.qos.") and "packet" not in engines and not path.startswith(
-                ("fabric.qos.roce_mtu_bytes", "fabric.qos.dlb")):  # the path MTU's headers, DLB's spread: every engine
-            notes.append(f"{path} is the switch QoS profile, which the packet engine runs (--engine packet); the flow "
-                         "and analytic engines do not model queues, ECN, PFC or DCQCN")
+            notes.append(
+                f"{path} acts on the packet engine alone (the flow and analytic engines spread a flowlet "
+                "scenario's transfers over the equal-cost paths)"
+            )
+        elif (
+            path.startswith("fabric.qos.")
+            and "packet" not in engines
+            and not path.startswith(("fabric.qos.roce_mtu_bytes", "fabric.qos.dlb"))
+        ):  # the path MTU's headers, DLB's spread: every engine
+            notes.append(
+                f"{path} is the switch QoS profile, which the packet engine runs (--engine packet); the flow "
+                "and analytic engines do not model queues, ECN, PFC or DCQCN"
+            )
     return notes
 
 

@@ -189,12 +189,14 @@ def packet_warning(est: RunEstimate, threshold_s: float | None = None) -> str | 
         what += f" and {_count(w.chunks)} NVLink chunks"
     hops = w.packet_hops + w.chunk_hops
     flow = max(1.0, est.flow_wall_s + BASE_S)
-    return (f"the packet engine would take about {duration(est.wall_s)} on an idle core: {what}, "
-            f"{_count(hops)} packet hops at ~{1 / PACKET_HOP_S / 1e3:,.0f} k a second, for an iteration of "
-            f"~{est.iteration_s:.3g} s simulated. Faster: --engine flow: ~{duration(flow)}, the same iteration time "
-            "where no queue builds (max-min fair rates per link; no packets, so no queues, ECN marks, CNPs, DCQCN "
-            "or PFC pauses in the report); --engine analytic: about as quick, without contention between transfers. "
-            "Ctrl-C during the run stops it and writes the results so far")
+    return (
+        f"the packet engine would take about {duration(est.wall_s)} on an idle core: {what}, "
+        f"{_count(hops)} packet hops at ~{1 / PACKET_HOP_S / 1e3:,.0f} k a second, for an iteration of "
+        f"~{est.iteration_s:.3g} s simulated. Faster: --engine flow: ~{duration(flow)}, the same iteration time "
+        "where no queue builds (max-min fair rates per link; no packets, so no queues, ECN marks, CNPs, DCQCN "
+        "or PFC pauses in the report); --engine analytic: about as quick, without contention between transfers. "
+        "Ctrl-C during the run stops it and writes the results so far"
+    )
 
 
 @dataclass
@@ -225,8 +227,9 @@ class RunProgress:
     the simulated time's share of the iteration's estimate, or the tasks' share) and the wall time left at the
     run's own pace so far."""
 
-    def __init__(self, est: RunEstimate | None = None, iteration_s: float | None = None,
-                 clock=time.perf_counter) -> None:
+    def __init__(
+        self, est: RunEstimate | None = None, iteration_s: float | None = None, clock=time.perf_counter
+    ) -> None:
         self.est = est
         self.iteration_s = est.iteration_s if est is not None else iteration_s
         self.clock = clock

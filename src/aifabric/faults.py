@@ -70,7 +70,7 @@ class Timed:
     drawn: bool = False
     rank: int | None = None  # gpu_slow: the straggler (`fraction` is then how many times slower it computes)
     rate_factor: float = 1.0  # link_degraded: the cable's own rate factor (the packet engine's); `fraction` adds the
-    loss_rate: float = 0.0    # flow engine's go-back-N goodput under `loss_rate` (gbn_goodput)
+    loss_rate: float = 0.0  # flow engine's go-back-N goodput under `loss_rate` (gbn_goodput)
 
     def known(self, k: int) -> tuple[float, float]:
         """When routing knows cycle k's links are down: [at + detection + convergence, up + convergence); a fault
@@ -92,7 +92,7 @@ class FaultEffects:
     lost: list[tuple[int, float, int]] = field(default_factory=list)  # gpu_lost: (rank, at_s, faults index)
     applied: list[dict] = field(default_factory=list)  # per fault: kind, target, links / rank
     timed: list[Timed] = field(default_factory=list)  # faults during the run
-    retransmit_timeout_s: float = 4.096e-6 * 2 ** NCCL_IB_TIMEOUT
+    retransmit_timeout_s: float = 4.096e-6 * 2**NCCL_IB_TIMEOUT
     retry_count: int = NCCL_IB_RETRY_CNT
 
     def events(self) -> list[tuple[float, dict[int, float], frozenset[int] | None, str, dict[int, float]]]:
@@ -137,9 +137,14 @@ class FaultEffects:
                 was_rates, was_pace = now_rates, now_pace
             down = None
             if t in routing:
-                down = frozenset(li for f in self.timed if f.fraction == 0 and f.rank is None
-                                 for k in range(len(f.intervals)) if f.known(k)[0] <= t < f.known(k)[1]
-                                 for li in f.links)
+                down = frozenset(
+                    li
+                    for f in self.timed
+                    if f.fraction == 0 and f.rank is None
+                    for k in range(len(f.intervals))
+                    if f.known(k)[0] <= t < f.known(k)[1]
+                    for li in f.links
+                )
             out.append((t, rates, down, "; ".join(physical.get(t, []) + routing.get(t, [])), pace))
         return out
 
@@ -213,11 +218,17 @@ def gpu_lost_failure(fx: FaultEffects, graph, timeline) -> InputError | None:
     if worst is None:
         return None
     fail_s, rank, at_s, index, stall, what = worst
-    return InputError(Problem("faults", (
-        f"the job fails at {fail_s:.9g} s: rank {rank}'s GPU is lost at {at_s:.6g} s (faults[{index}] gpu_lost). "
-        f"Its collective ({what}) waits for it from {stall:.6g} s: NCCL never completes the collective, and torch.distributed's "
-        f"watchdog ends the job after its timeout ({TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes, PyTorch's default for "
-        "NCCL). Deep Learning for Network Engineers, Chapter 10")))
+    return InputError(
+        Problem(
+            "faults",
+            (
+                f"the job fails at {fail_s:.9g} s: rank {rank}'s GPU is lost at {at_s:.6g} s (faults[{index}] gpu_lost). "
+                f"Its collective ({what}) waits for it from {stall:.6g} s: NCCL never completes the collective, and torch.distributed's "
+                f"watchdog ends the job after its timeout ({TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes, PyTorch's default for "
+                "NCCL). Deep Learning for Network Engineers, Chapter 10"
+            ),
+        )
+    )
 
 
 def _near(name: str, names) -> str:
@@ -229,15 +240,21 @@ def _cable(fabric: Fabric, target: str) -> list[int] | None:
     for sep in ("<->", "--", "->"):
         if sep in target:
             a, b = (x.strip() for x in target.split(sep, 1))
-            return [li for li in fabric.out_links.get(a, []) if fabric.links[li].dst == b] + \
-                   [li for li in fabric.out_links.get(b, []) if fabric.links[li].dst == a]
+            return [li for li in fabric.out_links.get(a, []) if fabric.links[li].dst == b] + [
+                li for li in fabric.out_links.get(b, []) if fabric.links[li].dst == a
+            ]
     return None
 
 
 def _node_links(fabric: Fabric, node: str, to_switches_only: bool) -> list[int]:
-    out = [li for li in fabric.out_links.get(node, []) if not to_switches_only or fabric.is_switch(fabric.links[li].dst)]
-    back = [li for li in range(len(fabric.links)) if fabric.links[li].dst == node and
-            (not to_switches_only or fabric.is_switch(fabric.links[li].src))]
+    out = [
+        li for li in fabric.out_links.get(node, []) if not to_switches_only or fabric.is_switch(fabric.links[li].dst)
+    ]
+    back = [
+        li
+        for li in range(len(fabric.links))
+        if fabric.links[li].dst == node and (not to_switches_only or fabric.is_switch(fabric.links[li].src))
+    ]
     return out + back
 
 
@@ -258,8 +275,10 @@ def draw_faults(fabric: Fabric, draw, rng: np.random.Generator) -> list:
     from .scenario.faults_spec import FaultSpec
 
     out = []
-    pools = {"network_cable": ("link_down", network_cables(fabric)),
-             "nic": ("nic_down", sorted(n.id for n in fabric.nodes_of_kind(NIC)))}
+    pools = {
+        "network_cable": ("link_down", network_cables(fabric)),
+        "nic": ("nic_down", sorted(n.id for n in fabric.nodes_of_kind(NIC))),
+    }
     for what in ("network_cable", "nic"):
         kind, names = pools[what]
         rate = draw.rates.get(what, DEFAULT_RATES_PER_HOUR[what])
@@ -267,9 +286,18 @@ def draw_faults(fabric: Fabric, draw, rng: np.random.Generator) -> list:
         for _ in range(count):
             target = names[int(rng.integers(len(names)))]
             at = float(rng.uniform(0.0, draw.window_s))
-            out.append(FaultSpec(kind=kind, target=target, at_s=at, up_at_s=at + draw.down_s if draw.down_s else None,
-                                 detection_s=draw.detection_s, convergence_s=draw.convergence_s,
-                                 nccl_ib_timeout=draw.nccl_ib_timeout, nccl_ib_retry_cnt=draw.nccl_ib_retry_cnt))
+            out.append(
+                FaultSpec(
+                    kind=kind,
+                    target=target,
+                    at_s=at,
+                    up_at_s=at + draw.down_s if draw.down_s else None,
+                    detection_s=draw.detection_s,
+                    convergence_s=draw.convergence_s,
+                    nccl_ib_timeout=draw.nccl_ib_timeout,
+                    nccl_ib_retry_cnt=draw.nccl_ib_retry_cnt,
+                )
+            )
     return sorted(out, key=lambda f: (f.at_s, str(f.target)))
 
 
@@ -279,8 +307,12 @@ def _transport(faults, problems: list) -> tuple[float, int]:
     for name, default in (("nccl_ib_timeout", NCCL_IB_TIMEOUT), ("nccl_ib_retry_cnt", NCCL_IB_RETRY_CNT)):
         given = [(i, getattr(f, name)) for i, f in enumerate(faults) if getattr(f, name) is not None]
         if len({v for _, v in given}) > 1:
-            problems.append(Problem(f"faults[{given[1][0]}].{name}", f"{given[1][1]} differs from faults"
-                                    f"[{given[0][0]}]'s {given[0][1]}: the job's QPs have one setting"))
+            problems.append(
+                Problem(
+                    f"faults[{given[1][0]}].{name}",
+                    f"{given[1][1]} differs from faults[{given[0][0]}]'s {given[0][1]}: the job's QPs have one setting",
+                )
+            )
         values[name] = given[0][1] if given else default
     return 4.096e-6 * 2 ** values["nccl_ib_timeout"], int(values["nccl_ib_retry_cnt"])
 
@@ -317,9 +349,21 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
             loss = float(fault.loss_rate or 0.0)
             flow_fraction = factor * gbn_goodput(loss, gbn_window(fabric, links[0])) if loss else factor
             if timed:
-                fx.timed.append(Timed(i, fault.kind, str(t), links, 0.0 if fault.kind == "link_down" else
-                                      flow_fraction, intervals, det, conv, drawn, rate_factor=factor,
-                                      loss_rate=loss))
+                fx.timed.append(
+                    Timed(
+                        i,
+                        fault.kind,
+                        str(t),
+                        links,
+                        0.0 if fault.kind == "link_down" else flow_fraction,
+                        intervals,
+                        det,
+                        conv,
+                        drawn,
+                        rate_factor=factor,
+                        loss_rate=loss,
+                    )
+                )
             elif fault.kind == "link_down":
                 fx.down.update(links)
             else:
@@ -332,8 +376,11 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
             node = fabric.nodes.get(str(t))
             ok = node is not None and (fabric.is_switch(str(t)) if fault.kind == "switch_down" else node.kind == NIC)
             if not ok:
-                kinds = [n for n, nd in fabric.nodes.items()
-                         if (fabric.is_switch(n) if fault.kind == "switch_down" else nd.kind == NIC)]
+                kinds = [
+                    n
+                    for n, nd in fabric.nodes.items()
+                    if (fabric.is_switch(n) if fault.kind == "switch_down" else nd.kind == NIC)
+                ]
                 what = "switch" if fault.kind == "switch_down" else "NIC"
                 problems.append(Problem(path, f"no {what} {t!r}{_near(t, kinds)}"))
                 continue
@@ -350,14 +397,19 @@ def resolve_faults(fabric: Fabric, faults, seed: int = 0) -> FaultEffects:
             elif str(t) in fabric.rank_gpu:
                 rank = fabric.rank_gpu.index(str(t))
             if rank is None or not 0 <= rank < fabric.world_size:
-                problems.append(Problem(path, f"no GPU {t!r}: a rank 0..{fabric.world_size - 1} or a GPU's name"
-                                              f"{_near(t, fabric.rank_gpu)}"))
+                problems.append(
+                    Problem(
+                        path,
+                        f"no GPU {t!r}: a rank 0..{fabric.world_size - 1} or a GPU's name{_near(t, fabric.rank_gpu)}",
+                    )
+                )
                 continue
             if fault.kind == "gpu_lost":
                 fx.lost.append((rank, float(fault.at_s), i))
             elif timed:
-                fx.timed.append(Timed(i, fault.kind, str(t), [], float(fault.factor), intervals, det, conv, drawn,
-                                      rank=rank))
+                fx.timed.append(
+                    Timed(i, fault.kind, str(t), [], float(fault.factor), intervals, det, conv, drawn, rank=rank)
+                )
             else:
                 fx.slow[rank] = max(fx.slow.get(rank, 1.0), float(fault.factor))
             fx.applied.append({**_applied(fault, t, [], drawn), "rank": rank})
@@ -376,8 +428,10 @@ def _applied(fault, target, links: list[str], drawn: bool) -> dict:
     if fault.at_s > 0 or fault.up_at_s is not None or fault.flaps > 1:
         out.update(at_s=fault.at_s, up_at_s=fault.up_at_s)
         if fault.kind not in ("gpu_slow", "gpu_lost"):  # routing's reaction
-            out.update(detection_s=DETECTION_S if fault.detection_s is None else fault.detection_s,
-                       convergence_s=CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s)
+            out.update(
+                detection_s=DETECTION_S if fault.detection_s is None else fault.detection_s,
+                convergence_s=CONVERGENCE_S if fault.convergence_s is None else fault.convergence_s,
+            )
         if fault.flaps > 1:
             out.update(flaps=fault.flaps, flap_period_s=fault.flap_period_s)
     if drawn:
@@ -415,9 +469,14 @@ def slow_down(graph, slow: dict[int, float]) -> int:
 def unreachable(fabric: Fabric, fx: FaultEffects, exc: Exception) -> InputError:
     """The job cannot run: the router found no path (a NIC or every uplink down)."""
     what = "; ".join(f"{a['kind']} {a['target']}" for a in fx.applied if a["kind"] not in ("gpu_slow", "gpu_lost"))
-    return InputError(Problem("faults", f"the job fails: {exc} after {what}. NCCL cannot complete a collective "
-                                        "without a path; its watchdog ends the job after its timeout "
-                                        "(torch.distributed's default for NCCL: 10 minutes)"))
+    return InputError(
+        Problem(
+            "faults",
+            f"the job fails: {exc} after {what}. NCCL cannot complete a collective "
+            "without a path; its watchdog ends the job after its timeout "
+            "(torch.distributed's default for NCCL: 10 minutes)",
+        )
+    )
 
 
 def job_failed(fx: FaultEffects, exc) -> InputError:
@@ -426,16 +485,23 @@ def job_failed(fx: FaultEffects, exc) -> InputError:
     t0 = exc.stalled_at_s
     held = [f for f in fx.timed if f.fraction == 0 and f.rank is None and any(a <= t0 < b for a, b in f.intervals)]
     what = "; ".join(f"{f.label()} at {f.intervals[0][0]:.6g} s" for f in held) or "the faults"
-    return InputError(Problem("faults", (
-        f"the job fails at {exc.t_s:.6g} s: rank {exc.src} cannot reach rank {exc.dst} after {what}. Its transfer "
-        f"stopped at {t0:.6g} s and its QP's {fx.retry_count} retransmissions, {fx.retransmit_timeout_s:.3g} s "
-        f"apart (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT), found no path: the QP fails (IBV_WC_RETRY_EXC_ERR), NCCL "
-        "reports it and torch.distributed ends the job (its watchdog would have after "
-        f"{TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes). Deep Learning for Network Engineers, Chapter 10")))
+    return InputError(
+        Problem(
+            "faults",
+            (
+                f"the job fails at {exc.t_s:.6g} s: rank {exc.src} cannot reach rank {exc.dst} after {what}. Its transfer "
+                f"stopped at {t0:.6g} s and its QP's {fx.retry_count} retransmissions, {fx.retransmit_timeout_s:.3g} s "
+                f"apart (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT), found no path: the QP fails (IBV_WC_RETRY_EXC_ERR), NCCL "
+                "reports it and torch.distributed ends the job (its watchdog would have after "
+                f"{TORCH_NCCL_TIMEOUT_S / 60:.0f} minutes). Deep Learning for Network Engineers, Chapter 10"
+            ),
+        )
+    )
 
 
-def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: set | None = None,
-           engine_path: str | None = None) -> dict:
+def report(
+    fx: FaultEffects, run, baseline, router: Router | None, moved_qps: set | None = None, engine_path: str | None = None
+) -> dict:
     """What happened and what it cost: each fault, the iteration against the fault-free one, the bytes that
     crossed the failed links without the faults (rerouted), the QPs whose path changed (`moved_qps`: those routing
     moved during the run); with faults during the run, what the event loop did (`during_run`: each event, bytes
@@ -443,17 +509,29 @@ def report(fx: FaultEffects, run, baseline, router: Router | None, moved_qps: se
     t, t0 = run.results.iteration_time_s, baseline.results.iteration_time_s
     rerouted = float(sum(baseline.timeline.link_bytes[li] for li in fx.down)) / max(1, run.workload.iterations)
     moved = len((router.rerouted if router is not None else set()) | (moved_qps or set()))
-    out = {"faults": fx.applied, "iteration_time_s": t, "fault_free_iteration_time_s": t0,
-           "slowdown": t / t0 if t0 > 0 else float("nan"), "bytes_rerouted_per_iteration": rerouted,
-           "qps_rerouted": moved, "links_down": len(fx.down), "links_degraded": len(fx.degraded),
-           "slow_ranks": {str(r): f for r, f in sorted(fx.slow.items())}}
+    out = {
+        "faults": fx.applied,
+        "iteration_time_s": t,
+        "fault_free_iteration_time_s": t0,
+        "slowdown": t / t0 if t0 > 0 else float("nan"),
+        "bytes_rerouted_per_iteration": rerouted,
+        "qps_rerouted": moved,
+        "links_down": len(fx.down),
+        "links_degraded": len(fx.degraded),
+        "slow_ranks": {str(r): f for r, f in sorted(fx.slow.items())},
+    }
     log = getattr(run.timeline, "fault_log", None)
     if fx.timed:
         during = log.to_dict() if log is not None else {"events": []}
-        during.update(run_time_s=run.timeline.makespan_s, fault_free_run_time_s=baseline.timeline.makespan_s,
-                      retransmit_timeout_s=fx.retransmit_timeout_s, retry_count=fx.retry_count,
-                      engine_path=engine_path or "reference (faults during the run are not on the compiled loop)")
+        during.update(
+            run_time_s=run.timeline.makespan_s,
+            fault_free_run_time_s=baseline.timeline.makespan_s,
+            retransmit_timeout_s=fx.retransmit_timeout_s,
+            retry_count=fx.retry_count,
+            engine_path=engine_path or "reference (faults during the run are not on the compiled loop)",
+        )
         out["during_run"] = during
         out["bytes_rerouted_per_iteration"] = rerouted + during.get("bytes_rerouted", 0.0) / max(
-            1, run.workload.iterations)
+            1, run.workload.iterations
+        )
     return out

@@ -119,14 +119,25 @@ class Reliability:
         checkpointing = d / period if period > 0 else 0.0
         rework = (period / 2) / m if math.isfinite(m) else 0.0
         restart = self.restart_s / m if math.isfinite(m) else 0.0
-        return {"checkpointing": checkpointing, "rework": rework, "restart": restart,
-                "total": min(1.0, checkpointing + rework + restart)}
+        return {
+            "checkpointing": checkpointing,
+            "rework": rework,
+            "restart": restart,
+            "total": min(1.0, checkpointing + rework + restart),
+        }
 
     def to_dict(self) -> dict:
         lost = self.lost()
         return {
-            "components": [{"kind": c.kind, "count": c.count, "failures_per_hour_each": c.rate_per_hour,
-                            "failures_per_day": c.failures_per_day} for c in self.components],
+            "components": [
+                {
+                    "kind": c.kind,
+                    "count": c.count,
+                    "failures_per_hour_each": c.rate_per_hour,
+                    "failures_per_day": c.failures_per_day,
+                }
+                for c in self.components
+            ],
             "failures_per_day": self.failures_per_hour * 24,
             "mtbf_s": self.mtbf_s,
             "checkpoint_bytes": self.checkpoint_bytes,
@@ -147,9 +158,14 @@ def component_counts(fabric: Fabric) -> dict[str, int]:
     """GPUs, servers, backend NICs and network cables (switch-facing, each direction counted once)."""
     gpus = fabric.world_size
     network = sum(1 for link in fabric.links if link.tier in (TIER_HOST, TIER_SPINE, TIER_SUPERSPINE))
-    return {"gpu": gpus, "server": math.ceil(gpus / fabric.gpus_per_server), "nic": len(fabric.nodes_of_kind(NIC)),
-            "network_cable": network // 2, "software_per_gpu": gpus,
-            "switches": sum(1 for n in fabric.nodes.values() if n.kind in SWITCH_KINDS)}
+    return {
+        "gpu": gpus,
+        "server": math.ceil(gpus / fabric.gpus_per_server),
+        "nic": len(fabric.nodes_of_kind(NIC)),
+        "network_cable": network // 2,
+        "software_per_gpu": gpus,
+        "switches": sum(1 for n in fabric.nodes.values() if n.kind in SWITCH_KINDS),
+    }
 
 
 def reliability(fabric: Fabric, params: float, spec=None) -> Reliability:
@@ -170,11 +186,14 @@ def reliability(fabric: Fabric, params: float, spec=None) -> Reliability:
         sources["checkpoint_write"] = "scenario"
     else:
         write = LLAMA3_STORAGE_BYTES_PER_S * counts["gpu"] / LLAMA3_GPUS
-        sources["checkpoint_write"] = ("Llama 3's storage, 'a sustainable throughput of 2 TB/s' (Dubey et al. 2024, "
-                                       "Section 3.3.1), per GPU of its 16,384, times this job's GPUs")
+        sources["checkpoint_write"] = (
+            "Llama 3's storage, 'a sustainable throughput of 2 TB/s' (Dubey et al. 2024, "
+            "Section 3.3.1), per GPU of its 16,384, times this job's GPUs"
+        )
     restart = getattr(spec, "restart_s", None)
     sources["restart"] = "scenario" if restart is not None else "assumption (no published figure): 10 minutes"
-    r = Reliability(components, params * per_param, write, DEFAULT_RESTART_S if restart is None else restart, 0.0,
-                    sources=sources)
+    r = Reliability(
+        components, params * per_param, write, DEFAULT_RESTART_S if restart is None else restart, 0.0, sources=sources
+    )
     given = getattr(spec, "checkpoint_interval_s", None)
     return replace(r, interval_s=given if given is not None else r.best_interval_s, interval_given=given is not None)

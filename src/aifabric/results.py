@@ -127,8 +127,7 @@ def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int)
     grouped[groups] = True
     single = np.flatnonzero(is_compute & ~grouped)
     sizes = np.fromiter((len(graph.members[t]) for t in groups), dtype=np.int64, count=len(groups))
-    members = np.fromiter(chain.from_iterable(graph.members[t] for t in groups), dtype=np.int64,
-                          count=int(sizes.sum()))
+    members = np.fromiter(chain.from_iterable(graph.members[t] for t in groups), dtype=np.int64, count=int(sizes.sum()))
     owner = np.concatenate((single, np.repeat(np.asarray(groups, dtype=np.int64), sizes)))
     c_rank = np.concatenate((rank[single], members))
     c_a, c_b = start[owner], end[owner] - comm[owner]
@@ -152,8 +151,15 @@ def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int)
     return (c_rank, c_a, c_b), (m_rank, m_a, m_b)
 
 
-def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric, tl: Timeline,
-              complete: bool = True, peak_flops_per_gpu: float = 0.0) -> Results:
+def summarize(
+    engine: str,
+    workload: Workload,
+    graph: TaskGraph,
+    fabric: Fabric,
+    tl: Timeline,
+    complete: bool = True,
+    peak_flops_per_gpu: float = 0.0,
+) -> Results:
     world = workload.world_size
     its = workload.iterations
     ran = ~np.isnan(tl.end_s)
@@ -164,25 +170,50 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         ts = ts[ran[ts]]
         if not len(ts):
             continue
-        collectives.append(CollectiveResult(
-            inst.key, inst.op, inst.algorithm, len(inst.group), inst.size_bytes, inst.label,
-            float(tl.start_s[ts].min()), float(tl.end_s[ts].max()), len(ts), inst.n_steps))
+        collectives.append(
+            CollectiveResult(
+                inst.key,
+                inst.op,
+                inst.algorithm,
+                len(inst.group),
+                inst.size_bytes,
+                inst.label,
+                float(tl.start_s[ts].min()),
+                float(tl.end_s[ts].max()),
+                len(ts),
+                inst.n_steps,
+            )
+        )
     for (op, dim, n, size, label), kind in graph.folded.items():
-        collectives.append(CollectiveResult(f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label,
-                                            0.0, kind.time_s, 0, 0, kind.count))
+        collectives.append(
+            CollectiveResult(
+                f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label, 0.0, kind.time_s, 0, 0, kind.count
+            )
+        )
     rank_compute = _union_per_rank(c_rank, c_a, c_b, world) / its
     rank_comm = _union_per_rank(m_rank, m_a, m_b, world) / its
     # communication not hidden under compute: union(both) - union(compute)
-    both = _union_per_rank(np.concatenate((c_rank, m_rank)), np.concatenate((c_a, m_a)),
-                           np.concatenate((c_b, m_b)), world) / its
+    both = (
+        _union_per_rank(np.concatenate((c_rank, m_rank)), np.concatenate((c_a, m_a)), np.concatenate((c_b, m_b)), world)
+        / its
+    )
     rank_exposed = np.maximum(both - rank_compute, 0.0)
     span = tl.makespan_s
     links = []
     for link in fabric.links:
         b = float(tl.link_bytes[link.index])
-        links.append(LinkResult(link.id, link.src, link.dst, link.tier, link.capacity_bytes_per_s, b,
-                                b / (link.capacity_bytes_per_s * span) if span > 0 else 0.0,
-                                float(tl.link_peak_bytes_per_s[link.index])))
+        links.append(
+            LinkResult(
+                link.id,
+                link.src,
+                link.dst,
+                link.tier,
+                link.capacity_bytes_per_s,
+                b,
+                b / (link.capacity_bytes_per_s * span) if span > 0 else 0.0,
+                float(tl.link_peak_bytes_per_s[link.index]),
+            )
+        )
     n = len(graph)
     transfers = np.flatnonzero((np.fromiter(graph.kind, dtype=np.int8, count=n) == TRANSFER) & ran[:n])
     payload = graph.payload_array()
@@ -218,10 +249,16 @@ def summarize(engine: str, workload: Workload, graph: TaskGraph, fabric: Fabric,
         rank_comm_s=rank_comm,
         rank_exposed_s=rank_exposed,
         complete=complete,
-        mfu=(workload.flops_per_iteration / (span / its * world * peak_flops_per_gpu)
-             if span > 0 and peak_flops_per_gpu > 0 else 0.0),
-        hfu=(workload.hardware_flops_per_iteration / (span / its * world * peak_flops_per_gpu)
-             if span > 0 and peak_flops_per_gpu > 0 else 0.0),
+        mfu=(
+            workload.flops_per_iteration / (span / its * world * peak_flops_per_gpu)
+            if span > 0 and peak_flops_per_gpu > 0
+            else 0.0
+        ),
+        hfu=(
+            workload.hardware_flops_per_iteration / (span / its * world * peak_flops_per_gpu)
+            if span > 0 and peak_flops_per_gpu > 0
+            else 0.0
+        ),
         model_flops_per_gpu_s=workload.flops_per_iteration / (span / its * world) if span > 0 else 0.0,
         hardware_flops_per_gpu_s=workload.hardware_flops_per_iteration / (span / its * world) if span > 0 else 0.0,
         compute_by_kind_s=workload.compute_by_kind_s,

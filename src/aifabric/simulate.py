@@ -60,7 +60,6 @@ class Run:
 
         return run_costs(self).to_dict()
 
-
     @cached_property
     def connection_setup(self) -> dict:
         """The job's RDMA connections set up once before its first collective: queue pairs, CM exchanges, time
@@ -94,12 +93,18 @@ def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
 
     _refuse(check_fabric(s), s)
 
-    fabric = apply_achievable(build(s.cluster, s.fabric, name=s.name), gpu(s.cluster.gpu), s.fabric.transport,
-                              s.calibration, s.fabric.qos.roce_mtu_bytes)
+    fabric = apply_achievable(
+        build(s.cluster, s.fabric, name=s.name),
+        gpu(s.cluster.gpu),
+        s.fabric.transport,
+        s.calibration,
+        s.fabric.qos.roce_mtu_bytes,
+    )
     fabric.nvls = s.cluster.nvls if s.cluster.nvls is not None else s.cluster.gpu in NVLS_GPUS
     pxn = True if s.fabric.pxn or s.fabric.topology == "rail-only" else None
-    router = Router(fabric, hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,
-                    seed=s.seed, pxn=pxn)
+    router = Router(
+        fabric, hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed, seed=s.seed, pxn=pxn
+    )
     return fabric, router
 
 
@@ -155,11 +160,20 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
         timeline.link_load.add_spread(items)
 
 
-def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | None = None,
-             progress: Callable[[int, int], None] | None = None, workload: Workload | None = None,
-             phase: Callable[[str], None] | None = None, packet_options: Any = None,
-             packet_windows: Sequence[str] | None = None, packet_max_s: float | None = 1e-3, *,
-             lb: str | None = None, seed: int | None = None, keep_network: bool | None = None) -> Run:
+def simulate(
+    s: Scenario | str | os.PathLike | Mapping[str, Any],
+    engine: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    workload: Workload | None = None,
+    phase: Callable[[str], None] | None = None,
+    packet_options: Any = None,
+    packet_windows: Sequence[str] | None = None,
+    packet_max_s: float | None = 1e-3,
+    *,
+    lb: str | None = None,
+    seed: int | None = None,
+    keep_network: bool | None = None,
+) -> Run:
     """Run a scenario: a Scenario, or anything `load_scenario` takes (a file's path, YAML text, a mapping), on any
     engine, through one path: fabric, workload, task graph, event loop, results (and, with faults, the same
     iteration without them). Whatever it is given goes through every check first (`scenario.checks.checked`, once
@@ -195,9 +209,14 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         fx = resolve_faults(fabric, s.faults, seed=s.seed)
         if engine == "packet":  # cable states are the packet network's own; routing has converged around those down
             if any(f.rank is not None for f in fx.timed):
-                raise InputError(Problem("faults", "a straggler during the run (gpu_slow with at_s, up_at_s or flaps) "
-                                                   "is simulated on the flow engine; the packet engine takes gpu_slow "
-                                                   "from the start"))
+                raise InputError(
+                    Problem(
+                        "faults",
+                        "a straggler during the run (gpu_slow with at_s, up_at_s or flaps) "
+                        "is simulated on the flow engine; the packet engine takes gpu_slow "
+                        "from the start",
+                    )
+                )
             if fx.down:
                 router.fail(fx.down)
         else:
@@ -210,8 +229,9 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     # packet by packet; the hybrid engine does both, on routes of its own for each
     sprayed = s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off"
     try:
-        graph = lower(workload, fabric, router, **s.lowering_options(),
-                      spread_paths=sprayed and engine in ("flow", "analytic"))
+        graph = lower(
+            workload, fabric, router, **s.lowering_options(), spread_paths=sprayed and engine in ("flow", "analytic")
+        )
     except ValueError as exc:
         if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
             raise
@@ -250,8 +270,17 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
     peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
     results = summarize(engine, workload, graph, fabric, timeline, ran.complete, peak_flops_per_gpu=peak)
     keep = packet_options is not None if keep_network is None else keep_network
-    out = Run(s, fabric, workload, graph, timeline, results, packet_stats=ran.stats,
-              packet_network=ran.network if keep else None, packet_windows=ran.windows)
+    out = Run(
+        s,
+        fabric,
+        workload,
+        graph,
+        timeline,
+        results,
+        packet_stats=ran.stats,
+        packet_network=ran.network if keep else None,
+        packet_windows=ran.windows,
+    )
     if fx is not None and ran.complete:
         from .faults import report
 
@@ -259,11 +288,21 @@ def simulate(s: Scenario | str | os.PathLike | Mapping[str, Any], engine: str | 
         base_opts = None
         if engine == "packet":
             base_opts = replace(ran.cfg, explain=False, trace_flows=(), trace_pfc=False, trace_all=False)
-        baseline = simulate(s.model_copy(update={"faults": []}), engine=engine, workload=workload,
-                            packet_options=base_opts, lb=lb, seed=seed, keep_network=False)
+        baseline = simulate(
+            s.model_copy(update={"faults": []}),
+            engine=engine,
+            workload=workload,
+            packet_options=base_opts,
+            lb=lb,
+            seed=seed,
+            keep_network=False,
+        )
         if engine == "packet":
-            moved = {(int(graph.rank[t]), int(graph.dst[t])) for _, t in timeline.fault_log.moves} \
-                if timeline.fault_log is not None else None
+            moved = (
+                {(int(graph.rank[t]), int(graph.dst[t])) for _, t in timeline.fault_log.moves}
+                if timeline.fault_log is not None
+                else None
+            )
             out.faults = report(fx, out, baseline, router, moved, engine_path="packet")
         else:
             moved = set().union(*(r.rerouted for r in ran.during.rerouter._routers.values())) if ran.during else None
@@ -284,19 +323,33 @@ class _EngineRun:
     during: Any = None  # engines.fabric_events.FabricTimeline: the flow engine's faults during the run
 
 
-def _run_flow(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, fx, engine: str,
-              progress) -> None:
+def _run_flow(
+    ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, fx, engine: str, progress
+) -> None:
     if fx is not None and fx.timed:  # faults during the run: events of the event loop (engines/fabric_events.py)
         from .engines.fabric_events import FabricEvent, FabricTimeline, Rerouter
 
-        ran.during = FabricTimeline([FabricEvent(*e) for e in fx.events()],
-                                    Rerouter(graph, fabric, router, spread=s.fabric.load_balancing != "ecmp"),
-                                    fx.retransmit_timeout_s, fx.retry_count)
+        ran.during = FabricTimeline(
+            [FabricEvent(*e) for e in fx.events()],
+            Rerouter(graph, fabric, router, spread=s.fabric.load_balancing != "ecmp"),
+            fx.retransmit_timeout_s,
+            fx.retry_count,
+        )
     ran.timeline = run(graph, fabric, engine, progress, faults=ran.during)
 
 
-def _run_packet(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, fx, progress,
-                packet_options, lb: str | None, seed: int | None) -> None:
+def _run_packet(
+    ran: _EngineRun,
+    s: Scenario,
+    graph: TaskGraph,
+    fabric: Fabric,
+    router: Router,
+    fx,
+    progress,
+    packet_options,
+    lb: str | None,
+    seed: int | None,
+) -> None:
     from .engines.packet import packet_config, packet_faults, run_packet
 
     cfg = packet_config(s, packet_options, seed)
@@ -308,8 +361,16 @@ def _run_packet(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, 
         cfg = cfg.with_(nic=replace(cfg.nic, rto_s=fx.retransmit_timeout_s, retry_cnt=fx.retry_count))
         faults = packet_faults(s, graph, fabric, router, fx)
     ran.cfg = cfg
-    pr = run_packet(graph, fabric, cfg, progress, hash_seed=s.fabric.ecmp_hash_seed,
-                    per_switch_seed=s.fabric.per_switch_hash_seed, queue_pairs=router.queue_pairs(), faults=faults)
+    pr = run_packet(
+        graph,
+        fabric,
+        cfg,
+        progress,
+        hash_seed=s.fabric.ecmp_hash_seed,
+        per_switch_seed=s.fabric.per_switch_hash_seed,
+        queue_pairs=router.queue_pairs(),
+        faults=faults,
+    )
     ran.timeline, ran.stats, ran.network = pr.timeline, pr.stats, pr.network
 
 
@@ -323,17 +384,35 @@ def _hybrid_windows(s: Scenario, windows: Sequence[str] | None, packet_max_s: fl
     except ValueError as exc:
         raise InputError(Problem("packet_windows", str(exc))) from None
     if packet_max_s is not None and not packet_max_s > 0:
-        raise InputError(Problem("packet_max_s", f"must be a positive time in seconds, or None for whole windows "
-                                                 f"(got {packet_max_s!r})"))
+        raise InputError(
+            Problem(
+                "packet_max_s", f"must be a positive time in seconds, or None for whole windows (got {packet_max_s!r})"
+            )
+        )
     if s.faults:
-        raise InputError(Problem("faults", "faults during the run are simulated on the flow or the packet engine; "
-                                           "the hybrid engine runs without them (remove faults: or choose --engine "
-                                           "flow or packet)"))
+        raise InputError(
+            Problem(
+                "faults",
+                "faults during the run are simulated on the flow or the packet engine; "
+                "the hybrid engine runs without them (remove faults: or choose --engine "
+                "flow or packet)",
+            )
+        )
     return specs
 
 
-def _run_hybrid(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, progress, specs: list,
-                packet_options, packet_max_s: float | None, sprayed: bool) -> None:
+def _run_hybrid(
+    ran: _EngineRun,
+    s: Scenario,
+    graph: TaskGraph,
+    fabric: Fabric,
+    router: Router,
+    progress,
+    specs: list,
+    packet_options,
+    packet_max_s: float | None,
+    sprayed: bool,
+) -> None:
     from .engines.hybrid import run_hybrid
     from .engines.packet import packet_config
     from .engines.tasks import spread_over_paths
@@ -342,7 +421,16 @@ def _run_hybrid(ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, 
     if sprayed:  # the flow runs spread over every path; the windows' packets balance themselves on the lowered routes
         packet_routes = list(graph.route)
         spread_over_paths(graph, fabric, router)
-    hr = run_hybrid(graph, fabric, specs, packet_config(s, packet_options), packet_routes=packet_routes,
-                    hash_seed=s.fabric.ecmp_hash_seed, per_switch_seed=s.fabric.per_switch_hash_seed,
-                    queue_pairs=router.queue_pairs(), packet_max_s=packet_max_s, progress=progress)
+    hr = run_hybrid(
+        graph,
+        fabric,
+        specs,
+        packet_config(s, packet_options),
+        packet_routes=packet_routes,
+        hash_seed=s.fabric.ecmp_hash_seed,
+        per_switch_seed=s.fabric.per_switch_hash_seed,
+        queue_pairs=router.queue_pairs(),
+        packet_max_s=packet_max_s,
+        progress=progress,
+    )
     ran.timeline, ran.stats, ran.windows = hr.timeline, hr.stats, hr.windows

@@ -88,8 +88,9 @@ def test_file_that_does_not_say_its_operation_needs_op(tmp_path, capsys):
     assert calibrate("nccl-tests", anonymous, "--op", "allreduce", "--out", out) == 0
 
 
-@pytest.mark.parametrize("args,field", [(["--gpu", "Z900"], "--gpu"), (["--nic-gbps", "-1"], "--nic-gbps"),
-                                        (["--op", "allsum"], "--op")])
+@pytest.mark.parametrize(
+    "args,field", [(["--gpu", "Z900"], "--gpu"), (["--nic-gbps", "-1"], "--nic-gbps"), (["--op", "allsum"], "--op")]
+)
 def test_bad_flags(args, field, tmp_path, capsys):
     assert calibrate("nccl-tests", G8, *args, "--out", tmp_path / "c.yaml") == 2
     assert field in capsys.readouterr().err
@@ -140,8 +141,10 @@ def test_gemm_without_torch_says_how_to_install(tmp_path, monkeypatch, capsys):
     assert "pip install" in capsys.readouterr().err and not (tmp_path / "g.yaml").exists()
 
 
-@pytest.mark.parametrize("args,field", [(["--dtype", "fp8"], "--dtype"), (["--device", "tpu"], "--device"),
-                                        (["--repeats", "0"], "--repeats")])
+@pytest.mark.parametrize(
+    "args,field",
+    [(["--dtype", "fp8"], "--dtype"), (["--device", "tpu"], "--device"), (["--repeats", "0"], "--repeats")],
+)
 def test_gemm_bad_flags(args, field, tmp_path, capsys):
     assert calibrate("gemm", *args, "--out", tmp_path / "g.yaml") == 2
     assert field in capsys.readouterr().err

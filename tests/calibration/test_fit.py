@@ -17,15 +17,22 @@ from aifabric.catalog import gpu
 DATA = Path(__file__).parent / "data"
 H100_NVLINK_GBPS = gpu("H100").nvlink_bandwidth_gBps / 2  # per direction
 NIC_GBPS = 400
-SIZES = [8 * 4 ** k for k in range(16)]  # 8 B .. 8 GiB, factor 4: 6 sizes <= 64 KiB, 3 >= max / 16
+SIZES = [8 * 4**k for k in range(16)]  # 8 B .. 8 GiB, factor 4: 6 sizes <= 64 KiB, 3 >= max / 16
 
 
-def generated(op: str, nodes: int, per_node: int, nvlink: TierValues, network: TierValues,
-              nvls: bool = False) -> str:
+def generated(op: str, nodes: int, per_node: int, nvlink: TierValues, network: TierValues, nvls: bool = False) -> str:
     """An nccl-tests output whose times are the simulator's model with these calibrations."""
-    probe = Measurement("gen", op, nodes * per_node, nodes, per_node, tuple(SIZES), (1.0,) * len(SIZES),
-                        Nominal(per_node, H100_NVLINK_GBPS * 1e9 if per_node > 1 else 0.0,
-                                NIC_GBPS * 1e9 / 8 if nodes > 1 else 0.0), in_switch=nvls and nodes == 1)
+    probe = Measurement(
+        "gen",
+        op,
+        nodes * per_node,
+        nodes,
+        per_node,
+        tuple(SIZES),
+        (1.0,) * len(SIZES),
+        Nominal(per_node, H100_NVLINK_GBPS * 1e9 if per_node > 1 else 0.0, NIC_GBPS * 1e9 / 8 if nodes > 1 else 0.0),
+        in_switch=nvls and nodes == 1,
+    )
     times = [probe.model_time_s(s, nvlink, network) * 1e6 for s in SIZES]
     return output(op, nodes, per_node, SIZES, times)
 
@@ -74,8 +81,9 @@ def test_faster_than_the_nominal_bound_is_clipped_and_said():
 
 def test_no_small_sizes_leaves_the_latency_alone():
     text = generated("all-reduce", 1, 8, TierValues(0.6, 3e-6), NOMINAL)
-    big = "\n".join(line for line in text.splitlines()
-                    if not line.strip()[:1].isdigit() or int(line.split()[0]) >= 1 << 20)
+    big = "\n".join(
+        line for line in text.splitlines() if not line.strip()[:1].isdigit() or int(line.split()[0]) >= 1 << 20
+    )
     fit = fit_texts(big).tiers["nvlink"]
     assert fit.small_rows == 0 and fit.extra_latency_us == 0.0 and any("not fitted" in n for n in fit.notes)
 
@@ -84,12 +92,20 @@ def test_no_small_sizes_leaves_the_latency_alone():
 @given(st.floats(0.05, 1.0), st.integers(20, 33), st.sampled_from([(1, 8), (2, 8), (4, 1)]))
 def test_row_efficiency_inverts_the_model(e, log2_size, layout):
     nodes, per_node = layout
-    m = Measurement("p", "all-reduce", nodes * per_node, nodes, per_node, (2 ** log2_size,), (1.0,),
-                    Nominal(per_node, H100_NVLINK_GBPS * 1e9, NIC_GBPS * 1e9 / 8))
+    m = Measurement(
+        "p",
+        "all-reduce",
+        nodes * per_node,
+        nodes,
+        per_node,
+        (2**log2_size,),
+        (1.0,),
+        Nominal(per_node, H100_NVLINK_GBPS * 1e9, NIC_GBPS * 1e9 / 8),
+    )
     tier = m.tier
     mine = TierValues(e, 2e-6)
     nv, net = (mine, NOMINAL) if tier == "nvlink" else (NOMINAL, mine)
-    t = m.model_time_s(2 ** log2_size, nv, net)
+    t = m.model_time_s(2**log2_size, nv, net)
     m = Measurement("p", m.op, m.n, m.servers, m.per_server, m.sizes, (t,), m.nominal)
     assert close(row_efficiency(m, 0, tier, 2e-6, NOMINAL), e, 1e-4)
 

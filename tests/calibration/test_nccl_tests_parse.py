@@ -34,13 +34,16 @@ def test_a100_single_process_eight_gpus():
     assert (run.op, run.gpus, run.nodes, run.gpus_per_node) == ("all-reduce", 8, 1, 8)
     assert run.gpu_name == "NVIDIA A100-SXM4-80GB" and {r.host for r in run.ranks} == {"thanos"}
     assert len({r.pid for r in run.ranks}) == 1
-    assert [r.size_bytes for r in run.rows] == [8 * 2 ** k for k in range(30)]
+    assert [r.size_bytes for r in run.rows] == [8 * 2**k for k in range(30)]
     first, last = run.rows[0], run.rows[-1]
     assert (first.count, first.type, first.redop, first.root) == (2, "float", "sum", -1)
     assert (first.out_of_place.time_us, first.in_place.time_us) == (40.12, 38.85)
     assert (last.size_bytes, last.count) == (4294967296, 1073741824)
-    assert (last.out_of_place.time_us, last.out_of_place.algbw_gBps, last.out_of_place.busbw_gBps) == \
-        (32336.0, 132.82, 232.44)
+    assert (last.out_of_place.time_us, last.out_of_place.algbw_gBps, last.out_of_place.busbw_gBps) == (
+        32336.0,
+        132.82,
+        232.44,
+    )
     assert (last.in_place.time_us, last.in_place.busbw_gBps) == (32455.0, 231.59)
     assert last.best is last.out_of_place
 
@@ -50,7 +53,7 @@ def test_a100_mpirun_skips_the_interleaved_mpi_messages():
     assert (run.op, run.gpus, run.nodes, run.gpus_per_node) == ("all-reduce", 8, 1, 8)
     assert len({r.pid for r in run.ranks}) == 8
     # "8 more processes have sent help message ..." before the first row, "1 more process ..." before the last
-    assert [r.size_bytes for r in run.rows] == [8 * 2 ** k for k in range(30)]
+    assert [r.size_bytes for r in run.rows] == [8 * 2**k for k in range(30)]
     last = run.rows[-1]
     assert (last.out_of_place.time_us, last.in_place.time_us, last.in_place.busbw_gBps) == (32285.0, 32268.0, 232.93)
     assert last.best is last.in_place
@@ -64,15 +67,19 @@ def test_gb10_newest_format_two_nodes():
     assert {r.bus_id for r in run.ranks} == {"000f:01:00"}
     (row,) = run.rows
     assert (row.size_bytes, row.count, row.redop, row.root) == (17179869184, 2147483648, "none", -1)
-    assert (row.out_of_place.time_us, row.out_of_place.busbw_gBps, row.in_place.time_us, row.in_place.busbw_gBps) \
-        == (374425.0, 22.94, 373792.0, 22.98)
+    assert (row.out_of_place.time_us, row.out_of_place.busbw_gBps, row.in_place.time_us, row.in_place.busbw_gBps) == (
+        374425.0,
+        22.94,
+        373792.0,
+        22.98,
+    )
 
 
 def test_partial_sendrecv_takes_the_gpus_from_the_command():
     run = only(SENDRECV)
     assert (run.op, run.gpus, run.nodes, run.gpus_per_node, run.gpu_name) == ("send-recv", 8, 1, 8, "")
     assert run.ranks == () and any("command" in n for n in run.notes)
-    assert [r.size_bytes for r in run.rows] == [134217728 * 2 ** k for k in range(4)]
+    assert [r.size_bytes for r in run.rows] == [134217728 * 2**k for k in range(4)]
     assert {r.in_place.wrong for r in run.rows} == {"N/A"} and {r.out_of_place.wrong for r in run.rows} == {"0"}
     assert run.rows[-1].out_of_place.time_us == 5503.4
     # with 4 GPUs a node assumed, the same 8 GPUs are 2 nodes
@@ -80,8 +87,9 @@ def test_partial_sendrecv_takes_the_gpus_from_the_command():
 
 
 def test_processes_driving_several_gpus_count_one_gpu_per_rank_line():
-    text = output("all-reduce", nodes=2, gpus_per_node=4, sizes=[1024, 2048], times_us=[30.0, 31.0],
-                  gpus_per_process=4)  # mpirun -np 2 ... -g 4: 2 processes, 4 rank lines each
+    text = output(
+        "all-reduce", nodes=2, gpus_per_node=4, sizes=[1024, 2048], times_us=[30.0, 31.0], gpus_per_process=4
+    )  # mpirun -np 2 ... -g 4: 2 processes, 4 rank lines each
     run = parse_text(text)[0]
     assert len({r.pid for r in run.ranks}) == 2
     assert (run.gpus, run.nodes, run.gpus_per_node) == (8, 2, 4)
@@ -102,8 +110,10 @@ def test_old_header_without_root_and_with_error_columns():
 """
     run = parse_text(text, "old.txt", op="allreduce")[0]
     assert (run.gpus, run.op, run.op_from) == (2, "all-reduce", "--op")
-    assert [(r.size_bytes, r.root, r.out_of_place.time_us, r.in_place.time_us) for r in run.rows] == \
-        [(8, -1, 36.42, 35.95), (16, -1, 36.10, 35.99)]
+    assert [(r.size_bytes, r.root, r.out_of_place.time_us, r.in_place.time_us) for r in run.rows] == [
+        (8, -1, 36.42, 35.95),
+        (16, -1, 36.10, 35.99),
+    ]
 
 
 def test_several_tests_in_one_log_are_several_runs():
@@ -130,9 +140,18 @@ def test_operation_sources_and_their_order():
         parse_text(new.replace("all_gather_perf", "hypercube_perf"), "x.txt")
 
 
-@pytest.mark.parametrize("name,op", [("all_reduce_perf", "all-reduce"), ("reduce_scatter_perf", "reduce-scatter"),
-                                     ("reduce_perf", "reduce"), ("AllGather", "all-gather"),
-                                     ("sendrecv", "send-recv"), ("bcast", None), ("broadcast", "broadcast")])
+@pytest.mark.parametrize(
+    "name,op",
+    [
+        ("all_reduce_perf", "all-reduce"),
+        ("reduce_scatter_perf", "reduce-scatter"),
+        ("reduce_perf", "reduce"),
+        ("AllGather", "all-gather"),
+        ("sendrecv", "send-recv"),
+        ("bcast", None),
+        ("broadcast", "broadcast"),
+    ],
+)
 def test_op_from_name(name, op):
     assert op_from_name(name) == op
 
@@ -181,7 +200,7 @@ def test_header_without_rank_lines():
 def test_no_rows():
     lines = _lines(G8)
     header = next(k for k, line in enumerate(lines) if "size" in line and "count" in line)
-    path, message = _problem("\n".join(lines[:header + 2]))
+    path, message = _problem("\n".join(lines[: header + 2]))
     assert path == f"bad.txt:{header + 1}" and "no result rows" in message
 
 
@@ -198,21 +217,31 @@ def test_unreadable_file(tmp_path):
     assert "missing.txt" in str(exc.value)
 
 
-NOISE = st.sampled_from(["8 more processes have sent help message help-mtl-ofi.txt / OFI call fail",
-                         "[host-1:1234] 3 more processes have sent help message help-mca-var.txt",
-                         "host-1:1234:1240 [0] NCCL INFO Channel 00/32 : 0 1 2 3", "```", "",
-                         "# Using NCCL_ALGO=Ring", "/build/all_reduce_perf: libnl-3.so.200: no version information"])
+NOISE = st.sampled_from(
+    [
+        "8 more processes have sent help message help-mtl-ofi.txt / OFI call fail",
+        "[host-1:1234] 3 more processes have sent help message help-mca-var.txt",
+        "host-1:1234:1240 [0] NCCL INFO Channel 00/32 : 0 1 2 3",
+        "```",
+        "",
+        "# Using NCCL_ALGO=Ring",
+        "/build/all_reduce_perf: libnl-3.so.200: no version information",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 40), st.floats(1.0, 5e6)), min_size=1, max_size=12, unique_by=lambda x: x[0]),
-       st.dictionaries(st.integers(0, 11), NOISE, max_size=4), st.sampled_from([(1, 8), (2, 4), (4, 1)]))
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.floats(1.0, 5e6)), min_size=1, max_size=12, unique_by=lambda x: x[0]),
+    st.dictionaries(st.integers(0, 11), NOISE, max_size=4),
+    st.sampled_from([(1, 8), (2, 4), (4, 1)]),
+)
 def test_rows_round_trip_through_nccl_tests_formatting(rows, noise, layout):
     """Whatever the sizes and times and the noise between rows, the parser reads back what nccl-tests
     printed (its own %7.2f / %.1f / %.0f rounding)."""
     nodes, per_node = layout
     rows = sorted(rows)
-    sizes = [4 * 2 ** e for e, _ in rows]
+    sizes = [4 * 2**e for e, _ in rows]
     times = [t for _, t in rows]
     run = parse_text(output("all-reduce", nodes, per_node, sizes, times, noise=noise), "prop.txt")[0]
     assert (run.gpus, run.nodes, run.gpus_per_node) == (nodes * per_node, nodes, per_node)

@@ -40,7 +40,9 @@ def wide(monkeypatch):
 
 @dataclass
 class Step:
-    sends: list[tuple[int, int, str, str, int, str]] = field(default_factory=list)  # src, dst, chunk, value, elements, net
+    sends: list[tuple[int, int, str, str, int, str]] = field(
+        default_factory=list
+    )  # src, dst, chunk, value, elements, net
     holdings: dict[int, dict[str, str]] = field(default_factory=dict)  # rank -> chunk -> value
 
 
@@ -65,8 +67,21 @@ def read_explain(out: str) -> list[Step]:
                 j += 1
             if title.startswith("step "):
                 assert int(title.split()[1].rstrip(":")) == len(steps) + 1, title
-                steps.append(Step([(int(r["sender"].split()[1]), int(r["receiver"].split()[1]), r["chunk"],
-                                    r["value sent"], int(r["elements"]), r["network"]) for r in rows]))
+                steps.append(
+                    Step(
+                        [
+                            (
+                                int(r["sender"].split()[1]),
+                                int(r["receiver"].split()[1]),
+                                r["chunk"],
+                                r["value sent"],
+                                int(r["elements"]),
+                                r["network"],
+                            )
+                            for r in rows
+                        ]
+                    )
+                )
             else:
                 steps[-1].holdings = {int(r["rank"]): {c: r[c] for c in columns[1:]} for r in rows}
             i = j
@@ -79,8 +94,8 @@ def contributions(chunk: str, value: str) -> list[int]:
     terms = value.split("full sum: ")[1].rstrip(")") if "full sum: " in value else value.split("=")[-1]
     out = []
     for term in terms.split("+"):
-        assert term.startswith(chunk) and term[len(chunk):].isdigit(), (chunk, value)
-        out.append(int(term[len(chunk):]))
+        assert term.startswith(chunk) and term[len(chunk) :].isdigit(), (chunk, value)
+        out.append(int(term[len(chunk) :]))
     return sorted(out)
 
 
@@ -92,10 +107,28 @@ def network(src: int, dst: int, gpus_per_server: int = GPUS_PER_SERVER) -> str:
     return f"rail {a} (RDMA QP)" if a == b else f"rail {a} → spine → rail {b} (RDMA QP)"
 
 
-def explain(capsys, name: str, algorithm: str, ranks: int = N, gpus_per_server: int = GPUS_PER_SERVER,
-            elements: int = ELEMENTS) -> list[Step]:
-    assert run_app(app, ["collective", name, "--ranks", str(ranks), "--gpus-per-server", str(gpus_per_server),
-                         "--elements", str(elements), "--algorithm", algorithm, "--explain"]) == 0
+def explain(
+    capsys, name: str, algorithm: str, ranks: int = N, gpus_per_server: int = GPUS_PER_SERVER, elements: int = ELEMENTS
+) -> list[Step]:
+    assert (
+        run_app(
+            app,
+            [
+                "collective",
+                name,
+                "--ranks",
+                str(ranks),
+                "--gpus-per-server",
+                str(gpus_per_server),
+                "--elements",
+                str(elements),
+                "--algorithm",
+                algorithm,
+                "--explain",
+            ],
+        )
+        == 0
+    )
     return read_explain(capsys.readouterr().out)
 
 
@@ -151,7 +184,7 @@ def test_explain_every_operation_and_algorithm(name, algorithm, capsys, wide):
     if op == "barrier":  # dissemination: round k, rank r signals rank r + 2^k (mod n); ceil(log2 n) rounds
         assert len(steps) == math.ceil(math.log2(N))
         for k, step in enumerate(steps):
-            assert sorted((s, d) for s, d, *_ in step.sends) == [(r, (r + 2 ** k) % N) for r in range(N)]
+            assert sorted((s, d) for s, d, *_ in step.sends) == [(r, (r + 2**k) % N) for r in range(N)]
         return
     _final_holdings_are_the_operations(op, steps[-1].holdings, N)
 
@@ -173,8 +206,9 @@ def _one_ring(successor: dict[int, int]) -> bool:
     return sorted(seen) == list(range(N)) and r == 0
 
 
-@pytest.mark.parametrize("name,sends_per_rank", [("allreduce", 2 * (N - 1)), ("reducescatter", N - 1),
-                                                 ("allgather", N - 1)])
+@pytest.mark.parametrize(
+    "name,sends_per_rank", [("allreduce", 2 * (N - 1)), ("reducescatter", N - 1), ("allgather", N - 1)]
+)
 def test_ring_sends_are_the_rings(name, sends_per_rank, capsys, wide):
     """Ring AllReduce on n ranks: each rank sends 2(n-1) chunks of size/n, always to its ring successor, and the
     successors close one ring over every rank; ReduceScatter and AllGather are its halves, n-1 each."""
@@ -190,8 +224,7 @@ def test_ring_sends_are_the_rings(name, sends_per_rank, capsys, wide):
     assert _one_ring(successor)
 
 
-@pytest.mark.parametrize("name,phases", [("allreduce", 2), ("reducescatter", 1), ("allgather", 1),
-                                         ("alltoall", 1)])
+@pytest.mark.parametrize("name,phases", [("allreduce", 2), ("reducescatter", 1), ("allgather", 1), ("alltoall", 1)])
 def test_direct_sends_reach_every_other_rank_once_per_phase(name, phases, capsys, wide):
     """Direct: every rank sends its block for each other rank straight to it (AllReduce: ReduceScatter, then
     AllGather, both direct): n-1 sends of size/n per phase, every other rank once."""
@@ -231,8 +264,24 @@ def test_send_recv_is_one_send_of_the_whole_buffer(capsys, wide):
 @pytest.mark.parametrize("ranks", [4, 6, 8])
 def test_ring_allreduce_summary_counts_2_n_minus_1_over_n(ranks, capsys):
     elements = 24 * ranks
-    assert run_app(app, ["collective", "allreduce", "--ranks", str(ranks), "--gpus-per-server", "2", "--elements",
-                         str(elements), "--algorithm", "ring"]) == 0
+    assert (
+        run_app(
+            app,
+            [
+                "collective",
+                "allreduce",
+                "--ranks",
+                str(ranks),
+                "--gpus-per-server",
+                "2",
+                "--elements",
+                str(elements),
+                "--algorithm",
+                "ring",
+            ],
+        )
+        == 0
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert f"rank 0 sends {2 * (ranks - 1) * elements // ranks} elements" in out
 
@@ -257,8 +306,13 @@ def test_broadcast_explain_shows_nvlink_inside_and_qps_across(capsys):
 # ---------------------------------------------------------------- the nccl-tests sweep
 
 BUSBW_FACTOR = {  # nccl-tests' doc/PERFORMANCE.md
-    "allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "sendrecv": lambda n: 1.0,
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
 }
 
 
@@ -266,7 +320,7 @@ def read_bench(out: str) -> list[dict[str, str]]:
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("┃"))
     columns = _cells(lines[header], "┃")
-    return [dict(zip(columns, _cells(line, "│"))) for line in lines[header + 2:] if line.startswith("│")]
+    return [dict(zip(columns, _cells(line, "│"))) for line in lines[header + 2 :] if line.startswith("│")]
 
 
 def check_bench_rows(rows: list[dict[str, str]], op: str, n: int, sizes: list[int], type_bytes: int = 4) -> None:
@@ -288,8 +342,10 @@ def check_bench_rows(rows: list[dict[str, str]], op: str, n: int, sizes: list[in
 
 
 def test_bench_prints_the_nccl_tests_columns(capsys, wide):
-    assert run_app(app, ["collective", "bench", "--op", "allreduce", "--ranks", "16", "-b", "8", "-e", "1M",
-                         "-f", "32"]) == 0
+    assert (
+        run_app(app, ["collective", "bench", "--op", "allreduce", "--ranks", "16", "-b", "8", "-e", "1M", "-f", "32"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "busbw = algbw × 2(n−1)/n" in out
     rows = read_bench(out)
@@ -297,11 +353,11 @@ def test_bench_prints_the_nccl_tests_columns(capsys, wide):
     assert float(rows[-1]["busbw (GB/s)"]) > 1  # the largest row is not all rounding
 
 
-@pytest.mark.parametrize("op", ["allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce",
-                                "sendrecv"])
+@pytest.mark.parametrize(
+    "op", ["allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv"]
+)
 def test_bench_rows_follow_nccl_tests_arithmetic(op, capsys, wide):
-    assert run_app(app, ["collective", "bench", "--op", op, "--ranks", "16", "-b", "64K", "-e", "16M",
-                         "-f", "16"]) == 0
+    assert run_app(app, ["collective", "bench", "--op", op, "--ranks", "16", "-b", "64K", "-e", "16M", "-f", "16"]) == 0
     rows = read_bench(capsys.readouterr().out)
     check_bench_rows(rows, op, 2 if op == "sendrecv" else 16, [65536, 1 << 20, 16 << 20])
 
@@ -309,8 +365,28 @@ def test_bench_rows_follow_nccl_tests_arithmetic(op, capsys, wide):
 @pytest.mark.parametrize("engine", ["analytic", "flow"])
 @pytest.mark.parametrize("op", ["allgather", "sendrecv", "alltoall", "broadcast"])
 def test_bench_on_the_engines(engine, op, capsys, wide):
-    assert run_app(app, ["collective", "bench", "--op", op, "--ranks", "8", "--gpus-per-server", "4",
-                         "-b", "1M", "-e", "1M", "--engine", engine]) == 0
+    assert (
+        run_app(
+            app,
+            [
+                "collective",
+                "bench",
+                "--op",
+                op,
+                "--ranks",
+                "8",
+                "--gpus-per-server",
+                "4",
+                "-b",
+                "1M",
+                "-e",
+                "1M",
+                "--engine",
+                engine,
+            ],
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"engine {engine}" in out
     rows = read_bench(out)
@@ -318,17 +394,22 @@ def test_bench_on_the_engines(engine, op, capsys, wide):
     assert float(rows[0]["busbw (GB/s)"]) > 1
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["collective", "bench", "--op", "allsum"], "--op"),
-    (["collective", "bench", "--max-bytes", "lots"], "--max-bytes"),
-    (["collective", "bench", "--algorithm", "tree", "--op", "allgather"], "--algorithm"),
-    (["collective", "bench", "--engine", "packet"], "--engine"),
-    (["collective", "allreduce", "--ranks", "0"], "--ranks"),
-    (["collective", "allreduce", "--ranks", "64", "--explain"], "--ranks"),
-    (["collective", "allreduce", "--ranks", "6", "--gpus-per-server", "4", "--algorithm", "hierarchical"],
-     "--algorithm"),
-    (["collective", "broadcast", "--root", "9"], "--root"),
-])
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["collective", "bench", "--op", "allsum"], "--op"),
+        (["collective", "bench", "--max-bytes", "lots"], "--max-bytes"),
+        (["collective", "bench", "--algorithm", "tree", "--op", "allgather"], "--algorithm"),
+        (["collective", "bench", "--engine", "packet"], "--engine"),
+        (["collective", "allreduce", "--ranks", "0"], "--ranks"),
+        (["collective", "allreduce", "--ranks", "64", "--explain"], "--ranks"),
+        (
+            ["collective", "allreduce", "--ranks", "6", "--gpus-per-server", "4", "--algorithm", "hierarchical"],
+            "--algorithm",
+        ),
+        (["collective", "broadcast", "--root", "9"], "--root"),
+    ],
+)
 def test_bad_flags_exit_2_naming_the_flag(argv, field, capsys):
     assert run_app(app, argv) == 2
     assert field in capsys.readouterr().err
@@ -350,8 +431,26 @@ def test_bench_on_a_scenarios_fabric(capsys, tmp_path, wide):
 
     path = tmp_path / "s.yaml"
     path.write_text(ch14_scenario_text())
-    assert run_app(app, ["collective", "bench", "--ranks", "8", "-b", "64K", "-e", "64K", "--scenario", str(path),
-                         "--engine", "analytic"]) == 0
+    assert (
+        run_app(
+            app,
+            [
+                "collective",
+                "bench",
+                "--ranks",
+                "8",
+                "-b",
+                "64K",
+                "-e",
+                "64K",
+                "--scenario",
+                str(path),
+                "--engine",
+                "analytic",
+            ],
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "fabric of" in out
     check_bench_rows(read_bench(out), "allreduce", 8, [65536])
@@ -360,8 +459,9 @@ def test_bench_on_a_scenarios_fabric(capsys, tmp_path, wide):
 
 
 def test_summary_counts_traffic_by_network(capsys):
-    assert run_app(app, ["collective", "allreduce", "--ranks", "16", "--gpus-per-server", "4", "--elements",
-                         "4096"]) == 0
+    assert (
+        run_app(app, ["collective", "allreduce", "--ranks", "16", "--gpus-per-server", "4", "--elements", "4096"]) == 0
+    )
     out = capsys.readouterr().out
     # snake ring over 4 servers: 12 of 16 hops on NVLink, 4 on rails, none through a spine
     assert re.search(r"NVLink \(no QP\)\s*│\s*360 │\s*92,160", out)

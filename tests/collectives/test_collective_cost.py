@@ -46,7 +46,8 @@ def test_tree_beats_ring_for_small_buffers_at_large_rank_counts(n):
     shape = Shape.full(n, 8)
     for size in (8, 1024, 64 * 1024):
         assert collective_time_s("all-reduce", "tree", shape, size, paths) < collective_time_s(
-            "all-reduce", "ring", shape, size, paths)
+            "all-reduce", "ring", shape, size, paths
+        )
 
 
 def test_ring_beats_tree_for_large_buffers_on_few_servers():
@@ -63,7 +64,8 @@ def test_hierarchical_beats_flat_ring_when_nvlink_is_much_faster_than_the_nic(si
     shape = Shape.full(128, 8)
     fast = Paths.simple(8, nvlink_gBps=900, nic_gbps=100)
     assert collective_time_s("all-reduce", "hierarchical", shape, size, fast) < collective_time_s(
-        "all-reduce", "ring", shape, size, fast)
+        "all-reduce", "ring", shape, size, fast
+    )
 
 
 def test_protocols_trade_latency_for_bandwidth():
@@ -89,8 +91,12 @@ def test_in_switch_reduction_moves_the_buffer_about_once():
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(2, 4096), g=st.sampled_from([1, 2, 4, 8]), size=st.integers(1, 1 << 34),
-       op=st.sampled_from([op for op in ALGORITHMS if op not in ("all-to-allv", "barrier", "send-recv")]))
+@given(
+    n=st.integers(2, 4096),
+    g=st.sampled_from([1, 2, 4, 8]),
+    size=st.integers(1, 1 << 34),
+    op=st.sampled_from([op for op in ALGORITHMS if op not in ("all-to-allv", "barrier", "send-recv")]),
+)
 def test_time_grows_with_size_and_auto_is_never_worse_than_any_algorithm(n, g, size, op):
     paths = Paths.simple(g, 450, 400)
     shape = Shape.full(n, g)
@@ -113,8 +119,9 @@ def test_auto_avoids_the_flat_ring_at_16k_ranks():
 def test_16k_rank_allreduce_expands_in_memory_linear_in_its_transfers():
     """The auto choice at 16,384 ranks: a few moves per rank, 24 bytes of arrays per move (5 int32, 2 int8, 1 int16)."""
     c = choose("all-reduce", Shape.full(16384, 8), GiB, Paths.simple(8, 450, 400))
-    sched = build_schedule("all-reduce", c.algorithm, range(16384), GiB // 4, Layout(8), channels=c.channels,
-                           pieces=c.pieces)
+    sched = build_schedule(
+        "all-reduce", c.algorithm, range(16384), GiB // 4, Layout(8), channels=c.channels, pieces=c.pieces
+    )
     assert sched.n_moves < 64 * 16384
     assert sched.nbytes == 24 * sched.n_moves
 

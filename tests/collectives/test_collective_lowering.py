@@ -46,8 +46,9 @@ def test_every_algorithm_lowers_and_runs_with_the_schedules_bytes(small, op, alg
     fabric, router = small
     group = tuple(range(8))
     counts = tuple(int(x) for x in (np.arange(64) % 5)) if op == "all-to-allv" else ()
-    call = CollectiveCall("c", op, group, 1000, 4, algorithm=algorithm, protocol="simple", channels=2, pieces=2,
-                          root=3, counts=counts)
+    call = CollectiveCall(
+        "c", op, group, 1000, 4, algorithm=algorithm, protocol="simple", channels=2, pieces=2, root=3, counts=counts
+    )
     sched, _ = plan(call, fabric, router)
     graph = lower(one(call), fabric, router)
     timeline = run(graph, fabric, "analytic")
@@ -65,8 +66,9 @@ def test_every_algorithm_lowers_and_runs_with_the_schedules_bytes(small, op, alg
 
 def test_ring_inter_server_hops_stay_on_rails():
     fabric, router = fabric_of(4, 4)
-    call = CollectiveCall("c", "all-reduce", tuple(range(16)), 4096, 4, algorithm="ring", protocol="simple",
-                          channels=4, pieces=1)
+    call = CollectiveCall(
+        "c", "all-reduce", tuple(range(16)), 4096, 4, algorithm="ring", protocol="simple", channels=4, pieces=1
+    )
     graph = lower(one(call), fabric, router)
     tiers = {fabric.links[li].tier for route in graph.route for li in route}
     assert TIER_SPINE not in tiers and "host" in tiers and "nvlink" in tiers
@@ -107,8 +109,9 @@ def test_engine_ring_busbw_approaches_the_nic_bandwidth():
     """Analytic engine, non-blocking rail fabric, one ring: busbw -> the NIC's 50 GB/s (within 10%)."""
     fabric, router = fabric_of(2, 4, nic_gbps=400)
     size = 1 << 30
-    call = CollectiveCall("c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm="ring", protocol="simple",
-                          channels=1, pieces=1)
+    call = CollectiveCall(
+        "c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm="ring", protocol="simple", channels=1, pieces=1
+    )
     graph = lower(one(call), fabric, router)
     t = collective_time(graph, run(graph, fabric, "analytic"))
     busbw = size / t * 2 * 7 / 8
@@ -129,8 +132,9 @@ def test_nvls_puts_the_buffer_once_on_every_nvlink_direction():
     size = 64 * 1024 * 1024  # large enough for bandwidth, not per-transfer latency, to dominate
     loads = {}
     for alg in ("nvls", "direct"):
-        call = CollectiveCall("c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm=alg, protocol="simple",
-                              channels=1, pieces=8)
+        call = CollectiveCall(
+            "c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm=alg, protocol="simple", channels=1, pieces=8
+        )
         graph = lower(one(call), fabric, router)
         timeline = run(graph, fabric, "flow")  # max-min sharing: the analytic engine ignores contention
         nv = [timeline.link_bytes[link.index] for link in fabric.links if link.tier == "nvlink"]
@@ -148,12 +152,12 @@ def test_protocol_puts_its_wire_bytes_on_the_links():
     fabric, router = fabric_of(2, 4)
     sizes = {}
     for proto in ("simple", "ll128", "ll"):
-        call = CollectiveCall("c", "all-reduce", tuple(range(8)), 1 << 16, 4, algorithm="ring", protocol=proto,
-                              channels=1, pieces=1)
+        call = CollectiveCall(
+            "c", "all-reduce", tuple(range(8)), 1 << 16, 4, algorithm="ring", protocol=proto, channels=1, pieces=1
+        )
         sizes[proto] = sum(lower(one(call), fabric, router).size_bytes)
     # NCCL's protocol factors (tuning.cc): LL carries data in half of each 8-byte line, LL128 at 0.92
-    assert sizes["ll"] == pytest.approx(2 * sizes["simple"]) and sizes["ll128"] == pytest.approx(
-        sizes["simple"] / 0.92)
+    assert sizes["ll"] == pytest.approx(2 * sizes["simple"]) and sizes["ll128"] == pytest.approx(sizes["simple"] / 0.92)
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "rhd", "hierarchical", "hierarchical-rhd"])
@@ -165,8 +169,17 @@ def test_the_analytic_engine_agrees_with_the_cost_model(algorithm):
     fabric, router = fabric_of(4, 4)
     paths = Paths.from_fabric(fabric, router)
     for size in (1 << 20, 1 << 26):
-        call = CollectiveCall("c", "all-reduce", tuple(range(16)), size // 4, 4, algorithm=algorithm,
-                              protocol="simple", channels=1, pieces=4)
+        call = CollectiveCall(
+            "c",
+            "all-reduce",
+            tuple(range(16)),
+            size // 4,
+            4,
+            algorithm=algorithm,
+            protocol="simple",
+            channels=1,
+            pieces=4,
+        )
         graph = lower(one(call), fabric, router)
         engine = collective_time(graph, run(graph, fabric, "flow"))
         model = collective_time_s("all-reduce", algorithm, Shape.full(16, 4), size, paths, channels=1, pieces=4)
@@ -180,8 +193,17 @@ def test_sharp_puts_one_shard_on_every_nic_and_nothing_on_spines():
     size = 64 * 1024 * 1024
     out = {}
     for alg, channels in (("nvls", 1), ("ring", 8)):
-        call = CollectiveCall("c", "all-reduce", tuple(range(32)), size // 4, 4, algorithm=alg, protocol="simple",
-                              channels=channels, pieces=8)
+        call = CollectiveCall(
+            "c",
+            "all-reduce",
+            tuple(range(32)),
+            size // 4,
+            4,
+            algorithm=alg,
+            protocol="simple",
+            channels=channels,
+            pieces=8,
+        )
         graph = lower(one(call), fabric, router)
         timeline = run(graph, fabric, "flow")
         by_tier = {}
@@ -196,9 +218,15 @@ def test_sharp_puts_one_shard_on_every_nic_and_nothing_on_spines():
 
 
 @settings(max_examples=40, deadline=None)
-@given(op_alg=st.sampled_from([(op, a) for op, algs in ALGORITHMS.items() for a in algs
-                               if op not in ("send-recv", "all-to-allv")]),
-       n=st.integers(1, 12), gpus=st.integers(1, 4), elements=st.integers(0, 500), channels=st.integers(1, 3))
+@given(
+    op_alg=st.sampled_from(
+        [(op, a) for op, algs in ALGORITHMS.items() for a in algs if op not in ("send-recv", "all-to-allv")]
+    ),
+    n=st.integers(1, 12),
+    gpus=st.integers(1, 4),
+    elements=st.integers(0, 500),
+    channels=st.integers(1, 3),
+)
 def test_merged_transfers_carry_every_moved_element_once(op_alg, n, gpus, elements, channels):
     from aifabric.collectives import Layout, build_schedule, not_applicable
     from aifabric.engines.lower_collective import transfers
@@ -252,8 +280,13 @@ def test_the_tuner_sees_gpus_sharing_nics():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast"]),
-       st.integers(0, 3), st.integers(2, 8), st.integers(1, 3), st.integers(1, 5000))
+@given(
+    st.sampled_from(["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast"]),
+    st.integers(0, 3),
+    st.integers(2, 8),
+    st.integers(1, 3),
+    st.integers(1, 5000),
+)
 def test_a_schedule_built_once_serves_every_translate_of_its_group(op, offset, n, stride, elements):
     # plan() builds a group's schedule on its ranks relative to its first rank's server and shifts it onto every
     # group that is the same shape whole servers away: identical to building it on the group itself
@@ -265,9 +298,21 @@ def test_a_schedule_built_once_serves_every_translate_of_its_group(op, offset, n
         if group[-1] >= fabric.world_size:
             continue
         sched, choice = plan(Collective("c", op, group, elements, 4), fabric, router)
-        direct = build_schedule(op, sched.algorithm, group, elements, Layout(4), channels=choice.channels,
-                                pieces=min(16, choice.pieces))
+        direct = build_schedule(
+            op, sched.algorithm, group, elements, Layout(4), channels=choice.channels, pieces=min(16, choice.pieces)
+        )
         assert sched.ranks == direct.ranks and sched.root == direct.root
-        for field in ("step", "src", "dst", "chunk", "count", "mode", "phase", "channel", "source", "target",
-                      "chunk_bounds"):
+        for field in (
+            "step",
+            "src",
+            "dst",
+            "chunk",
+            "count",
+            "mode",
+            "phase",
+            "channel",
+            "source",
+            "target",
+            "chunk_bounds",
+        ):
             np.testing.assert_array_equal(getattr(sched, field), getattr(direct, field), err_msg=field)

@@ -31,11 +31,19 @@ def _group(rng, n, gpus_per_server, uniform):
 
 @pytest.mark.parametrize("op,algorithm", PAIRS)
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(1, 13), gpus=st.integers(1, 4), elements=st.integers(0, 70), seed=st.integers(0, 2**31),
-       channels=st.integers(1, 3), pieces=st.integers(1, 4), redop=st.sampled_from(["sum", "avg", "max", "min"]),
-       uniform=st.booleans())
-def test_schedule_matches_reference_on_every_rank(op, algorithm, n, gpus, elements, seed, channels, pieces, redop,
-                                                  uniform):
+@given(
+    n=st.integers(1, 13),
+    gpus=st.integers(1, 4),
+    elements=st.integers(0, 70),
+    seed=st.integers(0, 2**31),
+    channels=st.integers(1, 3),
+    pieces=st.integers(1, 4),
+    redop=st.sampled_from(["sum", "avg", "max", "min"]),
+    uniform=st.booleans(),
+)
+def test_schedule_matches_reference_on_every_rank(
+    op, algorithm, n, gpus, elements, seed, channels, pieces, redop, uniform
+):
     rng = np.random.default_rng(seed)
     layout = Layout(gpus)
     if op == "send-recv":
@@ -45,8 +53,9 @@ def test_schedule_matches_reference_on_every_rank(op, algorithm, n, gpus, elemen
         return
     root = int(rng.choice(ranks))
     counts = rng.integers(0, 6, size=(len(ranks), len(ranks))) if op == "all-to-allv" else None
-    sched = build_schedule(op, algorithm, ranks, elements, layout, channels=channels, pieces=pieces, root=root,
-                           counts=counts)
+    sched = build_schedule(
+        op, algorithm, ranks, elements, layout, channels=channels, pieces=pieces, root=root, counts=counts
+    )
     size = int(sched.chunk_bounds[-1])
     buffers = {r: rng.integers(-50, 50, size=size).astype(float) for r in ranks}
     out = execute(sched, buffers, redop)

@@ -93,7 +93,10 @@ def test_sub_communicators():
     split = comm_split([r % 2 for r in range(8)], keys=[-r for r in range(8)])
     assert split[0].ranks == (6, 4, 2, 0) and split[1].ranks == (7, 5, 3, 1)
     assert split[1].rank_of(3) == 2
-    assert comm_split([0, -1, 0, -1]) == {0: comm_split([0, -1, 0, -1])[0]} and comm_split([0, -1, 0])[0].ranks == (0, 2)
+    assert comm_split([0, -1, 0, -1]) == {0: comm_split([0, -1, 0, -1])[0]} and comm_split([0, -1, 0])[0].ranks == (
+        0,
+        2,
+    )
     g = new_group(8, [4, 5, 6, 7])
     assert g.size == 4 and g.rank_of(6) == 2
 

@@ -40,8 +40,9 @@ def test_the_training_run_of_the_cost_model_is_the_books_arithmetic():
     cluster = ClusterSpec(gpu="H100-PCIE", servers=1, gpus_per_server=8)
     bom = bill_of_materials(build(cluster, FabricSpec(topology="single-switch")))
     bom = type(bom)(**{**bom.__dict__, "gpus": 50_000, "nics": 0, "switch_tiers": [], "cables": []})
-    spec = CostsSpec(price_per_kwh=0.10, pue=1.0, training_hours=1440,
-                     power={"server_overhead_w_per_gpu": {"H100-PCIE": 0}})
+    spec = CostsSpec(
+        price_per_kwh=0.10, pue=1.0, training_hours=1440, power={"server_overhead_w_per_gpu": {"H100-PCIE": 0}}
+    )
     fc = fabric_costs(bom, "H100-PCIE", spec)
     assert fc.it_power_w == 17.5e6
     e, _ = fc.over(spec.training_hours)
@@ -49,11 +50,21 @@ def test_the_training_run_of_the_cost_model_is_the_books_arithmetic():
 
 
 def test_every_gpu_has_its_datasheet_power():
-    expected = {"A100": 400, "A100-40GB": 400, "A100-PCIE": 300, "H100": 700, "H100-PCIE": 350, "H200": 700,
-                "B200": 1000, "GB200": 1200, "MI300X": 750}
+    expected = {
+        "A100": 400,
+        "A100-40GB": 400,
+        "A100-PCIE": 300,
+        "H100": 700,
+        "H100-PCIE": 350,
+        "H200": 700,
+        "B200": 1000,
+        "GB200": 1200,
+        "MI300X": 750,
+    }
     assert {n: g.tdp_w for n, g in GPUS.items()} == expected
-    assert all("datasheet" in g.tdp_source or "data sheet" in g.tdp_source or "NVL72" in g.tdp_source
-               for g in GPUS.values())
+    assert all(
+        "datasheet" in g.tdp_source or "data sheet" in g.tdp_source or "NVL72" in g.tdp_source for g in GPUS.values()
+    )
 
 
 def test_the_bill_of_a_two_tier_fabric_by_hand():
@@ -83,8 +94,9 @@ def test_the_bill_of_a_two_tier_fabric_by_hand():
 
 def test_oversubscription_buys_fewer_spines():
     cluster = ClusterSpec(servers=8, gpus_per_server=8, nic_speed_gbps=400)
-    full, quarter = (fabric_costs(bill_of_materials(build(cluster, FabricSpec(leaf_oversubscription=r))), "H100")
-                     for r in (1, 4))
+    full, quarter = (
+        fabric_costs(bill_of_materials(build(cluster, FabricSpec(leaf_oversubscription=r))), "H100") for r in (1, 4)
+    )
     assert quarter.network_capex_usd < full.network_capex_usd
     assert quarter.capex_usd - quarter.network_capex_usd == full.capex_usd - full.network_capex_usd
 
@@ -101,9 +113,11 @@ def test_tokens_per_iteration():
 
 
 def test_prices_from_a_file_override_the_defaults(ch14_data, write_scenario, tmp_path):
-    (tmp_path / "quotes.yaml").write_text(yaml.safe_dump({"prices": {"gpu_usd": {"H100": 25_000},
-                                                                     "switch_port_usd": {400: 500},
-                                                                     "source": "our quotes, May"}}))
+    (tmp_path / "quotes.yaml").write_text(
+        yaml.safe_dump(
+            {"prices": {"gpu_usd": {"H100": 25_000}, "switch_port_usd": {400: 500}, "source": "our quotes, May"}}
+        )
+    )
     ch14_data["costs"] = {"prices": "quotes.yaml", "pue": 1.1, "training_hours": 100}
     path = write_scenario(ch14_data)
     from aifabric.scenario import load_scenario
@@ -144,8 +158,9 @@ def test_the_run_summary_carries_power_and_cost(ch14_data, write_scenario, tmp_p
     c = json.loads((out / "summary.json").read_text())["costs"]
     assert c["unit"] == "samples" and c["tokens_per_iteration"] == 16384
     it = c["per_iteration"]
-    assert it["energy_kwh"] == pytest.approx(c["power"]["facility_w"] * json.loads(
-        (out / "summary.json").read_text())["iteration_time_s"] / 3.6e6)
+    assert it["energy_kwh"] == pytest.approx(
+        c["power"]["facility_w"] * json.loads((out / "summary.json").read_text())["iteration_time_s"] / 3.6e6
+    )
     assert c["training"]["iterations"] == -(-1e9 // 16384)
     assert c["capital"]["total_usd"] > c["capital"]["network_usd"] > 0
     for row in ("power", "capital", "cost per iteration", "training run"):

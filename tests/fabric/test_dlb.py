@@ -27,14 +27,17 @@ def _leaf_nxos(**fabric) -> str:
     return nxos(leaf, spec.qos, spec)
 
 
-@pytest.mark.parametrize("qos, lb, field", [
-    ({"dlb": {"mode": "flowlet"}}, "spray", "fabric.qos.dlb.mode"),
-    ({"dlb": {"mode": "per-packet"}}, "flowlet", "fabric.qos.dlb.mode"),
-    ({"dlb": {"mode": "per-packet", "flowlet_aging_us": 100}}, "ecmp", "fabric.qos.dlb.flowlet_aging_us"),
-    ({"dlb": {"flowlet_aging_us": 100}}, "ecmp", "fabric.qos.dlb.flowlet_aging_us"),
-    ({"dlb": {"mode": "random"}}, "ecmp", "fabric.qos.dlb.mode"),
-    ({"dlb": {"mode": "flowlet", "mac_address": "01:00:5e:00:00:01"}}, "ecmp", "fabric.qos.dlb.mac_address"),
-])
+@pytest.mark.parametrize(
+    "qos, lb, field",
+    [
+        ({"dlb": {"mode": "flowlet"}}, "spray", "fabric.qos.dlb.mode"),
+        ({"dlb": {"mode": "per-packet"}}, "flowlet", "fabric.qos.dlb.mode"),
+        ({"dlb": {"mode": "per-packet", "flowlet_aging_us": 100}}, "ecmp", "fabric.qos.dlb.flowlet_aging_us"),
+        ({"dlb": {"flowlet_aging_us": 100}}, "ecmp", "fabric.qos.dlb.flowlet_aging_us"),
+        ({"dlb": {"mode": "random"}}, "ecmp", "fabric.qos.dlb.mode"),
+        ({"dlb": {"mode": "flowlet", "mac_address": "01:00:5e:00:00:01"}}, "ecmp", "fabric.qos.dlb.mac_address"),
+    ],
+)
 def test_validate_names_the_dlb_field(ch14_data, write_scenario, capsys, qos, lb, field):
     ch14_data["fabric"]["qos"] = qos
     ch14_data["fabric"]["load_balancing"] = lb
@@ -70,8 +73,11 @@ def test_dlb_changes_the_packet_run_as_the_switch_policy_does(ch14_data):
     plain = load_scenario(copy.deepcopy(ch14_data))
     ch14_data["fabric"]["qos"] = {"dlb": {"mode": "per-packet"}}
     dlb = load_scenario(ch14_data)
-    runs = {"ecmp": simulate(plain, "packet"), "adaptive": simulate(plain, "packet", lb="adaptive"),
-            "dlb": simulate(dlb, "packet")}
+    runs = {
+        "ecmp": simulate(plain, "packet"),
+        "adaptive": simulate(plain, "packet", lb="adaptive"),
+        "dlb": simulate(dlb, "packet"),
+    }
     t = {k: r.results.iteration_time_s for k, r in runs.items()}
     assert t["dlb"] == t["adaptive"] and t["dlb"] != t["ecmp"]
 
@@ -85,8 +91,10 @@ def test_the_flow_engine_spreads_under_dlb(ch14_data):
     flowlet = copy.deepcopy(ch14_data)
     flowlet["fabric"]["load_balancing"] = "flowlet"
     ch14_data["fabric"]["qos"] = {"dlb": {"mode": "flowlet"}}
-    t = {k: simulate(load_scenario(d), engine="flow").results.iteration_time_s
-         for k, d in (("ecmp", ecmp), ("flowlet", flowlet), ("dlb", ch14_data))}
+    t = {
+        k: simulate(load_scenario(d), engine="flow").results.iteration_time_s
+        for k, d in (("ecmp", ecmp), ("flowlet", flowlet), ("dlb", ch14_data))
+    }
     assert t["dlb"] == t["flowlet"] < t["ecmp"]  # ECMP's hash collides on an uplink; the spread does not
 
 
@@ -102,7 +110,9 @@ def test_nxos_writes_the_chosen_dlb_and_imports_it_back():
     back = QosSpec.model_validate(parse_nxos_qos(text))
     assert (back.dlb.mode, back.dlb.flowlet_aging_us) == ("flowlet", 30)
     # the book's Example 12-1 as printed
-    book = parse_nxos_qos("class-map type qos match-any ROCEv2\n match dscp 24\npolicy-map type qos Q\n class ROCEv2\n"
-                          "  set qos-group 3\nhardware profile dlb\n dlb-interface Eth1/1\n dlb-interface Eth1/2\n"
-                          " mac-address aa:bb:cc:dd:ee:ff\n mode per-packet\n")
+    book = parse_nxos_qos(
+        "class-map type qos match-any ROCEv2\n match dscp 24\npolicy-map type qos Q\n class ROCEv2\n"
+        "  set qos-group 3\nhardware profile dlb\n dlb-interface Eth1/1\n dlb-interface Eth1/2\n"
+        " mac-address aa:bb:cc:dd:ee:ff\n mode per-packet\n"
+    )
     assert book["dlb"] == {"mode": "per-packet", "mac_address": "AA:BB:CC:DD:EE:FF"}

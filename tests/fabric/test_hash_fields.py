@@ -28,15 +28,20 @@ def test_without_ports_one_path_per_nic_pair():
 
 
 @settings(max_examples=200, deadline=None)
-@given(src=st.integers(0, 2**32 - 1), dst=st.integers(0, 2**32 - 1), sport=st.integers(0, 0xFFFF),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    src=st.integers(0, 2**32 - 1),
+    dst=st.integers(0, 2**32 - 1),
+    sport=st.integers(0, 0xFFFF),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_all_five_fields_is_the_documented_hash(src, dst, sport, seed):
     """Naming every field changes nothing: the same bytes, the same hash as before the option existed."""
     ft = FiveTuple(src, dst, sport)
     assert ecmp_hash(ft, seed, HASH_FIELDS) == ecmp_hash(ft, seed)
     assert ft.key(HASH_FIELDS) == ft.key()
-    assert ecmp_hash(ft, seed, ("src_ip", "dst_ip")) == ecmp_hash(FiveTuple(src, dst, sport ^ 0x1234), seed,
-                                                                  ("src_ip", "dst_ip"))
+    assert ecmp_hash(ft, seed, ("src_ip", "dst_ip")) == ecmp_hash(
+        FiveTuple(src, dst, sport ^ 0x1234), seed, ("src_ip", "dst_ip")
+    )
 
 
 def test_the_configuration_carries_the_fields():

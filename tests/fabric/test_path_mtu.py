@@ -37,8 +37,10 @@ def test_a_1024_byte_path_mtu_lowers_the_achievable_rate(ch14_data):
 
 
 def test_the_flow_engine_runs_slower_at_a_1024_byte_path_mtu(ch14_data):
-    t = {mtu: simulate(_scenario(copy.deepcopy(ch14_data), mtu), engine="flow").results.iteration_time_s
-         for mtu in (1024, 4096)}
+    t = {
+        mtu: simulate(_scenario(copy.deepcopy(ch14_data), mtu), engine="flow").results.iteration_time_s
+        for mtu in (1024, 4096)
+    }
     assert t[1024] > t[4096]
 
 
@@ -46,7 +48,10 @@ def test_compare_does_not_call_the_path_mtu_or_dlb_the_packet_engines(ch14_data)
     from aifabric.compare import Variant, inert_notes
 
     s = load_scenario(ch14_data)
-    for field, a, b in (("fabric.qos.roce_mtu_bytes", 1024, 4096), ("fabric.qos.dlb.mode", "off", "flowlet"),
-                        ("fabric.qos.wred.max_kb", 2000, 3000)):
+    for field, a, b in (
+        ("fabric.qos.roce_mtu_bytes", 1024, 4096),
+        ("fabric.qos.dlb.mode", "off", "flowlet"),
+        ("fabric.qos.wred.max_kb", 2000, 3000),
+    ):
         notes = inert_notes([Variant("a", s, ((field, a),)), Variant("b", s, ((field, b),))], [{}, {}], engine="flow")
         assert any("packet engine" in n for n in notes) == (field == "fabric.qos.wred.max_kb")

@@ -73,8 +73,9 @@ def test_failure_domains_dual_homed_and_two_spines():
 def test_cabling_interleaved_is_figure_13_6():
     # one 48-port switch per segment: 4 hosts x 8 rails (multi-rail), 16 uplinks (4 spines x 4 links)
     cluster = ClusterSpec(servers=4, gpus_per_server=8, nic_speed_gbps=200)
-    f = build(cluster, FabricSpec(rails_per_switch=8, spines=4, links_per_spine=4, switch_radix=48,
-                                  port_layout="interleaved"))
+    f = build(
+        cluster, FabricSpec(rails_per_switch=8, spines=4, links_per_spine=4, switch_radix=48, port_layout="interleaved")
+    )
     rows = list(cabling_rows(f, "interleaved"))
     assert len(rows[0]) == len(HEADER)
     host = {(r[2], r[4]): r[5] for r in rows if r[1] == "host"}
@@ -88,8 +89,10 @@ def test_cabling_interleaved_is_figure_13_6():
 
 
 def test_cabling_every_cable_once_and_no_interface_twice():
-    f = build(CLUSTER.model_copy(update={"nic_ports": 2}),
-              FabricSpec(topology="multi-pod", pods=2, servers_per_segment=2, spines=4, superspines=4))
+    f = build(
+        CLUSTER.model_copy(update={"nic_ports": 2}),
+        FabricSpec(topology="multi-pod", pods=2, servers_per_segment=2, spines=4, superspines=4),
+    )
     rows = list(cabling_rows(f))
     # 2 pods x 2 segments x (2 planes x 8 rails) = 64 rail switches x 4 spines; 8 spines x 4 super-spines
     assert Counter(r[1] for r in rows) == {"host": 128, "spine": 64 * 4, "superspine": 8 * 4}
@@ -105,7 +108,7 @@ def test_addressing_nic_ips_in_their_rail_subnet_and_aggregate():
     subnets = {(s.switch_group[1], s.rails[0]): (s.network, agg) for s, agg in plan.rows()}
     assert len(subnets) == 2 * 4  # 2 segments x 4 rails
     nets = [n for n, _ in subnets.values()]
-    assert all(not a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1:])
+    assert all(not a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
     for node in f.nodes.values():
         if node.kind != NIC:
             continue
@@ -137,8 +140,13 @@ def test_prefix_for_hosts():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from([1, 2, 4]), st.sampled_from([2, 4, 8]), st.sampled_from([1, 2]), st.sampled_from([1, 2]),
-       st.sampled_from(["rail", "switch"]))
+@given(
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([2, 4, 8]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([1, 2]),
+    st.sampled_from(["rail", "switch"]),
+)
 def test_every_nic_has_a_unique_address_inside_its_switch_aggregate(segments, gpus, ports, rps, per):
     cluster = ClusterSpec(servers=2 * segments, gpus_per_server=gpus, nic_ports=ports)
     fabric = FabricSpec(servers_per_segment=2, rails_per_switch=rps, spines=2, subnet_per=per)
@@ -153,4 +161,4 @@ def test_every_nic_has_a_unique_address_inside_its_switch_aggregate(segments, gp
             agg = aggregates[0, seg, node.index // rps]
             assert ipaddress.IPv4Address(node.ip) in agg
     aggs = list(aggregates.values())
-    assert all(not a.overlaps(b) for i, a in enumerate(aggs) for b in aggs[i + 1:])
+    assert all(not a.overlaps(b) for i, a in enumerate(aggs) for b in aggs[i + 1 :])

@@ -40,13 +40,19 @@ def test_the_books_4x4_partial_mesh_never_does(index):
 
 
 def test_polarization_same_index_cli(write_scenario, capsys, tmp_path):
-    path = write_scenario({"name": "clos", "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 8},
-                           "fabric": {"rails_per_switch": 8, "servers_per_segment": 1, "spines": 4}})
+    path = write_scenario(
+        {
+            "name": "clos",
+            "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 8},
+            "fabric": {"rails_per_switch": 8, "servers_per_segment": 1, "spines": 4},
+        }
+    )
     assert run_app(app, ["fabric", "polarization", str(path), "--same-index", "0"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "full-mesh (the file's): 3 leaves -> 1 distinct spine" in out
     assert "partial-mesh, 2 spines per leaf: 3 leaves -> 3 distinct spines" in out
     assert run_app(app, ["fabric", "polarization", str(path), "--same-index", "-1"]) == 2
     assert "--same-index" in capsys.readouterr().err
-    assert run_app(app, ["fabric", "polarization", str(path), "--same-index", "0", "--out",
-                         str(tmp_path / "x.json")]) == 2
+    assert (
+        run_app(app, ["fabric", "polarization", str(path), "--same-index", "0", "--out", str(tmp_path / "x.json")]) == 2
+    )

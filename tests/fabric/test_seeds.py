@@ -53,8 +53,9 @@ def test_figure_13_4_single_switch_port_groups():
 
 # -- Figures 13-7 / 13-8: the 64-GPU Pod (test 14) --------------------------------------------------------------
 POD_CLUSTER = ClusterSpec(servers=8, gpus_per_server=8, nic_ports=2, nic_speed_gbps=100)
-POD_FABRIC = FabricSpec(topology="rail-optimized", servers_per_segment=4, rails_per_switch=8,
-                        leaf_oversubscription=1.0, link_speed_gbps=800)
+POD_FABRIC = FabricSpec(
+    topology="rail-optimized", servers_per_segment=4, rails_per_switch=8, leaf_oversubscription=1.0, link_speed_gbps=800
+)
 
 
 def test_figure_13_8_pod_of_64_gpus_is_non_blocking_with_4_spines():
@@ -107,8 +108,10 @@ def test_figure_13_9_two_pods_four_superspines():
 # -- Figure 10-2: incast toward one host (test 7) ----------------------------------------------------------------
 def fig10_fabric():
     """Figure 10-1: 3 hosts x 2 GPUs, GPU-0 -> Rail Switch A, GPU-1 -> Rail Switch B, 200 Gb/s, two spines."""
-    return build(ClusterSpec(servers=3, gpus_per_server=2, nic_speed_gbps=200),
-                 FabricSpec(topology="rail-optimized", spines=2, link_speed_gbps=400))
+    return build(
+        ClusterSpec(servers=3, gpus_per_server=2, nic_speed_gbps=200),
+        FabricSpec(topology="rail-optimized", spines=2, link_speed_gbps=400),
+    )
 
 
 def test_figure_10_2_incast_800_gbps_toward_host_2_e1():
@@ -133,8 +136,11 @@ def test_figure_10_5_two_200g_flows_on_one_uplink_400_other_idle():
     rail_a_up = [li for li in f.out_links["rail0"] if f.links[li].dst.startswith("spine")]
     # find QP source ports that the hash sends the same way (the book forces it; the text gives no hash)
     first = router.route_with_source_port(a, dst, 0xC000)
-    sport = next(p for p in range(0xC000, 0xC100)
-                 if set(router.route_with_source_port(b, dst, p).links) & set(first.links) & set(rail_a_up))
+    sport = next(
+        p
+        for p in range(0xC000, 0xC100)
+        if set(router.route_with_source_port(b, dst, p).links) & set(first.links) & set(rail_a_up)
+    )
     load = offered_load_gbps(f, [first, router.route_with_source_port(b, dst, sport)], 200)
     assert sorted(load[rail_a_up]) == [0, 400]
     # the ideal spread (spraying) halves it
@@ -172,8 +178,9 @@ def test_figure_13_1_nvlink_and_shared_nic():
     assert sum(H100_NVLINKS_PER_NVSWITCH_CHIP) == 18 == gpu("H100").nvlink_links
     assert nvlink_bandwidth_per_link_gBps("H100") == 50  # 900 GB/s / 18
     # one shared 200 GbE ConnectX-7 behind a PCIe switch for 8 GPUs: the NIC is the bottleneck
-    cluster = ClusterSpec(servers=2, gpus_per_server=8, nic_layout="shared", nic_speed_gbps=200,
-                          pcie_bandwidth_gBps=32)  # the book's "32 GB/s in each direction" (errata #6)
+    cluster = ClusterSpec(
+        servers=2, gpus_per_server=8, nic_layout="shared", nic_speed_gbps=200, pcie_bandwidth_gBps=32
+    )  # the book's "32 GB/s in each direction" (errata #6)
     f = build(cluster, FabricSpec(topology="single-switch"))
     cap = make_plan(f).capacity
     assert cap.per_gpu_scale_out_gbps == 25  # 200 / 8 = 25 Gb/s = 3.125 GB/s per GPU

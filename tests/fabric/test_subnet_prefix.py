@@ -16,17 +16,26 @@ from aifabric.scenario.fabric_spec import ClusterSpec, FabricSpec
 
 def _plan(hosts: int, rails_per_switch: int, prefix: int | None, block: str = "10.0.0.0/8"):
     cluster = ClusterSpec(servers=hosts, gpus_per_server=8, nic_speed_gbps=400)
-    fab = FabricSpec(rails_per_switch=rails_per_switch, servers_per_segment=hosts, spines=2,
-                     subnet_prefix_length=prefix, address_block=block, switch_radix=64)
+    fab = FabricSpec(
+        rails_per_switch=rails_per_switch,
+        servers_per_segment=hosts,
+        spines=2,
+        subnet_prefix_length=prefix,
+        address_block=block,
+        switch_radix=64,
+    )
     f = build(cluster, fab)
     return f, AddressPlan.from_spec(f.design, fab)
 
 
-@pytest.mark.parametrize("figure, hosts, rails_per_switch, prefix, smallest, aggregate", [
-    ("13-10 multi-rail", 4, 8, 28, 29, 25),
-    ("13-11 dual-rail", 16, 2, 25, 27, 24),
-    ("13-12 single-rail", 32, 1, 24, 26, 24),
-])
+@pytest.mark.parametrize(
+    "figure, hosts, rails_per_switch, prefix, smallest, aggregate",
+    [
+        ("13-10 multi-rail", 4, 8, 28, 29, 25),
+        ("13-11 dual-rail", 16, 2, 25, 27, 24),
+        ("13-12 single-rail", 32, 1, 24, 26, 24),
+    ],
+)
 def test_the_books_prefixes_and_aggregates(figure, hosts, rails_per_switch, prefix, smallest, aggregate):
     _, default = _plan(hosts, rails_per_switch, None)
     assert default.subnet_prefix == smallest  # smallest fit without the option
@@ -67,8 +76,11 @@ def test_a_prefix_too_long_for_the_hosts_exits_2(write_scenario, capsys):
     from aifabric.cli import run_app
     from aifabric.cli.app import app
 
-    hw = {"name": "x", "cluster": {"gpu": "H100", "servers": 16, "gpus_per_server": 8},
-          "fabric": {"rails_per_switch": 2, "servers_per_segment": 16, "subnet_prefix_length": 28}}
+    hw = {
+        "name": "x",
+        "cluster": {"gpu": "H100", "servers": 16, "gpus_per_server": 8},
+        "fabric": {"rails_per_switch": 2, "servers_per_segment": 16, "subnet_prefix_length": 28},
+    }
     assert run_app(app, ["fabric", "plan", str(write_scenario(hw))]) == 2
     out = capsys.readouterr()
     text = out.out + out.err

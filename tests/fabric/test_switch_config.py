@@ -50,8 +50,9 @@ priority-flow-control watch-dog-interval on
 """
 
 CLUSTER = ClusterSpec(servers=16, gpus_per_server=8, nic_speed_gbps=400)
-FABRIC = FabricSpec(rails_per_switch=2, servers_per_segment=16, spines=4, address_block="10.0.1.0/24",
-                    subnet_prefix_length=25)
+FABRIC = FabricSpec(
+    rails_per_switch=2, servers_per_segment=16, spines=4, address_block="10.0.1.0/24", subnet_prefix_length=25
+)
 
 
 def _blocks(text: str) -> dict[str, list[str]]:
@@ -83,19 +84,29 @@ def test_the_books_example_is_in_the_nxos(fabric):
     b = _blocks(text)
     assert b["class-map type qos match-any ROCEv2"] == ["match dscp 24"]
     assert b["class-map type qos match-any CNP"] == ["match dscp 48"]
-    assert b["policy-map type qos QOS_CLASSIFICATION"] == ["class ROCEv2", "set qos-group 3", "class CNP",
-                                                           "set qos-group 7", "class class-default", "set qos-group 0"]
+    assert b["policy-map type qos QOS_CLASSIFICATION"] == [
+        "class ROCEv2",
+        "set qos-group 3",
+        "class CNP",
+        "set qos-group 7",
+        "class class-default",
+        "set qos-group 0",
+    ]
     q = b["policy-map type queuing QOS_EGRESS_PORT"]
-    q3 = q[q.index("class type queuing c-out-8q-q3") + 1:q.index("class type queuing c-out-8q-q2")]
-    assert q3 == ["bandwidth remaining percent 50", "random-detect minimum-threshold 150 kbytes maximum-threshold "
-                  "3000 kbytes drop-probability 7 weight 0 ecn"]
+    q3 = q[q.index("class type queuing c-out-8q-q3") + 1 : q.index("class type queuing c-out-8q-q2")]
+    assert q3 == [
+        "bandwidth remaining percent 50",
+        "random-detect minimum-threshold 150 kbytes maximum-threshold 3000 kbytes drop-probability 7 weight 0 ecn",
+    ]
     assert q[q.index("class type queuing c-out-8q-q7") + 1] == "priority level 1"
     nq = b["policy-map type network-qos qos_network"]
-    nq3 = nq[nq.index("class type network-qos c-8q-nq3") + 1:]
+    nq3 = nq[nq.index("class type network-qos c-8q-nq3") + 1 :]
     assert nq3[:2] == ["mtu 9216", "pause pfc-cos 3"]
     assert "priority-flow-control watch-dog-interval on" in b
-    assert b["system qos"] == ["service-policy type network-qos qos_network",
-                               "service-policy type queuing output QOS_EGRESS_PORT"]
+    assert b["system qos"] == [
+        "service-policy type network-qos qos_network",
+        "service-policy type queuing output QOS_EGRESS_PORT",
+    ]
 
 
 def test_every_port_of_the_cabling_plan_is_configured(fabric):
@@ -113,8 +124,12 @@ def test_every_port_of_the_cabling_plan_is_configured(fabric):
         assert got == want[sw.id], sw.id
         for h, body in b.items():
             if h.startswith("interface Ethernet"):  # step 6 on every interface
-                assert {"priority-flow-control mode auto", "priority-flow-control watch-dog",
-                        "service-policy type qos input QOS_CLASSIFICATION", "mtu 9216"} <= set(body)
+                assert {
+                    "priority-flow-control mode auto",
+                    "priority-flow-control watch-dog",
+                    "service-policy type qos input QOS_CLASSIFICATION",
+                    "mtu 9216",
+                } <= set(body)
 
 
 def test_addresses_vlans_and_bgp_agree_across_switches(fabric):
@@ -157,15 +172,30 @@ def test_sonic_config_db_has_the_tables_and_the_profiles_values(fabric):
     qos = FABRIC.qos
     for sw in plans:
         db = json.loads(json.dumps(sonic(sw, qos, FABRIC, 80_000)))
-        for table in ("DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "WRED_PROFILE", "BUFFER_PROFILE", "PORT_QOS_MAP", "PFC_WD",
-                      "PORT", "BGP_NEIGHBOR", "DEVICE_METADATA", "SCHEDULER", "QUEUE"):
+        for table in (
+            "DSCP_TO_TC_MAP",
+            "TC_TO_QUEUE_MAP",
+            "WRED_PROFILE",
+            "BUFFER_PROFILE",
+            "PORT_QOS_MAP",
+            "PFC_WD",
+            "PORT",
+            "BGP_NEIGHBOR",
+            "DEVICE_METADATA",
+            "SCHEDULER",
+            "QUEUE",
+        ):
             assert db[table], (sw.id, table)
         assert set(db["PORT"]) == set(db["PORT_QOS_MAP"]) and len(db["PORT"]) == len(sw.ports)
         assert {v["alias"] for v in db["PORT"].values()} == {p.name for p in sw.ports}
         assert db["DSCP_TO_TC_MAP"]["AIFABRIC"]["24"] == "3" and db["DSCP_TO_TC_MAP"]["AIFABRIC"]["48"] == "7"
         wred = db["WRED_PROFILE"]["AIFABRIC_ECN"]
-        assert (wred["green_min_threshold"], wred["green_max_threshold"], wred["green_drop_probability"],
-                wred["ecn"]) == ("150000", "3000000", "7", "ecn_all")
+        assert (
+            wred["green_min_threshold"],
+            wred["green_max_threshold"],
+            wred["green_drop_probability"],
+            wred["ecn"],
+        ) == ("150000", "3000000", "7", "ecn_all")
         prof = db["BUFFER_PROFILE"]["pg_lossless_profile"]
         assert (prof["xon"], prof["xoff"], prof["size"]) == ("100000", "80000", "3280000")
         assert all(v["pfc_enable"] == "3" for v in db["PORT_QOS_MAP"].values())
@@ -204,15 +234,30 @@ def profiles(draw):
         if xoff - xon >= 3 and draw(st.booleans()):
             lo, hi = sorted(draw(st.lists(st.integers(xon + 1, xoff - 1), min_size=2, max_size=2, unique=True)))
             per_queue[q] = {"min_kb": lo, "max_kb": hi, "drop_probability_percent": draw(st.integers(0, 100))}
-    return QosSpec.model_validate({
-        "classes": classes, "default_qos_group": draw(st.integers(0, 7)), "strict_priority_queues": strict,
-        "bandwidth_remaining_percent": shares,
-        "wred": {"queues": queues, "min_kb": wmin, "max_kb": wmax, "drop_probability_percent": draw(st.integers(0, 100)),
-                 "ecn": draw(st.booleans()), "per_queue": per_queue},
-        "pfc": {"priorities": draw(st.lists(st.integers(0, 7), min_size=1, max_size=2, unique=True)), "xon_kb": xon,
-                "xoff_kb": xoff, "headroom_kb": draw(st.integers(50, 500)),
-                "watchdog_ms": draw(st.one_of(st.none(), st.integers(1, 1000)))},
-        "mtu_bytes": draw(st.integers(4200, 9216))})
+    return QosSpec.model_validate(
+        {
+            "classes": classes,
+            "default_qos_group": draw(st.integers(0, 7)),
+            "strict_priority_queues": strict,
+            "bandwidth_remaining_percent": shares,
+            "wred": {
+                "queues": queues,
+                "min_kb": wmin,
+                "max_kb": wmax,
+                "drop_probability_percent": draw(st.integers(0, 100)),
+                "ecn": draw(st.booleans()),
+                "per_queue": per_queue,
+            },
+            "pfc": {
+                "priorities": draw(st.lists(st.integers(0, 7), min_size=1, max_size=2, unique=True)),
+                "xon_kb": xon,
+                "xoff_kb": xoff,
+                "headroom_kb": draw(st.integers(50, 500)),
+                "watchdog_ms": draw(st.one_of(st.none(), st.integers(1, 1000))),
+            },
+            "mtu_bytes": draw(st.integers(4200, 9216)),
+        }
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -225,9 +270,18 @@ def test_import_of_the_export_is_the_profile(qos):
 
 
 def test_fabric_config_cli(write_scenario, tmp_path, capsys):
-    hw = {"name": "book", "cluster": {"gpu": "H100", "servers": 16, "gpus_per_server": 8},
-          "fabric": {"rails_per_switch": 2, "servers_per_segment": 16, "spines": 4, "subnet_prefix_length": 25,
-                     "load_balancing": "spray", "qos": {"wred": {"min_kb": 200, "max_kb": 2500}}}}
+    hw = {
+        "name": "book",
+        "cluster": {"gpu": "H100", "servers": 16, "gpus_per_server": 8},
+        "fabric": {
+            "rails_per_switch": 2,
+            "servers_per_segment": 16,
+            "spines": 4,
+            "subnet_prefix_length": 25,
+            "load_balancing": "spray",
+            "qos": {"wred": {"min_kb": 200, "max_kb": 2500}},
+        },
+    }
     path = write_scenario(hw)
     out = tmp_path / "cfg"
     assert run_app(app, ["fabric", "config", str(path), "--out", str(out)]) == 0
@@ -250,9 +304,11 @@ def test_fabric_config_cli(write_scenario, tmp_path, capsys):
         assert run_app(app, ["fabric", "config", str(path), *args]) == 2
         assert field in capsys.readouterr().err
     bad = tmp_path / "bad.cfg"
-    bad.write_text("policy-map type queuing X\n  class type queuing c-out-8q-q3\n    random-detect minimum-threshold "
-                   "3000 kbytes maximum-threshold 4000 kbytes ecn\npolicy-map type network-qos N\n  class type network-qos c-8q-nq3\n"
-                   "    pause pfc-cos 3\n")  # WRED max 4,000 KB above the default xOFF 3,200 KB
+    bad.write_text(
+        "policy-map type queuing X\n  class type queuing c-out-8q-q3\n    random-detect minimum-threshold "
+        "3000 kbytes maximum-threshold 4000 kbytes ecn\npolicy-map type network-qos N\n  class type network-qos c-8q-nq3\n"
+        "    pause pfc-cos 3\n"
+    )  # WRED max 4,000 KB above the default xOFF 3,200 KB
     assert run_app(app, ["fabric", "config", "--import", str(bad)]) == 2
     assert "fabric.qos.pfc.xoff_kb" in capsys.readouterr().err
 

@@ -27,8 +27,9 @@ def test_rail_optimized_default_is_the_skeleton_fabric():
 def test_segments_and_spines_counts():
     # 8 servers in segments of 2, 8 rails, single-rail switches: 4 segments x 8 = 32 rail switches, 4 spines,
     # each rail switch: 2 host ports + 4 uplinks; each spine: 32 down ports
-    f = build(ClusterSpec(servers=8, gpus_per_server=8, nic_speed_gbps=400),
-              FabricSpec(servers_per_segment=2, spines=4))
+    f = build(
+        ClusterSpec(servers=8, gpus_per_server=8, nic_speed_gbps=400), FabricSpec(servers_per_segment=2, spines=4)
+    )
     k = kinds(f)
     assert (k[RAIL], k[SPINE], k[NIC]) == (32, 4, 64)
     assert all(len(f.out_links[n]) == 6 for n, node in f.nodes.items() if node.kind == RAIL)
@@ -45,8 +46,10 @@ def test_single_dual_multi_rail_per_switch(rails_per_switch, switches):
 
 
 def test_dual_port_nic_to_two_switches_active_active():
-    f = build(ClusterSpec(servers=4, gpus_per_server=8, nic_ports=2, nic_speed_gbps=200),
-              FabricSpec(rails_per_switch=8, spines=2))
+    f = build(
+        ClusterSpec(servers=4, gpus_per_server=8, nic_ports=2, nic_speed_gbps=200),
+        FabricSpec(rails_per_switch=8, spines=2),
+    )
     assert sorted(n for n, x in f.nodes.items() if x.kind == RAIL) == ["leaf0-A", "leaf0-B"]
     nic_links = [f.links[li].dst for li in f.out_links["s0/nic3"] if f.is_switch(f.links[li].dst)]
     assert nic_links == ["leaf0-A", "leaf0-B"]
@@ -59,8 +62,10 @@ def test_dual_port_nic_to_two_switches_active_active():
 
 def test_multi_pod_superspine_planes():
     # 2 pods x 4 spines; 8 super-spines in 4 planes: spine j of each pod -> the 2 super-spines of plane j
-    f = build(ClusterSpec(servers=4, gpus_per_server=8),
-              FabricSpec(topology="multi-pod", pods=2, spines=4, superspines=8, superspine_planes=4))
+    f = build(
+        ClusterSpec(servers=4, gpus_per_server=8),
+        FabricSpec(topology="multi-pod", pods=2, spines=4, superspines=8, superspine_planes=4),
+    )
     assert kinds(f)[SUPERSPINE] == 8
     ups = sorted(f.links[li].dst for li in f.out_links["pod1/spine2"] if f.links[li].dst.startswith("superspine"))
     assert ups == ["superspine4", "superspine5"]
@@ -68,10 +73,13 @@ def test_multi_pod_superspine_planes():
 
 
 def test_partial_mesh_gives_each_leaf_a_distinct_subset():
-    f = build(ClusterSpec(servers=2, gpus_per_server=4),
-              FabricSpec(spines=4, spine_cabling="partial-mesh", spines_per_leaf=2))
-    subsets = [tuple(f.links[li].dst for li in f.out_links[f"rail{r}"] if f.links[li].dst.startswith("spine"))
-               for r in range(4)]
+    f = build(
+        ClusterSpec(servers=2, gpus_per_server=4), FabricSpec(spines=4, spine_cabling="partial-mesh", spines_per_leaf=2)
+    )
+    subsets = [
+        tuple(f.links[li].dst for li in f.out_links[f"rail{r}"] if f.links[li].dst.startswith("spine"))
+        for r in range(4)
+    ]
     assert subsets == [("spine0", "spine1"), ("spine1", "spine2"), ("spine2", "spine3"), ("spine3", "spine0")]
     # §6.12: the same hash index (0) maps to a different physical spine at every leaf
     assert len({s[0] for s in subsets}) == 4
@@ -116,8 +124,10 @@ def test_pxn_on_rail_optimized_avoids_the_spine():
 
 
 def test_nvl72_domain():
-    f = build(ClusterSpec(gpu="GB200", servers=2, gpus_per_server=72, scale_up="nvl72"),
-              FabricSpec(rails_per_switch=8, spines=9, link_speed_gbps=800, switch_radix=64))
+    f = build(
+        ClusterSpec(gpu="GB200", servers=2, gpus_per_server=72, scale_up="nvl72"),
+        FabricSpec(rails_per_switch=8, spines=9, link_speed_gbps=800, switch_radix=64),
+    )
     assert f.world_size == 144
     r = Router(f).route(0, 71)
     assert r.scale_up  # 72 GPUs on one NVLink domain
@@ -126,12 +136,17 @@ def test_nvl72_domain():
 
 def test_custom_topology_from_switches_and_links():
     cluster = ClusterSpec(servers=2, gpus_per_server=2, nic_speed_gbps=400)
-    custom = {"switches": [{"id": "leafA", "kind": "leaf"}, {"id": "leafB", "kind": "leaf"},
-                           {"id": "core", "kind": "spine"}],
-              "links": [{"a": "s0/nic0", "b": "leafA"}, {"a": "s0/nic1", "b": "leafB"},
-                        {"a": "s1/nic0", "b": "leafA"}, {"a": "leafB", "b": "s1/nic1"},
-                        {"a": "leafA", "b": "core", "speed_gbps": 800, "count": 2},
-                        {"a": "leafB", "b": "core", "speed_gbps": 800, "count": 2}]}
+    custom = {
+        "switches": [{"id": "leafA", "kind": "leaf"}, {"id": "leafB", "kind": "leaf"}, {"id": "core", "kind": "spine"}],
+        "links": [
+            {"a": "s0/nic0", "b": "leafA"},
+            {"a": "s0/nic1", "b": "leafB"},
+            {"a": "s1/nic0", "b": "leafA"},
+            {"a": "leafB", "b": "s1/nic1"},
+            {"a": "leafA", "b": "core", "speed_gbps": 800, "count": 2},
+            {"a": "leafB", "b": "core", "speed_gbps": 800, "count": 2},
+        ],
+    }
     f = build(cluster, FabricSpec(topology="custom", custom=custom))
     router = Router(f)
     hops = [f.links[li].dst for li in router.route(0, 3).links]
@@ -141,22 +156,30 @@ def test_custom_topology_from_switches_and_links():
     assert tiers["spine"] == 8 and tiers["host"] == 8
 
 
-small_designs = st.fixed_dictionaries({
-    "topology": st.sampled_from(["single-switch", "rail-only", "rail-optimized", "multi-pod"]),
-    "servers": st.sampled_from([2, 4]),
-    "gpus": st.sampled_from([2, 4]),
-    "ports": st.sampled_from([1, 2]),
-    "rps": st.sampled_from([1, 2]),
-    "spines": st.sampled_from([1, 2, 3]),
-    "seed": st.integers(0, 2**32 - 1),
-})
+small_designs = st.fixed_dictionaries(
+    {
+        "topology": st.sampled_from(["single-switch", "rail-only", "rail-optimized", "multi-pod"]),
+        "servers": st.sampled_from([2, 4]),
+        "gpus": st.sampled_from([2, 4]),
+        "ports": st.sampled_from([1, 2]),
+        "rps": st.sampled_from([1, 2]),
+        "spines": st.sampled_from([1, 2, 3]),
+        "seed": st.integers(0, 2**32 - 1),
+    }
+)
 
 
 def _build_small(p):
     multi = p["topology"] == "multi-pod"
-    fabric = FabricSpec(topology=p["topology"], rails_per_switch=p["rps"], spines=p["spines"],
-                        servers_per_segment=1 if not multi else None, pods=2 if multi else 1,
-                        superspines=2 if multi else 0, ecmp_hash_seed=p["seed"])
+    fabric = FabricSpec(
+        topology=p["topology"],
+        rails_per_switch=p["rps"],
+        spines=p["spines"],
+        servers_per_segment=1 if not multi else None,
+        pods=2 if multi else 1,
+        superspines=2 if multi else 0,
+        ecmp_hash_seed=p["seed"],
+    )
     return build(ClusterSpec(servers=p["servers"], gpus_per_server=p["gpus"], nic_ports=p["ports"]), fabric)
 
 
@@ -188,8 +211,10 @@ def test_identical_seeds_polarize_three_tier_uplinks_per_switch_seeds_do_not():
 
     from aifabric.fabric.polarization import analyze
 
-    f = build(ClusterSpec(servers=16, gpus_per_server=8),
-              FabricSpec(topology="multi-pod", pods=2, servers_per_segment=8, spines=4, superspines=4))
+    f = build(
+        ClusterSpec(servers=16, gpus_per_server=8),
+        FabricSpec(topology="multi-pod", pods=2, servers_per_segment=8, spines=4, superspines=4),
+    )
     same = analyze(Router(f, hash_seed=7), "permutation", 10, np.random.default_rng(3))
     per_switch = analyze(Router(f, hash_seed=7, per_switch_seed=True), "permutation", 10, np.random.default_rng(3))
     spine_up = [li for li in range(len(f.links)) if f.links[li].tier == "superspine" and f.is_uplink(li)]

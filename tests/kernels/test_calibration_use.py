@@ -97,7 +97,8 @@ def test_every_shape_scales_from_its_nearest_measurement(m, n, k, batch):
     # between the two shapes; every entry at half the model's throughput puts every shape at half too
     calibrated = KernelModel(H100, "bf16", table().with_model(PLAIN.gemm_time_s))
     assert calibrated.gemm("x", m, n, k, batch).time_s == pytest.approx(
-        SLOWDOWN * PLAIN.gemm("x", m, n, k, batch).time_s, rel=1e-9)
+        SLOWDOWN * PLAIN.gemm("x", m, n, k, batch).time_s, rel=1e-9
+    )
 
 
 def gemm_s(op: Compute) -> float:
@@ -121,8 +122,9 @@ def test_the_table_slows_the_simulated_compute(calibrated):
         else:
             # weight gradients accumulate into fp32 (more bytes than the table's plain GEMM): between 1 and 2x
             assert gemm_s(b) <= gemm_s(a) <= SLOWDOWN * gemm_s(b) * (1 + 1e-5)
-    assert sum(gemm_s(op) for op in slow.ranks[0] if isinstance(op, Compute)) > \
-        1.5 * sum(gemm_s(op) for op in fast.ranks[0] if isinstance(op, Compute))
+    assert sum(gemm_s(op) for op in slow.ranks[0] if isinstance(op, Compute)) > 1.5 * sum(
+        gemm_s(op) for op in fast.ranks[0] if isinstance(op, Compute)
+    )
     # the simulated compute time is the calibrated ops' durations (tp = 1: nothing folded into them)
     slow_run, fast_run = simulate(s), simulate(plain)
     for run in (slow_run, fast_run):
@@ -212,6 +214,7 @@ def test_tp_all_reduce_in_a_server_follows_the_calibration(nvlink_pair):
 
 
 # ---- unreadable calibration files --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("make", ["missing", "directory", "list"])
 def test_unreadable_calibration_file_is_named(tmp_path, capsys, make):

@@ -37,6 +37,7 @@ ANY_GPU = st.sampled_from(GPU_PRECISIONS)
 
 # ---- GEMM: bounded by the hardware ----------------------------------------------------------------
 
+
 @settings(max_examples=400, deadline=None)
 @given(ANY_GPU, DIM, DIM, DIM, BATCH)
 def test_gemm_never_beats_the_dense_peak(gp, m, n, k, batch):
@@ -64,6 +65,7 @@ def test_gemm_on_the_measured_shape_gives_the_measured_maximum(name, precision):
 
 # ---- GEMM: monotone in the problem size ------------------------------------------------------------
 
+
 def _grow(dims, axis, delta):
     out = list(dims)
     out[axis] += delta
@@ -86,6 +88,7 @@ def test_gemm_time_never_falls_as_a_dimension_grows(gp, m, n, k, batch, axis, de
 
 # ---- memory-bound kernels --------------------------------------------------------------------------
 
+
 @settings(max_examples=200, deadline=None)
 @given(ANY_GPU, st.floats(0, 1e12), st.floats(0, 1e12), st.floats(0.001, 1000))
 def test_memory_kernel_time_is_linear_in_bytes(gp, a, b, c):
@@ -94,8 +97,9 @@ def test_memory_kernel_time_is_linear_in_bytes(gp, a, b, c):
     spec = GPUS[gp[0]]
     bw = spec.hbm_bandwidth_gBps * 1e9 * spec.hbm_efficiency  # BabelStream Triad fraction of the datasheet
     assert model.memory("x", a).time_s == pytest.approx(a / bw, rel=1e-12, abs=1e-300)
-    assert model.memory("x", a + b).time_s == pytest.approx(model.memory("x", a).time_s + model.memory("x", b).time_s,
-                                                            rel=1e-12, abs=1e-300)
+    assert model.memory("x", a + b).time_s == pytest.approx(
+        model.memory("x", a).time_s + model.memory("x", b).time_s, rel=1e-12, abs=1e-300
+    )
     assert model.memory("x", c * a).time_s == pytest.approx(c * model.memory("x", a).time_s, rel=1e-12, abs=1e-300)
     assert model.memory("x", a).flops == 0 and model.memory("x", a).kind == "memory"
 
@@ -115,8 +119,14 @@ ATT_GPU = st.sampled_from([(n, p) for n, p in GPU_PRECISIONS if p in ("bf16", "f
 
 
 @settings(max_examples=200, deadline=None)
-@given(ATT_GPU, st.integers(1, 8), st.sampled_from([1, 2, 4, 8, 16, 32, 64]), st.integers(1, 32768),
-       st.sampled_from([64, 128, 256]), st.booleans())
+@given(
+    ATT_GPU,
+    st.integers(1, 8),
+    st.sampled_from([1, 2, 4, 8, 16, 32, 64]),
+    st.integers(1, 32768),
+    st.sampled_from([64, 128, 256]),
+    st.booleans(),
+)
 def test_flash_attention_flops_and_rate(gp, batch, heads, s, d, causal):
     model = km(*gp)
     fwd = model.flash_attention("f", batch, heads, heads, s, s, d, causal, False)
@@ -134,8 +144,14 @@ def test_flash_attention_flops_and_rate(gp, batch, heads, s, d, causal):
 
 
 @settings(max_examples=100, deadline=None)
-@given(ATT_GPU, st.integers(1, 4), st.sampled_from([8, 16, 32, 64]), st.integers(8192, 65536),
-       st.sampled_from([64, 128]), st.booleans())
+@given(
+    ATT_GPU,
+    st.integers(1, 4),
+    st.sampled_from([8, 16, 32, 64]),
+    st.integers(8192, 65536),
+    st.sampled_from([64, 128]),
+    st.booleans(),
+)
 def test_causal_attention_costs_about_half_for_long_sequences(gp, batch, heads, s, d, backward):
     # a causal mask skips the blocks above the diagonal: (n + 1) / 2n of the square for n blocks per side,
     # half in the limit; long sequences are compute bound, so the time follows the FLOPs
@@ -148,8 +164,11 @@ def test_causal_attention_costs_about_half_for_long_sequences(gp, batch, heads, 
 
 # ---- kernel sequences and the optimizer ------------------------------------------------------------
 
-KERNEL = st.builds(lambda kind, t: Kernel(kind, kind, 0.0, 0.0, t),
-                   st.sampled_from(["gemm", "attention", "memory", "optimizer"]), st.floats(0, 1e-3))
+KERNEL = st.builds(
+    lambda kind, t: Kernel(kind, kind, 0.0, 0.0, t),
+    st.sampled_from(["gemm", "attention", "memory", "optimizer"]),
+    st.floats(0, 1e-3),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -198,6 +217,7 @@ def test_fp16_loss_scaling_adds_one_unscale_pass(gp, shard, local):
 
 # ---- the kernels of a decoder block ----------------------------------------------------------------
 
+
 def gemm_flops(seq: KernelSeq) -> float:
     return sum(k.flops for k in seq.kernels if k.kind == "gemm")
 
@@ -212,14 +232,25 @@ def blocks(draw):
     hidden = heads * d
     ffn = tp * draw(st.integers(1, 512)) * 8
     gated = draw(st.booleans())
-    model = Transformer("t", 2, hidden, heads, ffn, tp * draw(st.integers(1, 2000)), kv_heads=kv_heads,
-                        gated_mlp=gated, learned_positions=not gated, max_seq_len=8192)
+    model = Transformer(
+        "t",
+        2,
+        hidden,
+        heads,
+        ffn,
+        tp * draw(st.integers(1, 2000)),
+        kv_heads=kv_heads,
+        gated_mlp=gated,
+        learned_positions=not gated,
+        max_seq_len=8192,
+    )
     return model, tp, draw(st.integers(1, 4)), draw(st.sampled_from([128, 512, 1000, 2048, 4096]))
 
 
 def tk(model, tp, b, s, attention="flash", sp=False, name="H100"):
-    return TransformerKernels(km(name), model, tp=tp, cp=1, micro_batch=b, seq_len=s, sequence_parallel=sp,
-                              attention=attention)
+    return TransformerKernels(
+        km(name), model, tp=tp, cp=1, micro_batch=b, seq_len=s, sequence_parallel=sp, attention=attention
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -260,8 +291,19 @@ def test_unfused_attention_has_the_two_score_gemms(block):
 
 def test_moe_gemm_flops_match_the_model():
     # routed experts: each token through top_k experts (and the shared one), plus the router (h x experts)
-    model = Transformer("moe", 2, 1024, 16, 4096, 32000, kv_heads=4, gated_mlp=True, learned_positions=False,
-                        moe=MoE(experts=8, top_k=2, expert_ffn_hidden=2048, shared_experts=1), max_seq_len=4096)
+    model = Transformer(
+        "moe",
+        2,
+        1024,
+        16,
+        4096,
+        32000,
+        kv_heads=4,
+        gated_mlp=True,
+        learned_positions=False,
+        moe=MoE(experts=8, top_k=2, expert_ffn_hidden=2048, shared_experts=1),
+        max_seq_len=4096,
+    )
     k = tk(model, 1, 2, 2048)
     assert gemm_flops(k.op("fwd/moe")) == pytest.approx(model.mlp_flops_per_token(True) * 2 * 2048, rel=1e-12)
     assert gemm_flops(k.op("bwd/moe")) == pytest.approx(2 * gemm_flops(k.op("fwd/moe")), rel=1e-12)
@@ -280,9 +322,19 @@ def test_sequence_parallelism_divides_norms_and_dropouts_by_tp(block, attention)
     # the GEMMs and the attention core are unchanged (the activations are all-gathered before them)
     model, tp, b, s = block
     assume(tp > 1)
-    moe = Transformer("m", 2, model.hidden, model.heads, model.ffn_hidden, model.vocab, kv_heads=model.kv_heads,
-                      gated_mlp=model.gated_mlp, learned_positions=model.learned_positions, max_seq_len=8192,
-                      moe=MoE(experts=4, top_k=2, expert_ffn_hidden=model.ffn_hidden))
+    moe = Transformer(
+        "m",
+        2,
+        model.hidden,
+        model.heads,
+        model.ffn_hidden,
+        model.vocab,
+        kv_heads=model.kv_heads,
+        gated_mlp=model.gated_mlp,
+        learned_positions=model.learned_positions,
+        max_seq_len=8192,
+        moe=MoE(experts=4, top_k=2, expert_ffn_hidden=model.ffn_hidden),
+    )
     for m in (model, moe):
         plain, sp = tk(m, tp, b, s, attention), tk(m, tp, b, s, attention, sp=True)
         for op in ("fwd/attn", "bwd/attn", "fwd/mlp", "bwd/mlp", "fwd/moe", "bwd/moe", "fwd/logits", "bwd/logits"):
@@ -318,6 +370,7 @@ def test_a_dense_block_has_two_norms_and_two_bias_dropout_adds():
 
 
 # ---- the book's small networks (kernels/small.py) --------------------------------------------------
+
 
 def test_feed_forward_gemm_flops():
     # per layer a samples x inputs x outputs GEMM: 2·a·b·samples forward; backward the weight gradient of

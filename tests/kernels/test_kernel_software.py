@@ -49,8 +49,9 @@ def test_2021_block_is_slower_only_by_its_gemms_and_norms():
 
     def block(software):
         km = KernelModel(GPUS["A100"], "fp16", software=software)
-        tk = TransformerKernels(km, model, tp=8, cp=1, micro_batch=1, seq_len=2048, sequence_parallel=False,
-                                attention="unfused")
+        tk = TransformerKernels(
+            km, model, tp=8, cp=1, micro_batch=1, seq_len=2048, sequence_parallel=False, attention="unfused"
+        )
         return tk.op("fwd/attn").kernels + tk.op("fwd/mlp").kernels
 
     now, old = block("current"), block("megatron-2021")
@@ -68,15 +69,23 @@ def test_software_without_a_measurement_is_refused():
         KernelModel(GPUS["H100"], "bf16", software="megatron-2022")
 
 
-@pytest.mark.parametrize("gpu,software", [("H100", "megatron-2022"), ("A100", "bogus"), ("A100", ""),
-                                          ("A100", 0)])
+@pytest.mark.parametrize("gpu,software", [("H100", "megatron-2022"), ("A100", "bogus"), ("A100", ""), ("A100", 0)])
 def test_scenario_software_errors_name_the_field(gpu, software):
     from aifabric import load_scenario
     from aifabric.errors import InputError
 
-    scenario = {"name": "t", "cluster": {"gpu": gpu, "servers": 1, "gpus_per_server": 8},
-                "fabric": {"topology": "rail-optimized"},
-                "workload": {"kind": "llm-training", "model": "gpt3-1.3b", "parallelism": {"tp": 8},
-                             "global_batch_size": 8, "seq_len": 1024, "software": software}}
+    scenario = {
+        "name": "t",
+        "cluster": {"gpu": gpu, "servers": 1, "gpus_per_server": 8},
+        "fabric": {"topology": "rail-optimized"},
+        "workload": {
+            "kind": "llm-training",
+            "model": "gpt3-1.3b",
+            "parallelism": {"tp": 8},
+            "global_batch_size": 8,
+            "seq_len": 1024,
+            "software": software,
+        },
+    }
     with pytest.raises(InputError, match="workload.software"):
         load_scenario(scenario)

@@ -74,8 +74,9 @@ def test_compute_efficiency_reproduces_flops_over_peak(kw):
     # the same ops with the same FLOPs as the kernel model's, less its embedding ops
     kernels = build(**kw)
     for a, b in zip(w.ranks, kernels.ranks, strict=True):
-        assert [(op.name, op.flops) for op in computes(a)] == \
-            [(op.name, op.flops) for op in computes(b) if "embedding" not in op.name]
+        assert [(op.name, op.flops) for op in computes(a)] == [
+            (op.name, op.flops) for op in computes(b) if "embedding" not in op.name
+        ]
 
 
 @pytest.mark.parametrize("zero,shard", [(0, 1), (1, 2)])
@@ -105,8 +106,11 @@ def test_hardware_flops_include_recomputation_model_flops_do_not(extra):
     # (MFU's numerator) do not
     w = {mode: build(recompute=mode, **extra) for mode in ("none", "selective", "full")}
     tokens = BATCH * SEQ
-    forward = GPT.layers * (GPT.attention_matmul_flops_per_token() + GPT.attention_core_flops_per_token(SEQ)
-                            + GPT.mlp_flops_per_token()) * tokens
+    forward = (
+        GPT.layers
+        * (GPT.attention_matmul_flops_per_token() + GPT.attention_core_flops_per_token(SEQ) + GPT.mlp_flops_per_token())
+        * tokens
+    )
     core = GPT.layers * GPT.attention_core_flops_per_token(SEQ) * tokens
     hw = {mode: wl.hardware_flops_per_iteration for mode, wl in w.items()}
     assert hw["full"] > hw["selective"] > hw["none"]
@@ -156,6 +160,7 @@ def test_mfu_is_unchanged_by_recomputation_flops():
 
 # ---- Megatron's pipeline scatter/gather -----------------------------------------------------------
 
+
 def p2p(ops):
     return [op for op in ops if isinstance(op, (Send, Recv))]
 
@@ -203,6 +208,7 @@ def test_plan_with_sequence_parallelism_never_gathers_pipeline_tensors():
 
 
 # ---- data parallel ---------------------------------------------------------------------------------
+
 
 def test_data_parallel_optimizer_step_only_with_the_kernel_model(ch14_data):
     # compute_efficiency: forward and backward at that fraction of the peak, no optimizer op (the form this

@@ -31,17 +31,58 @@ def cli(*args):
 
 SHOWS = {
     "neuron": ["4.80", "0.992", "0.622", "96 bits", "112 bits", "the book prints the first sum as 4.84"],
-    "backprop": ["0.245", "0.280", "0.840", "2.100", "0.042", "0.105", "0.058", "0.295", "η = 0.012",
-                 "Iteration 2: update", "AllReduce (sum)"],
-    "softmax": ["24.813", "0.244", "0.181", "1.709", "-0.819", "the book prints -log(0.181) = 0.734", "101,632",
-                "406,528"],
-    "conv": ["(6 - 3) / 1 + 1 = 4", "vertical 99, horizontal 0", "94 × 94 × 8", "47 × 47 × 8", "45 × 45 × 16",
-             "22 × 22 × 16", "7,744", "27,648: 72 %", "316.6 GiB"],
-    "rnn": ["[1, 0, 0, 0]", "[0, 0, 1, 0]", "a→l, l→l, l→e, e→y", "σ(z) = 0.0067", "the book prints 0.0998",
-            "σ(z) = 0.0009"],
+    "backprop": [
+        "0.245",
+        "0.280",
+        "0.840",
+        "2.100",
+        "0.042",
+        "0.105",
+        "0.058",
+        "0.295",
+        "η = 0.012",
+        "Iteration 2: update",
+        "AllReduce (sum)",
+    ],
+    "softmax": [
+        "24.813",
+        "0.244",
+        "0.181",
+        "1.709",
+        "-0.819",
+        "the book prints -log(0.181) = 0.734",
+        "101,632",
+        "406,528",
+    ],
+    "conv": [
+        "(6 - 3) / 1 + 1 = 4",
+        "vertical 99, horizontal 0",
+        "94 × 94 × 8",
+        "47 × 47 × 8",
+        "45 × 45 × 16",
+        "22 × 22 × 16",
+        "7,744",
+        "27,648: 72 %",
+        "316.6 GiB",
+    ],
+    "rnn": [
+        "[1, 0, 0, 0]",
+        "[0, 0, 1, 0]",
+        "a→l, l→l, l→e, e→y",
+        "σ(z) = 0.0067",
+        "the book prints 0.0998",
+        "σ(z) = 0.0009",
+    ],
     "lstm": ["standard cell vs torch.nn.LSTMCell", "ReLU", "the forget gate"],
-    "transformer": ["2 3 4 5 6 7 8 9 10 5 2 11", "[1.743, 2.000] ≈ [1.7, 2.0]", "0.00655 ≈ 0.007",
-                    "mean -0.0067, std 1.0032", "\"the\"", "614,400,000", "604.0 million"],
+    "transformer": [
+        "2 3 4 5 6 7 8 9 10 5 2 11",
+        "[1.743, 2.000] ≈ [1.7, 2.0]",
+        "0.00655 ≈ 0.007",
+        "mean -0.0067, std 1.0032",
+        '"the"',
+        "614,400,000",
+        "604.0 million",
+    ],
     "power": ["17.5 MW", "1,440 hours", "25,200 MWh", "$2,520,000 ($2.52 M)"],
 }
 
@@ -81,17 +122,20 @@ def test_no_topic_lists_them():
     assert code == 0 and all(t in out for t in SHOWS) and "Chapter 7" in out
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["learn", "nothing"], "TOPIC"),
-    (["learn", "neuron", "--values", "x9=1"], "--values"),
-    (["learn", "neuron", "--values", "x1=abc"], "--values"),
-    (["learn", "neuron", "--values", "x1=nan"], "--values"),
-    (["learn", "power", "--values", "gpus=-3"], "--values"),
-    (["learn", "backprop", "--values", "x=1,2"], "--values"),
-    (["learn", "softmax", "--values", "label=12"], "--values"),
-    (["learn", "conv", "--values", "kernel=9"], "--values"),
-    (["learn", "--values", "x=1"], "--values"),
-])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["learn", "nothing"], "TOPIC"),
+        (["learn", "neuron", "--values", "x9=1"], "--values"),
+        (["learn", "neuron", "--values", "x1=abc"], "--values"),
+        (["learn", "neuron", "--values", "x1=nan"], "--values"),
+        (["learn", "power", "--values", "gpus=-3"], "--values"),
+        (["learn", "backprop", "--values", "x=1,2"], "--values"),
+        (["learn", "softmax", "--values", "label=12"], "--values"),
+        (["learn", "conv", "--values", "kernel=9"], "--values"),
+        (["learn", "--values", "x=1"], "--values"),
+    ],
+)
 def test_bad_input_exits_2_naming_what(args, named):
     code, out, err = cli(*args)
     assert code == 2 and named in err and "Traceback" not in err + out, err

@@ -88,8 +88,12 @@ def test_t6_t7_softmax_cross_entropy_and_its_gradient(les):
     assert round(v["cross_entropy"], 3) == 1.709 == round(v["cross_entropy_hand"], 3)  # not the book's 0.734
     assert round(v["delta"][8], 3) == -0.819 and round(v["delta"][4], 3) == 0.244
     assert v["grad"] == pytest.approx(v["delta"], abs=1e-12)  # autograd = p - one-hot
-    assert (v["hidden_weights"], v["output_weights"], v["weights"], v["weight_bytes"]) == (100_352, 1_280, 101_632,
-                                                                                           406_528)
+    assert (v["hidden_weights"], v["output_weights"], v["weights"], v["weight_bytes"]) == (
+        100_352,
+        1_280,
+        101_632,
+        406_528,
+    )
     assert v["biases"] == 138 and v["dp_first_layer_weights"] == 131_072
 
 

@@ -62,8 +62,10 @@ def test_long_runs_keep_link_load_and_depth_series_bounded(monkeypatch):
     g = _graph(f, [("h0", "h4"), ("h1", "h4"), ("h2", "h4")], 4e6)  # incast: queues build up
     pr = run_packet(g, f)
     tl = pr.timeline
-    carried = sum(float((r * (b - a)).sum()) for a, b, r in zip(tl.link_load.t_start, tl.link_load.t_end,
-                                                                tl.link_load.rates_bytes_per_s))
+    carried = sum(
+        float((r * (b - a)).sum())
+        for a, b, r in zip(tl.link_load.t_start, tl.link_load.t_end, tl.link_load.rates_bytes_per_s)
+    )
     assert carried == pytest.approx(tl.link_bytes.sum(), rel=1e-9)
     assert all(len(q["depth_series"]) <= 32 for p in pr.stats.ports for q in p["queues"])
     assert max(p.bin_s for p in pr.network.ports) > 1e-6

@@ -45,7 +45,7 @@ def test_a_lost_req_is_sent_again_after_the_cm_timeout_and_the_write_completes(l
     lose(REQ, 2)
     r = run_scenario("connect", _cfg())
     conn = r.net.flows[0].conn
-    timeout_s = 4.096e-6 * 2 ** 20  # rdma_cm's CM response timeout: 4.29 s
+    timeout_s = 4.096e-6 * 2**20  # rdma_cm's CM response timeout: 4.29 s
     reqs = [t for t, _, m in conn.cm_log if m == "REQ"]
     assert len(reqs) == 3
     assert reqs[1] - reqs[0] == pytest.approx(timeout_s) and reqs[2] - reqs[1] == pytest.approx(timeout_s)
@@ -61,7 +61,7 @@ def test_a_lost_rep_is_answered_by_the_repeated_req_and_the_passive_side_does_no
     r = run_scenario("connect", _cfg(timeout=10))  # 4.19 ms
     conn = r.net.flows[0].conn
     assert [m for _, _, m in conn.cm_log][:4] == ["REQ", "REP", "REQ", "REP"]
-    assert conn.cm_log[2][0] - conn.cm_log[0][0] == pytest.approx(4.096e-6 * 2 ** 10)
+    assert conn.cm_log[2][0] - conn.cm_log[0][0] == pytest.approx(4.096e-6 * 2**10)
     assert [b.value for _, b, _ in conn.resp.history] == ["INIT", "RTR", "RTS"]  # once each, duplicates or not
     assert conn.req.state is QpState.RTS and conn.cm_error is None
     assert [w.status for w in r.net.rnic(r.net.flows[0].src).cq.entries] == [WcStatus.SUCCESS]
@@ -79,7 +79,7 @@ def test_every_req_lost_fails_the_connection_after_the_retry_count_and_the_qp_st
     assert "no REP for QP 0x123456 after 4 REQs" in conn.cm_error and "3 retries" in conn.cm_error
     assert "ETIMEDOUT" in conn.cm_error and "stays in INIT" in conn.cm_error
     assert flow.wr is not None and not conn.req.outstanding and r.net.rnic(flow.src).cq.entries == []
-    assert flow.done_t is None and r.net.sim.now == pytest.approx(reqs[-1] + 4.096e-6 * 2 ** 8)
+    assert flow.done_t is None and r.net.sim.now == pytest.approx(reqs[-1] + 4.096e-6 * 2**8)
     assert any("connection failed" in f for f in r.findings)
 
 

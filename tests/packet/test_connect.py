@@ -31,14 +31,28 @@ def test_we02_we03_the_book_example_from_registration_to_completion():
     conn = flow.conn
     # WE-02: the QP, its partition, its first PSN, the service type and the MTU, through INIT -> RTR -> RTS
     assert (conn.req.qpn, conn.req.type, conn.req.pkey, conn.req.sq_psn, conn.req.path_mtu) == (
-        CCN_QPN, "RC", BOOK_PKEY, BOOK_START_PSN, 1024)
+        CCN_QPN,
+        "RC",
+        BOOK_PKEY,
+        BOOK_START_PSN,
+        1024,
+    )
     assert [b.value for _, b, _ in conn.req.history] == ["INIT", "RTR", "RTS"]
     assert [b.value for _, b, _ in conn.resp.history] == ["INIT", "RTR", "RTS"]
     assert [m for _, _, m in conn.cm_log] == ["REQ", "REP", "RTU"]
     events = [row["event"] for row in r.table]
-    order = [next(i for i, e in enumerate(events) if key in e) for key in
-             ("ccn: QP 0x123456 (RC) RESET -> INIT", "CM REQ", "scn: QP 0xabcd INIT -> RTR", "CM REP",
-              "ccn: QP 0x123456 RTR -> RTS", "CM RTU", "work completion")]
+    order = [
+        next(i for i, e in enumerate(events) if key in e)
+        for key in (
+            "ccn: QP 0x123456 (RC) RESET -> INIT",
+            "CM REQ",
+            "scn: QP 0xabcd INIT -> RTR",
+            "CM REP",
+            "ccn: QP 0x123456 RTR -> RTS",
+            "CM RTU",
+            "work completion",
+        )
+    ]
     assert order == sorted(order)
     # WE-03 and the completion
     wc = net.rnic(flow.src).cq.entries
@@ -56,8 +70,15 @@ def test_connect_pcap_decodes_with_the_book_values(tmp_path):
     mads = [p for p in pkts if p[BTH].opcode == 0x64]
     assert len(mads) == 3 and all(p[BTH].dqpn == 1 and p[UDP].dport == 4791 for p in mads)
     req = parse_mad(bytes(mads[0][BTH].payload)[8:])
-    assert (req["attribute_id"], req["mgmt_class"], req["local_qpn"], req["service_type"], req["starting_psn"],
-            req["pkey"], req["path_mtu"]) == (REQ, 0x07, CCN_QPN, 0, BOOK_START_PSN, BOOK_PKEY, 3)
+    assert (
+        req["attribute_id"],
+        req["mgmt_class"],
+        req["local_qpn"],
+        req["service_type"],
+        req["starting_psn"],
+        req["pkey"],
+        req["path_mtu"],
+    ) == (REQ, 0x07, CCN_QPN, 0, BOOK_START_PSN, BOOK_PKEY, 3)
     data = [p for p in pkts if p[BTH].opcode in (0x06, 0x07, 0x08)]
     assert [p[BTH].opcode for p in data] == [0x06, 0x07, 0x07, 0x08]
     first = data[0]
@@ -97,7 +118,7 @@ def test_cm_flag_sets_every_story_qp_up_on_the_wire(tmp_path):
     res = runner.invoke(app, ["packet", "incast", "--cm", "--size-mb", "0.2", "--pcap", str(pcap)])
     assert res.exit_code == 0, res.output
     mads = [p for p in rdpcap(str(pcap)) if BTH in p and p[BTH].opcode == 0x64]
-    attrs = [struct.unpack("!H", bytes(p[BTH].payload)[8 + 16:8 + 18])[0] for p in mads]
+    attrs = [struct.unpack("!H", bytes(p[BTH].payload)[8 + 16 : 8 + 18])[0] for p in mads]
     assert attrs == [0x10, 0x13, 0x14]  # the traced flow's QP: REQ, REP, RTU
 
 
@@ -106,14 +127,24 @@ def test_wireshark_decodes_the_cm_exchange_and_the_write(tmp_path):
     pcap = tmp_path / "c.pcap"
     assert runner.invoke(app, ["packet", "connect", "--pcap", str(pcap)]).exit_code == 0
     summary = subprocess.run(["tshark", "-r", str(pcap)], capture_output=True, text=True, timeout=120).stdout
-    order = [summary.index(s) for s in ("CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse",
-                                        "RC RDMA Write First", "RC Acknowledge")]
+    order = [
+        summary.index(s)
+        for s in ("CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse", "RC RDMA Write First", "RC Acknowledge")
+    ]
     assert order == sorted(order) and "Malformed" not in summary
     detail = subprocess.run(["tshark", "-r", str(pcap), "-V"], capture_output=True, text=True, timeout=120).stdout
-    for field in ("Management Class: 0x07", "Local QPN: 0x123456", "Starting PSN: 0x000abc",
-                  "Partition Key: 0x8012", "Path Packet Payload MTU: 0x3", "Transport Service Type: 0x0",
-                  "Primary Local Port GID: 10.0.0.1", "IP CM Destination IP: 10.0.0.2", "Local QPN: 0x00abcd",
-                  "Remote Communication ID: 0x00001000"):
+    for field in (
+        "Management Class: 0x07",
+        "Local QPN: 0x123456",
+        "Starting PSN: 0x000abc",
+        "Partition Key: 0x8012",
+        "Path Packet Payload MTU: 0x3",
+        "Transport Service Type: 0x0",
+        "Primary Local Port GID: 10.0.0.1",
+        "IP CM Destination IP: 10.0.0.2",
+        "Local QPN: 0x00abcd",
+        "Remote Communication ID: 0x00001000",
+    ):
         assert field in detail, field
     assert "Malformed" not in detail
 

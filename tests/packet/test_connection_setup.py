@@ -80,8 +80,10 @@ def test_the_job_opens_one_connection_per_channel_per_network_peer_per_communica
     transfer(7, 0, 0, -1, 0)  # a pipeline send: one
     links = job_links(g, fabric)
     assert len(links) == 4
-    assert {(p.src_nic, p.dst_nic) for p in links} == {(fabric.rank_nic(3), fabric.rank_nic(4)),
-                                                       (fabric.rank_nic(7), fabric.rank_nic(0))}
+    assert {(p.src_nic, p.dst_nic) for p in links} == {
+        (fabric.rank_nic(3), fabric.rank_nic(4)),
+        (fabric.rank_nic(7), fabric.rank_nic(0)),
+    }
     assert all(p.rtt_s > 0 for p in links)
 
 

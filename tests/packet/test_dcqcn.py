@@ -67,8 +67,12 @@ def test_two_dcqcn_flows_on_one_bottleneck_converge_to_a_fair_share():
     net = Network(f, PacketConfig())
     a = net.add_transfer((link_between(f, "a", "sw"), link_between(f, "sw", "c")), 100e6, name="A")
     flows = {}
-    net.at(300e-6, lambda _: flows.setdefault("b", net.add_transfer(
-        (link_between(f, "b", "sw"), link_between(f, "sw", "c")), 100e6, name="B")))
+    net.at(
+        300e-6,
+        lambda _: flows.setdefault(
+            "b", net.add_transfer((link_between(f, "b", "sw"), link_between(f, "sw", "c")), 100e6, name="B")
+        ),
+    )
     snap = {}
     net.at(3e-3, lambda _: snap.update(a=a.n_got, b=flows["b"].n_got))
     net.sim.run(5e-3)

@@ -61,7 +61,10 @@ def test_three_packet_write_first_middle_last_book_figures_12_1_to_12_3():
     directly after the previous one: the receiver places at base VA + cumulative offset)."""
     segs = segment_write(3 * 1024, 1024, start_psn=1)
     assert [(s.psn, s.opcode, s.has_reth) for s in segs] == [
-        (1, OP_WRITE_FIRST, True), (2, OP_WRITE_MIDDLE, False), (3, OP_WRITE_LAST, False)]
+        (1, OP_WRITE_FIRST, True),
+        (2, OP_WRITE_MIDDLE, False),
+        (3, OP_WRITE_LAST, False),
+    ]
     blocks = {0: "2C", 1024: "2D", 2048: "2E"}
     assert [blocks[s.offset_bytes] for s in segs] == ["2C", "2D", "2E"]
     assert segs[0].wire_bytes == 1024 + ROCE_HEADER_BYTES + RETH_BYTES

@@ -71,13 +71,13 @@ def test_pfc_frames_are_mac_control_0x8808_opcode_0x0101_cev_bit_3(frames):
         assert p[Ether].dst == "01:80:c2:00:00:01"
         assert raw[12:14] == b"\x88\x08" and raw[14:16] == b"\x01\x01"
         assert raw[16:18] == b"\x00\x08"  # class-enable vector: 0000 1000 = queue 3
-    assert struct.unpack(">H", bytes(pause)[18 + 3 * 2:18 + 4 * 2])[0] == 0xFFFF
+    assert struct.unpack(">H", bytes(pause)[18 + 3 * 2 : 18 + 4 * 2])[0] == 0xFFFF
     assert resume[MACControlClassBasedFlowControl].c3_enabled == 1  # resume = the same frame with quanta 0
 
 
 def test_pfc_frame_builder_encodes_the_book_example():
     raw = bytes(pfc_frame("02:00:00:00:00:01", {3: 0xFFFF}))
-    assert raw[12:18] == bytes.fromhex("8808" "0101" "0008")
+    assert raw[12:18] == bytes.fromhex("880801010008")
 
 
 def _lldp_tlvs(pkt) -> list[tuple[int, bytes]]:
@@ -85,8 +85,8 @@ def _lldp_tlvs(pkt) -> list[tuple[int, bytes]]:
     while data:
         head = struct.unpack("!H", data[:2])[0]
         kind, length = head >> 9, head & 0x1FF
-        out.append((kind, data[2:2 + length]))
-        data = data[2 + length:]
+        out.append((kind, data[2 : 2 + length]))
+        data = data[2 + length :]
         if kind == 0:
             break
     return out
@@ -103,10 +103,17 @@ def test_lldp_dcbx_tlvs_carry_the_profile(tmp_path, pfc_prio):
     from aifabric.packet.profile import apply_qos
     from aifabric.scenario.qos_spec import QosSpec
 
-    qos = QosSpec.model_validate({"classes": [{"name": "R", "dscp": [24], "qos_group": pfc_prio},
-                                              {"name": "CNP", "dscp": [48], "qos_group": 7}],
-                                  "pfc": {"priorities": [pfc_prio]}, "wred": {"queues": [pfc_prio]},
-                                  "bandwidth_remaining_percent": {0: 40, pfc_prio: 60}})
+    qos = QosSpec.model_validate(
+        {
+            "classes": [
+                {"name": "R", "dscp": [24], "qos_group": pfc_prio},
+                {"name": "CNP", "dscp": [48], "qos_group": 7},
+            ],
+            "pfc": {"priorities": [pfc_prio]},
+            "wred": {"queues": [pfc_prio]},
+            "bandwidth_remaining_percent": {0: 40, pfc_prio: 60},
+        }
+    )
     cfg = apply_qos(PacketConfig(trace_flows=(0,)), qos)
     f = leaf_spine([["a", "b"]], ["sw"], [], 100)
     net = Network(f, cfg)
@@ -127,5 +134,5 @@ def test_lldp_dcbx_tlvs_carry_the_profile(tmp_path, pfc_prio):
         bw, tsa = ets[5:13], ets[13:21]
         assert bw[pfc_prio] == 60 and bw[0] == 40 and tsa[7] == 0 and tsa[pfc_prio] == 2
         app = _dcbx(tlvs, 0x0C)[1:]
-        entries = {(app[i] & 7, struct.unpack("!H", app[i + 1:i + 3])[0]): app[i] >> 5 for i in range(0, len(app), 3)}
+        entries = {(app[i] & 7, struct.unpack("!H", app[i + 1 : i + 3])[0]): app[i] >> 5 for i in range(0, len(app), 3)}
         assert entries[(5, 24)] == pfc_prio and entries[(5, 48)] == 7 and entries[(3, 4791)] == pfc_prio

@@ -33,7 +33,8 @@ def test_the_cycle_is_found_and_named(story):
         assert dl["priority"] == 3 and dl["bytes_held"] > 4 * 60_000  # each ingress above xON
         assert dl["t_s"] - dl["since_s"] >= 1e-3  # no progress for the hold time before it is declared
     assert "PFC deadlock on priority 3: spine0->leaf1 paused by leaf1 -> leaf1->spine1" in " ".join(
-        text for _, _, text in story.net.events_log)
+        text for _, _, text in story.net.events_log
+    )
 
 
 def test_the_watchdog_breaks_it_and_every_byte_arrives(story):
@@ -105,7 +106,11 @@ def test_the_loop_drops_packets_whose_ttl_runs_out():
     from aifabric.packet.scenarios import _loop_run
 
     base = PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, pfc_enabled=False, ecn_enabled=False),
-                  dcqcn=replace(base.dcqcn, enabled=False), until_s=0.002)
+    cfg = replace(
+        base,
+        switch=replace(base.switch, pfc_enabled=False, ecn_enabled=False),
+        dcqcn=replace(base.dcqcn, enabled=False),
+        until_s=0.002,
+    )
     net, st = _loop_run(cfg, 0.2, 0.001)
     assert sum(v for k, v in st.drops.items() if k[2] == "ttl-expired") > 0 and not st.deadlocks

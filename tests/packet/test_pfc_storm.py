@@ -56,7 +56,9 @@ def test_cli_explains_and_captures_the_storm(tmp_path):
     res = runner.invoke(app, ["packet", "pfc-storm", "--explain", "--max-events", "1000", "--pcap", str(pcap)])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
-    assert "PFC storm: the NIC sends pause frames" in out and "PFC watchdog: priority 3 paused longer than 100 ms" in out
+    assert (
+        "PFC storm: the NIC sends pause frames" in out and "PFC watchdog: priority 3 paused longer than 100 ms" in out
+    )
     assert "no watchdog" in out and "victim" in out
     frames = rdpcap(str(pcap))
     pfc = [f for f in frames if MACControlClassBasedFlowControl in f]

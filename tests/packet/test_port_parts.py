@@ -36,7 +36,7 @@ def test_queues_count_bytes_per_class_and_in_all():
 
 def test_wred_average_moves_by_the_gain_at_each_arrival():
     qs = ClassQueues()
-    gain = 2.0 ** -2
+    gain = 2.0**-2
     assert qs.average(3, gain) == 0.0  # an empty queue
     qs.push(_pkt(4000), 3)
     assert qs.average(3, gain) == 1000.0  # 0 + (4000 - 0) / 4

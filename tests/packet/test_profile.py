@@ -28,8 +28,7 @@ def test_the_default_profile_is_the_engines_defaults():
 def test_threshold_order_is_the_rule(xs):
     """xON < WRED min < WRED max < xOFF, or problems naming the fields out of order."""
     xon, wmin, wmax, xoff = xs
-    qos = QosSpec.model_validate({"wred": {"min_kb": wmin, "max_kb": wmax},
-                                  "pfc": {"xon_kb": xon, "xoff_kb": xoff}})
+    qos = QosSpec.model_validate({"wred": {"min_kb": wmin, "max_kb": wmax}, "pfc": {"xon_kb": xon, "xoff_kb": xoff}})
     fields = {p.path for p in check_qos(qos)}
     assert (not fields) == (xon < wmin < wmax < xoff)
     if not xon < wmin:
@@ -40,18 +39,23 @@ def test_threshold_order_is_the_rule(xs):
         assert "fabric.qos.pfc.xoff_kb" in fields
 
 
-@pytest.mark.parametrize("qos, field", [
-    ({"pfc": {"xon_kb": 200}}, "fabric.qos.wred.min_kb"),
-    ({"pfc": {"xoff_kb": 2500}}, "fabric.qos.pfc.xoff_kb"),
-    ({"pfc": {"headroom_kb": 5}}, "fabric.qos.pfc.headroom_kb"),
-    ({"mtu_bytes": 4100}, "fabric.qos.mtu_bytes"),
-    ({"bandwidth_remaining_percent": {0: 60, 3: 50}}, "fabric.qos.bandwidth_remaining_percent"),
-    ({"classes": [{"name": "A", "dscp": [24], "qos_group": 3}, {"name": "B", "dscp": [24], "qos_group": 7}]},
-     "fabric.qos.classes"),
-    ({"wred": {"weight": 16}}, "fabric.qos.wred.weight"),
-    ({"roce_mtu_bytes": 9000}, "fabric.qos.roce_mtu_bytes"),
-    ({"buffer": {"shared_mib": 2}}, "fabric.qos.pfc.xoff_kb"),
-])
+@pytest.mark.parametrize(
+    "qos, field",
+    [
+        ({"pfc": {"xon_kb": 200}}, "fabric.qos.wred.min_kb"),
+        ({"pfc": {"xoff_kb": 2500}}, "fabric.qos.pfc.xoff_kb"),
+        ({"pfc": {"headroom_kb": 5}}, "fabric.qos.pfc.headroom_kb"),
+        ({"mtu_bytes": 4100}, "fabric.qos.mtu_bytes"),
+        ({"bandwidth_remaining_percent": {0: 60, 3: 50}}, "fabric.qos.bandwidth_remaining_percent"),
+        (
+            {"classes": [{"name": "A", "dscp": [24], "qos_group": 3}, {"name": "B", "dscp": [24], "qos_group": 7}]},
+            "fabric.qos.classes",
+        ),
+        ({"wred": {"weight": 16}}, "fabric.qos.wred.weight"),
+        ({"roce_mtu_bytes": 9000}, "fabric.qos.roce_mtu_bytes"),
+        ({"buffer": {"shared_mib": 2}}, "fabric.qos.pfc.xoff_kb"),
+    ],
+)
 def test_validate_exits_2_naming_the_field(ch14_data, write_scenario, capsys, qos, field):
     ch14_data["fabric"]["qos"] = qos
     assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 2
@@ -77,15 +81,24 @@ def test_simulate_packet_runs_the_scenarios_profile(ch14_data):
     ch14_data["fabric"]["flowlet_gap_us"] = 12
     ch14_data["fabric"]["qos"] = {
         "classes": [{"name": "RDMA", "dscp": [10], "qos_group": 5}, {"name": "CNP", "dscp": [46], "qos_group": 6}],
-        "data_dscp": 10, "cnp_dscp": 46, "strict_priority_queues": [6], "bandwidth_remaining_percent": {5: 80},
-        "wred": {"queues": [5], "min_kb": 200, "max_kb": 2000}, "pfc": {"priorities": [5], "xoff_kb": 2400},
-        "roce_mtu_bytes": 2048, "dcqcn": {"g": 0.125}}
+        "data_dscp": 10,
+        "cnp_dscp": 46,
+        "strict_priority_queues": [6],
+        "bandwidth_remaining_percent": {5: 80},
+        "wred": {"queues": [5], "min_kb": 200, "max_kb": 2000},
+        "pfc": {"priorities": [5], "xoff_kb": 2400},
+        "roce_mtu_bytes": 2048,
+        "dcqcn": {"g": 0.125},
+    }
     run = simulate(load_scenario(ch14_data), "packet", keep_network=True)
     stats = run.packet_stats
     net = run.packet_network
     c = net.cfg
-    assert (c.switch.wred_min_bytes, c.switch.wred_max_bytes, c.switch.pfc_xoff_bytes) == (200_000, 2_000_000,
-                                                                                        2_400_000)
+    assert (c.switch.wred_min_bytes, c.switch.wred_max_bytes, c.switch.pfc_xoff_bytes) == (
+        200_000,
+        2_000_000,
+        2_400_000,
+    )
     assert c.switch.pfc_priorities == (5,) and c.switch.bandwidth_remaining_percent[5] == 80
     assert c.dcqcn.g == 0.125 and c.nic.mtu_bytes == 2048
     assert c.lb.mode == "flowlet" and c.lb.flowlet_gap_s == pytest.approx(12e-6)
@@ -99,14 +112,19 @@ def test_a_story_runs_on_a_files_profile(write_scenario, tmp_path, capsys):
     """`aifabric packet incast --qos FILE`: congestion control none means no CNPs; the default profile has them."""
     import json
 
-    hw = {"name": "p", "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 8},
-          "fabric": {"qos": {"congestion_control": "none"}}}
+    hw = {
+        "name": "p",
+        "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 8},
+        "fabric": {"qos": {"congestion_control": "none"}},
+    }
     for name, cc in (("none", "none"), ("dcqcn", "dcqcn")):
         hw["fabric"]["qos"]["congestion_control"] = cc
         path = write_scenario(hw, f"{name}.yaml")
         assert run_app(app, ["packet", "incast", "--qos", str(path), "--out", str(tmp_path / name)]) == 0
-    cnps = {n: json.loads((tmp_path / n / "packet-stats.json").read_text())["runs"]["incast"]["totals"]["cnps"]
-            for n in ("none", "dcqcn")}
+    cnps = {
+        n: json.loads((tmp_path / n / "packet-stats.json").read_text())["runs"]["incast"]["totals"]["cnps"]
+        for n in ("none", "dcqcn")
+    }
     assert cnps["none"] == 0 < cnps["dcqcn"]
     capsys.readouterr()
     assert run_app(app, ["packet", str(path), "--qos", str(path)]) == 2
@@ -140,11 +158,18 @@ def test_per_queue_wred_thresholds_are_each_queues_own():
     from aifabric.packet.topo import leaf_spine, link_between
 
     def marks(per_queue):
-        qos = QosSpec.model_validate({
-            "classes": [{"name": "A", "dscp": [24], "qos_group": 3}, {"name": "B", "dscp": [26], "qos_group": 5},
-                        {"name": "CNP", "dscp": [48], "qos_group": 7}],
-            "bandwidth_remaining_percent": {3: 50, 5: 50},
-            "wred": {"queues": [3, 5], "per_queue": per_queue}, "pfc": {"priorities": [3, 5]}})
+        qos = QosSpec.model_validate(
+            {
+                "classes": [
+                    {"name": "A", "dscp": [24], "qos_group": 3},
+                    {"name": "B", "dscp": [26], "qos_group": 5},
+                    {"name": "CNP", "dscp": [48], "qos_group": 7},
+                ],
+                "bandwidth_remaining_percent": {3: 50, 5: 50},
+                "wred": {"queues": [3, 5], "per_queue": per_queue},
+                "pfc": {"priorities": [3, 5]},
+            }
+        )
         assert not check_qos(qos)
         cfg = apply_qos(PacketConfig(), qos)
         f = leaf_spine([["a", "b", "c"]], ["sw"], [], 100)

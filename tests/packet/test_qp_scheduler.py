@@ -138,4 +138,3 @@ def test_indexed_lookup_with_out_of_order_placement(seed):
 
 def test_around_the_scan_threshold_and_after_slots_are_compacted():
     assert _drive(7, max_flows=SCAN_FLOWS + 2, lazy_share=0.2, steps=20_000) > 1000
-

@@ -102,8 +102,7 @@ def test_bad_rkey_is_a_nak_remote_access_error_and_an_error_completion(tmp_path)
     assert bad.error is WcStatus.REM_ACCESS_ERR and bad.done_t is None and bad.n_got == 0
     assert conn.req.state is QpState.ERR and queued.error is WcStatus.WR_FLUSH_ERR
     wcs = net.rnic(bad.src).cq.poll()
-    assert [(w.wr_id, w.status) for w in wcs] == [(bad.id, WcStatus.REM_ACCESS_ERR),
-                                                  (queued.id, WcStatus.WR_FLUSH_ERR)]
+    assert [(w.wr_id, w.status) for w in wcs] == [(bad.id, WcStatus.REM_ACCESS_ERR), (queued.id, WcStatus.WR_FLUSH_ERR)]
     assert st.flows[0]["status"] == "remote access error" and st.flows[0]["local_qpn"] == conn.req.qpn
     naks = [p for p in _pcap(net, tmp_path) if AETH in p and p[AETH].syndrome == 0x62]
     assert len(naks) == 1 and naks[0][BTH].psn == bad.ipsn
@@ -171,7 +170,7 @@ def test_cm_req_rep_rtu_go_to_qp1_before_the_first_write_and_cost_time(tmp_path)
 def _mad(frame) -> bytes:
     raw = bytes(frame[BTH].payload)
     assert struct.unpack("!I", raw[:4])[0] == 0x80010000 and raw[5:8] == b"\x00\x00\x01"  # DETH: Q_Key, source QP 1
-    return raw[8:8 + 256]
+    return raw[8 : 8 + 256]
 
 
 def test_cm_mads_have_the_ibta_layout(tmp_path):
@@ -195,8 +194,7 @@ def test_cm_mads_have_the_ibta_layout(tmp_path):
     assert d[56:72] == b"\x00" * 10 + b"\xff\xff" + bytes([10, 0, 0, 1])  # the client's GID ::ffff:10.0.0.1
     e = rep[24:]
     assert struct.unpack("!I", e[4:8])[0] == struct.unpack("!I", d[0:4])[0]  # Remote Comm ID = the REQ's Local
-    assert struct.unpack("!I", e[12:16])[0] >> 8 == 0x123456 and struct.unpack("!I", e[20:24])[0] >> 8 == \
-        conn.resp_ipsn
+    assert struct.unpack("!I", e[12:16])[0] >> 8 == 0x123456 and struct.unpack("!I", e[20:24])[0] >> 8 == conn.resp_ipsn
     assert rtu[24:32] == d[0:4] + e[0:4]
     p = parse_mad(req)
     assert (p["attribute_id"], p["local_qpn"], p["starting_psn"], p["pkey"]) == (REQ, 0x345678, conn.ipsn, 0x8012)
@@ -204,9 +202,10 @@ def test_cm_mads_have_the_ibta_layout(tmp_path):
 
 
 # -- receive-side placement ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("nic, placement", [(NicConfig(write_only=True), "direct"),
-                                            (NicConfig(transport="uet"), "direct"),
-                                            (NicConfig(), "go-back-N")])
+@pytest.mark.parametrize(
+    "nic, placement",
+    [(NicConfig(write_only=True), "direct"), (NicConfig(transport="uet"), "direct"), (NicConfig(), "go-back-N")],
+)
 def test_placement_by_transport_under_spraying(nic, placement):
     """Sprayed over unequal paths (Chapter 12, Figures 12-6/12-7): direct placement takes every packet as it comes,
     keeping a bitmap of received PSNs; go-back-N discards what overtook and resends it."""
@@ -237,9 +236,16 @@ def test_out_of_band_setup_is_not_narrated_but_the_cm_exchange_is():
 
 # -- properties ------------------------------------------------------------------------------------------------
 @settings(max_examples=15, deadline=None)
-@given(msgs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 2), st.integers(1, 60_000)),
-                     min_size=1, max_size=8),
-       cm=st.booleans(), transport=st.sampled_from(["rc", "uet"]), seed=st.integers(0, 2**32 - 1))
+@given(
+    msgs=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 2), st.integers(1, 60_000)),
+        min_size=1,
+        max_size=8,
+    ),
+    cm=st.booleans(),
+    transport=st.sampled_from(["rc", "uet"]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_every_work_request_completes_once_and_psns_tile_each_qp(msgs, cm, transport, seed):
     """Whatever the messages, QPs, setup and seed: one success completion per work request, the QPs in RTS, and
     on each QP the messages' PSN ranges follow one another from its initial PSN (mod 2^24) without overlap."""

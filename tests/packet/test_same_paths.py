@@ -64,6 +64,7 @@ def test_pcap_udp_source_port_is_the_routers(across_spines, tmp_path):
     from aifabric.packet.config import PacketConfig
     from aifabric.packet.pcap import write_pcap
     from aifabric.simulate import simulate
+
     cfg = PacketConfig(trace_flows=(0,), trace_by="rdma")
     run = simulate(across_spines, "packet", packet_options=cfg, keep_network=True)
     net = run.packet_network

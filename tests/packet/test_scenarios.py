@@ -103,8 +103,12 @@ def test_spraying_breaks_first_middle_last_but_not_write_only():
     and NAKed (go-back-N); Write Only packets are placed on arrival, whatever their order."""
     r = run_scenario("spraying", PacketConfig())
     rows = {row["variant"]: row for row in r.table}
-    ecmp, fml, wo, uet = (rows["ecmp, Write First/Middle/Last"], rows["spray, Write First/Middle/Last"],
-                          rows["spray, Write Only"], rows["UET (per-packet entropy)"])
+    ecmp, fml, wo, uet = (
+        rows["ecmp, Write First/Middle/Last"],
+        rows["spray, Write First/Middle/Last"],
+        rows["spray, Write Only"],
+        rows["UET (per-packet entropy)"],
+    )
     assert ecmp["out_of_order"] == 0 and ecmp["retransmissions"] == 0
     assert fml["out_of_order"] > 0 and fml["naks"] > 0 and fml["retransmissions"] > 0
     assert wo["out_of_order"] > 0 and wo["retransmissions"] == 0

@@ -25,8 +25,9 @@ def _small(ch14_data, write_scenario):
 def test_simulate_pcap_holds_the_runs_rocev2_packets(ch14_data, write_scenario, tmp_path):
     path = _small(ch14_data, write_scenario)
     pcap = tmp_path / "run.pcap"
-    res = runner.invoke(app, ["simulate", str(path), "--engine", "packet", "--out", str(tmp_path / "o"),
-                              "--pcap", str(pcap)])
+    res = runner.invoke(
+        app, ["simulate", str(path), "--engine", "packet", "--out", str(tmp_path / "o"), "--pcap", str(pcap)]
+    )
     assert res.exit_code == 0, res.output
     assert "run.pcap" in res.output and "capped" not in res.output
     flows = [f for f in json.loads((tmp_path / "o" / "summary.json").read_text())["packet"]["flows"] if "qpn" in f]
@@ -45,8 +46,21 @@ def test_simulate_pcap_holds_the_runs_rocev2_packets(ch14_data, write_scenario, 
 def test_simulate_pcap_cap_is_reached_and_said(ch14_data, write_scenario, tmp_path):
     path = _small(ch14_data, write_scenario)
     pcap = tmp_path / "capped.pcap"
-    res = runner.invoke(app, ["simulate", str(path), "--engine", "packet", "--out", str(tmp_path / "o"),
-                              "--pcap", str(pcap), "--pcap-max-packets", "100"])
+    res = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(path),
+            "--engine",
+            "packet",
+            "--out",
+            str(tmp_path / "o"),
+            "--pcap",
+            str(pcap),
+            "--pcap-max-packets",
+            "100",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     assert "capture capped at 100 packets" in out and "--pcap-max-packets" in out
@@ -61,7 +75,21 @@ def test_simulate_pcap_refused_off_the_packet_engine(ch14_data, write_scenario, 
     assert run_app(app, ["simulate", str(path), "--pcap", str(tmp_path / "x.pcap"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr()
     assert "--pcap" in err.out + err.err and "packet" in err.out + err.err
-    assert run_app(app, ["simulate", str(path), "--engine", "packet", "--pcap", str(tmp_path / "x.pcap"),
-                         "--pcap-max-packets", "0"]) == 2
+    assert (
+        run_app(
+            app,
+            [
+                "simulate",
+                str(path),
+                "--engine",
+                "packet",
+                "--pcap",
+                str(tmp_path / "x.pcap"),
+                "--pcap-max-packets",
+                "0",
+            ],
+        )
+        == 2
+    )
     assert "--pcap-max-packets" in "".join(capsys.readouterr())
     assert not (tmp_path / "x.pcap").exists() and not (tmp_path / "o").exists()

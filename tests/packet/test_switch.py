@@ -33,8 +33,9 @@ def test_classification_dscp_24_to_queue_3_48_to_queue_7_others_to_0():
     assert c.strict_priority_queues == (7,)
 
 
-@pytest.mark.parametrize("depth_kb, u, expected", [(100, 0.0, FORWARD), (149.9, 0.0, FORWARD),
-                                                   (3001, 0.99, MARK), (5000, 0.99, MARK)])
+@pytest.mark.parametrize(
+    "depth_kb, u, expected", [(100, 0.0, FORWARD), (149.9, 0.0, FORWARD), (3001, 0.99, MARK), (5000, 0.99, MARK)]
+)
 def test_wred_regimes_below_min_and_above_max(depth_kb, u, expected):
     """Spec §12.2 test 4 (Figures 11-1/11-2): < 150 KB unmodified; > 3000 KB every packet marked."""
     assert wred_decision(depth_kb * KB, **BOOK, drop_threshold=None, u=u) == expected

@@ -13,8 +13,10 @@ def _incast(cfg: PacketConfig, senders: int = 3, size: float = 1e6, dscp: int | 
     hosts = [f"s{i}" for i in range(senders)] + ["dst"]
     f = leaf_spine([hosts], ["sw"], [], 100)
     net = Network(f, cfg)
-    flows = [net.add_transfer((link_between(f, h, "sw"), link_between(f, "sw", "dst")), size, name=h, dscp=dscp)
-             for h in hosts[:-1]]
+    flows = [
+        net.add_transfer((link_between(f, h, "sw"), link_between(f, "sw", "dst")), size, name=h, dscp=dscp)
+        for h in hosts[:-1]
+    ]
     return net, flows
 
 
@@ -40,8 +42,9 @@ def test_lossless_class_does_not_drop_under_the_same_incast():
 
 def test_timeout_resends_when_the_tail_is_lost():
     """Drop-tail loses the last packets with nothing behind them to trigger a NAK: the RTO recovers."""
-    cfg = PacketConfig(switch=SwitchConfig(queue_limit_bytes=30_000), dcqcn=DcqcnConfig(enabled=False),
-                       nic=NicConfig(rto_s=100e-6))
+    cfg = PacketConfig(
+        switch=SwitchConfig(queue_limit_bytes=30_000), dcqcn=DcqcnConfig(enabled=False), nic=NicConfig(rto_s=100e-6)
+    )
     net, flows = _incast(cfg, senders=4, size=300e3, dscp=0)
     net.run()
     assert all(f.done_t is not None for f in flows)
@@ -69,8 +72,12 @@ def test_uet_mode_sprays_and_tolerates_reordering():
     f = leaf_spine([["a", "b"], ["c", "d"]], ["l0", "l1"], ["s0", "s1", "s2", "s3"], 100)
     cfg = PacketConfig(nic=NicConfig(transport="uet"))
     net = Network(f, cfg)
-    route = (link_between(f, "a", "l0"), link_between(f, "l0", "s0"), link_between(f, "s0", "l1"),
-             link_between(f, "l1", "c"))
+    route = (
+        link_between(f, "a", "l0"),
+        link_between(f, "l0", "s0"),
+        link_between(f, "s0", "l1"),
+        link_between(f, "l1", "c"),
+    )
     flow = net.add_transfer(route, 4e6)
     net.run()
     used = [net.ports[link_between(f, "l0", s)].tx_packets for s in ("s0", "s1", "s2", "s3")]
@@ -104,8 +111,14 @@ def test_a_pxn_relay_route_runs_hop_by_hop():
             f.add_cable(f"s{s}/g{g}", f"s{s}/nvs", 450e9, 250e-9, TIER_NVLINK)
             f.add_cable(f"s{s}/g{g}", f"s{s}/n{g}", 64e9, 300e-9, TIER_PCIE)
             f.add_cable(f"s{s}/n{g}", "rail", 50e9, 100e-9, TIER_HOST)
-    hops = [("s0/g0", "s0/nvs"), ("s0/nvs", "s0/g1"), ("s0/g1", "s0/n1"), ("s0/n1", "rail"), ("rail", "s1/n1"),
-            ("s1/n1", "s1/g1")]
+    hops = [
+        ("s0/g0", "s0/nvs"),
+        ("s0/nvs", "s0/g1"),
+        ("s0/g1", "s0/n1"),
+        ("s0/n1", "rail"),
+        ("rail", "s1/n1"),
+        ("s1/n1", "s1/g1"),
+    ]
     net = Network(f)
     flow = net.add_transfer(tuple(link_between(f, a, b) for a, b in hops), 1e6)
     net.run()

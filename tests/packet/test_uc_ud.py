@@ -38,8 +38,11 @@ def _cfg(transport: str, lossy: bool = False) -> PacketConfig:
     base = PacketConfig()
     cfg = replace(base, nic=replace(base.nic, transport=transport))
     if lossy:  # no PFC, and the lossless queue drops above 400 KB: the incast loses packets
-        cfg = replace(cfg, switch=replace(base.switch, pfc_enabled=False, drop_threshold_bytes=400_000),
-                      dcqcn=replace(base.dcqcn, enabled=False))
+        cfg = replace(
+            cfg,
+            switch=replace(base.switch, pfc_enabled=False, drop_threshold_bytes=400_000),
+            dcqcn=replace(base.dcqcn, enabled=False),
+        )
     return cfg
 
 
@@ -90,8 +93,9 @@ def test_uc_connect_story_pcap_no_ack_uc_opcodes_and_the_cm_says_uc(tmp_path):
     assert (conn.req.type, conn.req.state, conn.resp.state) == ("UC", QpState.RTS, QpState.RTS)
     assert conn.req.timeout is None and conn.req.retry_cnt is None  # no ACK: neither is set at RTR -> RTS
     assert parse_mad(mad_bytes(conn.message(REQ)))["service_type"] == SERVICE_UC
-    res = runner.invoke(app, ["packet", "incast", "--transport", "uc", "--size-mb", "0.02", "--pcap", str(pcap),
-                              "--flow", "0"])
+    res = runner.invoke(
+        app, ["packet", "incast", "--transport", "uc", "--size-mb", "0.02", "--pcap", str(pcap), "--flow", "0"]
+    )
     assert res.exit_code == 0, res.output
     pkts = [p for p in rdpcap(str(pcap)) if BTH in p]
     assert [p[BTH].opcode for p in pkts] == [0x26, 0x27, 0x27, 0x27, 0x28]  # UC Write First, Middle x3, Last
@@ -108,8 +112,9 @@ def test_ud_sends_datagrams_with_a_deth_and_the_receiver_gets_a_receive_completi
     dst = net.flows[0].dst
     recv = [w for w in net.rnic(dst).cq.entries if w.opcode == "RECV"]
     assert len(recv) == 4 and all(w.byte_len == 4000 and w.status is WcStatus.SUCCESS for w in recv)
-    res = runner.invoke(app, ["packet", "incast", "--transport", "ud", "--size-mb", "0.004", "--pcap", str(pcap),
-                              "--flow", "0"])
+    res = runner.invoke(
+        app, ["packet", "incast", "--transport", "ud", "--size-mb", "0.004", "--pcap", str(pcap), "--flow", "0"]
+    )
     assert res.exit_code == 0, res.output
     pkts = [p for p in rdpcap(str(pcap)) if BTH in p]
     assert len(pkts) == 1 and pkts[0][BTH].opcode == 0x64 and pkts[0][BTH].ackreq == 0
@@ -136,23 +141,27 @@ def test_ud_refuses_a_message_larger_than_the_path_mtu_and_rdma_write():
         qp.post_send(WorkRequest(3, 100, 0x1000, mr.lkey, 0, 0, opcode="SEND"))
     qp.post_send(WorkRequest(4, 4096, 0x1000, mr.lkey, 0, 0, opcode="SEND", remote_qpn=0x200, remote_qkey=UD_QKEY))
     with pytest.raises(VerbsError, match="INIT -> RTR needs path_mtu"):  # a UC QP is connected: RTR names its peer
-        pd.create_qp("UC", CompletionQueue()).modify(QpState.INIT, pkey_index=0, access_flags=LOCAL_WRITE) \
-            .modify(QpState.RTR)
+        pd.create_qp("UC", CompletionQueue()).modify(QpState.INIT, pkey_index=0, access_flags=LOCAL_WRITE).modify(
+            QpState.RTR
+        )
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark (Wireshark) not installed")
 def test_wireshark_decodes_uc_writes_and_ud_datagrams(tmp_path):
     uc, ud = tmp_path / "uc.pcap", tmp_path / "ud.pcap"
     for path, transport, size in ((uc, "uc", "0.02"), (ud, "ud", "0.004")):
-        res = runner.invoke(app, ["packet", "incast", "--transport", transport, "--size-mb", size, "--pcap", str(path),
-                                  "--flow", "0"])
+        res = runner.invoke(
+            app, ["packet", "incast", "--transport", transport, "--size-mb", size, "--pcap", str(path), "--flow", "0"]
+        )
         assert res.exit_code == 0, res.output
-    text = subprocess.run(["tshark", "-r", str(uc), "-V", "-Y", "infiniband"], capture_output=True, text=True,
-                          timeout=120).stdout
+    text = subprocess.run(
+        ["tshark", "-r", str(uc), "-V", "-Y", "infiniband"], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "Unreliable Connection (UC) - RDMA WRITE First (38)" in text and "RDMA WRITE Last (40)" in text
     assert "DMA Length: 20000" in text and "Acknowledge Request: True" not in text
-    text = subprocess.run(["tshark", "-r", str(ud), "-V", "-Y", "infiniband"], capture_output=True, text=True,
-                          timeout=120).stdout
+    text = subprocess.run(
+        ["tshark", "-r", str(ud), "-V", "-Y", "infiniband"], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "Unreliable Datagram (UD) - SEND only (100)" in text
     assert "DETH - Datagram Extended Transport Header" in text and f"Queue Key: 0x00000000{UD_QKEY:08x}" in text
 

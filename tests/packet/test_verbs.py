@@ -41,17 +41,29 @@ def test_rc_qp_goes_reset_init_rtr_rts_with_the_attributes_of_each_step():
     qp.modify(QpState.RTR, **RTR)
     qp.modify(QpState.RTS, **RTS)
     assert qp.state is QpState.RTS
-    assert (qp.path_mtu, qp.dest_qpn, qp.rq_psn, qp.sq_psn, qp.timeout, qp.retry_cnt) == (1024, 0x99, 0xABC, 0xABC,
-                                                                                        14, 7)
+    assert (qp.path_mtu, qp.dest_qpn, qp.rq_psn, qp.sq_psn, qp.timeout, qp.retry_cnt) == (
+        1024,
+        0x99,
+        0xABC,
+        0xABC,
+        14,
+        7,
+    )
     assert [(a.value, b.value) for a, b, _ in qp.history] == [("RESET", "INIT"), ("INIT", "RTR"), ("RTR", "RTS")]
 
 
-@pytest.mark.parametrize("frm, to", [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS"), ("RTS", "RTR"),
-                                     ("RTR", "INIT"), ("ERR", "RTS")])
+@pytest.mark.parametrize(
+    "frm, to", [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS"), ("RTS", "RTR"), ("RTR", "INIT"), ("ERR", "RTS")]
+)
 def test_illegal_transitions_are_refused_with_the_order_in_the_message(frm, to):
     _, qp = _qp()
-    steps = {"INIT": [("INIT", INIT)], "RTR": [("INIT", INIT), ("RTR", RTR)],
-             "RTS": [("INIT", INIT), ("RTR", RTR), ("RTS", RTS)], "ERR": [("ERR", {})], "RESET": []}
+    steps = {
+        "INIT": [("INIT", INIT)],
+        "RTR": [("INIT", INIT), ("RTR", RTR)],
+        "RTS": [("INIT", INIT), ("RTR", RTR), ("RTS", RTS)],
+        "ERR": [("ERR", {})],
+        "RESET": [],
+    }
     for state, attrs in steps[frm]:
         qp.modify(QpState(state), **attrs)
     attrs = {"RTR": RTR, "RTS": RTS, "INIT": INIT}[to]
@@ -115,7 +127,7 @@ def test_rts_is_reached_only_through_init_and_rtr(moves):
     walk = [QpState.RESET] + [b for _, b, _ in qp.history]
     for i, s in enumerate(walk):
         if s is QpState.RTS:
-            assert walk[i - 2:i] == [QpState.INIT, QpState.RTR]
+            assert walk[i - 2 : i] == [QpState.INIT, QpState.RTR]
 
 
 def test_memory_regions_keys_and_remote_checks():
@@ -154,8 +166,11 @@ def test_completions_for_signalled_requests_and_always_for_errors():
     qp.complete(wrs[1], WcStatus.SUCCESS, 2e-6)  # unsignalled: no completion
     qp.fail(wrs[2], WcStatus.REM_ACCESS_ERR, 3e-6)
     got = qp.send_cq.poll(10)
-    assert [(w.wr_id, w.status) for w in got] == [(0, WcStatus.SUCCESS), (2, WcStatus.REM_ACCESS_ERR),
-                                                  (3, WcStatus.WR_FLUSH_ERR)]
+    assert [(w.wr_id, w.status) for w in got] == [
+        (0, WcStatus.SUCCESS),
+        (2, WcStatus.REM_ACCESS_ERR),
+        (3, WcStatus.WR_FLUSH_ERR),
+    ]
     assert got[0].byte_len == 100 and got[1].byte_len == 0 and qp.state is QpState.ERR
     assert qp.send_cq.poll() == []
 

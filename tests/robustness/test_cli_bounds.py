@@ -24,8 +24,10 @@ REFUSED = [
     (["packet", "incast", "--flow", "1000"], "--flow"),  # exit 0, nothing traced
     (["pipeline", "--schedule", "1f1b", "--backward-steps", "100000000"], "--backward-steps"),  # past 60 s
     (["pipeline", "--schedule", "interleaved", "--chunks", "100000000"], "--chunks"),
-    (["pipeline", "--schedule", "interleaved", "--chunks", "16", "--stages", "64", "--micro-batches", "256"],
-     "--micro-batches"),
+    (
+        ["pipeline", "--schedule", "interleaved", "--chunks", "16", "--stages", "64", "--micro-batches", "256"],
+        "--micro-batches",
+    ),
 ]
 
 
@@ -58,14 +60,17 @@ def test_compare_with_a_broken_vary_value_exits_2(tmp_path, capsys):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.parametrize("args,flag", [
-    (["fabric", "plan", "{scenario}", "--out", "{blocked}/plan"], "--out"),
-    (["fabric", "draw", "{scenario}", "--out", "{blocked}/t.svg"], "--out"),
-    (["fabric", "polarization", "{scenario}", "--out", "{blocked}/p.json"], "--out"),
-    (["packet", "incast", "--out", "{blocked}/run"], "--out"),
-    (["packet", "incast", "--pcap", "{blocked}/x.pcap"], "--pcap"),
-    (["simulate", "{scenario}", "--out", "{blocked}/run"], "--out"),
-])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["fabric", "plan", "{scenario}", "--out", "{blocked}/plan"], "--out"),
+        (["fabric", "draw", "{scenario}", "--out", "{blocked}/t.svg"], "--out"),
+        (["fabric", "polarization", "{scenario}", "--out", "{blocked}/p.json"], "--out"),
+        (["packet", "incast", "--out", "{blocked}/run"], "--out"),
+        (["packet", "incast", "--pcap", "{blocked}/x.pcap"], "--pcap"),
+        (["simulate", "{scenario}", "--out", "{blocked}/run"], "--out"),
+    ],
+)
 def test_an_unwritable_out_is_refused_before_the_run(tmp_path, capsys, args, flag):
     """A place that cannot be written (here: under a regular file) is exit 2 naming the option, not an OS error
     after the whole run (exit 1)."""

@@ -18,20 +18,46 @@ from aifabric.scenario.load import parse_scenario, read_yaml
 from aifabric.train.tracer import _read_lines
 
 BASE = yaml.safe_load(ch14_scenario_text())
-FIELDS = [("cluster", k) for k in ("servers", "gpus_per_server", "gpu", "nic_speed_gbps", "nvlink_latency_ns",
-                                   "nics_per_server", "nic_ports", "unknown")]
-FIELDS += [("fabric", k) for k in ("spines", "link_speed_gbps", "switch_radix", "link_latency_ns", "spine_cabling",
-                                   "spines_per_leaf", "leaf_oversubscription", "pods", "superspines", "topology")]
-FIELDS += [("workload", k) for k in ("global_batch_size", "precision", "compute_efficiency", "iterations", "kind",
-                                     "data_parallel")]
+FIELDS = [
+    ("cluster", k)
+    for k in (
+        "servers",
+        "gpus_per_server",
+        "gpu",
+        "nic_speed_gbps",
+        "nvlink_latency_ns",
+        "nics_per_server",
+        "nic_ports",
+        "unknown",
+    )
+]
+FIELDS += [
+    ("fabric", k)
+    for k in (
+        "spines",
+        "link_speed_gbps",
+        "switch_radix",
+        "link_latency_ns",
+        "spine_cabling",
+        "spines_per_leaf",
+        "leaf_oversubscription",
+        "pods",
+        "superspines",
+        "topology",
+    )
+]
+FIELDS += [
+    ("workload", k)
+    for k in ("global_batch_size", "precision", "compute_efficiency", "iterations", "kind", "data_parallel")
+]
 FIELDS += [("workload", "model", "layer_widths"), ("name",), ("seed",), ("engine",), ("fabric",), ("cluster",)]
 
 VALUES = st.one_of(
-    st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([5e-324, 1e-320, 1e308, float("inf"), "1e999", "nan", True, False, None, "", "[/]", 2 ** 63]),
+    st.sampled_from([5e-324, 1e-320, 1e308, float("inf"), "1e999", "nan", True, False, None, "", "[/]", 2**63]),
     st.text(max_size=30),
-    st.lists(st.integers(min_value=-5, max_value=2 ** 64), max_size=5),
+    st.lists(st.integers(min_value=-5, max_value=2**64), max_size=5),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
 )
 
@@ -67,13 +93,25 @@ def test_arbitrary_yaml_text_is_data_or_an_input_error(text):
         assert len(str(exc)) < 2_000
 
 
-RECORD = {"kind": "comm", "rank": 1, "seq": 1, "op": "all-reduce", "group": [0, 1], "dtype": "float32",
-          "elements": 10, "bytes": 40, "tag": "grad", "step": 0, "start_s": 0.0, "end_s": 0.1, "async_op": False}
+RECORD = {
+    "kind": "comm",
+    "rank": 1,
+    "seq": 1,
+    "op": "all-reduce",
+    "group": [0, 1],
+    "dtype": "float32",
+    "elements": 10,
+    "bytes": 40,
+    "tag": "grad",
+    "step": 0,
+    "start_s": 0.0,
+    "end_s": 0.1,
+    "async_op": False,
+}
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(sorted(RECORD) + ["extra"]),
-       st.one_of(VALUES, st.just("__drop__")), st.sampled_from([0, 1]))
+@given(st.sampled_from(sorted(RECORD) + ["extra"]), st.one_of(VALUES, st.just("__drop__")), st.sampled_from([0, 1]))
 def test_mutated_traces_are_read_or_refused_by_line(key, value, which):
     recs = []
     for r in (0, 1):

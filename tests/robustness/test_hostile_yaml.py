@@ -14,8 +14,9 @@ from aifabric.cli.app import app
 from aifabric.errors import InputError
 from aifabric.scenario.load import parse_scenario, read_yaml
 
-VALID_HEAD = ("cluster: {servers: 1, gpus_per_server: 8}\n"
-              "workload: {model: {layer_widths: [2, 2]}, global_batch_size: 8}\n")
+VALID_HEAD = (
+    "cluster: {servers: 1, gpus_per_server: 8}\nworkload: {model: {layer_widths: [2, 2]}, global_batch_size: 8}\n"
+)
 
 
 def _bomb(levels: int) -> str:

@@ -44,17 +44,21 @@ def _stop_in(stage: str):
             if name == stage:
                 raise KeyboardInterrupt
         raise AssertionError("no such stage")
+
     return fake
 
 
 # ---------------------------------------------------------------- replay
 
+
 @pytest.mark.parametrize("stage", ["fabric", "task graph", "results", "report"])
 def test_replay_ctrl_c_in_any_stage_leaves_a_readable_folder(tmp_path, monkeypatch, capsys, stage):
     if stage == "report":
+
         def half(run_, out_dir, scenario_text):
             (Path(out_dir) / "links.csv").write_text("id\n")
             raise KeyboardInterrupt
+
         monkeypatch.setattr("aifabric.cli.run_cmds.write_report", half)
     else:
         monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", _stop_in(stage))
@@ -87,14 +91,17 @@ def test_replay_cut_off_in_its_event_loop_is_not_a_finished_run(tmp_path, monkey
 
 # ---------------------------------------------------------------- train
 
+
 def _interrupted_launch(world_traced: int = 1, second_ctrl_c: bool = False):
     """launch() that records one op of rank 0's trace, then meets a Ctrl-C."""
+
     def launch(cfg, timeout_s=0.0, **kw):
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "trace-rank0.jsonl").write_text('{"type": "meta", "rank": 0}\n')
         (out / "result-rank0.json").write_text("{}")
         raise KeyboardInterrupt
+
     return launch
 
 
@@ -142,11 +149,16 @@ def test_a_second_ctrl_c_while_writing_still_leaves_whole_files(tmp_path, monkey
 # ---------------------------------------------------------------- sweep
 
 TINY = {
-    "name": "tiny", "seed": 1,
+    "name": "tiny",
+    "seed": 1,
     "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 2, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "servers_per_segment": 2, "spines": 1, "link_speed_gbps": 400},
-    "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
-                 "global_batch_size": 64, "precision": "bf16"},
+    "workload": {
+        "kind": "data-parallel",
+        "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
+        "global_batch_size": 64,
+        "precision": "bf16",
+    },
     "engine": "flow",
 }
 
@@ -164,8 +176,19 @@ def test_sweep_ctrl_c_while_writing_the_table(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(run, "write_outputs", interrupted)
     out = tmp_path / "sw"
-    args = ["sweep", str(path), "--vary", "fabric.spines=1,2", "--backend", "local", "--workers", "1",
-            "--no-reports", "--out", str(out)]
+    args = [
+        "sweep",
+        str(path),
+        "--vary",
+        "fabric.spines=1,2",
+        "--backend",
+        "local",
+        "--workers",
+        "1",
+        "--no-reports",
+        "--out",
+        str(out),
+    ]
     assert run_app(app, args) == 130
     err = capsys.readouterr().err
     assert "--resume" in err and "Traceback" not in err
@@ -178,6 +201,7 @@ def test_sweep_ctrl_c_while_writing_the_table(tmp_path, monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------- a Ctrl-C no command handled; a real one
+
 
 def test_a_ctrl_c_outside_every_handler_says_interrupted(tmp_path, monkeypatch, capsys):
     """typer returns 130 for a KeyboardInterrupt that escaped a command (it printed nothing before)."""
@@ -201,8 +225,14 @@ def test_a_real_ctrl_c_at_some_moment_of_demo(tmp_path, delay_s):
     import time
 
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "aifabric", "demo", "--out", str(out)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aifabric", "demo", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     time.sleep(delay_s)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=300)
@@ -226,9 +256,14 @@ def test_a_real_ctrl_c_while_training(tmp_path, after_s):
     import time
 
     out = tmp_path / "t"
-    proc = subprocess.Popen([sys.executable, "-m", "aifabric", "train", "--dp", "2", "--steps", "100000", "--out",
-                             str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aifabric", "train", "--dp", "2", "--steps", "100000", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 120
     while not any(".partial-" in p.name for p in tmp_path.iterdir()):  # claimed: the imports are done
         assert proc.poll() is None and time.monotonic() < deadline
@@ -256,8 +291,11 @@ def _alive_in_group(pgid: int, wait_s: float = 10.0) -> list[int]:
     deadline = time.monotonic() + wait_s
     while True:
         rows = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(pgid)], capture_output=True, text=True).stdout
-        alive = [int(pid) for pid, stat in (r.split()[:2] for r in rows.splitlines() if r.strip())
-                 if not stat.startswith("Z")]
+        alive = [
+            int(pid)
+            for pid, stat in (r.split()[:2] for r in rows.splitlines() if r.strip())
+            if not stat.startswith("Z")
+        ]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
@@ -297,12 +335,15 @@ def test_a_ctrl_c_while_the_interpreter_cleans_up_after_a_finished_command(tmp_p
     with its arguments (from Python) it leaves the caller's handler alone."""
     import subprocess
 
-    probe = ("import signal, sys\nfrom aifabric.cli import main\nsys.argv = ['aifabric', 'validate', sys.argv[1]]\n"
-             "try:\n    main({args})\nexcept SystemExit as e:\n"
-             "    print(e.code, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
+    probe = (
+        "import signal, sys\nfrom aifabric.cli import main\nsys.argv = ['aifabric', 'validate', sys.argv[1]]\n"
+        "try:\n    main({args})\nexcept SystemExit as e:\n"
+        "    print(e.code, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
+    )
     path = str(_scenario(tmp_path))
     as_program = subprocess.run([sys.executable, "-c", probe.format(args=""), path], capture_output=True, text=True)
     assert as_program.stdout.split()[-2:] == ["0", "True"], as_program.stderr
-    from_python = subprocess.run([sys.executable, "-c", probe.format(args=repr(["validate", path])), path],
-                                 capture_output=True, text=True)
+    from_python = subprocess.run(
+        [sys.executable, "-c", probe.format(args=repr(["validate", path])), path], capture_output=True, text=True
+    )
     assert from_python.stdout.split()[-2:] == ["0", "False"], from_python.stderr

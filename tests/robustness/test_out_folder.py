@@ -75,12 +75,14 @@ def test_a_failed_write_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
 
 def _stop_in(stage: str):
     """simulate() that reports its stages up to `stage`, then meets a Ctrl-C."""
+
     def fake(scenario, engine=None, on_progress=None, phase=None, **kw):
         for name in ("fabric", "workload", "task graph", "results"):
             phase(name)
             if name == stage:
                 raise KeyboardInterrupt
         raise AssertionError("no such stage")
+
     return fake
 
 
@@ -90,9 +92,11 @@ def test_ctrl_c_in_any_stage_leaves_a_readable_folder(tmp_path, monkeypatch, cap
 
     run = tmp_path / "run"
     if stage == "report":
+
         def half(run_, out_dir, scenario_text):
             (Path(out_dir) / "links.csv").write_text("id\n")
             raise KeyboardInterrupt
+
         monkeypatch.setattr("aifabric.cli.run_cmds.write_report", half)
     else:
         monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", _stop_in(stage))

@@ -40,6 +40,7 @@ def _no_staging_left(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- packet
 
+
 def test_packet_refuses_a_folder_of_user_files(tmp_path, capsys):
     folder = _user_folder(tmp_path)
     before = _contents(folder)
@@ -67,6 +68,7 @@ def test_packet_pcap_to_a_directory_is_refused_before_the_run(tmp_path, capsys, 
 
 
 # ---------------------------------------------------------------- fabric plan
+
 
 def test_fabric_plan_refuses_user_files_and_a_file_as_out(tmp_path, capsys):
     scenario = _scenario(tmp_path)
@@ -125,6 +127,7 @@ def test_calibrate_gemm_checks_out_before_timing(tmp_path, capsys, monkeypatch):
 
 # ---------------------------------------------------------------- compare: staged
 
+
 def test_compare_is_staged_a_failed_variant_leaves_no_folder(tmp_path, monkeypatch, capsys):
     module = sys.modules["aifabric.simulate"]
     real = module.simulate
@@ -173,11 +176,16 @@ def test_compare_ctrl_c_outside_the_event_loop_keeps_the_finished_variants(tmp_p
 # ---------------------------------------------------------------- sweep and optimize
 
 TINY = {
-    "name": "tiny", "seed": 1,
+    "name": "tiny",
+    "seed": 1,
     "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 2, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "servers_per_segment": 2, "spines": 1, "link_speed_gbps": 400},
-    "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
-                 "global_batch_size": 64, "precision": "bf16"},
+    "workload": {
+        "kind": "data-parallel",
+        "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
+        "global_batch_size": 64,
+        "precision": "bf16",
+    },
     "engine": "flow",
 }
 
@@ -194,8 +202,19 @@ def tiny(tmp_path):
 def test_sweep_refuses_a_folder_of_user_files(tiny, tmp_path, capsys):
     folder = _user_folder(tmp_path)
     before = _contents(folder)
-    args = ["sweep", str(tiny), "--vary", "fabric.spines=1,2", "--backend", "local", "--workers", "1", "--no-reports",
-            "--out", str(folder)]
+    args = [
+        "sweep",
+        str(tiny),
+        "--vary",
+        "fabric.spines=1,2",
+        "--backend",
+        "local",
+        "--workers",
+        "1",
+        "--no-reports",
+        "--out",
+        str(folder),
+    ]
     assert run_app(app, args) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "notes.txt" in err and "--force" in err
@@ -213,8 +232,19 @@ def test_sweep_ctrl_c_leaves_a_resumable_folder_saying_incomplete(tiny, tmp_path
 
     monkeypatch.setattr(run, "execute", interrupted)
     out = tmp_path / "sw"
-    args = ["sweep", str(tiny), "--vary", "fabric.spines=1,2", "--backend", "local", "--workers", "1", "--no-reports",
-            "--out", str(out)]
+    args = [
+        "sweep",
+        str(tiny),
+        "--vary",
+        "fabric.spines=1,2",
+        "--backend",
+        "local",
+        "--workers",
+        "1",
+        "--no-reports",
+        "--out",
+        str(out),
+    ]
     assert run_app(app, args) == 130
     err = capsys.readouterr().err
     assert "--resume" in err and "Traceback" not in err
@@ -223,8 +253,21 @@ def test_sweep_ctrl_c_leaves_a_resumable_folder_saying_incomplete(tiny, tmp_path
 
 def test_optimize_is_staged_and_refuses_user_files(tiny, tmp_path, monkeypatch, capsys):
     folder = _user_folder(tmp_path)
-    args = ["optimize", str(tiny), "--vary", "fabric.spines=1,2", "--objective", "cost", "--backend", "local",
-            "--workers", "1", "--no-reports", "--trials", "2"]
+    args = [
+        "optimize",
+        str(tiny),
+        "--vary",
+        "fabric.spines=1,2",
+        "--objective",
+        "cost",
+        "--backend",
+        "local",
+        "--workers",
+        "1",
+        "--no-reports",
+        "--trials",
+        "2",
+    ]
     assert run_app(app, [*args, "--out", str(folder)]) == 2
     assert "--force" in capsys.readouterr().err
     import aifabric.sweep.optimize as optimize
@@ -246,6 +289,7 @@ def test_optimize_is_staged_and_refuses_user_files(tiny, tmp_path, monkeypatch, 
 
 # ---------------------------------------------------------------- train
 
+
 def test_train_refuses_user_files_and_is_staged(tmp_path, capsys):
     pytest.importorskip("torch")
     folder = _user_folder(tmp_path)
@@ -264,15 +308,19 @@ def test_train_refuses_user_files_and_is_staged(tmp_path, capsys):
 
 # ---------------------------------------------------------------- odd places
 
-@pytest.mark.parametrize("args", [
-    ["train", "--steps", "1", "--out", "{blocked}/run"],
-    ["sweep", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local", "--out", "{blocked}/run"],
-    ["optimize", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local", "--out", "{blocked}/run"],
-    ["compare", "{scenario}", "--vary", "fabric.spines=1,2", "--out", "{blocked}/run"],
-    ["replay", "{scenario}", "--scenario", "{scenario}", "--out", "{blocked}/run"],
-    ["calibrate", "gemm", "--quick", "--out", "{blocked}/g.yaml"],
-    ["fabric", "plan", "{scenario}", "--out", "{blocked}"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--steps", "1", "--out", "{blocked}/run"],
+        ["sweep", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local", "--out", "{blocked}/run"],
+        ["optimize", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local", "--out", "{blocked}/run"],
+        ["compare", "{scenario}", "--vary", "fabric.spines=1,2", "--out", "{blocked}/run"],
+        ["replay", "{scenario}", "--scenario", "{scenario}", "--out", "{blocked}/run"],
+        ["calibrate", "gemm", "--quick", "--out", "{blocked}/g.yaml"],
+        ["fabric", "plan", "{scenario}", "--out", "{blocked}"],
+    ],
+)
 def test_an_unwritable_or_odd_out_is_exit_2_naming_it(tmp_path, capsys, args):
     scenario = _scenario(tmp_path)
     blocked = tmp_path / "a-file"
@@ -285,8 +333,14 @@ def test_an_unwritable_or_odd_out_is_exit_2_naming_it(tmp_path, capsys, args):
 
 # ---------------------------------------------------------------- fabric draw and polarization: one file each
 
-@pytest.mark.parametrize("args,name", [(["fabric", "draw", "{scenario}"], "topology.svg"),
-                                       (["fabric", "polarization", "{scenario}", "--trials", "2"], "p.json")])
+
+@pytest.mark.parametrize(
+    "args,name",
+    [
+        (["fabric", "draw", "{scenario}"], "topology.svg"),
+        (["fabric", "polarization", "{scenario}", "--trials", "2"], "p.json"),
+    ],
+)
 def test_a_single_file_of_the_user_is_not_written_over(tmp_path, monkeypatch, capsys, args, name):
     monkeypatch.chdir(tmp_path)
     scenario = _scenario(tmp_path)
@@ -317,16 +371,19 @@ def test_a_failed_run_without_out_leaves_no_empty_folder(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args", [
-    ["train", "--steps", "1"],
-    ["sweep", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local"],
-    ["optimize", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local"],
-    ["compare", "{scenario}", "--vary", "fabric.spines=1,2"],
-    ["replay", "{scenario}", "--scenario", "{scenario}"],
-    ["fabric", "plan", "{scenario}"],
-    ["packet", "incast"],
-    ["simulate", "{scenario}"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--steps", "1"],
+        ["sweep", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local"],
+        ["optimize", "{scenario}", "--vary", "fabric.spines=1,2", "--backend", "local"],
+        ["compare", "{scenario}", "--vary", "fabric.spines=1,2"],
+        ["replay", "{scenario}", "--scenario", "{scenario}"],
+        ["fabric", "plan", "{scenario}"],
+        ["packet", "incast"],
+        ["simulate", "{scenario}"],
+    ],
+)
 def test_a_file_given_as_out_folder_is_exit_2_before_any_work(tmp_path, capsys, args):
     scenario = _scenario(tmp_path)
     a_file = tmp_path / "results.txt"

@@ -11,10 +11,12 @@ from aifabric.report.files import write_json
 def _strict(text: str):
     def refuse(name):
         raise ValueError(f"{name} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
 def test_non_finite_numbers_are_written_as_null(tmp_path):
-    path = write_json(tmp_path / "s.json", {"t": float("inf"), "xs": [1.0, float("nan")], "n": {"m": -float("inf")},
-                                            "ok": 2.5})
+    path = write_json(
+        tmp_path / "s.json", {"t": float("inf"), "xs": [1.0, float("nan")], "n": {"m": -float("inf")}, "ok": 2.5}
+    )
     assert _strict(path.read_text()) == {"t": None, "xs": [1.0, None], "n": {"m": None}, "ok": 2.5}

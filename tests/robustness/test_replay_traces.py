@@ -19,12 +19,34 @@ WORLD = 4
 def _records() -> list[dict]:
     recs = []
     for r in range(WORLD):
-        recs.append({"kind": "meta", "rank": r, "world_size": WORLD, "layout": {"dp": WORLD, "tp": 1, "pp": 1},
-                     "config": {"model": "fnn"}, "backend": "gloo"})
+        recs.append(
+            {
+                "kind": "meta",
+                "rank": r,
+                "world_size": WORLD,
+                "layout": {"dp": WORLD, "tp": 1, "pp": 1},
+                "config": {"model": "fnn"},
+                "backend": "gloo",
+            }
+        )
         recs.append({"kind": "step", "rank": r, "step": 0, "start_s": 0.0, "end_s": 0.012, "loss": 1.0})
-        recs.append({"kind": "comm", "rank": r, "seq": 1, "op": "all-reduce", "group": list(range(WORLD)),
-                     "dtype": "float32", "elements": 1000, "bytes": 4000, "tag": "grad-bucket0", "step": 0,
-                     "start_s": 0.010, "end_s": 0.011, "async_op": False})
+        recs.append(
+            {
+                "kind": "comm",
+                "rank": r,
+                "seq": 1,
+                "op": "all-reduce",
+                "group": list(range(WORLD)),
+                "dtype": "float32",
+                "elements": 1000,
+                "bytes": 4000,
+                "tag": "grad-bucket0",
+                "step": 0,
+                "start_s": 0.010,
+                "end_s": 0.011,
+                "async_op": False,
+            }
+        )
     return recs
 
 
@@ -36,6 +58,7 @@ def _set(key, value, rank=1):
     def change(recs):
         _comm(recs, rank)[key] = value
         return recs
+
     return change
 
 
@@ -43,6 +66,7 @@ def _drop(key, rank=1):
     def change(recs):
         del _comm(recs, rank)[key]
         return recs
+
     return change
 
 
@@ -55,8 +79,10 @@ CORRUPT = {
     "async_op 'no'": (_set("async_op", "no"), "async_op"),
     "end before start": (_set("end_s", -1.0), "end_s"),
     "rank outside the world": (_set("group", [0, 1, 2, 9]), "outside the world"),
-    "a rank never joins": (lambda recs: [x for x in recs if not (x["kind"] == "comm" and x["rank"] == 3)],
-                           "no match on rank 3"),
+    "a rank never joins": (
+        lambda recs: [x for x in recs if not (x["kind"] == "comm" and x["rank"] == 3)],
+        "no match on rank 3",
+    ),
     "elements differ": (_set("elements", 7), "elements"),
     "only meta records": (lambda recs: [x for x in recs if x["kind"] == "meta"], "nothing to replay"),
 }
@@ -90,12 +116,15 @@ def test_corrupt_trace_exits_2_naming_line_and_field(tmp_path, capsys, case):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("text,said", [
-    (b'{"kind": "meta", "rank": 0, "world_size": 1}\n\xff\xfe\n', "UTF-8"),
-    ('{"kind": "comm", "rank": 0, "seq": 1, "start_s": NaN}\n', "NaN"),
-    ('{"kind": "step", "rank": 0, "step": 0, "start_s": 0, "end_s": Infinity}\n', "Infinity"),
-    ("[1, 2]\n", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "text,said",
+    [
+        (b'{"kind": "meta", "rank": 0, "world_size": 1}\n\xff\xfe\n', "UTF-8"),
+        ('{"kind": "comm", "rank": 0, "seq": 1, "start_s": NaN}\n', "NaN"),
+        ('{"kind": "step", "rank": 0, "step": 0, "start_s": 0, "end_s": Infinity}\n', "Infinity"),
+        ("[1, 2]\n", "JSON object"),
+    ],
+)
 def test_not_a_trace_exits_2(tmp_path, capsys, text, said):
     code, err = _replay(tmp_path, text, capsys)
     assert code == 2 and said in err and "Traceback" not in err

@@ -38,9 +38,9 @@ CASES = {
     "denormal efficiency": ("workload.compute_efficiency", 5e-324, ">="),
     "denormal oversubscription": ("fabric.leaf_oversubscription", 1e-320, ">="),
     "denormal latency": ("cluster.nvlink_latency_ns", 5e-324, "magnitude"),
-    "huge batch": ("workload.global_batch_size", 2 ** 31, "<="),
-    "2^31 spines": ("fabric.spines", 2 ** 31 - 1, "<="),
-    "2^63 layer width": ("workload.model.layer_widths", [2 ** 63, 8], "<="),
+    "huge batch": ("workload.global_batch_size", 2**31, "<="),
+    "2^31 spines": ("fabric.spines", 2**31 - 1, "<="),
+    "2^63 layer width": ("workload.model.layer_widths", [2**63, 8], "<="),
     "servers: true": ("cluster.servers", True, "not true"),
 }
 
@@ -67,8 +67,13 @@ def test_fp8_on_a_gpu_without_it_is_refused_for_data_parallel_too():
 
 def test_too_many_micro_batches_are_refused():
     data = yaml.safe_load(ch14_scenario_text())
-    data["workload"] = {"kind": "llm-training", "model": "gpt3-125m", "global_batch_size": 1 << 20,
-                        "parallelism": {"tp": 1, "pp": 2, "micro_batch_size": 1}, "seq_len": 128}
+    data["workload"] = {
+        "kind": "llm-training",
+        "model": "gpt3-125m",
+        "global_batch_size": 1 << 20,
+        "parallelism": {"tp": 1, "pp": 2, "micro_batch_size": 1},
+        "seq_len": 128,
+    }
     with pytest.raises(InputError) as exc:
         parse_scenario(data)
     assert any(p.path == "workload.global_batch_size" and "micro-batches" in p.message for p in exc.value.problems)
@@ -91,17 +96,21 @@ def test_ordinary_values_still_pass():
 
 def test_a_cable_from_a_switch_to_itself_is_refused():
     data = copy.deepcopy(BASE)
-    data["fabric"] = {"topology": "custom", "custom": {
-        "switches": [{"id": "leaf1"}],
-        "links": [{"a": "s0/nic0", "b": "leaf1"}, {"a": "leaf1", "b": "leaf1"}]}}
+    data["fabric"] = {
+        "topology": "custom",
+        "custom": {
+            "switches": [{"id": "leaf1"}],
+            "links": [{"a": "s0/nic0", "b": "leaf1"}, {"a": "leaf1", "b": "leaf1"}],
+        },
+    }
     with pytest.raises(InputError) as exc:
         parse_scenario(data)
-    assert any(p.path == "fabric.custom.links[1]" and "itself" in p.message for p in exc.value.problems), \
-        str(exc.value)
+    assert any(p.path == "fabric.custom.links[1]" and "itself" in p.message for p in exc.value.problems), str(exc.value)
 
 
-@pytest.mark.parametrize("args", [["fabric", "plan"], ["fabric", "polarization", "--trials", "2"],
-                                  ["fabric", "rail-map"]])
+@pytest.mark.parametrize(
+    "args", [["fabric", "plan"], ["fabric", "polarization", "--trials", "2"], ["fabric", "rail-map"]]
+)
 def test_a_name_with_markup_in_the_fabric_commands(tmp_path, capsys, args):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_with("name", "[/] [bold red]x")))

@@ -20,6 +20,7 @@ from aifabric.simulate import simulate
 def _strict(text: str):
     def refuse(name):
         raise ValueError(f"{name} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -63,8 +64,11 @@ def test_non_finite_times_are_left_out_not_written(tmp_path):
 
 
 def test_small_events_and_other_data_are_strict(tmp_path):
-    trace = Trace([{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "x", "v": float("nan")}}],
-                  [], [{"ph": "C", "name": "q", "pid": 1, "ts": 1.0, "args": {"depth": float("inf")}}],
-                  {"scenario": "s", "x": float("inf")})
+    trace = Trace(
+        [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "x", "v": float("nan")}}],
+        [],
+        [{"ph": "C", "name": "q", "pid": 1, "ts": 1.0, "args": {"depth": float("inf")}}],
+        {"scenario": "s", "x": float("inf")},
+    )
     doc = _strict(write_json(tmp_path / "trace.json", trace).read_text())
     assert doc["otherData"]["x"] is None and doc["traceEvents"][1]["args"]["depth"] is None

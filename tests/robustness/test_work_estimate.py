@@ -25,15 +25,28 @@ BENCH = Path(__file__).parents[2] / "bench"
 
 def _llm(servers: int, tp: int, pp: int, micro_batches: int, iterations: int = 1) -> dict:
     dp = servers * 8 // (tp * pp)
-    return {"name": "big", "cluster": {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400},
-            "fabric": {"topology": "rail-optimized", "servers_per_segment": min(32, servers), "spines": 8,
-                       "link_speed_gbps": 400, "switch_radix": 64, "spine_radix": max(64, 8 * servers // 32)},
-            "workload": {"kind": "llm-training",
-                         "model": {"kind": "transformer", "layers": 64, "hidden": 4096, "heads": 32, "vocab": 32000},
-                         "parallelism": {"tp": tp, "pp": pp, "dp": dp, "micro_batch_size": 1},
-                         "global_batch_size": micro_batches * dp, "seq_len": 2048, "iterations": iterations,
-                         "memory_check": False},
-            "engine": "flow"}
+    return {
+        "name": "big",
+        "cluster": {"gpu": "H100", "servers": servers, "gpus_per_server": 8, "nic_speed_gbps": 400},
+        "fabric": {
+            "topology": "rail-optimized",
+            "servers_per_segment": min(32, servers),
+            "spines": 8,
+            "link_speed_gbps": 400,
+            "switch_radix": 64,
+            "spine_radix": max(64, 8 * servers // 32),
+        },
+        "workload": {
+            "kind": "llm-training",
+            "model": {"kind": "transformer", "layers": 64, "hidden": 4096, "heads": 32, "vocab": 32000},
+            "parallelism": {"tp": tp, "pp": pp, "dp": dp, "micro_batch_size": 1},
+            "global_batch_size": micro_batches * dp,
+            "seq_len": 2048,
+            "iterations": iterations,
+            "memory_check": False,
+        },
+        "engine": "flow",
+    }
 
 
 def _bench(gpus: int, plan: str):
@@ -45,8 +58,10 @@ def _bench(gpus: int, plan: str):
     return scenario(gpus, "flow", plan)
 
 
-@pytest.mark.parametrize("gpus,plan,measured_gb", [(16_384, "llama3", 3.3), (32_768, "llama3", 5.6),
-                                                    (3_072, "1t", 7.6), (1_024, "gpt3", 1.1)])
+@pytest.mark.parametrize(
+    "gpus,plan,measured_gb",
+    [(16_384, "llama3", 3.3), (32_768, "llama3", 5.6), (3_072, "1t", 7.6), (1_024, "gpt3", 1.1)],
+)
 def test_the_large_benchmarks_still_run_on_a_24_gib_machine(gpus, plan, measured_gb):
     est = check_work(_bench(gpus, plan), None, limit_bytes=GIB24)  # not refused
     assert 0.5 * measured_gb < est.memory_bytes / 1e9 < 2 * measured_gb
@@ -66,12 +81,27 @@ def test_an_absurd_plan_is_refused_naming_the_field_that_drives_it(tmp_path, cap
 
 def test_a_million_gpus_of_data_parallel_is_refused(tmp_path, capsys):
     path = tmp_path / "wide.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "wide", "cluster": {"gpu": "H100", "servers": 131_072, "gpus_per_server": 8},
-        "fabric": {"topology": "multi-pod", "pods": 512, "servers_per_segment": 32, "switch_radix": 64,
-                   "spine_radix": 128, "superspine_radix": 32_768},
-        "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [4096, 4096]},
-                     "global_batch_size": 1 << 20}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "wide",
+                "cluster": {"gpu": "H100", "servers": 131_072, "gpus_per_server": 8},
+                "fabric": {
+                    "topology": "multi-pod",
+                    "pods": 512,
+                    "servers_per_segment": 32,
+                    "switch_radix": 64,
+                    "spine_radix": 128,
+                    "superspine_radix": 32_768,
+                },
+                "workload": {
+                    "kind": "data-parallel",
+                    "model": {"kind": "feed-forward", "layer_widths": [4096, 4096]},
+                    "global_batch_size": 1 << 20,
+                },
+            }
+        )
+    )
     s = load_scenario(path)
     with pytest.raises(InputError) as exc:
         check_work(s, None, limit_bytes=GIB24)
@@ -104,8 +134,9 @@ def test_compare_refuses_before_any_variant_runs(tmp_path, capsys, monkeypatch):
     path = tmp_path / "big.yaml"
     path.write_text(yaml.safe_dump(_llm(64, 8, 8, 256)))
     monkeypatch.setattr(sys.modules["aifabric.simulate"], "simulate", lambda *a, **k: pytest.fail("ran"))
-    assert run_app(app, ["compare", str(path), "--vary", "workload.iterations=1,1000",
-                         "--out", str(tmp_path / "c")]) == 2
+    assert (
+        run_app(app, ["compare", str(path), "--vary", "workload.iterations=1,1000", "--out", str(tmp_path / "c")]) == 2
+    )
     assert "workload.iterations" in capsys.readouterr().err and not (tmp_path / "c").exists()
 
 
@@ -121,8 +152,19 @@ def test_sweep_refuses_cases_past_memory_before_any_runs(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_llm(64, 8, 8, 256)))
     out = tmp_path / "sw"
-    args = ["sweep", str(path), "--vary", "workload.iterations=1,1000", "--backend", "local", "--workers", "1",
-            "--no-reports", "--out", str(out)]
+    args = [
+        "sweep",
+        str(path),
+        "--vary",
+        "workload.iterations=1,1000",
+        "--backend",
+        "local",
+        "--workers",
+        "1",
+        "--no-reports",
+        "--out",
+        str(out),
+    ]
     assert run_app(app, args) == 2
     err = capsys.readouterr().err
     assert "case 0002" in err and "workload.iterations" in err and "--force" in err

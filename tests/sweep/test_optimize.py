@@ -14,11 +14,16 @@ from aifabric.errors import InputError
 from aifabric.sweep.optimize import parse_constraint, parse_objective
 
 TINY = {
-    "name": "tiny-search", "seed": 1,
+    "name": "tiny-search",
+    "seed": 1,
     "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 2, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "servers_per_segment": 2, "spines": 1, "link_speed_gbps": 400},
-    "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [1024, 4096, 1024]},
-                 "global_batch_size": 256, "precision": "bf16"},
+    "workload": {
+        "kind": "data-parallel",
+        "model": {"kind": "feed-forward", "layer_widths": [1024, 4096, 1024]},
+        "global_batch_size": 256,
+        "precision": "bf16",
+    },
     "engine": "flow",
 }
 VARY = ["cluster.nic_speed_gbps=100,200,400", "fabric.spines=1,2"]
@@ -32,9 +37,23 @@ def tiny(tmp_path):
 
 
 def _search(tiny, out, *extra, vary=tuple(VARY)):
-    args = ["optimize", str(tiny), *(a for v in vary for a in ("--vary", v)), "--objective", "cost",
-            "--constraint", "iteration_time <= 1.05 * best", "--backend", "local", "--workers", "2",
-            "--no-reports", "--out", str(out), *extra]
+    args = [
+        "optimize",
+        str(tiny),
+        *(a for v in vary for a in ("--vary", v)),
+        "--objective",
+        "cost",
+        "--constraint",
+        "iteration_time <= 1.05 * best",
+        "--backend",
+        "local",
+        "--workers",
+        "2",
+        "--no-reports",
+        "--out",
+        str(out),
+        *extra,
+    ]
     assert run_app(app, args) == 0
     return json.loads((out / "optimize.json").read_text())
 
@@ -91,9 +110,29 @@ def test_the_plan_with_the_most_tokens_per_second_that_fits(tmp_path, capsys):
     path = tmp_path / "demo.yaml"
     path.write_text(demo_scenario_text())
     out = tmp_path / "op"
-    assert run_app(app, ["optimize", str(path), "--vary", "workload.parallelism.tp=4,8", "--vary",
-                         "workload.parallelism.dp=2,4", "--objective", "tokens_per_s", "--backend", "local",
-                         "--no-reports", "--trials", "4", "--out", str(out)]) == 0
+    assert (
+        run_app(
+            app,
+            [
+                "optimize",
+                str(path),
+                "--vary",
+                "workload.parallelism.tp=4,8",
+                "--vary",
+                "workload.parallelism.dp=2,4",
+                "--objective",
+                "tokens_per_s",
+                "--backend",
+                "local",
+                "--no-reports",
+                "--trials",
+                "4",
+                "--out",
+                str(out),
+            ],
+        )
+        == 0
+    )
     result = json.loads((out / "optimize.json").read_text())
     rows = {r["label"]: r for r in (json.loads(p.read_text()) for p in (out / "runs").glob("*/row.json"))}
     assert rows["workload.parallelism.tp=4, workload.parallelism.dp=2"]["status"] == "invalid"
@@ -119,8 +158,23 @@ def test_objectives_and_constraints_are_parsed_or_refused():
 
 
 def test_bad_search_options_are_refused_all_at_once(tiny, capsys):
-    code = run_app(app, ["optimize", str(tiny), "--vary", VARY[0], "--objective", "happiness", "--constraint",
-                         "speed <= 1", "--trials", "0", "--backend", "local"])
+    code = run_app(
+        app,
+        [
+            "optimize",
+            str(tiny),
+            "--vary",
+            VARY[0],
+            "--objective",
+            "happiness",
+            "--constraint",
+            "speed <= 1",
+            "--trials",
+            "0",
+            "--backend",
+            "local",
+        ],
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "--objective" in err and "--constraint" in err and "--trials" in err

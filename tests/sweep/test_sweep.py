@@ -26,17 +26,23 @@ from aifabric.sweep.run import execute, make_backend, run_sweep
 from aifabric.sweep.worker import run_case
 
 TINY = {
-    "name": "tiny-sweep", "seed": 1,
+    "name": "tiny-sweep",
+    "seed": 1,
     "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 2, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "spines": 1, "link_speed_gbps": 400},
-    "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
-                 "global_batch_size": 64, "precision": "bf16"},
+    "workload": {
+        "kind": "data-parallel",
+        "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
+        "global_batch_size": 64,
+        "precision": "bf16",
+    },
     "engine": "flow",
 }
 VARY = ["cluster.nic_speed_gbps=200,400", "fabric.spines=1,2"]
 
 
 # what the workers run in place of a plain case (module level: a worker process imports or unpickles them)
+
 
 def raising(payload):
     if "fabric.spines=2" in payload["label"]:
@@ -81,17 +87,52 @@ def _by_label(rows):
 
 def test_the_table_has_one_row_per_case_with_every_field(tiny, tmp_path, capsys):
     out = tmp_path / "sw"
-    assert run_app(app, ["sweep", str(tiny), "--vary", VARY[0], "--vary", VARY[1], "--grid", "--backend", "local",
-                         "--workers", "2", "--out", str(out)]) == 0
+    assert (
+        run_app(
+            app,
+            [
+                "sweep",
+                str(tiny),
+                "--vary",
+                VARY[0],
+                "--vary",
+                VARY[1],
+                "--grid",
+                "--backend",
+                "local",
+                "--workers",
+                "2",
+                "--out",
+                str(out),
+            ],
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "running 4 of 4 cases on a local pool of 2 worker processes" in text
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert [r["case"] for r in rows] == ["0001", "0002", "0003", "0004"]
     assert [(r["cluster.nic_speed_gbps"], r["fabric.spines"]) for r in rows] == [
-        ("200", "1"), ("200", "2"), ("400", "1"), ("400", "2")]
-    for col in ("status", "error", "iteration_time_s", "exposed_communication_s", "mfu", "capex_usd",
-                "network_capex_usd", "it_power_w", "training_cost_usd", "tokens_per_s", "tokens_per_s_per_musd",
-                "max_util_host", "report"):
+        ("200", "1"),
+        ("200", "2"),
+        ("400", "1"),
+        ("400", "2"),
+    ]
+    for col in (
+        "status",
+        "error",
+        "iteration_time_s",
+        "exposed_communication_s",
+        "mfu",
+        "capex_usd",
+        "network_capex_usd",
+        "it_power_w",
+        "training_cost_usd",
+        "tokens_per_s",
+        "tokens_per_s_per_musd",
+        "max_util_host",
+        "report",
+    ):
         assert col in rows[0], col
     assert all(r["status"] == "ok" for r in rows)
     slow, fast = float(rows[0]["iteration_time_s"]), float(rows[2]["iteration_time_s"])
@@ -186,8 +227,9 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tiny, tmp_path, capsys):
     stamps = {cid: next(paths).stat().st_mtime_ns for cid, paths in done.items()}
     todo = []
     pool, _ = make_backend("local", workers=2)
-    second = run_sweep(cases, out, pool, reports=False, resume=True,
-                       on_start=lambda where, n, skipped: todo.append((n, skipped)))
+    second = run_sweep(
+        cases, out, pool, reports=False, resume=True, on_start=lambda where, n, skipped: todo.append((n, skipped))
+    )
     assert todo == [(4 - len(first.rows), len(first.rows))] and second.ran == 4 - len(first.rows)
     assert sorted(r["case"] for r in second.rows) == ["0001", "0002", "0003", "0004"]
     for cid, stamp in stamps.items():  # the finished cases were not run again
@@ -211,14 +253,26 @@ def test_resume_on_the_command_line(tiny, tmp_path, capsys):
 
 def test_duplicated_and_invalid_combinations_are_refused_before_anything_runs(tiny, tmp_path, capsys):
     out = tmp_path / "sw"
-    code = run_app(app, ["sweep", str(tiny), "--vary", "fabric.spines=1,1,2", "--vary", "cluster.servers=0,2,-1",
-                         "--backend", "local", "--out", str(out)])
+    code = run_app(
+        app,
+        [
+            "sweep",
+            str(tiny),
+            "--vary",
+            "fabric.spines=1,1,2",
+            "--vary",
+            "cluster.servers=0,2,-1",
+            "--backend",
+            "local",
+            "--out",
+            str(out),
+        ],
+    )
     assert code == 2 and not out.exists()
     err = capsys.readouterr().err
     assert "cluster.servers: must be >= 1 (got 0) (with fabric.spines=1, cluster.servers=0)" in err
     assert "(with fabric.spines=2, cluster.servers=-1)" in err  # every problem, not the first
-    code = run_app(app, ["sweep", str(tiny), "--vary", "fabric.spines=1,1,2", "--backend", "local", "--out",
-                         str(out)])
+    code = run_app(app, ["sweep", str(tiny), "--vary", "fabric.spines=1,1,2", "--backend", "local", "--out", str(out)])
     assert code == 2 and "fabric.spines=1 is the same scenario as fabric.spines=1" in capsys.readouterr().err
     assert run_app(app, ["sweep", str(tiny), "--vary", "fabric.spines=1,2", "--vary", "cluster.servers=2,3,4"]) == 2
     assert "same number of values" in capsys.readouterr().err
@@ -303,14 +357,17 @@ def test_ray_retries_a_killed_worker_once_then_records_it(ray_local, tiny, tmp_p
         pool.close()
     dead = rows["cluster.nic_speed_gbps=200, fabric.spines=1"]
     assert dead["status"] == "crashed" and dead["attempts"] == 2, dead
-    assert [r["status"] for r in rows.values()].count("ok") == 3, [(r["label"], r["status"], r["error"])
-                                                                   for r in rows.values()]
+    assert [r["status"] for r in rows.values()].count("ok") == 3, [
+        (r["label"], r["status"], r["error"]) for r in rows.values()
+    ]
 
 
 def test_a_cluster_address_that_nothing_answers_is_refused_at_once(tiny, tmp_path, capsys):
     out = tmp_path / "sw"
-    assert run_app(app, ["sweep", str(tiny), "--vary", "fabric.spines=1,2", "--address", "127.0.0.1:1",
-                         "--out", str(out)]) == 2
+    assert (
+        run_app(app, ["sweep", str(tiny), "--vary", "fabric.spines=1,2", "--address", "127.0.0.1:1", "--out", str(out)])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--address" in err and ("nothing answers" in err or "needs Ray" in err) and not out.exists()
 

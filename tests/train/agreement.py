@@ -17,5 +17,8 @@ def predicted_ops(workload, rank):
 
 
 def traced_ops(trace, rank):
-    return [(e["op"], tuple(e["group"]), e["bytes"], not e["async_op"]) for e in trace.comms[rank]
-            if e["tag"] != "init/broadcast"]
+    return [
+        (e["op"], tuple(e["group"]), e["bytes"], not e["async_op"])
+        for e in trace.comms[rank]
+        if e["tag"] != "init/broadcast"
+    ]

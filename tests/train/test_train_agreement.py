@@ -29,11 +29,28 @@ from aifabric.workload.plan import Plan
 
 
 def _model_and_plan(cfg):
-    model = Transformer("toy-gpt", GPT_LAYERS, GPT_WIDTH, GPT_HEADS, 4 * GPT_WIDTH, dataset("gpt", 0).vocab_size,
-                        max_seq_len=GPT_CONTEXT, tied_embeddings=False)
-    plan = Plan(tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, schedule=cfg.schedule, micro_batch_size=cfg.global_batch //
-                cfg.dp // cfg.n_micro, global_batch_size=cfg.global_batch, seq_len=GPT_CONTEXT, precision="fp32",
-                order="tp-cp-pp-dp", bucket_mb=cfg.bucket_bytes / 2**20)
+    model = Transformer(
+        "toy-gpt",
+        GPT_LAYERS,
+        GPT_WIDTH,
+        GPT_HEADS,
+        4 * GPT_WIDTH,
+        dataset("gpt", 0).vocab_size,
+        max_seq_len=GPT_CONTEXT,
+        tied_embeddings=False,
+    )
+    plan = Plan(
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=cfg.dp,
+        schedule=cfg.schedule,
+        micro_batch_size=cfg.global_batch // cfg.dp // cfg.n_micro,
+        global_batch_size=cfg.global_batch,
+        seq_len=GPT_CONTEXT,
+        precision="fp32",
+        order="tp-cp-pp-dp",
+        bucket_mb=cfg.bucket_bytes / 2**20,
+    )
     return model, plan
 
 
@@ -42,8 +59,7 @@ def predicted(run):
     return build_llm_training(model, plan, gpu("H100"), iterations=run.config.steps)
 
 
-PLANS = [dict(tp=2, pp=2, schedule="gpipe"), dict(dp=2, tp=2, pp=2, schedule="1f1b"), dict(dp=2, tp=2),
-         dict(dp=2)]
+PLANS = [dict(tp=2, pp=2, schedule="gpipe"), dict(dp=2, tp=2, pp=2, schedule="1f1b"), dict(dp=2, tp=2), dict(dp=2)]
 # small DDP buckets: several per block, launched between the block's exchanges (see SMALL_BUCKETS' test)
 SMALL_BUCKETS = [dict(dp=2, tp=2, pp=2, schedule="1f1b", bucket_bytes=4096), dict(dp=2, bucket_bytes=1024)]
 

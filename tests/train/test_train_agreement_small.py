@@ -24,9 +24,17 @@ ZOO = {"fnn": "digits-fnn", "cnn": "digits-cnn", "lstm": "digits-lstm"}
 
 
 def plan_of(cfg) -> Plan:
-    return Plan(tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, schedule=cfg.schedule,
-                micro_batch_size=cfg.global_batch // cfg.dp // cfg.n_micro, global_batch_size=cfg.global_batch,
-                precision="fp32", order="tp-cp-pp-dp", bucket_mb=cfg.bucket_bytes / 2**20)
+    return Plan(
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=cfg.dp,
+        schedule=cfg.schedule,
+        micro_batch_size=cfg.global_batch // cfg.dp // cfg.n_micro,
+        global_batch_size=cfg.global_batch,
+        precision="fp32",
+        order="tp-cp-pp-dp",
+        bucket_mb=cfg.bucket_bytes / 2**20,
+    )
 
 
 def predicted(run):

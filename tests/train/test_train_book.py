@@ -26,9 +26,17 @@ from aifabric.workload.small_models import build_small_training, module_params, 
 
 
 def plan_of(cfg) -> Plan:
-    return Plan(tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, schedule=cfg.schedule,
-                micro_batch_size=cfg.global_batch // cfg.dp // cfg.n_micro, global_batch_size=cfg.global_batch,
-                precision="fp32", order="tp-cp-pp-dp", bucket_mb=cfg.bucket_bytes / 2**20)
+    return Plan(
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=cfg.dp,
+        schedule=cfg.schedule,
+        micro_batch_size=cfg.global_batch // cfg.dp // cfg.n_micro,
+        global_batch_size=cfg.global_batch,
+        precision="fp32",
+        order="tp-cp-pp-dp",
+        bucket_mb=cfg.bucket_bytes / 2**20,
+    )
 
 
 def predicted(run):
@@ -38,8 +46,16 @@ def predicted(run):
         from aifabric.train.models import GPT_CONTEXT, GPT_HEADS, GPT_LAYERS, GPT_WIDTH, dataset
         from aifabric.workload.book_gpt import build_book_gpt_training
 
-        gpt = Transformer("toy-gpt", GPT_LAYERS, GPT_WIDTH, GPT_HEADS, 4 * GPT_WIDTH, dataset("gpt", 0).vocab_size,
-                          max_seq_len=GPT_CONTEXT, tied_embeddings=False)
+        gpt = Transformer(
+            "toy-gpt",
+            GPT_LAYERS,
+            GPT_WIDTH,
+            GPT_HEADS,
+            4 * GPT_WIDTH,
+            dataset("gpt", 0).vocab_size,
+            max_seq_len=GPT_CONTEXT,
+            tied_embeddings=False,
+        )
         plan = replace(plan_of(cfg), seq_len=GPT_CONTEXT)
         return build_book_gpt_training(gpt, plan, gpu("H100"), iterations=cfg.steps)
     model = trainer_model(cfg.model, cfg.layer_widths, cfg.cell)
@@ -113,17 +129,24 @@ def test_the_model_parallel_example_holds_the_books_matrices():
     from aifabric.train.models import build_stage, full_units
 
     units = full_units("fnn", 0, layers=(4, 3, 2, 1))
-    shapes = [[tuple(p.shape) for p in build_stage(units, s, s + 1, TP(None)).parameters() if p.dim() == 2]
-              for s in range(3)]
+    shapes = [
+        [tuple(p.shape) for p in build_stage(units, s, s + 1, TP(None)).parameters() if p.dim() == 2] for s in range(3)
+    ]
     assert shapes == [[(3, 4)], [(2, 3)], [(1, 2)]]
     units = units_of(trainer_model("fnn", (4, 3, 2, 1)))
     assert [u.out_width for u in units[:2]] == [3, 2]
 
 
-@pytest.mark.parametrize(("model", "layers", "cell", "tp", "style"), [
-    ("fnn", (8, 4), "standard", 2, "book"), ("fnn", (64, 128, 10), "standard", 2, "book"),
-    ("fnn", (4, 3, 2, 1), "standard", 1, "megatron"), ("lstm", (16,), "book", 2, "megatron"),
-    ("cnn", (4, 16, 8), "standard", 2, "megatron")])
+@pytest.mark.parametrize(
+    ("model", "layers", "cell", "tp", "style"),
+    [
+        ("fnn", (8, 4), "standard", 2, "book"),
+        ("fnn", (64, 128, 10), "standard", 2, "book"),
+        ("fnn", (4, 3, 2, 1), "standard", 1, "megatron"),
+        ("lstm", (16,), "book", 2, "megatron"),
+        ("cnn", (4, 16, 8), "standard", 2, "megatron"),
+    ],
+)
 def test_the_trainers_variants_are_the_workload_models_parameter_by_parameter(model, layers, cell, tp, style):
     from aifabric.train.layers import TP
     from aifabric.train.models import build_stage, full_units
@@ -150,8 +173,10 @@ def test_the_books_lstm_cell_has_no_biases_and_relu():
 
 # --- the GPT in the book's style ------------------------------------------------------------------------
 
-GPT_BOOK = [dict(tp=2, pp=2, schedule="gpipe", tp_style="book"),
-            dict(dp=2, tp=2, pp=2, schedule="1f1b", tp_style="book", bucket_bytes=8192)]  # buckets between exchanges
+GPT_BOOK = [
+    dict(tp=2, pp=2, schedule="gpipe", tp_style="book"),
+    dict(dp=2, tp=2, pp=2, schedule="1f1b", tp_style="book", bucket_bytes=8192),
+]  # buckets between exchanges
 
 
 def book_gpt_ops(cfg, trace_tags_of_rank):
@@ -172,20 +197,47 @@ def book_gpt_ops(cfg, trace_tags_of_rank):
     B = cfg.global_batch // cfg.dp // cfg.n_micro
     T, D, V = GPT_CONTEXT, GPT_WIDTH, dataset("gpt", 0).vocab_size
     act = B * T * D * 4
-    size = {"embed/fwd/broadcast": act, "attn-q/fwd/all-gather": act, "attn-k/fwd/all-gather": act,
-            "attn-ctx/fwd/all-gather": act, "proj/fwd/all-gather": act, "fc/fwd/all-gather": 4 * act,
-            "out/fwd/all-gather": act, "head/fwd/all-gather": B * T * V * 4, "head/bwd/weight-grad": V * D * 4,
-            "out/bwd/weight-grad": (4 * D * D + D) * 4, "fc/bwd/weight-grad": (4 * D * D + 4 * D) * 4,
-            "proj/bwd/weight-grad": (D * D + D) * 4, "attn-q/bwd/all-gather": act, "attn-k/bwd/all-gather": act,
-            "attn-qkv/bwd/weight-grad": 3 * (D * D + D) * 4, "attn-in/bwd/all-reduce": act}
-    return [size["/".join(t.split("/")[2:] if t.split("/")[1].startswith("L") else t.split("/")[1:])]
-            for t in trace_tags_of_rank]
+    size = {
+        "embed/fwd/broadcast": act,
+        "attn-q/fwd/all-gather": act,
+        "attn-k/fwd/all-gather": act,
+        "attn-ctx/fwd/all-gather": act,
+        "proj/fwd/all-gather": act,
+        "fc/fwd/all-gather": 4 * act,
+        "out/fwd/all-gather": act,
+        "head/fwd/all-gather": B * T * V * 4,
+        "head/bwd/weight-grad": V * D * 4,
+        "out/bwd/weight-grad": (4 * D * D + D) * 4,
+        "fc/bwd/weight-grad": (4 * D * D + 4 * D) * 4,
+        "proj/bwd/weight-grad": (D * D + D) * 4,
+        "attn-q/bwd/all-gather": act,
+        "attn-k/bwd/all-gather": act,
+        "attn-qkv/bwd/weight-grad": 3 * (D * D + D) * 4,
+        "attn-in/bwd/all-reduce": act,
+    }
+    return [
+        size["/".join(t.split("/")[2:] if t.split("/")[1].startswith("L") else t.split("/")[1:])]
+        for t in trace_tags_of_rank
+    ]
 
 
-BLOCK_FWD = ["attn-q/fwd/all-gather", "attn-k/fwd/all-gather", "attn-ctx/fwd/all-gather", "proj/fwd/all-gather",
-             "fc/fwd/all-gather", "out/fwd/all-gather"]
-BLOCK_BWD = ["out/bwd/weight-grad", "fc/bwd/weight-grad", "proj/bwd/weight-grad", "attn-q/bwd/all-gather",
-             "attn-k/bwd/all-gather", "attn-qkv/bwd/weight-grad", "attn-in/bwd/all-reduce"]
+BLOCK_FWD = [
+    "attn-q/fwd/all-gather",
+    "attn-k/fwd/all-gather",
+    "attn-ctx/fwd/all-gather",
+    "proj/fwd/all-gather",
+    "fc/fwd/all-gather",
+    "out/fwd/all-gather",
+]
+BLOCK_BWD = [
+    "out/bwd/weight-grad",
+    "fc/bwd/weight-grad",
+    "proj/bwd/weight-grad",
+    "attn-q/bwd/all-gather",
+    "attn-k/bwd/all-gather",
+    "attn-qkv/bwd/weight-grad",
+    "attn-in/bwd/all-reduce",
+]
 
 
 @pytest.mark.parametrize("plan", GPT_BOOK, ids=["tp2-pp2-gpipe", "dp2-tp2-pp2-1f1b-bucket8192"])
@@ -210,15 +262,20 @@ def test_the_gpt_in_the_books_style_trains_as_one_process_as_the_workload_predic
         c = cfg.layout.coords(r)
         a, b = stage_bounds(4, cfg.pp, c.pp)  # units: embed, block 1, block 2, head
         blocks = [u for u in range(a, b) if u in (1, 2)]
-        fwd = (["embed/fwd/broadcast"] if a == 0 else []) + [x for _ in blocks for x in BLOCK_FWD] + (
-            ["head/fwd/all-gather"] if b == 4 else [])
+        fwd = (
+            (["embed/fwd/broadcast"] if a == 0 else [])
+            + [x for _ in blocks for x in BLOCK_FWD]
+            + (["head/fwd/all-gather"] if b == 4 else [])
+        )
         bwd = (["head/bwd/weight-grad"] if b == 4 else []) + [x for _ in blocks for x in BLOCK_BWD]
         want = []
         for ref_ in stage_order(cfg.schedule, cfg.pp, cfg.n_micro, c.pp):
             want += fwd if ref_.kind == F else bwd
         tp_ops = [e for e in trace.comms[r] if e["tag"].startswith("tp/")]
-        got = ["/".join(e["tag"].split("/")[2:] if e["tag"].split("/")[1].startswith("L") else e["tag"].split("/")[1:])
-               for e in tp_ops]
+        got = [
+            "/".join(e["tag"].split("/")[2:] if e["tag"].split("/")[1].startswith("L") else e["tag"].split("/")[1:])
+            for e in tp_ops
+        ]
         assert got == want * cfg.steps, f"rank {r}"
         assert [e["bytes"] for e in tp_ops] == book_gpt_ops(cfg, [e["tag"] for e in tp_ops]), f"rank {r}"
         assert all(tuple(e["group"]) == cfg.layout.tp_group(r) for e in tp_ops)
@@ -239,14 +296,31 @@ def test_a_book_style_trace_replays_on_a_fabric(trained, ch14_data, write_scenar
 
     run, _ = trained("gpt", **GPT_BOOK[1])
     out = tmp_path / "replay"
-    code = run_app(app, ["replay", str(run.trace_path), "--scenario", str(write_scenario(ch14_data)), "--out", str(out),
-                         "--compute", "zero", "--placement", "spread"])
+    code = run_app(
+        app,
+        [
+            "replay",
+            str(run.trace_path),
+            "--scenario",
+            str(write_scenario(ch14_data)),
+            "--out",
+            str(out),
+            "--compute",
+            "zero",
+            "--placement",
+            "spread",
+        ],
+    )
     capsys.readouterr()
     assert code == 0
     s = json.loads((out / "summary.json").read_text())
     labels = {c["label"] for c in s["collectives"]}
-    assert {"tp/embed/fwd/broadcast", "tp/L1/attn-q/fwd/all-gather", "tp/L2/attn-qkv/bwd/weight-grad",
-            "grad-bucket0"} <= labels
+    assert {
+        "tp/embed/fwd/broadcast",
+        "tp/L1/attn-q/fwd/all-gather",
+        "tp/L2/attn-qkv/bwd/weight-grad",
+        "grad-bucket0",
+    } <= labels
     trace = read_trace(run.trace_path)
     traced = sum(e["bytes"] for ev in trace.comms.values() for e in ev if e["tag"].startswith("tp/"))
     assert traced > 0 and s["complete"]
@@ -263,8 +337,16 @@ def test_the_docs_compare_the_two_styles_traffic_as_the_workload_layer_computes_
     from aifabric.workload.llm import build_llm_training
     from aifabric.workload.ops import Collective
 
-    gpt = Transformer("toy-gpt", GPT_LAYERS, GPT_WIDTH, GPT_HEADS, 4 * GPT_WIDTH, dataset("gpt", 0).vocab_size,
-                      max_seq_len=GPT_CONTEXT, tied_embeddings=False)
+    gpt = Transformer(
+        "toy-gpt",
+        GPT_LAYERS,
+        GPT_WIDTH,
+        GPT_HEADS,
+        4 * GPT_WIDTH,
+        dataset("gpt", 0).vocab_size,
+        max_seq_len=GPT_CONTEXT,
+        tied_embeddings=False,
+    )
 
     def tp_traffic(work):
         ops = [o for o in work.ranks[0] if isinstance(o, Collective) and o.dim == "tp"]
@@ -272,17 +354,29 @@ def test_the_docs_compare_the_two_styles_traffic_as_the_workload_layer_computes_
 
     def plan(model):
         b = default_batch(model)
-        return Plan(tp=2, micro_batch_size=b, global_batch_size=b, seq_len=GPT_CONTEXT if model == "gpt" else 1,
-                    precision="fp32", order="tp-cp-pp-dp")
+        return Plan(
+            tp=2,
+            micro_batch_size=b,
+            global_batch_size=b,
+            seq_len=GPT_CONTEXT if model == "gpt" else 1,
+            precision="fp32",
+            order="tp-cp-pp-dp",
+        )
 
     h100 = gpu("H100")
-    gpt_m, gpt_b = (tp_traffic(build_llm_training(gpt, plan("gpt"), h100)),
-                    tp_traffic(build_book_gpt_training(gpt, plan("gpt"), h100)))
-    fnn_m, fnn_b = (tp_traffic(build_small_training(trainer_model("fnn"), plan("fnn"), h100, tp_style=s))
-                    for s in ("megatron", "book"))
+    gpt_m, gpt_b = (
+        tp_traffic(build_llm_training(gpt, plan("gpt"), h100)),
+        tp_traffic(build_book_gpt_training(gpt, plan("gpt"), h100)),
+    )
+    fnn_m, fnn_b = (
+        tp_traffic(build_small_training(trainer_model("fnn"), plan("fnn"), h100, tp_style=s))
+        for s in ("megatron", "book")
+    )
     assert gpt_b[1] > gpt_m[1] and fnn_b[1] > fnn_m[1]
     doc = " ".join((Path(__file__).parents[2] / "docs" / "train.md").read_text(encoding="utf-8").split())
-    said = (f"{gpt_m[0]} operations and {gpt_m[1] / 1e3:.0f} kB in Megatron's style, {gpt_b[0]} operations and "
-            f"{gpt_b[1] / 1e3:.0f} kB in the book's ({gpt_b[1] / gpt_m[1]:.1f} times the bytes); on the digits FNN "
-            f"{fnn_m[0]} operation and {fnn_m[1] / 1e3:.1f} kB against {fnn_b[0]} and {fnn_b[1] / 1e3:.0f} kB")
+    said = (
+        f"{gpt_m[0]} operations and {gpt_m[1] / 1e3:.0f} kB in Megatron's style, {gpt_b[0]} operations and "
+        f"{gpt_b[1] / 1e3:.0f} kB in the book's ({gpt_b[1] / gpt_m[1]:.1f} times the bytes); on the digits FNN "
+        f"{fnn_m[0]} operation and {fnn_m[1] / 1e3:.1f} kB against {fnn_b[0]} and {fnn_b[1] / 1e3:.0f} kB"
+    )
     assert said in doc

@@ -13,18 +13,24 @@ from aifabric.cli.app import app
 @pytest.fixture(scope="module")
 def train_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli-train")
-    code = run_app(app, ["train", "--model", "fnn", "--dp", "2", "--tp", "2", "--pp", "2", "--steps", "2",
-                         "--out", str(out)])
+    code = run_app(
+        app, ["train", "--model", "fnn", "--dp", "2", "--tp", "2", "--pp", "2", "--steps", "2", "--out", str(out)]
+    )
     assert code == 0
     return out
 
 
 def test_train_writes_trace_report_and_the_single_process_weights(train_dir, trained):
     summary = json.loads((train_dir / "train.json").read_text())
-    assert summary["world_size"] == 8 and summary["plan"] == {"dp": 2, "tp": 2, "pp": 2, "schedule": "1f1b",
-                                                              "micro_batches": 2, "global_batch": 32}
-    assert {row["op"] for row in summary["communication"]} == {"broadcast", "all-gather", "all-reduce", "send",
-                                                               "recv"}
+    assert summary["world_size"] == 8 and summary["plan"] == {
+        "dp": 2,
+        "tp": 2,
+        "pp": 2,
+        "schedule": "1f1b",
+        "micro_batches": 2,
+        "global_batch": 32,
+    }
+    assert {row["op"] for row in summary["communication"]} == {"broadcast", "all-gather", "all-reduce", "send", "recv"}
     assert (train_dir / "trace.jsonl").exists()
     assert not list(train_dir.glob("*-rank*"))  # per-rank files merged and cleaned up
     page = (train_dir / "report.html").read_text()
@@ -43,14 +49,21 @@ def test_train_writes_trace_report_and_the_single_process_weights(train_dir, tra
 def test_replay_on_the_demo_fabric(train_dir, ch14_data, write_scenario, tmp_path, capsys):
     scen = write_scenario(ch14_data)
     out = tmp_path / "replay"
-    assert run_app(app, ["replay", str(train_dir / "trace.jsonl"), "--scenario", str(scen), "--out", str(out),
-                         "--compute", "zero"]) == 0
+    assert (
+        run_app(
+            app,
+            ["replay", str(train_dir / "trace.jsonl"), "--scenario", str(scen), "--out", str(out), "--compute", "zero"],
+        )
+        == 0
+    )
     s = json.loads((out / "summary.json").read_text())
     assert s["world_size"] == 8 and s["complete"]
     # the data-parallel gradient AllReduces of the trace are in the simulated run, bytes unchanged
     buckets = [c for c in s["collectives"] if c["label"].startswith("grad-bucket")]
-    assert len(buckets) == 2 * 4 and {c["bytes_per_rank"] for c in buckets} == {(64 * 128 + 128) // 2 * 4,
-                                                                                 (128 * 10 + 10) // 2 * 4 + 0}
+    assert len(buckets) == 2 * 4 and {c["bytes_per_rank"] for c in buckets} == {
+        (64 * 128 + 128) // 2 * 4,
+        (128 * 10 + 10) // 2 * 4 + 0,
+    }
     capsys.readouterr()
 
 
@@ -60,9 +73,15 @@ def test_replay_refuses_a_trace_larger_than_the_cluster(train_dir, ch14_data, wr
     assert code == 2 and "cluster" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("args", "flag"), [(["--tp", "3"], "--tp"), (["--pp", "3"], "--pp"),
-                                            (["--model", "resnet"], "--model"),
-                                            (["--dp", "3"], "--batch-size")])
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--tp", "3"], "--tp"),
+        (["--pp", "3"], "--pp"),
+        (["--model", "resnet"], "--model"),
+        (["--dp", "3"], "--batch-size"),
+    ],
+)
 def test_bad_plans_exit_2_naming_the_flag(args, flag, capsys, tmp_path):
     code = run_app(app, ["train", "--out", str(tmp_path), *args])
     assert code == 2 and flag in capsys.readouterr().err

@@ -19,8 +19,9 @@ PLANS = [
 ]
 
 
-@pytest.mark.parametrize(("model", "plan"), PLANS, ids=[f"{m}-" + "-".join(f"{k}{v}" for k, v in p.items())
-                                                         for m, p in PLANS])
+@pytest.mark.parametrize(
+    ("model", "plan"), PLANS, ids=[f"{m}-" + "-".join(f"{k}{v}" for k, v in p.items()) for m, p in PLANS]
+)
 def test_plan_equals_single_process(trained, model, plan):
     par, ref = trained(model, **plan)
     assert par.losses == pytest.approx(ref.losses, abs=1e-5)

@@ -55,7 +55,7 @@ def test_the_books_tensor_parallel_step_on_the_second_rank(explained):
     assert "tensor-parallel rank 2 of 2 (the book's style)" in text
     assert "AllReduce of the weight gradients across the tensor-parallel GPUs (the book's" in text
     assert "AllGather of the partial output vectors" in text
-    assert "\"local ∇\" here is already the whole layer's" in text  # the weight-gradient AllReduce ran in backward
+    assert '"local ∇" here is already the whole layer\'s' in text  # the weight-gradient AllReduce ran in backward
     assert [e["op"] for e in rec["communication"]] == ["all-gather", "all-gather", "all-reduce", "all-reduce"]
     assert all(g["averaged"] is None for g in rec["gradients"].values())  # no data parallelism: no averaging
 
@@ -67,17 +67,20 @@ def test_a_pipeline_stage_without_the_loss_says_where_the_error_comes_from(expla
     assert rec["layers"][0]["name"] == "weights 3 × 4"  # the blog post's 3 x 4 matrix on GPU 1
 
 
-@pytest.mark.parametrize(("args", "flag"), [
-    (["--model", "fnn", "--cell", "book"], "--cell"),
-    (["--model", "cnn", "--tp", "2", "--tp-style", "book"], "--tp-style"),
-    (["--model", "gpt", "--layers", "4,3"], "--layers"),
-    (["--model", "lstm", "--layers", "3,2"], "--layers"),
-    (["--model", "fnn", "--layers", "4,0,1"], "--layers"),
-    (["--model", "fnn", "--layers", "4,3,2,1", "--tp", "2"], "--tp"),
-    (["--model", "gpt", "--tp", "2", "--pp", "4", "--tp-style", "book"], "--pp"),
-    (["--model", "fnn", "--dp", "2", "--explain-step", "--explain-rank", "2"], "--explain-rank"),
-    (["--model", "fnn", "--explain-step", "--no-trace"], "--explain-step"),
-])
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--model", "fnn", "--cell", "book"], "--cell"),
+        (["--model", "cnn", "--tp", "2", "--tp-style", "book"], "--tp-style"),
+        (["--model", "gpt", "--layers", "4,3"], "--layers"),
+        (["--model", "lstm", "--layers", "3,2"], "--layers"),
+        (["--model", "fnn", "--layers", "4,0,1"], "--layers"),
+        (["--model", "fnn", "--layers", "4,3,2,1", "--tp", "2"], "--tp"),
+        (["--model", "gpt", "--tp", "2", "--pp", "4", "--tp-style", "book"], "--pp"),
+        (["--model", "fnn", "--dp", "2", "--explain-step", "--explain-rank", "2"], "--explain-rank"),
+        (["--model", "fnn", "--explain-step", "--no-trace"], "--explain-step"),
+    ],
+)
 def test_variant_flags_that_do_not_apply_exit_2(args, flag, capsys, tmp_path):
     code = run_app(app, ["train", "--out", str(tmp_path), *args])
     assert code == 2 and flag in capsys.readouterr().err

@@ -52,6 +52,7 @@ def test_split_evenly():
 def _formula_groups(dp, tp, pp):
     """The trainer's groups as the module's formula gives them (rank = dp_index·pp·tp + pp_index·tp + tp_index),
     written out independently (the trainer had its own arithmetic before it used workload/ranks.py)."""
+
     def rank(d, p, t):
         return d * pp * tp + p * tp + t
 

@@ -12,9 +12,21 @@ from aifabric.workload.ops import Collective, Compute, Recv, Send, Wait
 
 
 def _comm(rank, seq, op, group, nbytes, tag, t0, t1, async_op=False):
-    return {"kind": "comm", "rank": rank, "seq": seq, "op": op, "group": group, "dtype": "float32",
-            "elements": nbytes // 4, "bytes": nbytes, "tag": tag, "step": 0, "start_s": t0, "end_s": t1,
-            "async_op": async_op}
+    return {
+        "kind": "comm",
+        "rank": rank,
+        "seq": seq,
+        "op": op,
+        "group": group,
+        "dtype": "float32",
+        "elements": nbytes // 4,
+        "bytes": nbytes,
+        "tag": tag,
+        "step": 0,
+        "start_s": t0,
+        "end_s": t1,
+        "async_op": async_op,
+    }
 
 
 def _write(tmp_path, records):
@@ -45,8 +57,10 @@ def test_sends_meet_receives_and_collectives_share_keys(tmp_path):
     sends = {op.key: op for ops in w.ranks for op in ops if isinstance(op, Send)}
     recvs = {op.key: op for ops in w.ranks for op in ops if isinstance(op, Recv)}
     assert sends.keys() == recvs.keys() and len(sends) == 2
-    assert all((sends[k].src, sends[k].dst, sends[k].size_bytes) == (recvs[k].src, recvs[k].dst, recvs[k].size_bytes)
-               for k in sends)
+    assert all(
+        (sends[k].src, sends[k].dst, sends[k].size_bytes) == (recvs[k].src, recvs[k].dst, recvs[k].size_bytes)
+        for k in sends
+    )
     colls = [[op for op in ops if isinstance(op, Collective)] for ops in w.ranks]
     assert [c.key for c in colls[0]] == [c.key for c in colls[1]]
     assert colls[0][0].size_bytes == 800 and colls[0][0].dim == "dp" and not colls[0][0].blocking
@@ -60,8 +74,9 @@ def test_measured_gaps_become_compute(tmp_path):
     # rank 0: 2 ms before its send, 3 ms before the recv, 1 ms before launching the AllReduce, 1 ms of
     # backward overlapping it until the wait, 1 ms from the wait to the end of the step (optimizer)
     assert comp0 == pytest.approx([0.002, 0.003, 0.001, 0.001, 0.001])
-    assert not any(isinstance(op, Compute) for op in trace_to_workload(read_trace(tmp_path / "trace.jsonl"),
-                                                                          "zero").ranks[0])
+    assert not any(
+        isinstance(op, Compute) for op in trace_to_workload(read_trace(tmp_path / "trace.jsonl"), "zero").ranks[0]
+    )
 
 
 def test_trace_larger_than_cluster_names_the_field(tmp_path):

@@ -12,8 +12,19 @@ from aifabric.simulate import build_workload
 from aifabric.train.tracer import read_trace
 from aifabric.workload.ops import Collective
 
-FIELDS = {"rank": int, "seq": int, "op": str, "group": list, "dtype": str, "elements": int, "bytes": int,
-          "tag": str, "step": int, "start_s": float, "end_s": float}
+FIELDS = {
+    "rank": int,
+    "seq": int,
+    "op": str,
+    "group": list,
+    "dtype": str,
+    "elements": int,
+    "bytes": int,
+    "tag": str,
+    "step": int,
+    "start_s": float,
+    "end_s": float,
+}
 
 
 def test_3d_trace_is_complete_and_consistent(trained):
@@ -60,8 +71,13 @@ def test_3d_trace_is_complete_and_consistent(trained):
 def _dp_scenario(ch14_data, world, steps):
     d = dict(ch14_data)
     d["cluster"] = {**d["cluster"], "servers": 1, "gpus_per_server": world}
-    d["workload"] = {**d["workload"], "model": {"kind": "feed-forward", "layer_widths": [64, 128, 10]},
-                     "global_batch_size": 32, "precision": "fp32", "iterations": steps}
+    d["workload"] = {
+        **d["workload"],
+        "model": {"kind": "feed-forward", "layer_widths": [64, 128, 10]},
+        "global_batch_size": 32,
+        "precision": "fp32",
+        "iterations": steps,
+    }
     return parse_scenario(d)
 
 
@@ -81,8 +97,10 @@ def test_data_parallel_fnn_trace_equals_the_workload_model(trained, ch14_data):
 def test_small_buckets_split_the_same_bytes(trained):
     big, _ = trained("fnn", steps=1, dp=2)
     small, _ = trained("fnn", steps=1, dp=2, bucket_bytes=4096)
+
     def buckets(run):
         return [e["bytes"] for e in read_trace(run.trace_path).comms[0] if e["tag"].startswith("grad-bucket")]
+
     assert len(buckets(big)) == 1
     assert sum(buckets(small)) == sum(buckets(big)) == (64 * 128 + 128 + 128 * 10 + 10) * 4
     # DDP's rule (reducer.cpp): whole parameters in reverse order, a bucket closed once it holds >= the cap:

@@ -19,8 +19,12 @@ TINY = {
     "seed": 1,
     "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 2, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "spines": 1, "link_speed_gbps": 400},
-    "workload": {"kind": "data-parallel", "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
-                 "global_batch_size": 64, "precision": "bf16"},
+    "workload": {
+        "kind": "data-parallel",
+        "model": {"kind": "feed-forward", "layer_widths": [256, 512, 256]},
+        "global_batch_size": 64,
+        "precision": "bf16",
+    },
     "engine": "flow",
 }
 
@@ -29,12 +33,34 @@ def synthetic_trace(path: Path, world: int = 4, nbytes: int = 4_000_000) -> Path
     """A gloo (CPU) trace: one step per rank, 10 ms of compute, then one gradient AllReduce over every rank."""
     recs = []
     for r in range(world):
-        recs.append({"kind": "meta", "rank": r, "world_size": world, "layout": {"dp": world, "tp": 1, "pp": 1},
-                     "config": {"model": "fnn"}, "backend": "gloo"})
+        recs.append(
+            {
+                "kind": "meta",
+                "rank": r,
+                "world_size": world,
+                "layout": {"dp": world, "tp": 1, "pp": 1},
+                "config": {"model": "fnn"},
+                "backend": "gloo",
+            }
+        )
         recs.append({"kind": "step", "rank": r, "step": 0, "start_s": 0.0, "end_s": 0.012, "loss": 1.0})
-        recs.append({"kind": "comm", "rank": r, "seq": 1, "op": "all-reduce", "group": list(range(world)),
-                     "dtype": "float32", "elements": nbytes // 4, "bytes": nbytes, "tag": "grad-bucket0",
-                     "step": 0, "start_s": 0.010, "end_s": 0.011, "async_op": False})
+        recs.append(
+            {
+                "kind": "comm",
+                "rank": r,
+                "seq": 1,
+                "op": "all-reduce",
+                "group": list(range(world)),
+                "dtype": "float32",
+                "elements": nbytes // 4,
+                "bytes": nbytes,
+                "tag": "grad-bucket0",
+                "step": 0,
+                "start_s": 0.010,
+                "end_s": 0.011,
+                "async_op": False,
+            }
+        )
     path.write_text("\n".join(json.dumps(x) for x in recs) + "\n", encoding="utf-8")
     return path
 
@@ -48,8 +74,15 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     nccl = Path(__file__).parents[1] / "calibration" / "data" / "a100_sxm4_80gb_8gpu_all_reduce_perf_g8.txt"
     (d / "a-folder").mkdir()
     (d / "a-file.txt").write_text("not a folder\n", encoding="utf-8")
-    return {"scenario": scenario, "trace": synthetic_trace(d / "trace.jsonl"), "nccl": nccl,
-            "dir": d / "a-folder", "file": d / "a-file.txt", "missing": d / "no-such-file.yaml", "base": d}
+    return {
+        "scenario": scenario,
+        "trace": synthetic_trace(d / "trace.jsonl"),
+        "nccl": nccl,
+        "dir": d / "a-folder",
+        "file": d / "a-file.txt",
+        "missing": d / "no-such-file.yaml",
+        "base": d,
+    }
 
 
 def cli(*args: str) -> tuple[int, str, str]:

@@ -41,20 +41,39 @@ def _is_option(info) -> bool:
 def _base(inputs) -> dict[tuple[str, ...], list[str]]:
     """Arguments with which each command runs: what a bad option is added to."""
     sc, tr, nccl = str(inputs["scenario"]), str(inputs["trace"]), str(inputs["nccl"])
-    ops = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall", "alltoallv", "sendrecv",
-           "barrier")
+    ops = (
+        "allreduce",
+        "reducescatter",
+        "allgather",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "alltoallv",
+        "sendrecv",
+        "barrier",
+    )
     base = {
         (): ["models"],
-        ("demo",): ["demo"], ("validate",): ["validate", sc], ("simulate",): ["simulate", sc],
-        ("compare",): ["compare", sc, sc], ("workload",): ["workload", sc], ("models",): ["models"],
+        ("demo",): ["demo"],
+        ("validate",): ["validate", sc],
+        ("simulate",): ["simulate", sc],
+        ("compare",): ["compare", sc, sc],
+        ("workload",): ["workload", sc],
+        ("models",): ["models"],
         ("pipeline",): ["pipeline"],
-        ("fabric", "plan"): ["fabric", "plan", sc], ("fabric", "polarization"): ["fabric", "polarization", sc],
-        ("fabric", "draw"): ["fabric", "draw", sc], ("fabric", "rail-map"): ["fabric", "rail-map"],
+        ("fabric", "plan"): ["fabric", "plan", sc],
+        ("fabric", "polarization"): ["fabric", "polarization", sc],
+        ("fabric", "draw"): ["fabric", "draw", sc],
+        ("fabric", "rail-map"): ["fabric", "rail-map"],
         ("fabric", "config"): ["fabric", "config", sc],
-        ("collective", "bench"): ["collective", "bench"], ("collective", "bootstrap"): ["collective", "bootstrap"],
+        ("collective", "bench"): ["collective", "bench"],
+        ("collective", "bootstrap"): ["collective", "bootstrap"],
         ("packet",): ["packet", "incast"],
-        ("train",): ["train"], ("replay",): ["replay", tr, "--scenario", sc], ("learn",): ["learn", "neuron"],
-        ("calibrate", "nccl-tests"): ["calibrate", "nccl-tests", nccl], ("calibrate", "gemm"): ["calibrate", "gemm"],
+        ("train",): ["train"],
+        ("replay",): ["replay", tr, "--scenario", sc],
+        ("learn",): ["learn", "neuron"],
+        ("calibrate", "nccl-tests"): ["calibrate", "nccl-tests", nccl],
+        ("calibrate", "gemm"): ["calibrate", "gemm"],
         ("sweep",): ["sweep", sc, "--vary", "cluster.nic_speed_gbps=200,400", "--backend", "local"],
         ("optimize",): ["optimize", sc, "--vary", "cluster.nic_speed_gbps=200,400", "--backend", "local"],
     }
@@ -63,15 +82,21 @@ def _base(inputs) -> dict[tuple[str, ...], list[str]]:
 
 
 # commands whose options are also checked in another input form (the same flags, another positional form)
-OTHER_FORMS = {("packet",): lambda i: ["packet", str(i["scenario"])],
-               ("fabric", "rail-map"): lambda i: ["fabric", "rail-map", str(i["scenario"])],
-               ("compare",): lambda i: ["compare", str(i["scenario"]), "--vary", "cluster.nic_speed_gbps=200,400"]}
+OTHER_FORMS = {
+    ("packet",): lambda i: ["packet", str(i["scenario"])],
+    ("fabric", "rail-map"): lambda i: ["fabric", "rail-map", str(i["scenario"])],
+    ("compare",): lambda i: ["compare", str(i["scenario"]), "--vary", "cluster.nic_speed_gbps=200,400"],
+}
 
 # what a path option names: a folder written into, a file written, or an input read
 PATH_KIND = {"--out": "dir", "--pcap": "file", "--scenario": "input", "--prices": "input", "--qos": "input"}
-PATH_KIND_OF = {(("fabric", "draw"), "--out"): "file", (("fabric", "polarization"), "--out"): "file",
-                (("calibrate", "nccl-tests"), "--out"): "file", (("calibrate", "gemm"), "--out"): "file",
-                (("fabric", "config"), "--import"): "input"}
+PATH_KIND_OF = {
+    (("fabric", "draw"), "--out"): "file",
+    (("fabric", "polarization"), "--out"): "file",
+    (("calibrate", "nccl-tests"), "--out"): "file",
+    (("calibrate", "gemm"), "--out"): "file",
+    (("fabric", "config"), "--import"): "input",
+}
 # string options whose every value is valid (none yet): an unknown word must be refused everywhere else
 FREE_TEXT: set[tuple[tuple[str, ...], str]] = set()
 
@@ -105,14 +130,22 @@ def _cases(inputs):
             flag = _flag(info)
             for value in _bad_values(path, flag, kind, inputs):
                 for form in forms:
-                    args = ([flag, value, *form] if path == () else [*form, flag, value])
+                    args = [flag, value, *form] if path == () else [*form, flag, value]
                     yield path, flag, value, args
 
 
 def test_every_command_is_walked():
     names = {" ".join(p) for p in COMMANDS}
-    assert {"demo", "simulate", "compare", "packet", "replay", "fabric rail-map", "collective bench",
-            "calibrate gemm"} <= names and len(names) > 25
+    assert {
+        "demo",
+        "simulate",
+        "compare",
+        "packet",
+        "replay",
+        "fabric rail-map",
+        "collective bench",
+        "calibrate gemm",
+    } <= names and len(names) > 25
 
 
 def test_every_bad_option_value_is_refused_with_exit_2(inputs, tmp_path, monkeypatch):
@@ -132,12 +165,21 @@ def test_every_bad_option_value_is_refused_with_exit_2(inputs, tmp_path, monkeyp
 def test_every_argument_that_names_a_file_is_checked(inputs):
     """Positional files that do not exist: exit 2 naming the path."""
     missing = str(inputs["missing"])
-    cases = [["validate", missing], ["simulate", missing], ["workload", missing], ["compare", missing, missing],
-             ["fabric", "plan", missing], ["fabric", "draw", missing], ["fabric", "polarization", missing],
-             ["fabric", "rail-map", missing], ["packet", missing], ["replay", missing, "--scenario",
-                                                                     str(inputs["scenario"])],
-             ["calibrate", "nccl-tests", missing], ["sweep", missing, "--vary", "fabric.spines=1,2"],
-             ["optimize", missing, "--vary", "fabric.spines=1,2"]]
+    cases = [
+        ["validate", missing],
+        ["simulate", missing],
+        ["workload", missing],
+        ["compare", missing, missing],
+        ["fabric", "plan", missing],
+        ["fabric", "draw", missing],
+        ["fabric", "polarization", missing],
+        ["fabric", "rail-map", missing],
+        ["packet", missing],
+        ["replay", missing, "--scenario", str(inputs["scenario"])],
+        ["calibrate", "nccl-tests", missing],
+        ["sweep", missing, "--vary", "fabric.spines=1,2"],
+        ["optimize", missing, "--vary", "fabric.spines=1,2"],
+    ]
     for args in cases:
         code, out, err = cli(*args)
         assert code == 2 and missing in err and "Traceback" not in err, (args, code, err)
@@ -146,8 +188,11 @@ def test_every_argument_that_names_a_file_is_checked(inputs):
 def _reads(callback, name: str) -> bool:
     tree = ast.parse(textwrap.dedent(inspect.getsource(callback)))
     fn = tree.body[0]
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               for stmt in fn.body for n in ast.walk(stmt))
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        for stmt in fn.body
+        for n in ast.walk(stmt)
+    )
 
 
 # read elsewhere than in the command's body
@@ -157,21 +202,25 @@ READ_ELSEWHERE = {((), "debug"): "cli.errors.run_app reads --debug before parsin
 def test_every_option_is_read_by_its_command():
     """A parameter its command never reads is an option accepted and silently ignored (an option with a
     callback is read by the callback)."""
-    unread = [f"{' '.join(path) or '(root)'} {_flag(info) if _is_option(info) else name}"
-              for path, callback in COMMANDS.items()
-              for name, _, info in _params(callback)
-              if not _reads(callback, name) and getattr(info, "callback", None) is None
-              and (path, name) not in READ_ELSEWHERE]
+    unread = [
+        f"{' '.join(path) or '(root)'} {_flag(info) if _is_option(info) else name}"
+        for path, callback in COMMANDS.items()
+        for name, _, info in _params(callback)
+        if not _reads(callback, name) and getattr(info, "callback", None) is None and (path, name) not in READ_ELSEWHERE
+    ]
     assert not unread, unread
 
 
-@pytest.mark.parametrize("args", [
-    ["fabric", "rail-map", "--ports", "48", "--hosts", "4", "--rails", "8"],
-    ["collective", "allreduce", "--ranks", "4", "--elements", "16", "--explain"],
-    ["collective", "broadcast", "--ranks", "4", "--gpus-per-server", "2", "--root", "3"],
-    ["collective", "bootstrap", "--nnodes", "1", "--nproc-per-node", "2"],
-    ["pipeline", "--stages", "4", "--micro-batches", "4", "--schedule", "1f1b"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fabric", "rail-map", "--ports", "48", "--hosts", "4", "--rails", "8"],
+        ["collective", "allreduce", "--ranks", "4", "--elements", "16", "--explain"],
+        ["collective", "broadcast", "--ranks", "4", "--gpus-per-server", "2", "--root", "3"],
+        ["collective", "bootstrap", "--nnodes", "1", "--nproc-per-node", "2"],
+        ["pipeline", "--stages", "4", "--micro-batches", "4", "--schedule", "1f1b"],
+    ],
+)
 def test_good_values_still_work(args):
     code, out, err = cli(*args)
     assert code == 0, err

@@ -78,8 +78,9 @@ def test_compare_says_when_a_varied_field_cannot_change_anything(tmp_path):
     """The default demo: every transfer between servers stays on its rail switch."""
     demo = tmp_path / "demo.yaml"
     demo.write_text(embedded_scenario_text("demo"))
-    code, text, err = cli("compare", demo, "--vary", "fabric.load_balancing=ecmp,spray", "--engine", "analytic",
-                          "--out", tmp_path / "out")
+    code, text, err = cli(
+        "compare", demo, "--vary", "fabric.load_balancing=ecmp,spray", "--engine", "analytic", "--out", tmp_path / "out"
+    )
     assert code == 0, err
     flat = " ".join(text.split())
     assert "fabric.load_balancing acts on the spine tier" in flat and "cannot change anything" in flat
@@ -98,8 +99,16 @@ def test_compare_prints_column_labels_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(compare_cmd, "console", Console(width=80))
     demo = tmp_path / "demo.yaml"
     demo.write_text(embedded_scenario_text("demo"))
-    code, text, err = cli("compare", demo, "--vary", "workload.parallelism.order=tp-cp-dp-pp,tp-cp-pp-dp",
-                          "--engine", "analytic", "--out", tmp_path / "out")
+    code, text, err = cli(
+        "compare",
+        demo,
+        "--vary",
+        "workload.parallelism.order=tp-cp-dp-pp,tp-cp-pp-dp",
+        "--engine",
+        "analytic",
+        "--out",
+        tmp_path / "out",
+    )
     assert code == 0, err
     header = next(line for line in text.splitlines() if "metric" in line)
     assert "tp-cp-dp-pp" in header and "tp-cp-pp-dp" in header and "…" not in text

@@ -23,7 +23,8 @@ def test_every_export_resolves_and_is_no_submodule(name):
         value = getattr(pkg, export)
         assert not isinstance(value, types.ModuleType), f"aifabric.{name}.{export} is a module"
         assert export not in submodules or export not in lazy, (
-            f"aifabric.{name}.{export}: also a submodule's name; import it eagerly in __init__")
+            f"aifabric.{name}.{export}: also a submodule's name; import it eagerly in __init__"
+        )
 
 
 def test_the_build_function_survives_its_module_being_imported():

@@ -26,8 +26,9 @@ def _frames(path):
 
 def test_packet_file_writes_the_pcap_of_the_transfer_asked_for(inputs, tmp_path):
     pcap = tmp_path / "iteration.pcap"
-    code, text, err = cli("packet", inputs["scenario"], "--pcap", pcap, "--flow", "1", "--seed", "3", "--explain",
-                          "--max-events", "5")
+    code, text, err = cli(
+        "packet", inputs["scenario"], "--pcap", pcap, "--flow", "1", "--seed", "3", "--explain", "--max-events", "5"
+    )
     assert code == 0, err
     frames = _frames(pcap)
     assert len(frames) > 2 and "RDMA transfer 1" in text
@@ -72,8 +73,20 @@ def test_replay_says_where_the_ranks_run_and_what_the_compute_is(tmp_path):
     assert "backend gloo, on CPU" in flat and "--compute zero" in flat
     assert "no transfer crossed the network" in flat and "--placement spread" in flat
 
-    code, text, err = cli("replay", trace, "--scenario", demo, "--engine", "analytic", "--placement", "spread",
-                          "--compute", "zero", "--out", tmp_path / "b")
+    code, text, err = cli(
+        "replay",
+        trace,
+        "--scenario",
+        demo,
+        "--engine",
+        "analytic",
+        "--placement",
+        "spread",
+        "--compute",
+        "zero",
+        "--out",
+        tmp_path / "b",
+    )
     assert code == 0, err
     import json
 

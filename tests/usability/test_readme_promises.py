@@ -30,8 +30,13 @@ def test_the_readme_test_command_prints_its_result_line():
     an `-q` in addopts made it -qq, which ends at [100%] with no result line."""
     assert "python -m pytest -q" in README
     node = "tests/usability/test_cli_options.py::test_every_command_is_walked"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^1 passed in ", proc.stdout, re.MULTILINE), proc.stdout
 
@@ -69,16 +74,22 @@ def test_the_report_shows_no_default_that_does_not_apply(demo):
     assert scenario["workload"]["model"] == {"name": "gpt3-13b"}
     assert "superspines" not in scenario["fabric"] and "custom" not in scenario["fabric"]
     html = (out / "report.html").read_text()
-    dump = html[html.index("<h2>Scenario</h2>"):]
+    dump = html[html.index("<h2>Scenario</h2>") :]
     assert "gated_mlp" not in dump and "top_k" not in dump and "name: gpt3-13b" in dump
 
 
 def test_a_zoo_model_with_architecture_fields_is_refused(inputs, tmp_path):
     """The fields were ignored for a zoo model: now they are refused, naming them."""
     path = tmp_path / "s.yaml"
-    path.write_text(inputs["scenario"].read_text().replace("  kind: data-parallel\n", "").replace(  # one kind
-        "model:\n    kind: feed-forward\n    layer_widths:\n    - 256\n    - 512\n    - 256",
-        "model: {name: llama3-8b, gated_mlp: false}\n  kind: llm-training\n  parallelism: {tp: 2}"))
+    path.write_text(
+        inputs["scenario"]
+        .read_text()
+        .replace("  kind: data-parallel\n", "")
+        .replace(  # one kind
+            "model:\n    kind: feed-forward\n    layer_widths:\n    - 256\n    - 512\n    - 256",
+            "model: {name: llama3-8b, gated_mlp: false}\n  kind: llm-training\n  parallelism: {tp: 2}",
+        )
+    )
     code, _, err = cli("validate", path)
     assert code == 2 and "gated_mlp" in err and "llama3-8b" in err
 
@@ -100,8 +111,9 @@ def test_the_readme_says_how_to_get_the_cpu_build_and_what_chromium_is_for():
 
 
 # what the project's internal names for its sources look like in a sentence
-INTERNAL = re.compile(r"\bthe seeds\b|\bseeds'|\bseeds (?:Ch|Fig|§|Blog|Example)|\bSeeds:|errata|skeleton",
-                      re.IGNORECASE)
+INTERNAL = re.compile(
+    r"\bthe seeds\b|\bseeds'|\bseeds (?:Ch|Fig|§|Blog|Example)|\bSeeds:|errata|skeleton", re.IGNORECASE
+)
 NOT_EDITED_HERE: set[str] = set()
 
 
@@ -132,7 +144,9 @@ def test_version_and_help_import_no_heavy_library(args):
     """`aifabric --version` took 2.2 s importing every command's libraries; the commands import them lazily.
     (Typer itself imports pydantic to convert a command's parameters: not counted for a command's help.)"""
     heavy = HEAVY if len(args) == 1 else tuple(m for m in HEAVY if m != "pydantic")
-    code = ("import sys\nfrom aifabric.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules))")
+    code = (
+        "import sys\nfrom aifabric.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in proc.stdout, proc.stdout[-400:] + proc.stderr

@@ -15,19 +15,33 @@ from aifabric.workload.ops import Collective, Compute, Send
 def _workload(overlap: bool, schedule: str = "1f1b"):
     s = ch14_scenario().model_dump(mode="json", exclude_unset=True)
     s["cluster"].update(servers=4, gpus_per_server=8)
-    par = {"tp": 4, "pp": 4, "dp": 2, "micro_batch_size": 1, "overlap_grad_reduce": overlap,
-           "bucket_mb": 8, "schedule": schedule}
+    par = {
+        "tp": 4,
+        "pp": 4,
+        "dp": 2,
+        "micro_batch_size": 1,
+        "overlap_grad_reduce": overlap,
+        "bucket_mb": 8,
+        "schedule": schedule,
+    }
     if schedule == "interleaved":
         par["chunks"] = 2
-    s["workload"] = {"kind": "llm-training", "model": "gpt3-1.3b", "global_batch_size": 16, "seq_len": 512,
-                     "parallelism": par, "precision": "bf16"}
+    s["workload"] = {
+        "kind": "llm-training",
+        "model": "gpt3-1.3b",
+        "global_batch_size": 16,
+        "seq_len": 512,
+        "parallelism": par,
+        "precision": "bf16",
+    }
     return build_workload(load_scenario(s))
 
 
 def _positions(ops):
     buckets = [i for i, op in enumerate(ops) if isinstance(op, Collective) and "-bucket" in op.key]
-    backward = [i for i, op in enumerate(ops) if (isinstance(op, Compute) and op.name.startswith("bwd"))
-                or isinstance(op, Send)]
+    backward = [
+        i for i, op in enumerate(ops) if (isinstance(op, Compute) and op.name.startswith("bwd")) or isinstance(op, Send)
+    ]
     return buckets, backward
 
 

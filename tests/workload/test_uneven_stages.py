@@ -37,17 +37,24 @@ def test_the_deeper_stage_needs_more_memory():
     assert memory_per_gpu(MODEL, skewed, 1).total_bytes > memory_per_gpu(MODEL, even, 1).total_bytes
 
 
-@pytest.mark.parametrize("counts,message", [([3, 4, 4], "one count per"), ([3, 4, 4, 4], "summing to"),
-                                            ([0, 7, 4, 3], "at least 1")])
+@pytest.mark.parametrize(
+    "counts,message", [([3, 4, 4], "one count per"), ([3, 4, 4, 4], "summing to"), ([0, 7, 4, 3], "at least 1")]
+)
 def test_bad_stage_depths_are_refused_by_field(counts, message):
     from aifabric.errors import InputError
 
-    d = {"name": "x", "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 8, "nic_speed_gbps": 400},
-         "fabric": {"topology": "rail-optimized", "spines": 4, "link_speed_gbps": 400},
-         "workload": {"kind": "llm-training",
-                      "model": {"kind": "transformer", "layers": 14, "hidden": 512, "heads": 8, "vocab": 1000},
-                      "parallelism": {"tp": 8, "pp": 4, "dp": 1, "layers_per_stage": counts},
-                      "global_batch_size": 8, "seq_len": 128}}
+    d = {
+        "name": "x",
+        "cluster": {"gpu": "H100", "servers": 4, "gpus_per_server": 8, "nic_speed_gbps": 400},
+        "fabric": {"topology": "rail-optimized", "spines": 4, "link_speed_gbps": 400},
+        "workload": {
+            "kind": "llm-training",
+            "model": {"kind": "transformer", "layers": 14, "hidden": 512, "heads": 8, "vocab": 1000},
+            "parallelism": {"tp": 8, "pp": 4, "dp": 1, "layers_per_stage": counts},
+            "global_batch_size": 8,
+            "seq_len": 128,
+        },
+    }
     with pytest.raises(InputError) as exc:
         parse_scenario(d)
     assert any(p.path == "workload.parallelism.layers_per_stage" and message in p.message for p in exc.value.problems)

@@ -69,8 +69,16 @@ def test_korthikanti_activation_formulas():
 
 
 def test_pipeline_first_stage_holds_p_micro_batches_with_1f1b():
-    kw = {"tp": 8, "pp": 8, "dp": 1, "micro_batch_size": 1, "global_batch_size": 64, "seq_len": 2048, "sequence_parallel": True,
-              "recompute": "selective"}
+    kw = {
+        "tp": 8,
+        "pp": 8,
+        "dp": 1,
+        "micro_batch_size": 1,
+        "global_batch_size": 64,
+        "seq_len": 2048,
+        "sequence_parallel": True,
+        "recompute": "selective",
+    }
     one_f = memory_per_gpu(GPT3, Plan(schedule="1f1b", **kw), stage=0)
     gpipe = memory_per_gpu(GPT3, Plan(schedule="gpipe", **kw), stage=0)
     per_layer = _per_layer(Plan(**kw))
@@ -83,7 +91,15 @@ def test_pipeline_first_stage_holds_p_micro_batches_with_1f1b():
 
 @pytest.mark.parametrize("p,v", [(8, 2), (4, 3), (16, 2)])
 def test_interleaving_costs_1_plus_p_minus_1_over_pv_activations(p, v):
-    kw = {"tp": 8, "pp": p, "dp": 1, "global_batch_size": 4 * p, "seq_len": 2048, "sequence_parallel": True, "recompute": "selective"}
+    kw = {
+        "tp": 8,
+        "pp": p,
+        "dp": 1,
+        "global_batch_size": 4 * p,
+        "seq_len": 2048,
+        "sequence_parallel": True,
+        "recompute": "selective",
+    }
     model = MODELS["llama2-70b"] if 80 % (p * v) == 0 else MODELS["gpt3-175b"]
     plain = memory_per_gpu(model, Plan(schedule="1f1b", **kw), stage=0).activations_bytes
     inter = memory_per_gpu(model, Plan(schedule="interleaved", chunks=v, **kw), stage=0).activations_bytes

@@ -51,8 +51,10 @@ def test_non_blocking_collective_overlaps_compute_until_wait(fabric_router):
     fabric, router = fabric_router
     group = tuple(range(8))
     ar = Collective("bucket0", "all-reduce", group, 100_000_000, 2, "gradients", blocking=False, stream="dp", dim="dp")
-    ops = [[Compute("bwd-a", 0, 1e-3), ar, Compute("bwd-b", 0, 1e-3), Wait("dp"), Compute("optimizer", 0, 1e-4)]
-           for _ in range(8)]
+    ops = [
+        [Compute("bwd-a", 0, 1e-3), ar, Compute("bwd-b", 0, 1e-3), Wait("dp"), Compute("optimizer", 0, 1e-4)]
+        for _ in range(8)
+    ]
     g = lower(_workload(ops), fabric, router)
     tl = run(g, fabric, "flow")
     by_name = {(g.rank[i], g.name[i]): i for i in range(len(g)) if g.kind[i] == COMPUTE}

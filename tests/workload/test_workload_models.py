@@ -10,8 +10,9 @@ from aifabric.models import LSTM, MODELS, conv_output_side, get_model
 GPT3_NAMES_ROUNDED = {"gpt3-350m", "gpt3-1.3b", "gpt3-2.7b"}
 
 
-@pytest.mark.parametrize("name", sorted(k for k, m in MODELS.items() if getattr(m, "published_params", None)
-                                        and k not in GPT3_NAMES_ROUNDED))
+@pytest.mark.parametrize(
+    "name", sorted(k for k, m in MODELS.items() if getattr(m, "published_params", None) and k not in GPT3_NAMES_ROUNDED)
+)
 def test_published_parameter_counts_within_one_percent(name):
     m = MODELS[name]
     assert m.params == pytest.approx(m.published_params, rel=0.01)

@@ -51,8 +51,9 @@ def test_interleaved_bubble_shrinks_by_chunks(p, m, v):
 def test_each_stage_runs_every_pass_once_forward_first(p, m, schedule):
     for s in range(p):
         order = stage_order(schedule, p, m, s)
-        assert sorted((r.kind, r.micro_batch) for r in order) == sorted([(F, i) for i in range(m)] +
-                                                                        [(B, i) for i in range(m)])
+        assert sorted((r.kind, r.micro_batch) for r in order) == sorted(
+            [(F, i) for i in range(m)] + [(B, i) for i in range(m)]
+        )
         pos = {(r.kind, r.micro_batch): i for i, r in enumerate(order)}
         assert all(pos[(F, i)] < pos[(B, i)] for i in range(m))
         if schedule == "1f1b":  # at most p - s micro-batches in flight (the point of 1F1B)

@@ -15,8 +15,21 @@ from aifabric.workload.llm import build_llm_training
 from aifabric.workload.ops import Collective, Recv, Send
 from aifabric.workload.plan import Plan
 
-TINY = Transformer("tiny", layers=4, hidden=128, heads=4, ffn_hidden=256, vocab=100, max_seq_len=64, gated_mlp=True,
-                   bias=False, norm="rmsnorm", learned_positions=False, tied_embeddings=False, moe=MoE(4, 2, 128))
+TINY = Transformer(
+    "tiny",
+    layers=4,
+    hidden=128,
+    heads=4,
+    ffn_hidden=256,
+    vocab=100,
+    max_seq_len=64,
+    gated_mlp=True,
+    bias=False,
+    norm="rmsnorm",
+    learned_positions=False,
+    tied_embeddings=False,
+    moe=MoE(4, 2, 128),
+)
 
 
 @st.composite
@@ -27,10 +40,21 @@ def plans(draw):
     schedule = draw(st.sampled_from(["gpipe", "1f1b", "interleaved"]))
     chunks = 2 if schedule == "interleaved" and pp <= 2 else 1
     m = pp * draw(st.sampled_from([1, 2]))
-    return Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, schedule=schedule if chunks > 1 or schedule != "interleaved"
-                else "1f1b", chunks=chunks, global_batch_size=m * dp, seq_len=64,
-                sequence_parallel=draw(st.booleans()) and tp > 1, zero=draw(st.sampled_from([0, 1, 2, 3])),
-                recompute=draw(st.sampled_from(["none", "selective", "full"])), bucket_mb=0.05)
+    return Plan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        schedule=schedule if chunks > 1 or schedule != "interleaved" else "1f1b",
+        chunks=chunks,
+        global_batch_size=m * dp,
+        seq_len=64,
+        sequence_parallel=draw(st.booleans()) and tp > 1,
+        zero=draw(st.sampled_from([0, 1, 2, 3])),
+        recompute=draw(st.sampled_from(["none", "selective", "full"])),
+        bucket_mb=0.05,
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -61,24 +85,39 @@ def test_ops_are_consistent_across_ranks(plan):
 
 
 BASE = {
-    "name": "plans", "seed": 1,
+    "name": "plans",
+    "seed": 1,
     "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 8, "nic_speed_gbps": 400},
     "fabric": {"topology": "rail-optimized", "spines": 2, "link_speed_gbps": 400, "switch_radix": 64},
-    "workload": {"kind": "llm-training",
-                 "model": {"kind": "transformer", "layers": 4, "hidden": 256, "heads": 8, "vocab": 1000,
-                           "experts": 4, "top_k": 2, "gated_mlp": True},
-                 "global_batch_size": 8, "seq_len": 256},
+    "workload": {
+        "kind": "llm-training",
+        "model": {
+            "kind": "transformer",
+            "layers": 4,
+            "hidden": 256,
+            "heads": 8,
+            "vocab": 1000,
+            "experts": 4,
+            "top_k": 2,
+            "gated_mlp": True,
+        },
+        "global_batch_size": 8,
+        "seq_len": 256,
+    },
 }
 
 
-@pytest.mark.parametrize("par", [
-    {"tp": 2, "pp": 2, "dp": 4, "schedule": "gpipe"},
-    {"tp": 2, "pp": 2, "dp": 4, "schedule": "interleaved", "chunks": 2},
-    {"tp": 4, "pp": 1, "dp": 4, "sequence_parallel": True, "recompute": "full"},
-    {"tp": 2, "pp": 1, "dp": 8, "fsdp": True},
-    {"tp": 2, "pp": 2, "dp": 4, "ep": 4, "zero": 1},
-    {"tp": 2, "pp": 1, "dp": 4, "cp": 2, "ep": 2},
-])
+@pytest.mark.parametrize(
+    "par",
+    [
+        {"tp": 2, "pp": 2, "dp": 4, "schedule": "gpipe"},
+        {"tp": 2, "pp": 2, "dp": 4, "schedule": "interleaved", "chunks": 2},
+        {"tp": 4, "pp": 1, "dp": 4, "sequence_parallel": True, "recompute": "full"},
+        {"tp": 2, "pp": 1, "dp": 8, "fsdp": True},
+        {"tp": 2, "pp": 2, "dp": 4, "ep": 4, "zero": 1},
+        {"tp": 2, "pp": 1, "dp": 4, "cp": 2, "ep": 2},
+    ],
+)
 def test_plans_simulate_to_the_end(par):
     d = copy.deepcopy(BASE)
     d["workload"]["parallelism"] = par
@@ -109,8 +148,9 @@ def fabric16():
     return build_fabric(parse_scenario(d))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(plan=plans().filter(lambda p: p.world_size <= 16))
 def test_every_plan_lowers_and_runs_without_deadlock(plan, fabric16):
     from aifabric.engines import lower, run

@@ -31,8 +31,15 @@ def test_rank_coords_bijection(lay):
 @settings(max_examples=60, deadline=None)
 @given(layouts())
 def test_groups_partition_the_world(lay):
-    for dim, size in [("tp", lay.tp), ("pp", lay.pp), ("dp", lay.dp), ("cp", lay.cp), ("ep", lay.ep),
-                      ("edp", lay.dp // lay.ep), ("dp-cp", lay.dp * lay.cp)]:
+    for dim, size in [
+        ("tp", lay.tp),
+        ("pp", lay.pp),
+        ("dp", lay.dp),
+        ("cp", lay.cp),
+        ("ep", lay.ep),
+        ("edp", lay.dp // lay.ep),
+        ("dp-cp", lay.dp * lay.cp),
+    ]:
         groups = lay.groups(dim)
         assert all(len(g) == size for g in groups)
         members = [r for g in groups for r in g]

@@ -84,13 +84,18 @@ def test_unknown_model_and_dense_model_with_experts():
 def test_a_plan_that_does_not_fit_is_refused_with_the_numbers():
     d = copy.deepcopy(LLM)
     d["cluster"] = {"gpu": "H100", "servers": 2, "gpus_per_server": 8, "nic_speed_gbps": 400}
-    d["workload"].update(model="llama3-70b", parallelism={"tp": 8, "pp": 1, "dp": 2}, global_batch_size=2,
-                         seq_len=4096)
+    d["workload"].update(model="llama3-70b", parallelism={"tp": 8, "pp": 1, "dp": 2}, global_batch_size=2, seq_len=4096)
     msg = problems(d)["workload.parallelism"]
     assert "does not fit GPU memory" in msg and "but a H100 has 80 GB" in msg
     assert "optimizer states" in msg
-    d["workload"]["parallelism"] = {"tp": 8, "pp": 1, "dp": 2, "zero": 3, "recompute": "full",
-                                    "sequence_parallel": True}
+    d["workload"]["parallelism"] = {
+        "tp": 8,
+        "pp": 1,
+        "dp": 2,
+        "zero": 3,
+        "recompute": "full",
+        "sequence_parallel": True,
+    }
     d["workload"]["global_batch_size"] = 2
     parse_scenario(d)  # fits with FSDP and full recomputation: 70.6 B x 16 bytes / 16 GPUs = 70.6 GB
 
@@ -106,8 +111,12 @@ def test_custom_transformer_dimensions():
 
 def test_data_parallel_form_rejects_parallelism():
     d = copy.deepcopy(LLM)
-    d["workload"] = {"kind": "data-parallel", "model": {"layer_widths": [784, 128, 10]}, "global_batch_size": 16,
-                     "parallelism": {"tp": 2}}
+    d["workload"] = {
+        "kind": "data-parallel",
+        "model": {"layer_widths": [784, 128, 10]},
+        "global_batch_size": 16,
+        "parallelism": {"tp": 2},
+    }
     assert "only for kind: llm-training" in problems(d)["workload.parallelism"]
 
 
@@ -120,8 +129,11 @@ def test_validate_cli_exit_2(write_scenario, capsys):
 def test_llm_training_simulates_end_to_end():
     # a small plan through the whole chain: TP AllReduces on NVLink, pipeline sends and DP buckets on the fabric
     d = copy.deepcopy(LLM)
-    d["workload"].update(model={"kind": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000},
-                         global_batch_size=4, seq_len=256)
+    d["workload"].update(
+        model={"kind": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000},
+        global_batch_size=4,
+        seq_len=256,
+    )
     d["workload"]["parallelism"]["tp"] = 2
     d["workload"]["parallelism"]["dp"] = 4
     run = simulate(parse_scenario(d), engine="analytic")

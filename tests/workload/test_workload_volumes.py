@@ -10,9 +10,21 @@ from aifabric.workload.plan import Plan
 from aifabric.workload.traffic import traffic_summary
 
 SMALL = Transformer("small", layers=8, hidden=512, heads=8, ffn_hidden=2048, vocab=1000, max_seq_len=256)
-MOE = Transformer("moe", layers=4, hidden=256, heads=4, ffn_hidden=1024, vocab=500, max_seq_len=128, gated_mlp=True,
-                  bias=False, norm="rmsnorm", learned_positions=False, tied_embeddings=False,
-                  moe=__import__("aifabric.models", fromlist=["MoE"]).MoE(8, 2, 512))
+MOE = Transformer(
+    "moe",
+    layers=4,
+    hidden=256,
+    heads=4,
+    ffn_hidden=1024,
+    vocab=500,
+    max_seq_len=128,
+    gated_mlp=True,
+    bias=False,
+    norm="rmsnorm",
+    learned_positions=False,
+    tied_embeddings=False,
+    moe=__import__("aifabric.models", fromlist=["MoE"]).MoE(8, 2, 512),
+)
 
 
 def sent(w, dim):
@@ -46,8 +58,11 @@ def test_buckets_are_launched_during_the_last_backward(h100):
 
 
 def _tp_ops(w, rank=0, labels=None):
-    return [op for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "tp"
-            and (labels is None or op.label in labels)]
+    return [
+        op
+        for op in w.ranks[rank]
+        if isinstance(op, Collective) and op.dim == "tp" and (labels is None or op.label in labels)
+    ]
 
 
 def test_tensor_parallel_two_allreduces_per_block_each_way(h100):
@@ -61,9 +76,13 @@ def test_tensor_parallel_two_allreduces_per_block_each_way(h100):
     # Megatron's vocabulary parallelism: the embedding output summed in forward, the LM head's input
     # gradient in backward (b.s.h each), and the cross-entropy's three AllReduces of one fp32 value per token
     vocab = [(op.label, op.size_bytes) for op in _tp_ops(w) if op.label != "activations"]
-    assert vocab == [("embedding output", act), ("cross-entropy max-logit", b * s * 4),
-                     ("cross-entropy target-logit", b * s * 4), ("cross-entropy sum-exp", b * s * 4),
-                     ("LM head input gradient", act)]
+    assert vocab == [
+        ("embedding output", act),
+        ("cross-entropy max-logit", b * s * 4),
+        ("cross-entropy target-logit", b * s * 4),
+        ("cross-entropy sum-exp", b * s * 4),
+        ("LM head input gradient", act),
+    ]
     extra = 2 * (t - 1) / t * (2 * act + 3 * b * s * 4)
     assert sent(w, "tp").per_gpu_max_bytes == pytest.approx(SMALL.layers * per_layer + extra)
     assert sent(w, "tp").scale_out_bytes == 0  # tp=4 inside an 8-GPU server
@@ -79,7 +98,7 @@ def test_vocabulary_parallel_exchanges_sit_where_megatron_issues_them(h100):
     assert [op.label for op in _tp_ops(w) if "embedding" in op.label] == ["embedding output"] * 2
     names = [getattr(op, "name", None) or getattr(op, "label", None) or type(op).__name__ for op in last]
     i = names.index("fwd/logits")
-    assert names[i + 1:i + 4] == ["cross-entropy max-logit", "cross-entropy target-logit", "cross-entropy sum-exp"]
+    assert names[i + 1 : i + 4] == ["cross-entropy max-logit", "cross-entropy target-logit", "cross-entropy sum-exp"]
     j = names.index("bwd/logits")
     assert names[j + 1] == "LM head input gradient"
     assert all(op.blocking and op.stream == "comm" for op in _tp_ops(w, plan.layout.rank(pp=1)))
@@ -169,12 +188,16 @@ def test_data_parallel_grads_of_a_pipeline_stage(h100):
     w = build_llm_training(SMALL, plan, h100)
     for stage, rank in ((0, 0), (1, plan.layout.rank(pp=1))):
         dense, _ = stage_params(SMALL, plan, stage)
-        dp_sent = sum(2 * 3 / 4 * op.size_bytes for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "dp")
+        dp_sent = sum(
+            2 * 3 / 4 * op.size_bytes for op in w.ranks[rank] if isinstance(op, Collective) and op.dim == "dp"
+        )
         assert dp_sent == pytest.approx(2 * 3 / 4 * dense * 4, rel=1e-6)  # fp32 gradients (bf16 training)
 
 
-@pytest.mark.parametrize("precision,grad,grad_bytes", [("bf16", "auto", 4), ("fp8", "auto", 4), ("fp16", "auto", 2),
-                                                       ("bf16", "bf16", 2), ("fp16", "fp32", 4)])
+@pytest.mark.parametrize(
+    "precision,grad,grad_bytes",
+    [("bf16", "auto", 4), ("fp8", "auto", 4), ("fp16", "auto", 2), ("bf16", "bf16", 2), ("fp16", "fp32", 4)],
+)
 def test_gradient_reduction_precision(h100, precision, grad, grad_bytes):
     # Megatron-LM: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32" (its fp32
     # main-gradient buffer is what the data-parallel group reduces); fp16 reduces fp16 gradients; the
@@ -211,8 +234,15 @@ def test_gpt3_175b_on_8192_gpus_shape(h100):
     assert len({len(ops) for ops in w.ranks}) <= 3  # first, middle and last stages
 
 
-@pytest.mark.parametrize("kw", [{"tp": 2, "pp": 2, "dp": 2}, {"pp": 4, "schedule": "gpipe"}, {"tp": 4, "cp": 2},
-                                {"pp": 2, "schedule": "interleaved", "chunks": 2}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"tp": 2, "pp": 2, "dp": 2},
+        {"pp": 4, "schedule": "gpipe"},
+        {"tp": 4, "cp": 2},
+        {"pp": 2, "schedule": "interleaved", "chunks": 2},
+    ],
+)
 def test_compute_ops_add_up_to_the_model_flops(h100, kw):
     # every block of every micro-batch on exactly one stage: the ranks' compute (without the optimizer step)
     # equals 3 x forward FLOPs of the global batch, the model FLOPs the MFU divides by

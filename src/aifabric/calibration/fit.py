@@ -97,11 +97,14 @@ class Nominal:
             return bytes_per_s * tier.efficiency if bytes_per_s > 0 else math.inf
 
         nv_us, net_us = nvlink.extra_latency_s * 1e6, network.extra_latency_s * 1e6
-        return Paths.simple(self.gpus_per_server, rate(self.nvlink_bytes_per_s, nvlink) / 1e9,
-                            rate(self.nic_bytes_per_s, network) * 8 / 1e9,
-                            nvlink_latency_us=NVLINK_LATENCY_S * 1e6 + nv_us,
-                            rail_latency_us=RAIL_LATENCY_S * 1e6 + net_us,
-                            spine_latency_us=CROSS_RAIL_LATENCY_S * 1e6 + net_us)
+        return Paths.simple(
+            self.gpus_per_server,
+            rate(self.nvlink_bytes_per_s, nvlink) / 1e9,
+            rate(self.nic_bytes_per_s, network) * 8 / 1e9,
+            nvlink_latency_us=NVLINK_LATENCY_S * 1e6 + nv_us,
+            rail_latency_us=RAIL_LATENCY_S * 1e6 + net_us,
+            spine_latency_us=CROSS_RAIL_LATENCY_S * 1e6 + net_us,
+        )
 
 
 @dataclass(frozen=True)
@@ -139,8 +142,15 @@ class Measurement:
 
     def model_time_s(self, size_bytes: float, nvlink: TierValues, network: TierValues) -> float:
         """The simulator's time for one size: the tuner's fastest choice on the calibrated paths."""
-        return choose(self.op, self.shape, size_bytes, self.nominal.paths(nvlink, network),
-                      algorithm=SIMULATOR_ALGORITHM, in_switch=self.in_switch, runnable=self._runnable).time_s
+        return choose(
+            self.op,
+            self.shape,
+            size_bytes,
+            self.nominal.paths(nvlink, network),
+            algorithm=SIMULATOR_ALGORITHM,
+            in_switch=self.in_switch,
+            runnable=self._runnable,
+        ).time_s
 
     def large(self) -> list[int]:
         top = max(self.sizes)
@@ -153,8 +163,9 @@ class Measurement:
         return size_bytes / time_s * busbw_factor(self.op, self.n) / 1e9 if time_s > 0 else 0.0
 
 
-def measurement(run: NcclTestsRun, nvlink_gBps_per_direction: float, nic_gbps: float,
-                nvls: bool = False) -> Measurement:
+def measurement(
+    run: NcclTestsRun, nvlink_gBps_per_direction: float, nic_gbps: float, nvls: bool = False
+) -> Measurement:
     """`run` with its nominal hops (0 for a bandwidth the run does not use: no NVLink peer, one node);
     `nvls`: the GPUs have NVLink SHARP (the model may then reduce in the switch inside one node)."""
     rows = sorted((r for r in run.rows if r.size_bytes > 0 and r.best.time_us > 0), key=lambda r: r.size_bytes)
@@ -164,18 +175,35 @@ def measurement(run: NcclTestsRun, nvlink_gBps_per_direction: float, nic_gbps: f
     if not rows:
         raise InputError(Problem(where, "no row with a positive size and time"))
     if run.gpus_per_node > 1 and not nvlink_gBps_per_direction > 0:
-        raise InputError(Problem("--gpu", f"{where}: {run.gpus_per_node} GPUs per node talk over NVLink, whose "
-                                          "nominal bandwidth comes from the catalog: pass --gpu"))
+        raise InputError(
+            Problem(
+                "--gpu",
+                f"{where}: {run.gpus_per_node} GPUs per node talk over NVLink, whose "
+                "nominal bandwidth comes from the catalog: pass --gpu",
+            )
+        )
     if run.nodes > 1 and not nic_gbps > 0:
         raise InputError(Problem("--nic-gbps", f"{where}: {run.nodes} nodes: the NIC speed is needed"))
     by_size: dict[int, float] = {}
     for r in rows:  # a size measured twice: the faster
         t = r.best.time_us * 1e-6
         by_size[r.size_bytes] = min(t, by_size.get(r.size_bytes, math.inf))
-    nominal = Nominal(run.gpus_per_node, nvlink_gBps_per_direction * 1e9 if run.gpus_per_node > 1 else 0.0,
-                      nic_gbps * 1e9 / 8 if run.nodes > 1 else 0.0)
-    return Measurement(where, run.op, run.gpus, run.nodes, run.gpus_per_node, tuple(by_size),
-                       tuple(by_size.values()), nominal, nvls and run.nodes == 1)
+    nominal = Nominal(
+        run.gpus_per_node,
+        nvlink_gBps_per_direction * 1e9 if run.gpus_per_node > 1 else 0.0,
+        nic_gbps * 1e9 / 8 if run.nodes > 1 else 0.0,
+    )
+    return Measurement(
+        where,
+        run.op,
+        run.gpus,
+        run.nodes,
+        run.gpus_per_node,
+        tuple(by_size),
+        tuple(by_size.values()),
+        nominal,
+        nvls and run.nodes == 1,
+    )
 
 
 @dataclass(frozen=True)
@@ -266,20 +294,28 @@ def fit_tier(ms: list[Measurement], tier: str, nvlink: TierValues = NOMINAL, *, 
             break
     at_largest = sum(row_efficiency(m, len(m.sizes) - 1, tier, extra_s, nvlink) for m in ms) / len(ms)
     if raw > 1.0:
-        why = ("links faster than nominal" if all(m.in_switch for m in ms) else
-               "in-switch reduction (NVLS / SHARP, which the model takes only for NVLink SHARP GPUs inside one "
-               "node) or links faster than nominal")
-        notes.append(f"measured faster than the model allows at nominal bandwidth (efficiency {raw:.3f} > 1): "
-                     f"{why}; clipped to 1.0")
+        why = (
+            "links faster than nominal"
+            if all(m.in_switch for m in ms)
+            else "in-switch reduction (NVLS / SHARP, which the model takes only for NVLink SHARP GPUs inside one "
+            "node) or links faster than nominal"
+        )
+        notes.append(
+            f"measured faster than the model allows at nominal bandwidth (efficiency {raw:.3f} > 1): "
+            f"{why}; clipped to 1.0"
+        )
     if not small_rows:
         notes.append(f"no sizes <= {SMALL_MAX_BYTES // 1024} KiB: extra latency not fitted (0)")
     elif extra_s <= lo_s:
-        notes.append(f"small sizes run faster than the model's fixed overheads allow (launch, protocol steps): "
-                     f"extra latency at its floor, {lo_s * 1e6:g} µs (a link's latency cannot go below 0)")
+        notes.append(
+            f"small sizes run faster than the model's fixed overheads allow (launch, protocol steps): "
+            f"extra latency at its floor, {lo_s * 1e6:g} µs (a link's latency cannot go below 0)"
+        )
     elif extra_s >= MAX_EXTRA_LATENCY_S:
         notes.append(f"small sizes slower than the model with +{MAX_EXTRA_LATENCY_S * 1e6:g} µs per step: capped")
-    return TierFit(tier, efficiency, raw, at_largest, extra_s * 1e6, sum(len(m.large()) for m in ms), small_rows,
-                   tuple(notes))
+    return TierFit(
+        tier, efficiency, raw, at_largest, extra_s * 1e6, sum(len(m.large()) for m in ms), small_rows, tuple(notes)
+    )
 
 
 def rms_error_pct(m: Measurement, nvlink: TierValues, network: TierValues) -> float:

@@ -80,17 +80,21 @@ def time_matmul(torch, a, b, out, repeats: int, sync: Callable[[], None]) -> flo
     return statistics.median_low(samples)
 
 
-def measure(torch, shapes: list[tuple[int, int, int]], device, dtype: str, repeats: int,
-            seed: int = 0) -> Iterator[GemmEntry]:
+def measure(
+    torch, shapes: list[tuple[int, int, int]], device, dtype: str, repeats: int, seed: int = 0
+) -> Iterator[GemmEntry]:
     """One entry per shape, as each is measured (an interrupted caller keeps what it has)."""
     tdtype = getattr(torch, DTYPES[dtype])
     gen = torch.Generator(device=device).manual_seed(seed)  # on the device: no host-side fill and copy
     if device.type == "cuda":
+
         def sync() -> None:
             torch.cuda.synchronize(device)
     else:
+
         def sync() -> None:
             return None
+
     for m, n, k in shapes:
         a = torch.randn(m, k, generator=gen, device=device).to(tdtype)
         b = torch.randn(k, n, generator=gen, device=device).to(tdtype)

@@ -44,17 +44,45 @@ from ..collectives.cost import busbw_factor
 from ..errors import InputError, Problem
 
 # nccl-tests program (without _perf) -> the cost model's operation
-TEST_OPS = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-            "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all-to-all", "sendrecv": "send-recv"}
+TEST_OPS = {
+    "all_reduce": "all-reduce",
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "alltoall": "all-to-all",
+    "sendrecv": "send-recv",
+}
 UNMODELLED_TESTS = ("scatter", "gather", "hypercube")  # nccl-tests has them; the cost model does not
-_NAME_KEYS = (("reducescatter", "reduce-scatter"), ("allreduce", "all-reduce"), ("allgather", "all-gather"),
-              ("alltoall", "all-to-all"), ("sendrecv", "send-recv"), ("broadcast", "broadcast"),
-              ("reduce", "reduce"))
-STANDARD_COLUMNS = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-                    "time", "algbw", "busbw", "#wrong")
+_NAME_KEYS = (
+    ("reducescatter", "reduce-scatter"),
+    ("allreduce", "all-reduce"),
+    ("allgather", "all-gather"),
+    ("alltoall", "all-to-all"),
+    ("sendrecv", "send-recv"),
+    ("broadcast", "broadcast"),
+    ("reduce", "reduce"),
+)
+STANDARD_COLUMNS = (
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "time",
+    "algbw",
+    "busbw",
+    "#wrong",
+    "time",
+    "algbw",
+    "busbw",
+    "#wrong",
+)
 
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
-                   r"\[([^\]]*)\]\s*(.*?)\s*$")
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+    r"\[([^\]]*)\]\s*(.*?)\s*$"
+)
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:")
@@ -214,24 +242,25 @@ def _command_gpus(command: str) -> int | None:
             for s in shorts:
                 if t == s and i + 1 < len(parts) and parts[i + 1].isdigit():
                     return int(parts[i + 1])
-                if t.startswith(s) and not t.startswith("--") and t[len(s):].isdigit():
-                    return int(t[len(s):])
+                if t.startswith(s) and not t.startswith("--") and t[len(s) :].isdigit():
+                    return int(t[len(s) :])
             for lo in longs:
                 if t == lo and i + 1 < len(parts) and parts[i + 1].isdigit():
                     return int(parts[i + 1])
-                if t.startswith(lo + "=") and t[len(lo) + 1:].isdigit():
-                    return int(t[len(lo) + 1:])
+                if t.startswith(lo + "=") and t[len(lo) + 1 :].isdigit():
+                    return int(t[len(lo) + 1 :])
         return None
 
-    launcher, args = tokens[:prog], tokens[prog + 1:]
+    launcher, args = tokens[:prog], tokens[prog + 1 :]
     procs = option(launcher, ("-np", "-n"), ("--np", "--ntasks")) if launcher else 1
     threads = option(args, ("-t",), ("--nthreads",)) or 1
     gpus = option(args, ("-g",), ("--ngpus",)) or 1
     return (procs or 1) * threads * gpus
 
 
-def _timing(tokens: list[str], block: tuple[int, int, int, int | None], where: str, layout: _Layout,
-            problems: list[str]) -> Timing | None:
+def _timing(
+    tokens: list[str], block: tuple[int, int, int, int | None], where: str, layout: _Layout, problems: list[str]
+) -> Timing | None:
     ti, ai, bi, wi = block
     values = []
     for i in (ti, ai, bi):
@@ -251,8 +280,9 @@ def _timing(tokens: list[str], block: tuple[int, int, int, int | None], where: s
 def _parse_row(tokens: list[str], layout: _Layout, lineno: int) -> Row | list[str]:
     if len(tokens) != layout.tokens:
         where = f"the column header on line {layout.line}" if layout.line else "nccl-tests' standard layout"
-        return [f"a result row needs {layout.tokens} columns ({where}), this one has {len(tokens)} "
-                "(truncated or mangled?)"]
+        return [
+            f"a result row needs {layout.tokens} columns ({where}), this one has {len(tokens)} (truncated or mangled?)"
+        ]
     problems: list[str] = []
     ints = {}
     for name in ("size", "count", "root"):
@@ -272,8 +302,16 @@ def _parse_row(tokens: list[str], layout: _Layout, lineno: int) -> Row | list[st
     if oop is None:
         return ["the column header has no time / algbw / busbw columns"]
     ti, ri = layout.index("type"), layout.index("redop")
-    return Row(ints["size"], ints["count"], tokens[ti] if ti is not None else "", tokens[ri] if ri is not None else "",
-               ints["root"], oop, ip, lineno)
+    return Row(
+        ints["size"],
+        ints["count"],
+        tokens[ti] if ti is not None else "",
+        tokens[ri] if ri is not None else "",
+        ints["root"],
+        oop,
+        ip,
+        lineno,
+    )
 
 
 def _looks_like_row(tokens: list[str]) -> bool:
@@ -314,8 +352,16 @@ def _split_sections(text: str, where: str, problems: list[Problem]) -> list[_Sec
             elif _USING.match(line):
                 cur.header_line = cur.header_line or lineno
             elif m := _RANK.match(line):
-                rank = RankLine(int(m.group(1)), int(m.group(2) or 0), int(m.group(3)), m.group(4), int(m.group(5)),
-                                m.group(6), m.group(7), lineno)
+                rank = RankLine(
+                    int(m.group(1)),
+                    int(m.group(2) or 0),
+                    int(m.group(3)),
+                    m.group(4),
+                    int(m.group(5)),
+                    m.group(6),
+                    m.group(7),
+                    lineno,
+                )
                 if rank.gpu_name.endswith("..."):  # the process's 2,048-character buffer ran out here
                     cur.truncated_ranks = True
                     rank = replace(rank, gpu_name=rank.gpu_name[:-3].rstrip())
@@ -354,18 +400,22 @@ def _split_sections(text: str, where: str, problems: list[Problem]) -> list[_Sec
 def _resolve_op(sec: _Section, where: str, op: str | None) -> tuple[str, str]:
     """(operation, where it came from): the "Collective test starting" line, else the echoed command,
     else `op` (the --op flag), else the file name."""
-    for program, origin in ((sec.test, f"line {sec.test_line}: Collective test starting"),
-                            (_program_of(sec.command) if sec.command else "",
-                             f"line {sec.command_line}: the command")):
+    for program, origin in (
+        (sec.test, f"line {sec.test_line}: Collective test starting"),
+        (_program_of(sec.command) if sec.command else "", f"line {sec.command_line}: the command"),
+    ):
         if not program:
             continue
         found = _test_op(program)
         base = re.sub(r"(_perf)?(_mpi)?$", "", Path(program).name)
         if found is None:
             reason = "the cost model has no" if base in UNMODELLED_TESTS else "not a known nccl-tests program:"
-            raise InputError(Problem(f"{where}:{sec.test_line or sec.command_line}",
-                                     f"{reason} {program} (calibration reads "
-                                     f"{', '.join(k + '_perf' for k in TEST_OPS)})"))
+            raise InputError(
+                Problem(
+                    f"{where}:{sec.test_line or sec.command_line}",
+                    f"{reason} {program} (calibration reads {', '.join(k + '_perf' for k in TEST_OPS)})",
+                )
+            )
         if op is not None and op != found:
             raise InputError(Problem("--op", f"{where} says it ran {program} ({found}), not {op}"))
         return found, origin
@@ -374,32 +424,45 @@ def _resolve_op(sec: _Section, where: str, op: str | None) -> tuple[str, str]:
     found = op_from_name(Path(where).name)
     if found is not None:
         return found, "the file name"
-    raise InputError(Problem("--op", f"{where}: cannot tell which collective ran (no 'Collective test starting' "
-                                     "line, no command line, nothing in the file name); pass --op, e.g. "
-                                     "--op allreduce"))
+    raise InputError(
+        Problem(
+            "--op",
+            f"{where}: cannot tell which collective ran (no 'Collective test starting' "
+            "line, no command line, nothing in the file name); pass --op, e.g. "
+            "--op allreduce",
+        )
+    )
 
 
 def _finish(sec: _Section, where: str, op: str | None, gpus_per_server: int) -> NcclTestsRun:
     notes: list[str] = []
     if not sec.rows:
         at = sec.layout.line or sec.header_line or sec.last_line or 1
-        raise InputError(Problem(f"{where}:{at}", "no result rows (the output is truncated, or the test failed "
-                                                   "before its first size)"))
+        raise InputError(
+            Problem(
+                f"{where}:{at}", "no result rows (the output is truncated, or the test failed before its first size)"
+            )
+        )
     first_row = sec.rows[0].line
     op_name, op_from = _resolve_op(sec, where, op)
     seen: dict[int, RankLine] = {}
     for r in sec.ranks:
         if r.rank in seen:
-            raise InputError(Problem(f"{where}:{r.line}", f"rank {r.rank} appears twice (also line "
-                                     f"{seen[r.rank].line}): the processes did not form one communicator "
-                                     "(nccl-tests built without MPI=1?), so each ran alone"))
+            raise InputError(
+                Problem(
+                    f"{where}:{r.line}",
+                    f"rank {r.rank} appears twice (also line "
+                    f"{seen[r.rank].line}): the processes did not form one communicator "
+                    "(nccl-tests built without MPI=1?), so each ran alone",
+                )
+            )
         seen[r.rank] = r
     if sec.ranks:
         gpus = len(sec.ranks)
         per_proc = (sec.threads or 1) * (sec.gpus_per_thread or 1)
         procs = len({(r.host, r.pid) for r in sec.ranks})
         if sec.truncated_ranks and procs * per_proc > gpus:
-            notes.append(f"rank lines cut short by nccl-tests (\"...\"): {procs} processes × {per_proc} GPUs")
+            notes.append(f'rank lines cut short by nccl-tests ("..."): {procs} processes × {per_proc} GPUs')
             gpus = procs * per_proc
         hosts = Counter(r.host for r in sec.ranks)
         nodes, per_node = len(hosts), max(hosts.values())
@@ -410,42 +473,71 @@ def _finish(sec: _Section, where: str, op: str | None, gpus_per_server: int) -> 
         if len(names) > 1:
             notes.append("mixed GPUs: " + ", ".join(f"{k} × {v}" for k, v in names.items()))
     elif sec.header_line:
-        raise InputError(Problem(f"{where}:{sec.header_line}", "the header has no '#  Rank ... device ...' lines: "
-                                 "cannot tell how many GPUs ran (truncated header?)"))
+        raise InputError(
+            Problem(
+                f"{where}:{sec.header_line}",
+                "the header has no '#  Rank ... device ...' lines: cannot tell how many GPUs ran (truncated header?)",
+            )
+        )
     elif sec.command and (from_cmd := _command_gpus(sec.command)):
         gpus, gpu_name = from_cmd, ""
         per_node = min(gpus, gpus_per_server)
         nodes = math.ceil(gpus / per_node)
-        notes.append(f"no rank lines (partial output): {gpus} GPUs from the command on line {sec.command_line}, "
-                     f"{nodes} node(s) of up to {per_node} (--gpus-per-server)")
+        notes.append(
+            f"no rank lines (partial output): {gpus} GPUs from the command on line {sec.command_line}, "
+            f"{nodes} node(s) of up to {per_node} (--gpus-per-server)"
+        )
     else:
-        raise InputError(Problem(f"{where}:{first_row}", "no '#  Rank ... device ...' lines and no command line "
-                                 "before the rows: cannot tell how many GPUs ran"))
+        raise InputError(
+            Problem(
+                f"{where}:{first_row}",
+                "no '#  Rank ... device ...' lines and no command line before the rows: cannot tell how many GPUs ran",
+            )
+        )
     top = max(sec.rows, key=lambda r: r.size_bytes).best
     factor = busbw_factor(op_name, gpus)
     if top.algbw_gBps >= 1.0 and factor > 0 and abs(top.busbw_gBps / top.algbw_gBps / factor - 1) > 0.02:
-        notes.append(f"busbw / algbw = {top.busbw_gBps / top.algbw_gBps:.3f}, but {op_name} on {gpus} GPUs gives "
-                     f"{factor:.3f}: the GPU count may be wrong")
-    wrong = [r.size_bytes for r in sec.rows for t in (r.out_of_place, r.in_place)
-             if t is not None and t.wrong not in ("N/A", "0") and _number(t.wrong, float)]
+        notes.append(
+            f"busbw / algbw = {top.busbw_gBps / top.algbw_gBps:.3f}, but {op_name} on {gpus} GPUs gives "
+            f"{factor:.3f}: the GPU count may be wrong"
+        )
+    wrong = [
+        r.size_bytes
+        for r in sec.rows
+        for t in (r.out_of_place, r.in_place)
+        if t is not None and t.wrong not in ("N/A", "0") and _number(t.wrong, float)
+    ]
     if wrong:
         notes.append(f"nccl-tests reported wrong results at {len(wrong)} size(s), e.g. {wrong[0]} B")
-    return NcclTestsRun(where, op_name, op_from, sec.test or (_program_of(sec.command)
-                                                              if sec.command else ""),
-                        sec.version, tuple(sec.ranks), gpus, nodes, per_node, gpu_name, tuple(sec.rows),
-                        tuple(notes), sec.start)
+    return NcclTestsRun(
+        where,
+        op_name,
+        op_from,
+        sec.test or (_program_of(sec.command) if sec.command else ""),
+        sec.version,
+        tuple(sec.ranks),
+        gpus,
+        nodes,
+        per_node,
+        gpu_name,
+        tuple(sec.rows),
+        tuple(notes),
+        sec.start,
+    )
 
 
-def parse_text(text: str, where: str = "<text>", *, op: str | None = None,
-               gpus_per_server: int = 8) -> list[NcclTestsRun]:
+def parse_text(
+    text: str, where: str = "<text>", *, op: str | None = None, gpus_per_server: int = 8
+) -> list[NcclTestsRun]:
     """Every test in one nccl-tests output. `op`: the operation when the text does not say (`op_from_name`
     names accepted); `gpus_per_server`: GPUs per node when there are no rank lines (partial outputs).
     Raises InputError naming `where` and the line."""
     if op is not None:
         resolved = op_from_name(op)
         if resolved is None:
-            raise InputError(Problem("--op", f"unknown operation {op!r}; one of "
-                                             f"{', '.join(k.replace('_', '') for k in TEST_OPS)}"))
+            raise InputError(
+                Problem("--op", f"unknown operation {op!r}; one of {', '.join(k.replace('_', '') for k in TEST_OPS)}")
+            )
         op = resolved
     problems: list[Problem] = []
     sections = _split_sections(text, where, problems)

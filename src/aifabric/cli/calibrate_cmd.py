@@ -27,8 +27,9 @@ console = make_console()
 err_console = Console(stderr=True)
 if not err_console.is_terminal:
     err_console = Console(stderr=True, width=PIPE_WIDTH)
-calibrate_app = typer.Typer(help="Fit the model to your own measurements: nccl-tests outputs, GEMM timings.",
-                            no_args_is_help=True)
+calibrate_app = typer.Typer(
+    help="Fit the model to your own measurements: nccl-tests outputs, GEMM timings.", no_args_is_help=True
+)
 app.add_typer(calibrate_app, name="calibrate")
 
 
@@ -44,8 +45,10 @@ def _tier_source(files) -> str:
     parts = []
     for f in files:
         m = f.measurement
-        parts.append(f"{m.label} ({m.op}, {m.n} GPUs on {m.servers} node{'s' * (m.servers > 1)}, "
-                     f"{size_text(m.sizes[0])}..{size_text(m.sizes[-1])})")
+        parts.append(
+            f"{m.label} ({m.op}, {m.n} GPUs on {m.servers} node{'s' * (m.servers > 1)}, "
+            f"{size_text(m.sizes[0])}..{size_text(m.sizes[-1])})"
+        )
     return "nccl-tests: " + "; ".join(parts)
 
 
@@ -67,35 +70,58 @@ def _files_table(cal, devices: list[str]):
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="nccl-tests vs the cost model. busbw: measured at the largest size, GB/s; model: the "
-                        "model's there at nominal bandwidth; eff.: the bandwidth factor that fits, averaged over "
-                        "sizes >= largest/16 (eff@max: at the largest); +lat: µs added per step; rms: the fitted "
-                        "model's error over all sizes",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ("file", "op", "ranks", "nodes", "GPU", "largest", "busbw", "model", "eff.", "eff@max", "+lat µs",
-            "rms %")
+    table = Table(
+        title="nccl-tests vs the cost model. busbw: measured at the largest size, GB/s; model: the "
+        "model's there at nominal bandwidth; eff.: the bandwidth factor that fits, averaged over "
+        "sizes >= largest/16 (eff@max: at the largest); +lat: µs added per step; rms: the fitted "
+        "model's error over all sizes",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    cols = ("file", "op", "ranks", "nodes", "GPU", "largest", "busbw", "model", "eff.", "eff@max", "+lat µs", "rms %")
     for c in cols:
-        table.add_column(c, justify="left" if c in ("file", "op", "GPU") else "right",
-                         overflow="fold" if c == "file" else "ellipsis")
+        table.add_column(
+            c, justify="left" if c in ("file", "op", "GPU") else "right", overflow="fold" if c == "file" else "ellipsis"
+        )
     for f, device in zip(cal.files, devices):
         m, fit = f.measurement, f.fit
         eff = f"{fit.efficiency:.3f}" + (f" (raw {fit.raw_efficiency:.3f})" if fit.raw_efficiency > 1 else "")
         extra = f"{fit.extra_latency_us:.2f}" if fit.small_rows else "-"
-        table.add_row(escape(m.label), m.op, str(m.n), str(m.servers), escape(device),
-                      size_text(m.sizes[-1]), f"{f.measured_busbw_gBps:.2f}", f"{f.nominal_busbw_gBps:.2f}", eff,
-                      f"{fit.efficiency_at_largest:.3f}", extra, f"{f.rms_error_pct:.1f}")
+        table.add_row(
+            escape(m.label),
+            m.op,
+            str(m.n),
+            str(m.servers),
+            escape(device),
+            size_text(m.sizes[-1]),
+            f"{f.measured_busbw_gBps:.2f}",
+            f"{f.nominal_busbw_gBps:.2f}",
+            eff,
+            f"{fit.efficiency_at_largest:.3f}",
+            extra,
+            f"{f.rms_error_pct:.1f}",
+        )
     return table
 
 
 @calibrate_app.command("nccl-tests")
 def nccl_tests(
-    files: list[Path] = typer.Argument(..., help="nccl-tests outputs (all_reduce_perf, all_gather_perf, "
-                                                 "reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf, "
-                                                 "sendrecv_perf)", show_default=False),
-    gpu_name: str = typer.Option("auto", "--gpu", help="catalog GPU whose NVLink bandwidth is nominal "
-                                 f"({', '.join(GPUS)}; auto: from the files' device names)"),
-    gpus_per_server: int = typer.Option(8, "--gpus-per-server", help="GPUs per node, for files without rank lines "
-                                        "(partial outputs)"),
+    files: list[Path] = typer.Argument(
+        ...,
+        help="nccl-tests outputs (all_reduce_perf, all_gather_perf, "
+        "reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf, "
+        "sendrecv_perf)",
+        show_default=False,
+    ),
+    gpu_name: str = typer.Option(
+        "auto",
+        "--gpu",
+        help=f"catalog GPU whose NVLink bandwidth is nominal ({', '.join(GPUS)}; auto: from the files' device names)",
+    ),
+    gpus_per_server: int = typer.Option(
+        8, "--gpus-per-server", help="GPUs per node, for files without rank lines (partial outputs)"
+    ),
     nic_gbps: float = typer.Option(0, "--nic-gbps", help="NIC speed per GPU, Gb/s (0: the catalog's for the GPU)"),
     op: str = typer.Option(None, "--op", help="the operation, for files that do not say (allreduce, allgather, ...)"),
     out: Path = typer.Option(Path("calibration.yaml"), "--out", "-o", help="the calibration file to write"),
@@ -137,8 +163,9 @@ def nccl_tests(
     for run in runs:
         name = _gpu_of(run, gpu_name)
         if gpu_name != "auto" and (own := _gpu_of(run, "auto")) and own != name:
-            notes.append(f"{run.label}: ran on {own} ({run.gpu_name}); NVLink's nominal bandwidth taken from "
-                         f"--gpu {name}")
+            notes.append(
+                f"{run.label}: ran on {own} ({run.gpu_name}); NVLink's nominal bandwidth taken from --gpu {name}"
+            )
         spec = gpu(name) if name else None
         nvlink = spec.nvlink_bandwidth_gBps / 2 if spec else 0.0
         nic = nic_gbps or (spec.typical_nic_gbps if spec else 0.0)
@@ -159,23 +186,32 @@ def nccl_tests(
     blocks = {}
     for tier, fit in cal.tiers.items():
         tier_files = [f for f in cal.files if f.measurement.tier == tier]
-        block = {"bandwidth_efficiency": float(f"{fit.efficiency:.4g}"),
-                 "extra_latency_us": float(f"{fit.extra_latency_us:.4g}"), "source": _tier_source(tier_files)}
+        block = {
+            "bandwidth_efficiency": float(f"{fit.efficiency:.4g}"),
+            "extra_latency_us": float(f"{fit.extra_latency_us:.4g}"),
+            "source": _tier_source(tier_files),
+        }
         try:
             blocks[tier] = TierCalibration.model_validate(block).model_dump()
         except ValidationError as exc:  # the fit keeps within the schema's ranges: this is a bug
             raise RuntimeError(f"the {tier} calibration does not fit the schema: {exc}") from exc
-        console.print(f"[bold]{tier}[/]: bandwidth_efficiency {block['bandwidth_efficiency']}, extra_latency_us "
-                      f"{block['extra_latency_us']}  ({len(tier_files)} file(s); {fit.large_rows} large sizes, "
-                      f"{fit.small_rows} small)", highlight=False)
+        console.print(
+            f"[bold]{tier}[/]: bandwidth_efficiency {block['bandwidth_efficiency']}, extra_latency_us "
+            f"{block['extra_latency_us']}  ({len(tier_files)} file(s); {fit.large_rows} large sizes, "
+            f"{fit.small_rows} small)",
+            highlight=False,
+        )
         for note in fit.notes:
             console.print(f"  [yellow]note:[/] {escape(note)}", highlight=False)
-    if "network" in cal.tiers and "nvlink" not in cal.tiers and any(f.measurement.per_server > 1
-                                                                   for f in cal.files):
-        console.print("  [yellow]note:[/] no single-node file: the network fit took NVLink at its nominal "
-                      "bandwidth and latency", highlight=False)
-    head = (f"{NCCL_HEAD}: per-tier corrections to the collective cost model\n"
-            "# use it in a scenario: calibration: <this file>\n")
+    if "network" in cal.tiers and "nvlink" not in cal.tiers and any(f.measurement.per_server > 1 for f in cal.files):
+        console.print(
+            "  [yellow]note:[/] no single-node file: the network fit took NVLink at its nominal bandwidth and latency",
+            highlight=False,
+        )
+    head = (
+        f"{NCCL_HEAD}: per-tier corrections to the collective cost model\n"
+        "# use it in a scenario: calibration: <this file>\n"
+    )
     write_atomic(out, head + yaml.safe_dump({"calibration": blocks}, sort_keys=False, width=120))
     console.print(f"wrote {out} ({', '.join(blocks)})")
     return 0
@@ -213,26 +249,44 @@ def gemm(
     try:
         import torch
     except ImportError:
-        raise InputError(Problem("torch", "calibrate gemm times torch.matmul and needs PyTorch: "
-                                          "pip install 'aifabric[train]' (or pip install torch)")) from None
+        raise InputError(
+            Problem(
+                "torch",
+                "calibrate gemm times torch.matmul and needs PyTorch: "
+                "pip install 'aifabric[train]' (or pip install torch)",
+            )
+        ) from None
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError(Problem("--device", "cuda: torch sees no CUDA device (a CPU build, or no GPU)"))
     dev, device_name, gpu_key = resolve_device(torch, device)
     dtype = dtype or ("bf16" if dev.type == "cuda" else "fp32")
     shapes = shape_grid(quick, dev.type)
     entries = []
-    err_console.print(f"timing {len(shapes)} GEMM shapes ({dtype}) on {escape(device_name)} "
-                      "(Ctrl-C stops and writes the shapes measured so far)", highlight=False)
-    progress = Progress(TextColumn("matmul"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.description}"), console=err_console, transient=True)
+    err_console.print(
+        f"timing {len(shapes)} GEMM shapes ({dtype}) on {escape(device_name)} "
+        "(Ctrl-C stops and writes the shapes measured so far)",
+        highlight=False,
+    )
+    progress = Progress(
+        TextColumn("matmul"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    )
     interrupted = False
     with progress:
         task = progress.add_task("", total=len(shapes))
         try:
             for entry in measure(torch, shapes, dev, dtype, repeats):
                 entries.append(entry)
-                progress.update(task, advance=1, description=f"{entry.m}×{entry.n}×{entry.k}: "
-                                f"{entry.flops_per_s / 1e12:.2f} TFLOP/s")
+                progress.update(
+                    task,
+                    advance=1,
+                    description=f"{entry.m}×{entry.n}×{entry.k}: {entry.flops_per_s / 1e12:.2f} TFLOP/s",
+                )
         except KeyboardInterrupt:
             interrupted = True
     if not entries:
@@ -240,14 +294,19 @@ def gemm(
     table = GemmTable(device_name, gpu_key, dtype, tuple(entries), str(torch.__version__))
     write_atomic(out, table.to_yaml())
     best = table.best()
-    line = (f"best {best.flops_per_s / 1e12:.2f} TFLOP/s at {best.m}×{best.n}×{best.k}; "
-            f"smallest shape {entries[0].flops_per_s / 1e12:.3f} TFLOP/s")
+    line = (
+        f"best {best.flops_per_s / 1e12:.2f} TFLOP/s at {best.m}×{best.n}×{best.k}; "
+        f"smallest shape {entries[0].flops_per_s / 1e12:.3f} TFLOP/s"
+    )
     if gpu_key and dtype in GPUS[gpu_key].peak_tflops:
         peak = GPUS[gpu_key].peak_flops(dtype)
         line += f"; {best.flops_per_s / peak:.0%} of the {gpu_key}'s {dtype} peak ({peak / 1e12:g} TFLOP/s)"
     console.print(line, highlight=False)
     if interrupted:
         raise Interrupted(f"wrote {len(entries)} of {len(shapes)} shapes to {out} (a valid table)")
-    console.print(f"wrote {out}: {len(entries)} shapes on {escape(device_name)}"
-                  + (f" (catalog GPU {gpu_key})" if gpu_key else ""), highlight=False)
+    console.print(
+        f"wrote {out}: {len(entries)} shapes on {escape(device_name)}"
+        + (f" (catalog GPU {gpu_key})" if gpu_key else ""),
+        highlight=False,
+    )
     return 0

@@ -20,20 +20,43 @@ if TYPE_CHECKING:
     from ..collectives.schedule import Schedule
 
 console = make_console()
-collective_app = typer.Typer(help="One collective on a fabric: step tables (--explain), nccl-tests-style sweeps (bench).",
-                             no_args_is_help=True)
+collective_app = typer.Typer(
+    help="One collective on a fabric: step tables (--explain), nccl-tests-style sweeps (bench).", no_args_is_help=True
+)
 app.add_typer(collective_app, name="collective")
 
 EXPLAIN_MAX_RANKS = 32
 EXPLAIN_MAX_CHUNKS = 64
-OP_NAMES = {"allreduce": "all-reduce", "reducescatter": "reduce-scatter", "allgather": "all-gather",
-            "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all-to-all", "alltoallv": "all-to-allv",
-            "sendrecv": "send-recv", "barrier": "barrier"}
-TITLES = {"all-reduce": "AllReduce", "reduce-scatter": "ReduceScatter", "all-gather": "AllGather",
-          "broadcast": "Broadcast", "reduce": "Reduce", "all-to-all": "AllToAll", "all-to-allv": "AllToAllv",
-          "send-recv": "Send/Recv", "barrier": "Barrier"}
-DEFAULT_EXPLAIN = {"broadcast": "tree", "reduce": "tree", "all-to-all": "direct", "all-to-allv": "direct",
-                   "send-recv": "direct", "barrier": "dissemination"}
+OP_NAMES = {
+    "allreduce": "all-reduce",
+    "reducescatter": "reduce-scatter",
+    "allgather": "all-gather",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "alltoall": "all-to-all",
+    "alltoallv": "all-to-allv",
+    "sendrecv": "send-recv",
+    "barrier": "barrier",
+}
+TITLES = {
+    "all-reduce": "AllReduce",
+    "reduce-scatter": "ReduceScatter",
+    "all-gather": "AllGather",
+    "broadcast": "Broadcast",
+    "reduce": "Reduce",
+    "all-to-all": "AllToAll",
+    "all-to-allv": "AllToAllv",
+    "send-recv": "Send/Recv",
+    "barrier": "Barrier",
+}
+DEFAULT_EXPLAIN = {
+    "broadcast": "tree",
+    "reduce": "tree",
+    "all-to-all": "direct",
+    "all-to-allv": "direct",
+    "send-recv": "direct",
+    "barrier": "dissemination",
+}
 DTYPES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
 
 
@@ -62,8 +85,18 @@ def _op(name: str) -> str:
     return op
 
 
-def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_server: int, channels: int,
-              pieces: int, root: int, nic_gbps: float = 400, nvlink_gBps: float = 450) -> Schedule:
+def _schedule(
+    op: str,
+    algorithm: str,
+    ranks: int,
+    elements: int,
+    gpus_per_server: int,
+    channels: int,
+    pieces: int,
+    root: int,
+    nic_gbps: float = 400,
+    nvlink_gBps: float = 450,
+) -> Schedule:
     import numpy as np
 
     from ..collectives import Layout, build_schedule, not_applicable
@@ -73,9 +106,15 @@ def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_serve
     layout = Layout(gpus_per_server)
     group = list(range(ranks)) if op != "send-recv" else [0, ranks - 1]
     if algorithm == "auto":
-        choice = choose(op, Shape.of(group, gpus_per_server), elements * 4,
-                        Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps), channels=channels, pieces=pieces,
-                        runnable=lambda a: not_applicable(op, a, group, layout) is None)
+        choice = choose(
+            op,
+            Shape.of(group, gpus_per_server),
+            elements * 4,
+            Paths.simple(gpus_per_server, nvlink_gBps, nic_gbps),
+            channels=channels,
+            pieces=pieces,
+            runnable=lambda a: not_applicable(op, a, group, layout) is None,
+        )
         algorithm, channels, pieces = choice.algorithm, channels or choice.channels, pieces or choice.pieces
     reason = not_applicable(op, algorithm, group, layout)
     if reason:
@@ -86,8 +125,17 @@ def _schedule(op: str, algorithm: str, ranks: int, elements: int, gpus_per_serve
     if op == "all-to-allv":  # a skewed pattern: position i sends (i + j) mod 3 + 1 parts to j
         i, j = np.indices((ranks, ranks))
         counts = ((i + j) % 3 + 1) * max(1, elements // (2 * ranks * ranks))
-    return build_schedule(op, algorithm, group, elements, layout, channels=max(1, channels),
-                          pieces=max(1, pieces), root=root, counts=counts)
+    return build_schedule(
+        op,
+        algorithm,
+        group,
+        elements,
+        layout,
+        channels=max(1, channels),
+        pieces=max(1, pieces),
+        root=root,
+        counts=counts,
+    )
 
 
 def _by_network(sched: Schedule, gpus_per_server: int) -> Table:
@@ -103,8 +151,11 @@ def _by_network(sched: Schedule, gpus_per_server: int) -> Table:
     table = Table(title="traffic by network", title_justify="left")
     for col in ("network", "moves", "elements"):
         table.add_column(col, justify="left" if col == "network" else "right")
-    cross = "NVLink, then the destination's rail (PXN relay)" if sched.algorithm == "pxn" else \
-        "rail → spine → rail (RDMA QP)"
+    cross = (
+        "NVLink, then the destination's rail (PXN relay)"
+        if sched.algorithm == "pxn"
+        else "rail → spine → rail (RDMA QP)"
+    )
     for k, name in enumerate(("NVLink (no QP)", "one rail (RDMA QP)", cross)):
         table.add_row(name, f"{int((kind == k).sum()):,}", f"{int(elements[kind == k].sum()):,}")
     return table
@@ -126,8 +177,14 @@ def print_explanation(sched: Schedule, gpus_per_server: int) -> None:
         for col in ("sender", "receiver", "chunk", "value sent", "elements", "network"):
             sends.add_column(col)
         for s in st.sends:
-            sends.add_row(f"rank {s.src}", f"rank {s.dst}", letters[s.chunk], s.value, str(s.elements),
-                          _network(s.src, s.dst, gpus_per_server))
+            sends.add_row(
+                f"rank {s.src}",
+                f"rank {s.dst}",
+                letters[s.chunk],
+                s.value,
+                str(s.elements),
+                _network(s.src, s.dst, gpus_per_server),
+            )
         console.print(sends)
         if sched.n_chunks > EXPLAIN_MAX_CHUNKS or sched.op == "barrier":
             continue
@@ -151,10 +208,12 @@ def _explain_command(name: str):
     def command(
         ranks: int = typer.Option(4 if op != "broadcast" else 8, "--ranks", "-n", help="ranks in the group"),
         elements: int = typer.Option(1024, "--elements", help="elements (nccl-tests count)"),
-        gpus_per_server: int = typer.Option(8 if op != "broadcast" else 4, "--gpus-per-server",
-                                            help="ranks per server (NVLink inside)"),
-        algorithm: str = typer.Option(DEFAULT_EXPLAIN.get(op, "ring"),
-                                      "--algorithm", "-a", help="auto or one of: " + ", ".join(ALGORITHMS[op])),
+        gpus_per_server: int = typer.Option(
+            8 if op != "broadcast" else 4, "--gpus-per-server", help="ranks per server (NVLink inside)"
+        ),
+        algorithm: str = typer.Option(
+            DEFAULT_EXPLAIN.get(op, "ring"), "--algorithm", "-a", help="auto or one of: " + ", ".join(ALGORITHMS[op])
+        ),
         channels: int = typer.Option(1, "--channels", help="rings / tree pairs (0: auto)"),
         pieces: int = typer.Option(1, "--pieces", help="pipeline chunks per channel (0: auto)"),
         root: int = typer.Option(0, "--root", help="Broadcast / Reduce root"),
@@ -167,7 +226,9 @@ def _explain_command(name: str):
         _check(problems, "--channels", channels, 0, 64)
         _check(problems, "--pieces", pieces, 0, 1024)
         if algorithm != "auto" and algorithm not in ALGORITHMS[op]:
-            problems.append(Problem("--algorithm", f"{op} has no {algorithm!r}; auto or one of {', '.join(ALGORITHMS[op])}"))
+            problems.append(
+                Problem("--algorithm", f"{op} has no {algorithm!r}; auto or one of {', '.join(ALGORITHMS[op])}")
+            )
         if op not in ("broadcast", "reduce") and root != 0:
             problems.append(Problem("--root", f"{op} has no root (Broadcast and Reduce have one)"))
         elif op in ("broadcast", "reduce") and not 0 <= root < max(1, ranks):
@@ -179,25 +240,33 @@ def _explain_command(name: str):
         sched = _schedule(op, algorithm, ranks, elements, gpus_per_server, channels, pieces, root)
         sizes = sorted({sched.chunk_elements(c) for c in range(sched.n_chunks)})
         order = " → ".join(map(str, sched.ranks))
-        head = (f"[bold]{sched.algorithm} {TITLES[op]}[/]: {len(sched.ranks)} ranks, {elements} elements, "
-                f"{sched.n_chunks} chunks of {' or '.join(map(str, sizes[:4]))} elements; {sched.n_steps} steps, "
-                f"{sched.n_moves} moves")
+        head = (
+            f"[bold]{sched.algorithm} {TITLES[op]}[/]: {len(sched.ranks)} ranks, {elements} elements, "
+            f"{sched.n_chunks} chunks of {' or '.join(map(str, sizes[:4]))} elements; {sched.n_steps} steps, "
+            f"{sched.n_moves} moves"
+        )
         if sched.algorithm == "ring" and op == "all-reduce" and sched.n_channels == 1:
-            head += (f"; ring {order} → {sched.ranks[0]}; {ranks - 1} ReduceScatter + {ranks - 1} AllGather "
-                     f"= {sched.n_steps} steps")
+            head += (
+                f"; ring {order} → {sched.ranks[0]}; {ranks - 1} ReduceScatter + {ranks - 1} AllGather "
+                f"= {sched.n_steps} steps"
+            )
         elif sched.notes:
             head += f"; {sched.notes}"
         console.print(head)
         if not explain_steps:
             per_rank = int(sched.move_elements()[sched.src == sched.ranks[0]].sum())
-            console.print(f"rank {sched.ranks[0]} sends {per_rank} elements"
-                          + (" = 2(n−1)/n × " + str(elements) if op == "all-reduce" and sched.algorithm == "ring" else ""))
+            console.print(
+                f"rank {sched.ranks[0]} sends {per_rank} elements"
+                + (" = 2(n−1)/n × " + str(elements) if op == "all-reduce" and sched.algorithm == "ring" else "")
+            )
             console.print(_by_network(sched, gpus_per_server))
             return 0
         print_explanation(sched, gpus_per_server)
         if op == "all-reduce":
-            console.print(f"AllReduce done: every rank holds all {elements} summed elements; divide by {ranks} for "
-                          "the average (local, no communication).")
+            console.print(
+                f"AllReduce done: every rank holds all {elements} summed elements; divide by {ranks} for "
+                "the average (local, no communication)."
+            )
         return 0
 
     command.__doc__ = f"{TITLES[op]}: the schedule of any algorithm, step by step with --explain."
@@ -227,8 +296,14 @@ def _sizes(lo: int, hi: int, factor: int) -> list[int]:
     return out
 
 
-def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_path: str | None,
-                  gpu_name: str = "H100", nvlink_gBps: float | None = None):
+def _bench_fabric(
+    ranks: int,
+    gpus_per_server: int,
+    nic_gbps: float,
+    scenario_path: str | None,
+    gpu_name: str = "H100",
+    nvlink_gBps: float | None = None,
+):
     """The fabric of a scenario file, or a rail-optimized one of `gpu_name` servers with one spine per rail
     and links at NIC speed; links at their achievable rates either way (fabric/achievable.py)."""
     from ..scenario import ch14_scenario, load_scenario
@@ -241,15 +316,30 @@ def _bench_fabric(ranks: int, gpus_per_server: int, nic_gbps: float, scenario_pa
         return fabric, router
     base = ch14_scenario().model_dump()
     servers = math.ceil(ranks / gpus_per_server)
-    base["cluster"].update(servers=servers, gpus_per_server=gpus_per_server, nic_speed_gbps=nic_gbps, gpu=gpu_name,
-                           nvlink_bandwidth_gBps=2 * nvlink_gBps if nvlink_gBps else None)
+    base["cluster"].update(
+        servers=servers,
+        gpus_per_server=gpus_per_server,
+        nic_speed_gbps=nic_gbps,
+        gpu=gpu_name,
+        nvlink_bandwidth_gBps=2 * nvlink_gBps if nvlink_gBps else None,
+    )
     base["fabric"].update(spines=gpus_per_server, link_speed_gbps=nic_gbps, switch_radix=max(64, 2 * servers + 8))
     base["workload"]["global_batch_size"] = servers * gpus_per_server  # the bench uses the fabric alone
     return build_fabric(load_scenario(base, "the bench's fabric"))  # every check, as a scenario file gets
 
 
-def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, router, sizes: list[int],
-                  type_bytes: int, engine: str, protocol: str, in_switch: bool) -> list[tuple[float, str]]:
+def _engine_times(
+    op: str,
+    algorithm: str,
+    group: tuple[int, ...],
+    fabric,
+    router,
+    sizes: list[int],
+    type_bytes: int,
+    engine: str,
+    protocol: str,
+    in_switch: bool,
+) -> list[tuple[float, str]]:
     """Time of one collective of each size, simulated by the analytic or flow engine on the fabric."""
     import numpy as np
 
@@ -259,11 +349,24 @@ def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, route
 
     out = []
     for size in sizes:
-        call = CollectiveCall(f"bench/{size}", op, group, max(1, size // type_bytes), type_bytes, algorithm=algorithm,
-                              protocol=protocol, in_switch=in_switch)
+        call = CollectiveCall(
+            f"bench/{size}",
+            op,
+            group,
+            max(1, size // type_bytes),
+            type_bytes,
+            algorithm=algorithm,
+            protocol=protocol,
+            in_switch=in_switch,
+        )
         members = set(group)
-        workload = Workload("bench", [[call] if r in members else [] for r in range(max(group) + 1)], params=0,
-                            iterations=1, flops_per_iteration=0.0)
+        workload = Workload(
+            "bench",
+            [[call] if r in members else [] for r in range(max(group) + 1)],
+            params=0,
+            iterations=1,
+            flops_per_iteration=0.0,
+        )
         graph = lower(workload, fabric, router)
         timeline = run(graph, fabric, engine)
         sched, choice = plan(call, fabric, router)
@@ -274,10 +377,16 @@ def _engine_times(op: str, algorithm: str, group: tuple[int, ...], fabric, route
 
 @collective_app.command("bench")
 def bench(
-    op_name: str = typer.Option("allreduce", "--op", help="allreduce, reducescatter, allgather, broadcast, reduce, "
-                                "alltoall, sendrecv"),
-    algorithm: str = typer.Option("nccl", "--algorithm", "-a", help="nccl (NCCL's own choice: ring, tree, NVLS), auto "
-                                  "(the fastest this tool knows) or an algorithm of the operation"),
+    op_name: str = typer.Option(
+        "allreduce", "--op", help="allreduce, reducescatter, allgather, broadcast, reduce, alltoall, sendrecv"
+    ),
+    algorithm: str = typer.Option(
+        "nccl",
+        "--algorithm",
+        "-a",
+        help="nccl (NCCL's own choice: ring, tree, NVLS), auto "
+        "(the fastest this tool knows) or an algorithm of the operation",
+    ),
     gpu_name: str = typer.Option("H100", "--gpu", help="GPU of the servers (its NVLink and efficiencies)"),
     ranks: int = typer.Option(16, "--ranks", "-n", help="ranks (whole servers first, torchrun order)"),
     gpus_per_server: int = typer.Option(8, "--gpus-per-server", help="GPUs per server"),
@@ -289,10 +398,14 @@ def bench(
     dtype: str = typer.Option("float", "--datatype", "-d", help=", ".join(DTYPES)),
     redop: str = typer.Option("sum", "--op-reduce", "-o", help=", ".join(REDUCE_OPS)),
     protocol: str = typer.Option("auto", "--protocol", help="auto, simple, ll128, ll"),
-    in_switch: bool = typer.Option(None, "--in-switch/--no-in-switch", help="NVLS / SHARP available (default: "
-                                   "NVLink SHARP on H100 and later for a group inside one server, as NCCL)"),
-    engine: str = typer.Option("model", "--engine", help="model (α-β formulas), analytic or flow (simulated on a "
-                               "rail-optimized fabric)"),
+    in_switch: bool = typer.Option(
+        None,
+        "--in-switch/--no-in-switch",
+        help="NVLS / SHARP available (default: NVLink SHARP on H100 and later for a group inside one server, as NCCL)",
+    ),
+    engine: str = typer.Option(
+        "model", "--engine", help="model (α-β formulas), analytic or flow (simulated on a rail-optimized fabric)"
+    ),
     scenario: str = typer.Option(None, "--scenario", help="take the fabric (and GPUs per server) from this scenario"),
 ) -> int:
     """A size sweep in nccl-tests' layout: size, count, type, redop, time, algbw, busbw."""
@@ -350,25 +463,53 @@ def bench(
     if engine == "model":
         rows = []
         for size in sizes:
-            c = choose(op, shape, size, paths, algorithm=algorithm, protocol=protocol, in_switch=in_switch,
-                       runnable=lambda a: not_applicable(op, a, group, layout) is None)
+            c = choose(
+                op,
+                shape,
+                size,
+                paths,
+                algorithm=algorithm,
+                protocol=protocol,
+                in_switch=in_switch,
+                runnable=lambda a: not_applicable(op, a, group, layout) is None,
+            )
             rows.append((c.time_s, f"{c.algorithm}/{c.protocol}/{c.channels}ch"))
     else:
-        rows = _engine_times(op, algorithm, tuple(group), fabric, router, sizes, type_bytes, engine, protocol,
-                             in_switch)
+        rows = _engine_times(
+            op, algorithm, tuple(group), fabric, router, sizes, type_bytes, engine, protocol, in_switch
+        )
     n = len(group)
     where = f"fabric of {scenario}" if scenario else f"{nic_gbps:g} Gb/s NICs"
-    table = Table(title=f"{TITLES[op]}: {n} ranks, {gpus_per_server} per server, {where}, "
-                        f"engine {engine}  (busbw = algbw × {_factor_text(op)})", title_justify="left")
-    for col in ("size (B)", "count (elements)", "type", "redop", "root", "time (us)", "algbw (GB/s)",
-                "busbw (GB/s)", "algorithm"):
+    table = Table(
+        title=f"{TITLES[op]}: {n} ranks, {gpus_per_server} per server, {where}, "
+        f"engine {engine}  (busbw = algbw × {_factor_text(op)})",
+        title_justify="left",
+    )
+    for col in (
+        "size (B)",
+        "count (elements)",
+        "type",
+        "redop",
+        "root",
+        "time (us)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        "algorithm",
+    ):
         table.add_column(col, justify="right" if col not in ("type", "redop", "algorithm") else "left")
     for size, (t, alg) in zip(sizes, rows):
         algbw = size / t / 1e9 if t > 0 else 0.0
-        table.add_row(str(size), str(size // type_bytes), dtype,
-                      redop if op in ("all-reduce", "reduce-scatter", "reduce") else "none",
-                      "0" if op in ("broadcast", "reduce") else "-1", f"{t * 1e6:.2f}", f"{algbw:.2f}",
-                      f"{algbw * busbw_factor(op, n):.2f}", alg)
+        table.add_row(
+            str(size),
+            str(size // type_bytes),
+            dtype,
+            redop if op in ("all-reduce", "reduce-scatter", "reduce") else "none",
+            "0" if op in ("broadcast", "reduce") else "-1",
+            f"{t * 1e6:.2f}",
+            f"{algbw:.2f}",
+            f"{algbw * busbw_factor(op, n):.2f}",
+            alg,
+        )
     console.print(table)
     return 0
 
@@ -425,42 +566,67 @@ def bootstrap(
     for col in ("node", "address", "local rank", "computation", "global rank"):
         ranks.add_column(col)
     for p in processes(launch):
-        ranks.add_row(str(p.node_rank), p.host_addr, str(p.local_rank),
-                      f"{p.node_rank}*{nproc_per_node}+{p.local_rank}", str(p.rank))
+        ranks.add_row(
+            str(p.node_rank),
+            p.host_addr,
+            str(p.local_rank),
+            f"{p.node_rank}*{nproc_per_node}+{p.local_rank}",
+            str(p.rank),
+        )
     console.print(ranks)
     rv = rendezvous(launch, np.random.default_rng(seed), network=network)
-    console.print(f"rank 0 listens on {rv.listener[0]}:{rv.listener[1]} and expects {rv.expected_connections} "
-                  "connections")
+    console.print(
+        f"rank 0 listens on {rv.listener[0]}:{rv.listener[1]} and expects {rv.expected_connections} connections"
+    )
     events = Table(title="bootstrap messages", title_justify="left")
     for col in ("t (us)", "message", "from", "to", "destination", "network", "bytes"):
         events.add_column(col)
     for e in rv.events:
-        events.add_row(f"{e.t_s * 1e6:.1f}", e.kind, f"rank {e.src_rank} ({e.src_addr})", f"rank {e.dst_rank}",
-                       f"{e.dst_addr}:{e.dst_port}", e.network, str(e.size_bytes))
+        events.add_row(
+            f"{e.t_s * 1e6:.1f}",
+            e.kind,
+            f"rank {e.src_rank} ({e.src_addr})",
+            f"rank {e.dst_rank}",
+            f"{e.dst_addr}:{e.dst_port}",
+            e.network,
+            str(e.size_bytes),
+        )
     console.print(events)
-    console.print(f"NCCL unique ID ({len(rv.unique_id)} bytes): {rv.unique_id[:16].hex()}…; every rank joins the "
-                  f"communicator with it; done after {rv.done_s * 1e6:.1f} µs")
+    console.print(
+        f"NCCL unique ID ({len(rv.unique_id)} bytes): {rv.unique_id[:16].hex()}…; every rank joins the "
+        f"communicator with it; done after {rv.done_s * 1e6:.1f} µs"
+    )
     rc = ring_connections(launch, rv.done_s, channels)
     cs = rc.setup
     if not cs.connections:
         console.print("ring connections: every ring neighbour is on the same node (NVLink): no queue pair")
         return 0
-    conns = Table(title=f"ring connections over the backend ({channels} channel{'s' * (channels > 1)}: rank r -> r + 1; "
-                  "Deep Learning for Network Engineers, Ch. 9: QPs RESET -> INIT -> RTR -> RTS around the CM "
-                  "exchange)", title_justify="left")
+    conns = Table(
+        title=f"ring connections over the backend ({channels} channel{'s' * (channels > 1)}: rank r -> r + 1; "
+        "Deep Learning for Network Engineers, Ch. 9: QPs RESET -> INIT -> RTR -> RTS around the CM "
+        "exchange)",
+        title_justify="left",
+    )
     for col in ("t (us)", "message", "from", "to", "network", "bytes"):
         conns.add_column(col)
     shown = rc.events[:60]
     for e in shown:
-        conns.add_row(f"{e.t_s * 1e6:.1f}", "CM " + e.kind[3:].upper(),
-                      f"rank {e.src_rank} ({e.src_addr})", f"rank {e.dst_rank} ({e.dst_addr}) UDP {e.dst_port}",
-                      e.network, str(e.size_bytes))
+        conns.add_row(
+            f"{e.t_s * 1e6:.1f}",
+            "CM " + e.kind[3:].upper(),
+            f"rank {e.src_rank} ({e.src_addr})",
+            f"rank {e.dst_rank} ({e.dst_addr}) UDP {e.dst_port}",
+            e.network,
+            str(e.size_bytes),
+        )
     if len(rc.events) > len(shown):
         conns.caption = f"... and {len(rc.events) - len(shown)} more CM messages"
     console.print(conns)
-    console.print(f"{cs.connections} connections ({cs.queue_pairs} QPs), {cs.per_connection_s * 1e6:.1f} µs each "
-                  f"(2 QPs created, 6 state changes, 3 CM messages, 1.5 round trips); the busiest NIC "
-                  f"({cs.busiest_nic}) sets up {cs.busiest_nic_connections}, one at a time: connected at "
-                  f"{rc.done_s * 1e6:.1f} µs. The first collective starts after that; the setup is paid once per "
-                  "job, not in any iteration")
+    console.print(
+        f"{cs.connections} connections ({cs.queue_pairs} QPs), {cs.per_connection_s * 1e6:.1f} µs each "
+        f"(2 QPs created, 6 state changes, 3 CM messages, 1.5 round trips); the busiest NIC "
+        f"({cs.busiest_nic}) sets up {cs.busiest_nic_connections}, one at a time: connected at "
+        f"{rc.done_s * 1e6:.1f} µs. The first collective starts after that; the setup is paid once per "
+        "job, not in any iteration"
+    )
     return 0

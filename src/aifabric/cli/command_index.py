@@ -84,7 +84,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "One collective on a fabric: step tables (--explain), nccl-tests-style sweeps (bench).",
     ),
     "fabric": (
-        ("fabric_cmd", "fabric_config_cmd",),
+        ("fabric_cmd", "fabric_config_cmd"),
         "Build, plan and draw a fabric: bill of materials, capacity, failure domains, cabling, addressing, ECMP polarization.",
     ),
 }
@@ -129,13 +129,15 @@ def _rewrite() -> None:
     entries = []
     for name, (modules, help_text) in scan().items():
         lines = "\n".join(f"        {literal(line)}" for line in help_text.splitlines(keepends=True) or [""])
-        names = " ".join(f"{literal(m)}," for m in modules)
+        # a tuple as ruff formats it: ("a",) for one, ("a", "b") for more (no trailing comma to explode it)
+        names = f"{literal(modules[0])}," if len(modules) == 1 else ", ".join(literal(m) for m in modules)
         entries.append(f"    {literal(name)}: (\n        ({names}),\n{lines},\n    ),\n")
     path = Path(__file__)
     head, _, rest = path.read_text().partition("COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {\n")
     _, _, tail = rest.partition("}\n# end of COMMANDS\n")
-    path.write_text(f"{head}COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {{\n{''.join(entries)}}}\n"
-                    f"# end of COMMANDS\n{tail}")
+    path.write_text(
+        f"{head}COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {{\n{''.join(entries)}}}\n# end of COMMANDS\n{tail}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,11 +24,16 @@ def _slug(i: int, text: str) -> str:
 @app.command()
 def compare(
     files: list[Path] = typer.Argument(..., help="scenario files (two or more, or one with --vary)"),
-    vary: list[str] = typer.Option(None, "--vary", help="vary a field of the one scenario: FIELD=V1,V2,...; "
-                                   "repeat to vary several fields together (same number of values: "
-                                   "--vary workload.parallelism.tp=8,4 --vary workload.parallelism.dp=2,4)"),
-    grid: bool = typer.Option(False, "--grid", help="every combination of the --vary fields' values, instead of "
-                              "varying them together"),
+    vary: list[str] = typer.Option(
+        None,
+        "--vary",
+        help="vary a field of the one scenario: FIELD=V1,V2,...; "
+        "repeat to vary several fields together (same number of values: "
+        "--vary workload.parallelism.tp=8,4 --vary workload.parallelism.dp=2,4)",
+    ),
+    grid: bool = typer.Option(
+        False, "--grid", help="every combination of the --vary fields' values, instead of varying them together"
+    ),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: each scenario's)"),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
@@ -97,12 +102,16 @@ def _run_variants(vs, eng, folder) -> tuple[list, list]:
                 run_dir.mkdir(parents=True, exist_ok=True)
                 _write_stopped(run_dir, v.scenario, given, stage)
                 folder.publish()
-            raise Interrupted(f"{v.label} was cut off; the comparison stopped there ({i} of {len(vs)} variants "
-                              f"finished, in {folder.target}/; {run_dir.name}/summary.json: complete false)") from None
+            raise Interrupted(
+                f"{v.label} was cut off; the comparison stopped there ({i} of {len(vs)} variants "
+                f"finished, in {folder.target}/; {run_dir.name}/summary.json: complete false)"
+            ) from None
         if not run.results.complete:  # Ctrl-C stopped its event loop: never compared as a finished run
             folder.publish()
-            raise Interrupted(f"{v.label} was cut off; its partial results are in {folder.target / run_dir.name}/; "
-                              f"the comparison stopped there ({i} of {len(vs)} variants finished)")
+            raise Interrupted(
+                f"{v.label} was cut off; its partial results are in {folder.target / run_dir.name}/; "
+                f"the comparison stopped there ({i} of {len(vs)} variants finished)"
+            )
         rows.append(RunRow(v.title, v.label, f"{run_dir.name}/report.html", metrics(run)))
         by_tier.append(tier_bytes(run))
         del run
@@ -122,7 +131,7 @@ def _finish(files, vs, rows, by_tier, eng, folder) -> int:
     out_dir = folder.target
     notes = inert_notes(vs, by_tier, eng)
     varied = list(dict.fromkeys(path for v in vs for path, _ in v.varied))
-    title = (f"{files[0]}: {', '.join(varied)} varied" if varied else " vs ".join(str(f) for f in files))
+    title = f"{files[0]}: {', '.join(varied)} varied" if varied else " vs ".join(str(f) for f in files)
 
     console.print(f"[bold]comparison of {escape(title)}[/] (Δ relative to the first)", highlight=False)
     table = Table()
@@ -148,18 +157,26 @@ def _finish(files, vs, rows, by_tier, eng, folder) -> int:
 
     try:
         write_atomic(folder.staging / "compare.html", build_compare_html(title, rows, notes))
-        write_json(folder.staging / "compare.json", {
-            "schema_version": 1, "notes": notes,
-            "variants": [{"label": r.label, "title": r.title, "report": r.report, **r.metrics} for r in rows]})
+        write_json(
+            folder.staging / "compare.json",
+            {
+                "schema_version": 1,
+                "notes": notes,
+                "variants": [{"label": r.label, "title": r.title, "report": r.report, **r.metrics} for r in rows],
+            },
+        )
     except KeyboardInterrupt:  # every variant finished: they are kept, without a comparison claiming to be one
         with held_interrupts():
             (folder.staging / "compare.json").unlink(missing_ok=True)
             (folder.staging / "compare.html").unlink(missing_ok=True)
             folder.publish()
-        raise Interrupted(f"stopped while writing the comparison; each variant's folder is in {out_dir}/ "
-                          "(no compare.json)") from None
+        raise Interrupted(
+            f"stopped while writing the comparison; each variant's folder is in {out_dir}/ (no compare.json)"
+        ) from None
     folder.publish()
     folders = ", ".join(r.report.split("/")[0] for r in rows)
-    console.print(f"wrote {out_dir}/: compare.json, each run's folder ({folders}) and "
-                  f"[bold]{out_dir / 'compare.html'}[/]", highlight=False)
+    console.print(
+        f"wrote {out_dir}/: compare.json, each run's folder ({folders}) and [bold]{out_dir / 'compare.html'}[/]",
+        highlight=False,
+    )
     return 0

@@ -66,7 +66,10 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
         if debug:
             traceback.print_exc()
         else:
-            stderr.print(f"[bold red]internal error:[/] {escape(f'{type(exc).__name__}: {exc}')}", highlight=False,
-                         soft_wrap=True)
+            stderr.print(
+                f"[bold red]internal error:[/] {escape(f'{type(exc).__name__}: {exc}')}",
+                highlight=False,
+                soft_wrap=True,
+            )
             stderr.print("run again with --debug for the traceback", style="dim")
         return 1

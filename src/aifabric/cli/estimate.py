@@ -68,8 +68,14 @@ def _duration(s: float) -> str:
 
 def _of(tasks: float, gpus: int, counted: str, field: str, reduce: str) -> Estimate:
     tasks = max(1, int(tasks))
-    return Estimate(tasks, BASE_BYTES + BYTES_PER_TASK * tasks + BYTES_PER_GPU * gpus, SECONDS_PER_TASK * tasks,
-                    counted, field, reduce)
+    return Estimate(
+        tasks,
+        BASE_BYTES + BYTES_PER_TASK * tasks + BYTES_PER_GPU * gpus,
+        SECONDS_PER_TASK * tasks,
+        counted,
+        field,
+        reduce,
+    )
 
 
 def estimate(s) -> Estimate | None:
@@ -92,17 +98,23 @@ def estimate(s) -> Estimate | None:
         lanes = plan.dp * plan.cp * plan.pp
         tasks = lanes * mb * 2 * per_stage * its
         cp = f" x {plan.cp} context-parallel ranks" if plan.cp > 1 else ""
-        counted = (f"{plan.dp:,} data-parallel replica(s){cp} x {plan.pp} pipeline stage(s) x {mb:,} "
-                   f"micro-batches x 2 passes x ~{per_stage:,.0f} tasks each" + (f" x {its} iterations" if its > 1
-                                                                                     else ""))
+        counted = (
+            f"{plan.dp:,} data-parallel replica(s){cp} x {plan.pp} pipeline stage(s) x {mb:,} "
+            f"micro-batches x 2 passes x ~{per_stage:,.0f} tasks each" + (f" x {its} iterations" if its > 1 else "")
+        )
         if its > 1 and its >= mb:
             field, reduce = "workload.iterations", "fewer iterations (one shows the steady state)"
         elif mb >= plan.dp:
-            field, reduce = ("workload.global_batch_size", "fewer micro-batches: a smaller global_batch_size, or a "
-                             "larger parallelism.micro_batch_size")
+            field, reduce = (
+                "workload.global_batch_size",
+                "fewer micro-batches: a smaller global_batch_size, or a larger parallelism.micro_batch_size",
+            )
         else:
-            field, reduce = ("cluster.servers", "fewer GPUs (fewer data-parallel replicas: the iteration time of a "
-                             "replica changes little with their number)")
+            field, reduce = (
+                "cluster.servers",
+                "fewer GPUs (fewer data-parallel replicas: the iteration time of a "
+                "replica changes little with their number)",
+            )
         return _of(tasks, gpus, counted, field, reduce)
     model = w.model
     try:
@@ -117,8 +129,10 @@ def estimate(s) -> Estimate | None:
     grad_bytes = params * BYTES_PER_ELEMENT.get(w.precision, 2)
     per_rank = 4 + (35 + 0.117 * math.sqrt(grad_bytes) if gpus > 1 else 0)
     tasks = gpus * per_rank * its
-    counted = (f"{gpus:,} GPUs x ~{per_rank:,.0f} tasks each (compute, and the all-reduce of "
-               f"{_gb(grad_bytes)} of gradients)" + (f" x {its} iterations" if its > 1 else ""))
+    counted = (
+        f"{gpus:,} GPUs x ~{per_rank:,.0f} tasks each (compute, and the all-reduce of "
+        f"{_gb(grad_bytes)} of gradients)" + (f" x {its} iterations" if its > 1 else "")
+    )
     if its > 1 and its >= 10:
         return _of(tasks, gpus, counted, "workload.iterations", "fewer iterations (one shows the steady state)")
     return _of(tasks, gpus, counted, "cluster.servers", "fewer GPUs, or a smaller model")
@@ -137,10 +151,15 @@ def estimate_packet(s) -> Estimate | None:
     summary = traffic_summary(w, gpus_per_server=s.cluster.gpus_per_server)
     network = sum(v.scale_out_bytes for k, v in summary.items() if k != "all")
     packets = max(1, int(network / PACKET_BYTES))
-    return Estimate(packets, BASE_BYTES, packets * SECONDS_PER_PACKET,
-                    f"{_gb(network)} across NICs in {PACKET_BYTES:,}-byte packets", "engine",
-                    "the flow engine for the whole iteration (engine: flow), or the packet engine on fewer servers, "
-                    "a smaller batch or fewer iterations")
+    return Estimate(
+        packets,
+        BASE_BYTES,
+        packets * SECONDS_PER_PACKET,
+        f"{_gb(network)} across NICs in {PACKET_BYTES:,}-byte packets",
+        "engine",
+        "the flow engine for the whole iteration (engine: flow), or the packet engine on fewer servers, "
+        "a smaller batch or fewer iterations",
+    )
 
 
 def memory_limit_bytes() -> float:
@@ -160,27 +179,40 @@ def memory_limit_bytes() -> float:
     return total
 
 
-def check_work(s, engine: str | None, force: bool = False, limit_bytes: float | None = None,
-               limit_s: float = PACKET_LIMIT_S) -> Estimate | None:
+def check_work(
+    s, engine: str | None, force: bool = False, limit_bytes: float | None = None, limit_s: float = PACKET_LIMIT_S
+) -> Estimate | None:
     """Refuse (InputError naming the driving field) a scenario whose estimated memory is past what this machine
     holds (flow, analytic) or whose packet-engine run would take past `limit_s`, unless `force`; the estimate
     otherwise (None when not estimated)."""
     if (engine or s.engine) == "packet":
         est = estimate_packet(s)
         if est is not None and not force and est.seconds > limit_s:
-            raise InputError(Problem(est.field, (
-                f"the packet engine would take about {_duration(est.seconds)} on this scenario ({est.tasks:,} "
-                f"packets: {est.counted}). To reduce it: {est.reduce}. --force runs it anyway")))
+            raise InputError(
+                Problem(
+                    est.field,
+                    (
+                        f"the packet engine would take about {_duration(est.seconds)} on this scenario ({est.tasks:,} "
+                        f"packets: {est.counted}). To reduce it: {est.reduce}. --force runs it anyway"
+                    ),
+                )
+            )
         return est
     est = estimate(s)
     if est is None or force:
         return est
     limit = memory_limit_bytes() if limit_bytes is None else limit_bytes
     if est.memory_bytes > MEMORY_SHARE * limit:
-        raise InputError(Problem(est.field, (
-            f"this scenario would take about {_gb(est.memory_bytes)} of memory and {_duration(est.seconds)} to "
-            f"simulate ({est.tasks:,} tasks: {est.counted}); this machine has {_gb(limit)}. To reduce it: "
-            f"{est.reduce}. --force runs it anyway")))
+        raise InputError(
+            Problem(
+                est.field,
+                (
+                    f"this scenario would take about {_gb(est.memory_bytes)} of memory and {_duration(est.seconds)} to "
+                    f"simulate ({est.tasks:,} tasks: {est.counted}); this machine has {_gb(limit)}. To reduce it: "
+                    f"{est.reduce}. --force runs it anyway"
+                ),
+            )
+        )
     return est
 
 

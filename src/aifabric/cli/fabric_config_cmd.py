@@ -21,8 +21,12 @@ SHOWN = 12  # switches listed in the summary table
 def _layout():
     from .outdir import Layout
 
-    return Layout("fabric-config.json", ("name", "format", "switches"), r"fabric-config\.json|[\w.-]+\.(cfg|json)",
-                  what="the configuration")
+    return Layout(
+        "fabric-config.json",
+        ("name", "format", "switches"),
+        r"fabric-config\.json|[\w.-]+\.(cfg|json)",
+        what="the configuration",
+    )
 
 
 def _headroom(hw) -> int:
@@ -31,8 +35,9 @@ def _headroom(hw) -> int:
 
     f = hw.fabric
     d = resolve(hw.cluster, f)
-    speeds = [f.link_speed_gbps, d.host_speed_gbps] + ([f.superspine_link_speed_gbps]
-                                                        if f.superspine_link_speed_gbps else [])
+    speeds = [f.link_speed_gbps, d.host_speed_gbps] + (
+        [f.superspine_link_speed_gbps] if f.superspine_link_speed_gbps else []
+    )
     return headroom_needed_bytes(f.qos, f.link_latency_ns, f.switch_latency_ns, max(speeds))
 
 
@@ -40,14 +45,21 @@ def _headroom(hw) -> int:
 def config_cmd(
     file: Path = typer.Argument(None, help="scenario or cluster+fabric YAML file"),
     fmt: str = typer.Option("nxos", "--format", "-f", help="nxos (Cisco NX-OS CLI) | sonic (config_db.json)"),
-    out: Path = typer.Option(None, "--out", "-o", help="write one file per switch (<switch>.cfg or <switch>.json) "
-                                                       "and fabric-config.json here"),
-    switch: list[str] = typer.Option(None, "--switch", "-s", help="print this switch's configuration (repeatable; "
-                                                                  "default: a table of the switches)"),
-    import_: Path = typer.Option(None, "--import", help="read an NX-OS QoS configuration and print it as a "
-                                                        "fabric.qos profile (YAML)"),
-    force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did "
-                                                      "not write there"),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="write one file per switch (<switch>.cfg or <switch>.json) and fabric-config.json here",
+    ),
+    switch: list[str] = typer.Option(
+        None, "--switch", "-s", help="print this switch's configuration (repeatable; default: a table of the switches)"
+    ),
+    import_: Path = typer.Option(
+        None, "--import", help="read an NX-OS QoS configuration and print it as a fabric.qos profile (YAML)"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="write into an --out folder that holds files aifabric did not write there"
+    ),
 ) -> int:
     """Switch configuration from the plan: the QoS profile in the six steps of Deep Learning for Network Engineers,
     Chapter 11 (classification, QoS groups, queuing with WRED/ECN, network-qos with MTU and PFC, system qos,
@@ -98,16 +110,24 @@ def config_cmd(
         for col in ("switch", "role", "ASN", "host ports", "uplinks", "VLANs", "aggregate"):
             t.add_column(col, justify="right" if col in ("host ports", "uplinks") else "left")
         for sw in plans[:SHOWN]:
-            t.add_row(escape(sw.id), sw.role, str(sw.asn), str(sum(p.kind == "host" for p in sw.ports)),
-                      str(len(sw.uplinks())), ", ".join(str(v) for v, _ in sw.svis) or "-",
-                      ", ".join(map(str, sw.aggregates)) or "-")
+            t.add_row(
+                escape(sw.id),
+                sw.role,
+                str(sw.asn),
+                str(sum(p.kind == "host" for p in sw.ports)),
+                str(len(sw.uplinks())),
+                ", ".join(str(v) for v, _ in sw.svis) or "-",
+                ", ".join(map(str, sw.aggregates)) or "-",
+            )
         console.print(t)
         if len(plans) > SHOWN:
             console.print(f"  ... {len(plans) - SHOWN:,} more (all written with --out)")
         q = hw.fabric.qos
-        console.print(f"QoS: WRED {q.wred.min_kb:g}/{q.wred.max_kb:g} KB on queues {q.wred.queues}, PFC on CoS "
-                      f"{q.pfc.priorities} xON {q.pfc.xon_kb:g} KB / xOFF {q.pfc.xoff_kb:g} KB, MTU {q.mtu_bytes}",
-                      highlight=False)
+        console.print(
+            f"QoS: WRED {q.wred.min_kb:g}/{q.wred.max_kb:g} KB on queues {q.wred.queues}, PFC on CoS "
+            f"{q.pfc.priorities} xON {q.pfc.xon_kb:g} KB / xOFF {q.pfc.xoff_kb:g} KB, MTU {q.mtu_bytes}",
+            highlight=False,
+        )
     if out is not None:
         from ..report.files import write_atomic, write_json
         from .outdir import claim_out
@@ -117,10 +137,24 @@ def config_cmd(
         try:
             for sw in plans:
                 write_atomic(folder.staging / f"{sw.hostname}.{ext}", render(sw))
-            write_json(folder.staging / "fabric-config.json",
-                       {"name": hw.name, "format": fmt, "switches": [
-                           {"id": sw.id, "file": f"{sw.hostname}.{ext}", "role": sw.role, "asn": sw.asn,
-                            "loopback": str(sw.loopback), "ports": len(sw.ports)} for sw in plans]})
+            write_json(
+                folder.staging / "fabric-config.json",
+                {
+                    "name": hw.name,
+                    "format": fmt,
+                    "switches": [
+                        {
+                            "id": sw.id,
+                            "file": f"{sw.hostname}.{ext}",
+                            "role": sw.role,
+                            "asn": sw.asn,
+                            "loopback": str(sw.loopback),
+                            "ports": len(sw.ports),
+                        }
+                        for sw in plans
+                    ],
+                },
+            )
             folder.publish()
         finally:
             folder.discard()
@@ -150,8 +184,10 @@ def _import(path: Path, out: Path | None) -> int:
     except NxosParseError as exc:
         raise InputError(Problem("--import", f"{path}: {exc}")) from None
     except ValidationError as exc:
-        probs = [Problem(f"fabric.qos.{p.path}" if p.path else "fabric.qos", p.message)
-                 for p in problems_from_validation(exc)]
+        probs = [
+            Problem(f"fabric.qos.{p.path}" if p.path else "fabric.qos", p.message)
+            for p in problems_from_validation(exc)
+        ]
         raise InputError(probs, str(path)) from None
     problems = check_qos(qos)
     if problems:

@@ -22,8 +22,9 @@ def _variants(hw):
     else:
         other = fs.model_copy(update={"spine_cabling": "full-mesh", "spines_per_leaf": None})
     if not check_fabric_spec(hw.cluster, other):
-        label = f"{other.spine_cabling}" + (f", {other.spines_per_leaf} spines per leaf"
-                                            if other.spine_cabling == "partial-mesh" else "")
+        label = f"{other.spine_cabling}" + (
+            f", {other.spines_per_leaf} spines per leaf" if other.spine_cabling == "partial-mesh" else ""
+        )
         out.append((label, other))
     return out
 
@@ -34,9 +35,11 @@ def print_same_index(hw, fabric, target: int, index: int, console) -> int:
 
     nic = fabric.rank_nic(target)
     dst_leaf = next(fabric.links[li].dst for li in fabric.out_links[nic] if fabric.is_switch(fabric.links[li].dst))
-    console.print(f"[bold]{escape(hw.name)}[/]: every leaf's ECMP hash gives index {index} for the flows to rank "
-                  f"{target}'s leaf {escape(dst_leaf)} (identical headers, one deterministic hash: Deep Learning for "
-                  "Network Engineers, Chapter 13)")
+    console.print(
+        f"[bold]{escape(hw.name)}[/]: every leaf's ECMP hash gives index {index} for the flows to rank "
+        f"{target}'s leaf {escape(dst_leaf)} (identical headers, one deterministic hash: Deep Learning for "
+        "Network Engineers, Chapter 13)"
+    )
     for label, fs in _variants(hw):
         f = fabric if fs is hw.fabric else build(hw.cluster, fs, hw.name)
         picks = same_index_spines(Router(f, hash_seed=fs.ecmp_hash_seed), dst_leaf, index)
@@ -44,9 +47,12 @@ def print_same_index(hw, fabric, target: int, index: int, console) -> int:
             console.print(f"{label}: no other leaf reaches {escape(dst_leaf)} through a spine")
             continue
         per_spine = Counter(picks.values())
-        console.print(f"\n[bold]{escape(label)}[/]: {len(picks)} leaves -> {len(per_spine)} distinct "
-                      f"spine{'s' * (len(per_spine) > 1)}; the busiest spine takes the flows of "
-                      f"{max(per_spine.values())} of them", highlight=False)
+        console.print(
+            f"\n[bold]{escape(label)}[/]: {len(picks)} leaves -> {len(per_spine)} distinct "
+            f"spine{'s' * (len(per_spine) > 1)}; the busiest spine takes the flows of "
+            f"{max(per_spine.values())} of them",
+            highlight=False,
+        )
         t = Table()
         t.add_column("leaf")
         t.add_column(f"spine at hash index {index}")

@@ -18,19 +18,27 @@ def need_torch(what: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise InputError(Problem(what, "needs PyTorch: python -m pip install torch (the CPU build: --index-url "
-                                       "https://download.pytorch.org/whl/cpu), then python -m pip install "
-                                       "'aifabric[train]'"))
+        raise InputError(
+            Problem(
+                what,
+                "needs PyTorch: python -m pip install torch (the CPU build: --index-url "
+                "https://download.pytorch.org/whl/cpu), then python -m pip install "
+                "'aifabric[train]'",
+            )
+        )
 
 
 @app.command()
 def learn(
     topic: str = typer.Argument(None, help=f"{TOPIC_HELP} (none: the list of topics)"),
     explain: bool = typer.Option(False, "--explain", help="say how each number is computed, in the book's words"),
-    values: list[str] = typer.Option(None, "--values",
-                                     help="your own inputs instead of the book's: NAME=VALUE (repeatable; several "
-                                          "separated by spaces; a list comma-separated, e.g. logits=1,2,3). "
-                                          "`aifabric learn TOPIC --explain` lists the names"),
+    values: list[str] = typer.Option(
+        None,
+        "--values",
+        help="your own inputs instead of the book's: NAME=VALUE (repeatable; several "
+        "separated by spaces; a list comma-separated, e.g. logits=1,2,3). "
+        "`aifabric learn TOPIC --explain` lists the names",
+    ),
 ) -> int:
     """The models behind the traffic, as the book Deep Learning for Network Engineers shows them (Chapters 1-8):
     every intermediate computed with PyTorch tensors and autograd, with the book's inputs or yours. Where the
@@ -63,8 +71,13 @@ def learn(
 def _print_topics(explain: bool) -> None:
     from rich.table import Table
 
-    t = Table(title="aifabric learn TOPIC [--explain] [--values NAME=VALUE ...]", title_justify="left",
-              show_header=False, box=None, padding=(0, 2))
+    t = Table(
+        title="aifabric learn TOPIC [--explain] [--values NAME=VALUE ...]",
+        title_justify="left",
+        show_header=False,
+        box=None,
+        padding=(0, 2),
+    )
     for name, (chapter, what) in TOPICS.items():
         t.add_row(f"[bold]{name}[/]", chapter, what)
     console.print(t)
@@ -86,14 +99,22 @@ def render(les, spec, explain: bool, changed: set[str]) -> None:
     console.print(f"[bold]{escape(les.title)}[/]  (Deep Learning for Network Engineers)", highlight=False)
     whose = "the book's" if not changed else f"yours: {', '.join(sorted(changed))} changed"
     if explain:
-        t = Table(title=f"inputs ({whose}; change with --values NAME=VALUE)", title_justify="left", box=None,
-                  show_header=False, padding=(0, 2))
+        t = Table(
+            title=f"inputs ({whose}; change with --values NAME=VALUE)",
+            title_justify="left",
+            box=None,
+            show_header=False,
+            padding=(0, 2),
+        )
         for k, p in spec.items():
             t.add_row(k, _fmt_value(les.inputs[k]), escape(p.help))
         console.print(t)
     else:
-        console.print(f"inputs ({whose}): " + "  ".join(f"{k}={_fmt_value(les.inputs[k])}" for k in spec),
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"inputs ({whose}): " + "  ".join(f"{k}={_fmt_value(les.inputs[k])}" for k in spec),
+            highlight=False,
+            soft_wrap=True,
+        )
     for note in les.notes:
         console.print(f"[dim]{escape(note)}[/]", highlight=False)
     for s in les.sections:

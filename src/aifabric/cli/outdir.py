@@ -31,8 +31,10 @@ from pathlib import Path
 from ..errors import InputError, Problem
 
 TABLES = ("links", "collectives", "ranks", "flows")
-RUN_FILES = frozenset({"summary.json", "trace.json", "report.html", "scenario.yaml"}
-                      | {f"{t}.{ext}" for t in TABLES for ext in ("csv", "parquet")})
+RUN_FILES = frozenset(
+    {"summary.json", "trace.json", "report.html", "scenario.yaml"}
+    | {f"{t}.{ext}" for t in TABLES for ext in ("csv", "parquet")}
+)
 SHOWN = 5  # foreign files named in the message
 
 
@@ -79,18 +81,31 @@ class Layout:
         return False
 
 
-RUN = Layout("summary.json", ("aifabric_version", "schema_version"),
-             "|".join(re.escape(n) for n in sorted(RUN_FILES)))
-COMPARE = Layout("compare.json", ("variants", "schema_version"), r"compare\.(json|html)", dirs=r"\d{2,}-.+",
-                 inner=RUN, what="the comparison", dirs_alone=True)
-TRAIN = Layout("train.json", ("aifabric_version", "schema_version"),
-               r"train\.json|report\.html|weights\.pt|trace\.jsonl|explain\.json|scenario\.yaml", what="the run")
-SWEEP = Layout("sweep.json", ("schema_version", "kind", "cases"),
-               r"sweep\.json|results\.(csv|parquet)|plotly\.min\.js|(sweep|optimize)\.html|optimize\.json",
-               dirs="runs", what="the sweep")
+RUN = Layout("summary.json", ("aifabric_version", "schema_version"), "|".join(re.escape(n) for n in sorted(RUN_FILES)))
+COMPARE = Layout(
+    "compare.json",
+    ("variants", "schema_version"),
+    r"compare\.(json|html)",
+    dirs=r"\d{2,}-.+",
+    inner=RUN,
+    what="the comparison",
+    dirs_alone=True,
+)
+TRAIN = Layout(
+    "train.json",
+    ("aifabric_version", "schema_version"),
+    r"train\.json|report\.html|weights\.pt|trace\.jsonl|explain\.json|scenario\.yaml",
+    what="the run",
+)
+SWEEP = Layout(
+    "sweep.json",
+    ("schema_version", "kind", "cases"),
+    r"sweep\.json|results\.(csv|parquet)|plotly\.min\.js|(sweep|optimize)\.html|optimize\.json",
+    dirs="runs",
+    what="the sweep",
+)
 PACKET = Layout("packet-stats.json", ("scenario",), r"packet-stats\.json|packet\.html|[\w.=-]+\.pcap", what="the run")
-PLAN = Layout("plan.json", ("name", "design"), r"plan\.json|bom\.csv|cabling\.csv|addressing\.csv",
-              what="the plan")
+PLAN = Layout("plan.json", ("name", "design"), r"plan\.json|bom\.csv|cabling\.csv|addressing\.csv", what="the plan")
 
 
 def foreign_entries(folder: Path, layout: Layout = RUN) -> list[str]:
@@ -200,18 +215,26 @@ def out_path(value: str) -> Path:
     if not str(value).strip():
         import typer
 
-        raise typer.BadParameter("is empty: give a folder name (or leave --out out for a new folder in the current "
-                                 "directory)", param_hint="'--out'")
+        raise typer.BadParameter(
+            "is empty: give a folder name (or leave --out out for a new folder in the current directory)",
+            param_hint="'--out'",
+        )
     return Path(value)
 
 
-def check_folder(out: str | Path, force: bool = False, layout: Layout = RUN, flag: str = "--out",
-                 prefix: str = "aifabric-run") -> Path:
+def check_folder(
+    out: str | Path, force: bool = False, layout: Layout = RUN, flag: str = "--out", prefix: str = "aifabric-run"
+) -> Path:
     """The checks of `claim_out` alone (no staging folder): `out` as an absolute path, or InputError naming
     `flag`."""
     if not str(out).strip():
-        raise InputError(Problem(flag, "is empty: give a folder name (or leave it out for a new "
-                                       f"{prefix}-<time> folder in the current directory)"))
+        raise InputError(
+            Problem(
+                flag,
+                "is empty: give a folder name (or leave it out for a new "
+                f"{prefix}-<time> folder in the current directory)",
+            )
+        )
     target = Path(out).expanduser()
     try:
         if target.exists() and not target.is_dir():
@@ -221,10 +244,14 @@ def check_folder(out: str | Path, force: bool = False, layout: Layout = RUN, fla
         raise InputError(Problem(flag, f"cannot read {target}: {exc.strerror or exc}")) from None
     if foreign and not force:
         more = f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else ""
-        raise InputError(Problem(
-            flag, f"{target} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); "
-                  f"give a new or empty folder, or add --force to write {layout.what} into it anyway (files of the "
-                  "same names are replaced, others kept)"))
+        raise InputError(
+            Problem(
+                flag,
+                f"{target} holds files aifabric did not write there ({', '.join(foreign[:SHOWN])}{more}); "
+                f"give a new or empty folder, or add --force to write {layout.what} into it anyway (files of the "
+                "same names are replaced, others kept)",
+            )
+        )
     target = Path(os.path.abspath(target))
     _can_create(target.parent, flag)
     return target
@@ -242,8 +269,9 @@ def _can_create(folder: Path, flag: str) -> None:
         raise InputError(Problem(flag, f"cannot write in {here}: permission denied"))
 
 
-def claim_out(out: str | Path | None, force: bool = False, prefix: str = "aifabric-run",
-              layout: Layout = RUN, flag: str = "--out") -> OutFolder:
+def claim_out(
+    out: str | Path | None, force: bool = False, prefix: str = "aifabric-run", layout: Layout = RUN, flag: str = "--out"
+) -> OutFolder:
     """Check `--out` and create the staging folder; raise InputError naming --out for any folder that would lose
     the user's files (without `force`), an empty name, or a place that cannot be written."""
     created = out is None
@@ -253,8 +281,13 @@ def claim_out(out: str | Path | None, force: bool = False, prefix: str = "aifabr
         try:
             target = Path(os.path.abspath(new_run_dir(prefix=prefix)))
         except OSError as exc:
-            raise InputError(Problem(flag, f"cannot create a {prefix}-<time> folder in the current directory: "
-                                           f"{exc.strerror or exc}; give one with {flag}")) from None
+            raise InputError(
+                Problem(
+                    flag,
+                    f"cannot create a {prefix}-<time> folder in the current directory: "
+                    f"{exc.strerror or exc}; give one with {flag}",
+                )
+            ) from None
     else:
         target = check_folder(out, force, layout, flag, prefix)
     try:
@@ -275,8 +308,9 @@ def compare_out(out: Path, force: bool = False) -> Path:
     return target
 
 
-def claim_file(out: Path, force: bool, header: str | None = None, flag: str = "--out",
-               json_keys: tuple[str, ...] = ()) -> Path:
+def claim_file(
+    out: Path, force: bool, header: str | None = None, flag: str = "--out", json_keys: tuple[str, ...] = ()
+) -> Path:
     """A file to write (`calibrate ... --out FILE`, `fabric draw --out FILE`), checked before any work: not a
     folder, in a place that takes a file, and, if it exists, one aifabric wrote (its text starts with `header`, or
     it is a JSON object with `json_keys`) unless `force`."""
@@ -295,7 +329,11 @@ def claim_file(out: Path, force: bool, header: str | None = None, flag: str = "-
             except OSError as exc:
                 raise InputError(Problem(flag, f"cannot read {path}: {exc.strerror or exc}")) from None
         if not ours:
-            raise InputError(Problem(flag, f"{path} exists and aifabric did not write it; give another file, or add "
-                                           "--force to replace it"))
+            raise InputError(
+                Problem(
+                    flag,
+                    f"{path} exists and aifabric did not write it; give another file, or add --force to replace it",
+                )
+            )
     probe_out(path, "file", flag)
     return path

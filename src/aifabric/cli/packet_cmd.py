@@ -25,15 +25,28 @@ if TYPE_CHECKING:
 
 console = make_console()
 
-STORIES = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect",
-           "pfc-storm", "pfc-deadlock", "pfc-deadlock-loop")
+STORIES = (
+    "incast",
+    "polarization",
+    "pfc-cascade",
+    "dcqcn",
+    "spraying",
+    "hol-blocking",
+    "ecmp-uplink",
+    "connect",
+    "pfc-storm",
+    "pfc-deadlock",
+    "pfc-deadlock-loop",
+)
 MAX_SIZE_MB = 1024  # per flow of a story
-HELP = ("incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
-        "spraying (Figs. 12-6/12-7) | hol-blocking (Fig. 10-4) | ecmp-uplink (Figs. 12-4/12-5) | connect (Ch. 9: "
-        "memory registration, QPs, CM exchange, one RDMA Write, its completion) | pfc-storm (Ch. 11's PFC watchdog: a NIC "
-        "that keeps sending pauses) | pfc-deadlock (a cycle of PFC pauses after link failures, the watchdog breaks it) "
-        "| pfc-deadlock-loop (a routing loop while routing converges deadlocks) | a scenario YAML file (its training "
-        "iteration, packet by packet)")
+HELP = (
+    "incast (Fig. 10-2) | polarization (Fig. 10-5) | pfc-cascade (Figs. 11-4..11-6) | dcqcn (Fig. 11-7) | "
+    "spraying (Figs. 12-6/12-7) | hol-blocking (Fig. 10-4) | ecmp-uplink (Figs. 12-4/12-5) | connect (Ch. 9: "
+    "memory registration, QPs, CM exchange, one RDMA Write, its completion) | pfc-storm (Ch. 11's PFC watchdog: a NIC "
+    "that keeps sending pauses) | pfc-deadlock (a cycle of PFC pauses after link failures, the watchdog breaks it) "
+    "| pfc-deadlock-loop (a routing loop while routing converges deadlocks) | a scenario YAML file (its training "
+    "iteration, packet by packet)"
+)
 # flags a story overrides itself (it compares their values): refused there rather than ignored
 OVERRIDDEN = {"polarization": ("--lb",), "ecmp-uplink": ("--lb",), "spraying": ("--lb", "--transport", "--write-only")}
 
@@ -48,34 +61,66 @@ def _fmt(v) -> str:
 def packet(
     scenario: str = typer.Argument(..., help=HELP),
     explain: bool = typer.Option(False, "--explain", help="narrate the events in time order"),
-    pcap: Path = typer.Option(None, "--pcap", help="write the traced flows' packets, CNPs, ACKs and PFC frames to "
-                                                   "FILE"),
-    flows: list[int] = typer.Option(None, "--flow", help="flow to trace into the pcap (repeatable; default 0); with "
-                                                         "a scenario file, the N-th RDMA transfer of the iteration"),
-    out: Path = typer.Option(None, "--out", "-o", help="write packet-stats.json (stories: and packet.html) and the "
-                                                       "pcap into DIR"),
-    lb: str = typer.Option(None, "--lb", help="load balancing: " + " | ".join(LB_MODES)
-                                              + " (not polarization, spraying: they compare these)"),
+    pcap: Path = typer.Option(
+        None, "--pcap", help="write the traced flows' packets, CNPs, ACKs and PFC frames to FILE"
+    ),
+    flows: list[int] = typer.Option(
+        None,
+        "--flow",
+        help="flow to trace into the pcap (repeatable; default 0); with "
+        "a scenario file, the N-th RDMA transfer of the iteration",
+    ),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="write packet-stats.json (stories: and packet.html) and the pcap into DIR"
+    ),
+    lb: str = typer.Option(
+        None,
+        "--lb",
+        help="load balancing: " + " | ".join(LB_MODES) + " (not polarization, spraying: they compare these)",
+    ),
     transport: str = typer.Option(None, "--transport", help="rc (RoCEv2) | uet (Ultra Ethernet, spraying)"),
     write_only: bool = typer.Option(False, "--write-only", help="RDMA Write Only: a RETH in every packet"),
-    size_mb: float = typer.Option(None, "--size-mb", help="bytes per flow, MB (the stories only; default: the "
-                                                          "story's)"),
-    seed: int = typer.Option(None, "--seed", help="seed of the WRED marking draws (default: 0 for the stories, "
-                                                  "the scenario's seed for a file)"),
+    size_mb: float = typer.Option(
+        None, "--size-mb", help="bytes per flow, MB (the stories only; default: the story's)"
+    ),
+    seed: int = typer.Option(
+        None,
+        "--seed",
+        help="seed of the WRED marking draws (default: 0 for the stories, the scenario's seed for a file)",
+    ),
     max_events: int = typer.Option(400, "--max-events", help="narrated events printed with --explain"),
-    force: bool = typer.Option(False, "--force", help="write into an --out folder that holds files aifabric did "
-                                                      "not write there"),
-    qos: Path = typer.Option(None, "--qos", help="run a story on the switch QoS profile (fabric.qos) of this "
-                                                 "scenario or cluster+fabric file (a scenario file's own profile is "
-                                                 "always used)"),
-    cm: bool = typer.Option(False, "--cm", help="set each queue pair up on the wire first: CM REQ -> REP -> RTU to "
-                                                "QP1 before its first Write (in the pcap and in the timing)"),
-    pkey: str = typer.Option(None, "--pkey", help="the P_Key of every queue pair, e.g. 0x8012 (default 0xFFFF, the "
-                                                  "default partition; not the connect story, which uses the book's)"),
-    bad_rkey: bool = typer.Option(False, "--bad-rkey", help="connect: the Write carries an R_Key the server never "
-                                                            "issued (NAK remote access error)"),
-    bad_pkey: bool = typer.Option(False, "--bad-pkey", help="connect: the client's QP is left on the default "
-                                                            "partition 0xFFFF (the server drops and counts)"),
+    force: bool = typer.Option(
+        False, "--force", help="write into an --out folder that holds files aifabric did not write there"
+    ),
+    qos: Path = typer.Option(
+        None,
+        "--qos",
+        help="run a story on the switch QoS profile (fabric.qos) of this "
+        "scenario or cluster+fabric file (a scenario file's own profile is "
+        "always used)",
+    ),
+    cm: bool = typer.Option(
+        False,
+        "--cm",
+        help="set each queue pair up on the wire first: CM REQ -> REP -> RTU to "
+        "QP1 before its first Write (in the pcap and in the timing)",
+    ),
+    pkey: str = typer.Option(
+        None,
+        "--pkey",
+        help="the P_Key of every queue pair, e.g. 0x8012 (default 0xFFFF, the "
+        "default partition; not the connect story, which uses the book's)",
+    ),
+    bad_rkey: bool = typer.Option(
+        False,
+        "--bad-rkey",
+        help="connect: the Write carries an R_Key the server never issued (NAK remote access error)",
+    ),
+    bad_pkey: bool = typer.Option(
+        False,
+        "--bad-pkey",
+        help="connect: the client's QP is left on the default partition 0xFFFF (the server drops and counts)",
+    ),
 ) -> None:
     """Run a packet-level story of Deep Learning for Network Engineers (Ch. 10-12), or a scenario file's
     iteration, on the packet engine; print what happened, optionally narrated and captured."""
@@ -86,18 +131,25 @@ def packet(
     is_file = scenario.endswith((".yaml", ".yml")) or Path(scenario).is_file()
     problems = []
     if not is_file and scenario not in STORIES:
-        problems.append(Problem("scenario", f"unknown story {scenario!r}; one of: {', '.join(STORIES)}, or a "
-                                            "scenario YAML file"))
+        problems.append(
+            Problem("scenario", f"unknown story {scenario!r}; one of: {', '.join(STORIES)}, or a scenario YAML file")
+        )
     if lb is not None and lb not in LB_MODES:
         problems.append(Problem("--lb", f"one of: {', '.join(LB_MODES)}"))
     if transport is not None and transport not in TRANSPORTS:
         problems.append(Problem("--transport", f"one of: {', '.join(TRANSPORTS)}"))
     if size_mb is not None and not 0 < size_mb <= MAX_SIZE_MB:  # NaN and inf too
-        problems.append(Problem("--size-mb", f"must be a number > 0 and <= {MAX_SIZE_MB:,} (every packet is simulated: "
-                                             f"1 GB takes about 20 s) (got {size_mb:g})"))
+        problems.append(
+            Problem(
+                "--size-mb",
+                f"must be a number > 0 and <= {MAX_SIZE_MB:,} (every packet is simulated: "
+                f"1 GB takes about 20 s) (got {size_mb:g})",
+            )
+        )
     if size_mb is not None and is_file:
-        problems.append(Problem("--size-mb", "sizes the stories' flows; a scenario's transfers are sized by its "
-                                             "workload"))
+        problems.append(
+            Problem("--size-mb", "sizes the stories' flows; a scenario's transfers are sized by its workload")
+        )
     if seed is not None and seed < 0:
         problems.append(Problem("--seed", f"must be >= 0 (got {seed})"))
     if max_events < 0:
@@ -126,8 +178,9 @@ def packet(
         except ValueError:
             pkey_value = -1
         if not 0 < pkey_value <= 0xFFFF or not pkey_value & 0x7FFF:
-            problems.append(Problem("--pkey", f"a 16-bit P_Key with a non-zero partition number, e.g. 0x8012 "
-                                              f"(got {pkey!r})"))
+            problems.append(
+                Problem("--pkey", f"a 16-bit P_Key with a non-zero partition number, e.g. 0x8012 (got {pkey!r})")
+            )
         elif scenario == "connect":
             problems.append(Problem("--pkey", "the connect story uses the book's P_Key 0x8012"))
     if cm and scenario == "connect":
@@ -142,8 +195,13 @@ def packet(
     probe_out(pcap, "file", "--pcap")
     traced = tuple(flows) if flows else (0,)
     capture = pcap is not None or out is not None
-    cfg = PacketConfig(explain=explain, seed=seed or 0, trace_flows=traced if capture else (), trace_pfc=capture,
-                       trace_by="rdma" if is_file else "flow")
+    cfg = PacketConfig(
+        explain=explain,
+        seed=seed or 0,
+        trace_flows=traced if capture else (),
+        trace_pfc=capture,
+        trace_by="rdma" if is_file else "flow",
+    )
     if qos is not None:
         from ..packet.profile import apply_qos
         from .fabric_cmd import load_hardware
@@ -170,8 +228,10 @@ def _narrate(runs: list[tuple[str, Network]], max_events: int) -> None:
             console.print(f"\n[bold]{label}[/]")
         log = net.events_log
         if not log:
-            console.print("[dim]no events to narrate: no queue crossed its WRED minimum, no ECN mark, CNP, PFC "
-                          "frame, drop or retransmission[/]")
+            console.print(
+                "[dim]no events to narrate: no queue crossed its WRED minimum, no ECN mark, CNP, PFC "
+                "frame, drop or retransmission[/]"
+            )
         for t, cat, text in log[:max_events]:
             console.print(f"[dim]{t * 1e6:11.3f} us[/] [cyan]{cat:9}[/] {text}", highlight=False)
         more = len(log) - max_events + net.log_dropped
@@ -183,9 +243,14 @@ def _narrate(runs: list[tuple[str, Network]], max_events: int) -> None:
 def _check_traced(traced: tuple[int, ...], available: int, what: str) -> None:
     beyond = [f for f in traced if f >= available]
     if beyond:
-        raise InputError(Problem("--flow", f"the run has {available} {what} (0 .. {available - 1}); no "
-                                           f"{', '.join(map(str, beyond))}" if available else
-                                           f"the run has no {what} to trace"))
+        raise InputError(
+            Problem(
+                "--flow",
+                f"the run has {available} {what} (0 .. {available - 1}); no {', '.join(map(str, beyond))}"
+                if available
+                else f"the run has no {what} to trace",
+            )
+        )
 
 
 def _write_pcap(pcap: Path, net, with_note: bool = True) -> str:
@@ -206,8 +271,9 @@ def check_pcap_options(pcap: Path, max_packets: int, engine: str) -> None:
     folder is probed before the run."""
     problems = []
     if engine != "packet":
-        problems.append(Problem("--pcap", f"the packet engine writes captures (this run: the {engine} engine); add "
-                                          "--engine packet"))
+        problems.append(
+            Problem("--pcap", f"the packet engine writes captures (this run: the {engine} engine); add --engine packet")
+        )
     if pcap.is_dir():
         problems.append(Problem("--pcap", f"{pcap} is a directory"))
     if max_packets < 1:
@@ -229,8 +295,16 @@ def write_capture(pcap: Path, net) -> str:
     return text + (f"\nnote: {note}" if note else "")
 
 
-def _run_story(name: str, cfg, out: Path | None, pcap: Path | None, size_mb: float | None,
-               traced: tuple[int, ...], max_events: int, extra: dict | None = None) -> None:
+def _run_story(
+    name: str,
+    cfg,
+    out: Path | None,
+    pcap: Path | None,
+    size_mb: float | None,
+    traced: tuple[int, ...],
+    max_events: int,
+    extra: dict | None = None,
+) -> None:
     from rich.table import Table
 
     from ..packet.scenarios import run_scenario
@@ -270,8 +344,16 @@ def _run_story(name: str, cfg, out: Path | None, pcap: Path | None, size_mb: flo
         console.print("\nwrote " + ", ".join(files))
 
 
-def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | None, seed: int | None,
-              traced: tuple[int, ...], max_events: int) -> None:
+def _run_file(
+    path: Path,
+    cfg,
+    out: Path | None,
+    pcap: Path | None,
+    lb: str | None,
+    seed: int | None,
+    traced: tuple[int, ...],
+    max_events: int,
+) -> None:
     """A scenario file's workload on the packet engine: iteration time and what the fabric did."""
     from rich.table import Table
 
@@ -290,7 +372,9 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     stats = run.packet_stats
     if not run.results.complete or stats is None:
         if out is not None:  # Ctrl-C: the folder says how far it got
-            write_json(out / "packet-stats.json", {"scenario": s.name, "complete": False, "stopped_in": "packet engine"})
+            write_json(
+                out / "packet-stats.json", {"scenario": s.name, "complete": False, "stopped_in": "packet engine"}
+            )
         console.print("interrupted" + (f": wrote {out / 'packet-stats.json'} (complete: false)" if out else ""))
         raise typer.Exit(130)
     net = run.packet_network
@@ -300,8 +384,11 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     console.rule(f"[bold]{escape(s.name)}: packet engine")
     if cfg.explain:
         _narrate([("", net)], max_events)
-    console.print(f"iteration time {res.iteration_time_s * 1e3:.3f} ms; {stats.packet_hops:,} packet hops, "
-                  f"{stats.events:,} events; {net.rdma_flows:,} RDMA transfers", highlight=False)
+    console.print(
+        f"iteration time {res.iteration_time_s * 1e3:.3f} ms; {stats.packet_hops:,} packet hops, "
+        f"{stats.events:,} events; {net.rdma_flows:,} RDMA transfers",
+        highlight=False,
+    )
     table = Table(show_header=True, header_style="bold")
     tot = stats.to_dict(series=False)["totals"]
     for k in tot:
@@ -310,17 +397,23 @@ def _run_file(path: Path, cfg, out: Path | None, pcap: Path | None, lb: str | No
     console.print(table)
     fcts = sorted((f["fct_s"] for f in stats.flows if f["fct_s"] is not None), reverse=True)
     if fcts:
-        console.print(f"transfers: {len(fcts)}, slowest {fcts[0] * 1e6:.1f} us, median "
-                      f"{fcts[len(fcts) // 2] * 1e6:.1f} us", highlight=False)
+        console.print(
+            f"transfers: {len(fcts)}, slowest {fcts[0] * 1e6:.1f} us, median {fcts[len(fcts) // 2] * 1e6:.1f} us",
+            highlight=False,
+        )
     files = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "packet-stats.json", {"scenario": s.name, "iteration_time_s": res.iteration_time_s,
-                                               **stats.to_dict(series=False)})
+        write_json(
+            out / "packet-stats.json",
+            {"scenario": s.name, "iteration_time_s": res.iteration_time_s, **stats.to_dict(series=False)},
+        )
         files.append(str(out / "packet-stats.json"))
         pcap = pcap or out / "packets.pcap"
     if pcap is not None:
-        files.append(_write_pcap(pcap, net) + f": RDMA transfer{'s' * (len(traced) > 1)} "
-                     f"{', '.join(map(str, traced))} and PFC frames")
+        files.append(
+            _write_pcap(pcap, net) + f": RDMA transfer{'s' * (len(traced) > 1)} "
+            f"{', '.join(map(str, traced))} and PFC frames"
+        )
     if files:
         console.print("\nwrote " + ", ".join(files), highlight=False)

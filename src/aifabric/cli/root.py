@@ -39,12 +39,13 @@ def print_help(file: TextIO | None = None) -> None:
     from rich.text import Text
 
     width = os.environ.get("TERMINAL_WIDTH")  # as typer reads it
-    console = Console(file=file, width=int(width) if width and width.isdigit() else None, highlight=False,
-                      emoji=False)
+    console = Console(file=file, width=int(width) if width and width.isdigit() else None, highlight=False, emoji=False)
     console.print(Padding(Text.assemble(("Usage: ", "yellow"), (USAGE, "bold")), 1))
     console.print(Padding(Text(HELP), (0, 1, 1, 1)))
-    for title, rows in (("Options", OPTIONS.items()),
-                        ("Commands", ((name, first_paragraph(help_text)) for name, (_, help_text) in COMMANDS.items()))):
+    for title, rows in (
+        ("Options", OPTIONS.items()),
+        ("Commands", ((name, first_paragraph(help_text)) for name, (_, help_text) in COMMANDS.items())),
+    ):
         table = Table(highlight=False, show_header=False, expand=True, box=None, padding=(0, 1), pad_edge=False)
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column(ratio=10)

@@ -24,16 +24,24 @@ console = make_console()
 err_console = Console(stderr=True)
 
 OUT_HELP = "output directory (default: a new aifabric-run-<time> folder in the current directory)"
-FOLDER_FORCE_HELP = ("write into an --out folder that holds files aifabric did not write there (files of the same "
-                     "names are replaced, others kept)")
-FORCE_HELP = (FOLDER_FORCE_HELP[:-1] + "), and simulate a scenario whose estimated memory is past what this machine "
-              "has")
+FOLDER_FORCE_HELP = (
+    "write into an --out folder that holds files aifabric did not write there (files of the same "
+    "names are replaced, others kept)"
+)
+FORCE_HELP = FOLDER_FORCE_HELP[:-1] + "), and simulate a scenario whose estimated memory is past what this machine has"
 PROGRESS_MIN_TASKS = 20_000
 
 
-def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
-                   force: bool = False, pcap: Path | None = None, pcap_max_packets: int = 0,
-                   hybrid: dict | None = None) -> int:
+def run_and_report(
+    scenario: Scenario,
+    out: str | Path | None,
+    engine: str | None,
+    scenario_text: str | None,
+    force: bool = False,
+    pcap: Path | None = None,
+    pcap_max_packets: int = 0,
+    hybrid: dict | None = None,
+) -> int:
     """Simulate, print the summary, write the folder. `hybrid`: the hybrid engine's `packet_windows` and
     `packet_max_s` (`simulate`'s keywords)."""
     from ..report import print_summary
@@ -45,7 +53,9 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
         opts = PacketConfig(trace_all=True, trace_pfc=True, trace_max_packets=pcap_max_packets)
     run, out_dir = simulate_into(scenario, out, engine, scenario_text, force, packet_options=opts, hybrid=hybrid)
     print_summary(run, console)
-    console.print(f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml")
+    console.print(
+        f"\nwrote {escape(str(out_dir))}/: summary.json, trace.json, links/collectives/ranks/flows.csv, scenario.yaml"
+    )
     if pcap is not None and run.packet_network is not None:
         from .packet_cmd import write_capture
 
@@ -56,8 +66,16 @@ def run_and_report(scenario: Scenario, out: str | Path | None, engine: str | Non
     return 0
 
 
-def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None, scenario_text: str | None,
-                  force: bool = False, workload=None, packet_options=None, hybrid: dict | None = None):
+def simulate_into(
+    scenario: Scenario,
+    out: str | Path | None,
+    engine: str | None,
+    scenario_text: str | None,
+    force: bool = False,
+    workload=None,
+    packet_options=None,
+    hybrid: dict | None = None,
+):
     """Simulate and write the run's folder (staged, moved into --out when complete): (run, folder). A Ctrl-C in
     the event loop stops it and the partial results are written (`run.results.complete` false); anywhere else
     (building, lowering, summarizing, writing) the folder gets scenario.yaml, the files already complete and a
@@ -77,10 +95,15 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     t0 = time.perf_counter()
     verbose = scenario.cluster.total_gpus >= 256
 
-    words = {"fabric": f"building the fabric of {scenario.cluster.total_gpus:,} GPUs ...",
-             "workload": "building the workload ...", "task graph": "lowering it to a task graph ...",
-             "results": "summarizing ...", "report": "writing the report ...", "done": "done",
-             "fault-free run": "the same iteration without the faults (what they cost) ..."}
+    words = {
+        "fabric": f"building the fabric of {scenario.cluster.total_gpus:,} GPUs ...",
+        "workload": "building the workload ...",
+        "task graph": "lowering it to a task graph ...",
+        "results": "summarizing ...",
+        "report": "writing the report ...",
+        "done": "done",
+        "fault-free run": "the same iteration without the faults (what they cost) ...",
+    }
 
     stage = ["starting"]
     if verbose and est is not None:
@@ -96,8 +119,15 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
     try:
         try:
             try:
-                run = simulate(scenario, engine, bar.on_progress, workload=workload, phase=on_phase,
-                               packet_options=packet_options, **(hybrid or {}))
+                run = simulate(
+                    scenario,
+                    engine,
+                    bar.on_progress,
+                    workload=workload,
+                    phase=on_phase,
+                    packet_options=packet_options,
+                    **(hybrid or {}),
+                )
             finally:
                 bar.stop()
             on_phase("report")
@@ -109,8 +139,9 @@ def simulate_into(scenario: Scenario, out: str | Path | None, engine: str | None
             with held_interrupts():  # a second Ctrl-C waits until the files are in place
                 written = _write_stopped(folder.staging, scenario, scenario_text, stage[0])
                 folder.publish()
-            raise Interrupted(f"stopped in stage {stage[0]!r}; wrote {out_dir}/: {', '.join(written)} "
-                              "(summary.json: complete false)") from None
+            raise Interrupted(
+                f"stopped in stage {stage[0]!r}; wrote {out_dir}/: {', '.join(written)} (summary.json: complete false)"
+            ) from None
     finally:
         folder.discard()
     on_phase("done")
@@ -128,9 +159,15 @@ class ProgressLine:
 
         from ..estimate import RunProgress
 
-        self.bar = Progress(TextColumn("{task.fields[sim]}"), BarColumn(), TextColumn("{task.fields[tasks]}"),
-                            TimeElapsedColumn(), TextColumn("{task.fields[left]}"), console=err_console,
-                            transient=True)
+        self.bar = Progress(
+            TextColumn("{task.fields[sim]}"),
+            BarColumn(),
+            TextColumn("{task.fields[tasks]}"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[left]}"),
+            console=err_console,
+            transient=True,
+        )
         self.pace = RunProgress(run_est)
         # the packet engine spends long on each transfer (every packet of it): a bar from the first task
         self.min_tasks = 1 if engine == "packet" else PROGRESS_MIN_TASKS
@@ -151,8 +188,13 @@ class ProgressLine:
         if done - self.shown >= 1000 or done == total or self.min_tasks == 1:
             assert self.task_id is not None
             view = self.pace.update(done, total, t_s)
-            self.bar.update(self.task_id, completed=round(1000 * view.fraction), sim=view.words(),
-                            tasks=f"{done:,}/{total:,} tasks", left=view.left())
+            self.bar.update(
+                self.task_id,
+                completed=round(1000 * view.fraction),
+                sim=view.words(),
+                tasks=f"{done:,}/{total:,} tasks",
+                left=view.left(),
+            )
             self.shown = done
 
     def stop(self) -> None:
@@ -176,9 +218,12 @@ def warn_if_long(scenario: Scenario, engine: str, est, workload):
             err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
         return run_est
     if est is not None and est.seconds > warn_threshold_s():
-        err_console.print(f"[yellow]warning:[/] the {escape(engine)} engine would take about {duration(est.seconds)} "
-                          f"on this scenario ({est.tasks:,} tasks: {escape(est.counted)}). Faster: {escape(est.reduce)}."
-                          " Ctrl-C during the run stops it and writes the results so far", highlight=False)
+        err_console.print(
+            f"[yellow]warning:[/] the {escape(engine)} engine would take about {duration(est.seconds)} "
+            f"on this scenario ({est.tasks:,} tasks: {escape(est.counted)}). Faster: {escape(est.reduce)}."
+            " Ctrl-C during the run stops it and writes the results so far",
+            highlight=False,
+        )
     return None
 
 
@@ -191,20 +236,33 @@ def _write_stopped(staging: Path, scenario: Scenario, scenario_text: str | None,
 
     if scenario_text is not None and not (staging / "scenario.yaml").exists():
         write_atomic(staging / "scenario.yaml", scenario_text)
-    write_json(staging / "summary.json", {"schema_version": SUMMARY_SCHEMA_VERSION, "aifabric_version": __version__,
-                                          "complete": False, "stopped_in": stage,
-                                          "scenario": scenario.applicable_dump()})
+    write_json(
+        staging / "summary.json",
+        {
+            "schema_version": SUMMARY_SCHEMA_VERSION,
+            "aifabric_version": __version__,
+            "complete": False,
+            "stopped_in": stage,
+            "scenario": scenario.applicable_dump(),
+        },
+    )
     return sorted(p.name for p in staging.iterdir() if not p.name.startswith("."))
 
 
-ENGINE_HELP = ("flow | analytic | packet | hybrid (the flow engine with windows packet by packet: --packet-window) "
-               "(default: the scenario's)")
-WINDOW_HELP = ("hybrid engine: a span of the iteration simulated packet by packet: START:END (0.80s:0.95s, "
-               "800ms:950ms), a parallel dimension's network traffic (dp, pp, ep or moe, cp, tp), or auto (where "
-               "traffic crosses the NICs at its peak; the default). Repeat for several windows")
-PACKET_MAX_HELP = ("hybrid engine: of each window, at most this much simulated time packet by packet (e.g. 1ms, "
-                   "500us; all: whole windows); a transfer still in flight then finishes at the goodput its packets "
-                   "reached")
+ENGINE_HELP = (
+    "flow | analytic | packet | hybrid (the flow engine with windows packet by packet: --packet-window) "
+    "(default: the scenario's)"
+)
+WINDOW_HELP = (
+    "hybrid engine: a span of the iteration simulated packet by packet: START:END (0.80s:0.95s, "
+    "800ms:950ms), a parallel dimension's network traffic (dp, pp, ep or moe, cp, tp), or auto (where "
+    "traffic crosses the NICs at its peak; the default). Repeat for several windows"
+)
+PACKET_MAX_HELP = (
+    "hybrid engine: of each window, at most this much simulated time packet by packet (e.g. 1ms, "
+    "500us; all: whole windows); a transfer still in flight then finishes at the goodput its packets "
+    "reached"
+)
 
 
 def hybrid_options(engine: str, windows: list[str] | None, packet_max: str) -> dict | None:
@@ -228,10 +286,12 @@ def hybrid_options(engine: str, windows: list[str] | None, packet_max: str) -> d
     return {"packet_windows": list(windows or ["auto"]), "packet_max_s": max_s}
 
 
-SCENARIO_HELP = ("embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H100) | fabric (data-parallel "
-                 "replicas across a spine tier: ECMP vs spraying and the spine oversubscription decide the "
-                 "iteration time) | ch14 (the Chapter 14 cluster of the book Deep Learning for Network Engineers: "
-                 "data-parallel on 2 x 4 GPUs)")
+SCENARIO_HELP = (
+    "embedded scenario: demo (GPT-3 13B in 3D parallelism, 4 x 8 H100) | fabric (data-parallel "
+    "replicas across a spine tier: ECMP vs spraying and the spine oversubscription decide the "
+    "iteration time) | ch14 (the Chapter 14 cluster of the book Deep Learning for Network Engineers: "
+    "data-parallel on 2 x 4 GPUs)"
+)
 
 
 @app.command()
@@ -265,7 +325,9 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
         from ..simulate import build_fabric
 
         resolve_faults(build_fabric(s)[0], s.faults)
-    console.print(f"[green]ok[/] {escape(str(file))}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine")
+    console.print(
+        f"[green]ok[/] {escape(str(file))}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine"
+    )
     return 0
 
 
@@ -275,10 +337,15 @@ def simulate_cmd(
     engine: str = typer.Option(None, "--engine", "-e", help=ENGINE_HELP),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP, parser=out_path),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
-    pcap: Path = typer.Option(None, "--pcap", help="packet engine: write the run's RoCEv2 packets, CNPs, ACKs and PFC "
-                                                   "frames to FILE (up to --pcap-max-packets)"),
-    pcap_max_packets: int = typer.Option(10_000, "--pcap-max-packets", min=1, help="packets kept in --pcap; the rest are "
-                                                                            "counted and left out"),
+    pcap: Path = typer.Option(
+        None,
+        "--pcap",
+        help="packet engine: write the run's RoCEv2 packets, CNPs, ACKs and PFC "
+        "frames to FILE (up to --pcap-max-packets)",
+    ),
+    pcap_max_packets: int = typer.Option(
+        10_000, "--pcap-max-packets", min=1, help="packets kept in --pcap; the rest are counted and left out"
+    ),
     packet_window: list[str] = typer.Option(None, "--packet-window", help=WINDOW_HELP),
     packet_max: str = typer.Option("1ms", "--packet-max", help=PACKET_MAX_HELP),
 ) -> int:
@@ -292,8 +359,9 @@ def simulate_cmd(
 
         check_pcap_options(pcap, pcap_max_packets, eng or scenario.engine)
     hybrid = hybrid_options(eng or scenario.engine, packet_window, packet_max)
-    return run_and_report(scenario, out, eng, file.read_text(encoding="utf-8"), force, pcap, pcap_max_packets,
-                          hybrid=hybrid)
+    return run_and_report(
+        scenario, out, eng, file.read_text(encoding="utf-8"), force, pcap, pcap_max_packets, hybrid=hybrid
+    )
 
 
 def _engine(name: str) -> str:

@@ -16,19 +16,25 @@ from .run_cmds import FORCE_HELP, _engine
 
 console = make_console()
 
-VARY_HELP = ("a field and its values: FIELD=V1,V2,... (integer ranges as LO..HI); repeat for several fields, varied "
-             "together, or in every combination with --grid")
-BACKEND_HELP = ("auto (Ray when installed, else a local process pool) | ray | local (a pool of processes on this "
-                "machine)")
-ADDRESS_HELP = ("an existing Ray cluster: auto (the one `ray start --head` started on this machine), HOST:6379, or "
-                "ray://HOST:10001 (Ray Client); default: a local Ray instance on this machine's cores")
+VARY_HELP = (
+    "a field and its values: FIELD=V1,V2,... (integer ranges as LO..HI); repeat for several fields, varied "
+    "together, or in every combination with --grid"
+)
+BACKEND_HELP = (
+    "auto (Ray when installed, else a local process pool) | ray | local (a pool of processes on this machine)"
+)
+ADDRESS_HELP = (
+    "an existing Ray cluster: auto (the one `ray start --head` started on this machine), HOST:6379, or "
+    "ray://HOST:10001 (Ray Client); default: a local Ray instance on this machine's cores"
+)
 WORKERS_HELP = "cases at a time (default: every core of this machine, or every CPU of the Ray cluster)"
 TIMEOUT_HELP = "seconds a case may run before it is stopped and recorded as timed out (default: no limit)"
 _ADDRESS = re.compile(r"^(auto|local|ray://[^\s:/]+(:\d+)?|[A-Za-z0-9_.\-]+:\d+|\[[0-9A-Fa-f:]+\]:\d+)$")
 
 
-def check_run_options(*, workers: int | None, timeout: float | None, address: str | None, backend: str,
-                      resume: bool, out: Path | None) -> list[Problem]:
+def check_run_options(
+    *, workers: int | None, timeout: float | None, address: str | None, backend: str, resume: bool, out: Path | None
+) -> list[Problem]:
     """The flags a sweep and a search share, checked before anything runs; every problem at once."""
     from ..sweep.run import BACKENDS
 
@@ -69,8 +75,13 @@ def out_folder(out: Path | None, prefix: str, resume: bool, force: bool = False)
         try:
             return new_run_dir(prefix=prefix)
         except OSError as exc:
-            raise InputError(Problem("--out", f"cannot create a {prefix}-<time> folder in the current directory: "
-                                              f"{exc.strerror or exc}; give one with --out")) from None
+            raise InputError(
+                Problem(
+                    "--out",
+                    f"cannot create a {prefix}-<time> folder in the current directory: "
+                    f"{exc.strerror or exc}; give one with --out",
+                )
+            ) from None
     if not resume and out.is_dir() and (out / "sweep.json").exists():
         raise InputError(Problem("--out", f"{out} holds a sweep already: --resume to finish it, or another --out"))
     target = out if resume else check_folder(out, force, SWEEP)
@@ -103,8 +114,11 @@ def check_cases_work(cases, engine: str | None, force: bool) -> None:
         except ValueError:  # not valid alone: the run says why
             continue
     if problems:
-        more = [Problem("--vary", f"and {len(problems) - 5} more cases past this machine's memory")] \
-            if len(problems) > 5 else []
+        more = (
+            [Problem("--vary", f"and {len(problems) - 5} more cases past this machine's memory")]
+            if len(problems) > 5
+            else []
+        )
         raise InputError(problems[:5] + more)
 
 
@@ -130,17 +144,28 @@ def progress_bar():
 
     from .run_cmds import err_console
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("[red]{task.fields[failed]} failed[/]"), TimeElapsedColumn(), TextColumn("left"),
-                    TimeRemainingColumn(), console=err_console, transient=False)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[red]{task.fields[failed]} failed[/]"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
 
 
 def report_row_failure(progress, row: dict) -> None:
     from rich.markup import escape
 
     if row["status"] != "ok":
-        progress.console.print(f"[red]{row['status']}[/] case {row['case']} ({escape(row['label'])}): "
-                               f"{escape(str(row['error']))[:300]}", highlight=False, soft_wrap=True)
+        progress.console.print(
+            f"[red]{row['status']}[/] case {row['case']} ({escape(row['label'])}): {escape(str(row['error']))[:300]}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()
@@ -149,19 +174,28 @@ def sweep(
     vary: list[str] = typer.Option(None, "--vary", help=VARY_HELP),
     grid: bool = typer.Option(False, "--grid", help="every combination of the --vary fields' values"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    out: Path = typer.Option(None, "--out", "-o", help="the sweep's folder (default: a new aifabric-sweep-<time>)",
-                             parser=out_path),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="the sweep's folder (default: a new aifabric-sweep-<time>)", parser=out_path
+    ),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     resume: bool = typer.Option(False, "--resume", help="finish the sweep in --out: skip the cases it has done"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run the failed cases again"),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="record the combinations that do not validate "
-                                      "as invalid and run the others (default: refuse the sweep, listing them all)"),
+    skip_invalid: bool = typer.Option(
+        False,
+        "--skip-invalid",
+        help="record the combinations that do not validate "
+        "as invalid and run the others (default: refuse the sweep, listing them all)",
+    ),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
     workers: int = typer.Option(None, "--workers", "-j", help=WORKERS_HELP),
     timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
-    reports: bool = typer.Option(True, "--reports/--no-reports", help="write each case's report.html (the sweep "
-                                 "page links to them); --no-reports: summary.json and the table only, faster"),
+    reports: bool = typer.Option(
+        True,
+        "--reports/--no-reports",
+        help="write each case's report.html (the sweep "
+        "page links to them); --no-reports: summary.json and the table only, faster",
+    ),
 ) -> int:
     """Run every combination of the varied fields, on Ray (a local instance, or a cluster with --address) or a
     local process pool: one table (Parquet and CSV) of every case's metrics, power and cost, and sweep.html with
@@ -173,8 +207,9 @@ def sweep(
     from ..sweep.run import make_backend, run_sweep
     from ..sweep.store import check_resume, definition
 
-    problems = check_run_options(workers=workers, timeout=timeout, address=address, backend=backend,
-                                 resume=resume, out=out)
+    problems = check_run_options(
+        workers=workers, timeout=timeout, address=address, backend=backend, resume=resume, out=out
+    )
     if retry_failed and not resume:
         problems.append(Problem("--retry-failed", "only with --resume"))
     eng = _engine_or_problem(engine, problems)
@@ -213,11 +248,22 @@ def sweep(
     title = f"{file.name}: {', '.join(dict.fromkeys(p for c in cases for p, _ in c.varied))}"
     from .errors import Interrupted
 
-    again = (f"finish with: aifabric sweep {file} {' '.join('--vary ' + v for v in vary)}{' --grid' if grid else ''} "
-             f"--out {folder} --resume")
+    again = (
+        f"finish with: aifabric sweep {file} {' '.join('--vary ' + v for v in vary)}{' --grid' if grid else ''} "
+        f"--out {folder} --resume"
+    )
     try:
-        result = run_sweep(cases, folder, pool, engine=eng, reports=reports, resume=resume, title=title,
-                           on_start=on_start, on_row=on_row)
+        result = run_sweep(
+            cases,
+            folder,
+            pool,
+            engine=eng,
+            reports=reports,
+            resume=resume,
+            title=title,
+            on_start=on_start,
+            on_row=on_row,
+        )
     except KeyboardInterrupt:  # outside the cases' loop (which stops itself and writes the table): every file
         # written so far is complete (each atomically), sweep.json still says complete false
         raise Interrupted(f"stopped; the cases recorded so far are in {folder}/runs; {again}") from None
@@ -247,13 +293,22 @@ def print_outcome(rows: list[dict], total: int, folder: Path, files: list[Path],
     console.print(f"[bold]{len(rows)} of {total} cases recorded[/]: {counts}", highlight=False)
     if ok:
         front = [ok[i] for i in pareto([(r["iteration_time_s"], r["capex_usd"]) for r in ok])]
-        t = Table(title=f"Pareto front: cost against iteration time ({len(front)} of {len(ok)} cases; no other is "
-                        "both cheaper and faster)", title_justify="left")
+        t = Table(
+            title=f"Pareto front: cost against iteration time ({len(front)} of {len(ok)} cases; no other is "
+            "both cheaper and faster)",
+            title_justify="left",
+        )
         for col in ("case", "values", "iteration time", "capital", "network", "tokens/s"):
             t.add_column(col, justify="left" if col in ("case", "values") else "right")
         for r in front[:top]:
-            t.add_row(r["case"], escape(r["label"]), fmt_time(r["iteration_time_s"]), fmt_usd(r["capex_usd"]),
-                      fmt_usd(r["network_capex_usd"]), f"{r['tokens_per_s']:,.0f}")
+            t.add_row(
+                r["case"],
+                escape(r["label"]),
+                fmt_time(r["iteration_time_s"]),
+                fmt_usd(r["capex_usd"]),
+                fmt_usd(r["network_capex_usd"]),
+                f"{r['tokens_per_s']:,.0f}",
+            )
         if len(front) > top:
             t.caption = f"... {len(front) - top} more in sweep.html"
         console.print(t)
@@ -267,22 +322,40 @@ def print_outcome(rows: list[dict], total: int, folder: Path, files: list[Path],
 @app.command()
 def optimize(
     file: Path = typer.Argument(..., help="the base scenario (YAML)"),
-    vary: list[str] = typer.Option(None, "--vary", help="a field and the values to search: FIELD=V1,V2,... "
-                                   "(integer ranges as LO..HI); repeat for several fields (every combination is a "
-                                   "candidate)"),
-    objective: str = typer.Option("cost", "--objective", help="the metric to minimize (times, costs, power) or "
-                                  "maximize (tokens_per_s, mfu, tokens_per_s_per_dollar): cost, network_cost, "
-                                  "iteration_time, power, training_cost, tokens_per_s, mfu, ..., or any column of "
-                                  "the results table; max:METRIC / min:METRIC to choose the direction"),
-    constraint: list[str] = typer.Option(None, "--constraint", help="METRIC <=|>=|<|> [FACTOR *] best|NUMBER, "
-                                         "e.g. 'iteration_time <= 1.02 * best' (best: the best of that metric the "
-                                         "search finds); repeatable"),
-    trials: int = typer.Option(24, "--trials", "-n", help="runs per phase of the search (a phase finds each "
-                               "'best' a constraint needs, then one optimizes the objective)"),
+    vary: list[str] = typer.Option(
+        None,
+        "--vary",
+        help="a field and the values to search: FIELD=V1,V2,... "
+        "(integer ranges as LO..HI); repeat for several fields (every combination is a "
+        "candidate)",
+    ),
+    objective: str = typer.Option(
+        "cost",
+        "--objective",
+        help="the metric to minimize (times, costs, power) or "
+        "maximize (tokens_per_s, mfu, tokens_per_s_per_dollar): cost, network_cost, "
+        "iteration_time, power, training_cost, tokens_per_s, mfu, ..., or any column of "
+        "the results table; max:METRIC / min:METRIC to choose the direction",
+    ),
+    constraint: list[str] = typer.Option(
+        None,
+        "--constraint",
+        help="METRIC <=|>=|<|> [FACTOR *] best|NUMBER, "
+        "e.g. 'iteration_time <= 1.02 * best' (best: the best of that metric the "
+        "search finds); repeatable",
+    ),
+    trials: int = typer.Option(
+        24,
+        "--trials",
+        "-n",
+        help="runs per phase of the search (a phase finds each "
+        "'best' a constraint needs, then one optimizes the objective)",
+    ),
     seed: int = typer.Option(0, "--seed", help="seed of the search"),
     engine: str = typer.Option(None, "--engine", "-e", help="flow | analytic | packet (default: the scenario's)"),
-    out: Path = typer.Option(None, "--out", "-o", help="the search's folder (default: a new aifabric-optimize-<time>)",
-                             parser=out_path),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="the search's folder (default: a new aifabric-optimize-<time>)", parser=out_path
+    ),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
@@ -296,8 +369,9 @@ def optimize(
     from ..sweep.optimize import Space, parse_constraint, parse_objective
     from ..sweep.run import make_backend
 
-    problems = check_run_options(workers=workers, timeout=timeout, address=address, backend=backend, resume=False,
-                                 out=out)
+    problems = check_run_options(
+        workers=workers, timeout=timeout, address=address, backend=backend, resume=False, out=out
+    )
     if trials < 1:
         problems.append(Problem("--trials", f"must be >= 1 (got {trials})"))
     if seed < 0:
@@ -327,8 +401,10 @@ def optimize(
 
         with held_interrupts():
             if not (claimed.staging / "sweep.json").exists():
-                write_json(claimed.staging / "sweep.json", {"schema_version": 1, "kind": "optimize",
-                                                            "scenario": str(file), "cases": [], "complete": False})
+                write_json(
+                    claimed.staging / "sweep.json",
+                    {"schema_version": 1, "kind": "optimize", "scenario": str(file), "cases": [], "complete": False},
+                )
             claimed.publish()
         raise Interrupted(f"the search stopped; the runs made so far are in {claimed.target}/runs") from None
     finally:
@@ -358,34 +434,66 @@ def _optimize_into(claimed, file, vary, eng, reports, goal, cons, trials, seed, 
         bar.update(state["task"], advance=1, failed=state["failed"])
 
     def on_phase(phase) -> None:
-        what = phase.goal.text + (f" with {' and '.join(c.text for c in phase.constraints)}" if phase.constraints
-                                  else " (the best a constraint is relative to)")
+        what = phase.goal.text + (
+            f" with {' and '.join(c.text for c in phase.constraints)}"
+            if phase.constraints
+            else " (the best a constraint is relative to)"
+        )
         if state["task"] is not None:
             bar.update(state["task"], visible=False)
         state["task"] = bar.add_task(f"phase {len(phases) + 1}", total=min(trials, space.size), failed=0)
         state["failed"] = 0
         phases.append(phase)
-        bar.console.print(f"phase {len(phases)}: {escape(what)}, at most {min(trials, space.size)} runs",
-                          highlight=False, soft_wrap=True)
+        bar.console.print(
+            f"phase {len(phases)}: {escape(what)}, at most {min(trials, space.size)} runs",
+            highlight=False,
+            soft_wrap=True,
+        )
 
     phases: list = []
     pool.start()
-    console.print(f"searching {space.size:,} combinations of {', '.join(space.fields)} on {pool.where}",
-                  highlight=False)
+    console.print(
+        f"searching {space.size:,} combinations of {', '.join(space.fields)} on {pool.where}", highlight=False
+    )
     bar.start()
     try:
-        result = search(space, goal, cons, trials, lambda cases: execute(pool, cases, folder, payload, on_row),
-                        seed=seed, batch=pool.workers, on_phase=on_phase)
+        result = search(
+            space,
+            goal,
+            cons,
+            trials,
+            lambda cases: execute(pool, cases, folder, payload, on_row),
+            seed=seed,
+            batch=pool.workers,
+            on_phase=on_phase,
+        )
     finally:
         bar.stop()
         pool.close()
     evaluated = [space.cases[c] for c in space.cases]
     evaluated = [c for c in evaluated if any(r["case"] == c.id for r in result.rows)]
-    write_json(folder / "sweep.json", definition("optimize", file, list(vary or []), True, eng, evaluated,
-                                                 {"search": result.to_dict(), "complete": not result.interrupted}))
+    write_json(
+        folder / "sweep.json",
+        definition(
+            "optimize",
+            file,
+            list(vary or []),
+            True,
+            eng,
+            evaluated,
+            {"search": result.to_dict(), "complete": not result.interrupted},
+        ),
+    )
     write_json(folder / "optimize.json", result.to_dict())
-    files = write_outputs(folder, evaluated, result.rows, f"{file.name}: {goal.text}", plotly,
-                          extra_html=answer_html(result), name="optimize")
+    files = write_outputs(
+        folder,
+        evaluated,
+        result.rows,
+        f"{file.name}: {goal.text}",
+        plotly,
+        extra_html=answer_html(result),
+        name="optimize",
+    )
     target = claimed.publish()
     print_answer(result)
     print_outcome(result.rows, len(result.rows), target, [target / f.name for f in [*files, folder / "optimize.json"]])
@@ -410,8 +518,18 @@ def _answer_lines(result) -> list[str]:
         lines.append("no run meets every constraint" if result.rows else "nothing ran")
         return lines
     lines.append(f"answer: case {a['case']}: {a['label']}")
-    keys = list(dict.fromkeys([goal.metric, *(c.metric for c in result.constraints), "iteration_time_s",
-                               "capex_usd", "network_capex_usd", "tokens_per_s"]))
+    keys = list(
+        dict.fromkeys(
+            [
+                goal.metric,
+                *(c.metric for c in result.constraints),
+                "iteration_time_s",
+                "capex_usd",
+                "network_capex_usd",
+                "tokens_per_s",
+            ]
+        )
+    )
     lines.append("  " + "; ".join(f"{k} {format_metric(k, a.get(k))}" for k in keys if a.get(k) is not None))
     return lines
 
@@ -431,6 +549,8 @@ def answer_html(result) -> str:
     link = ""
     if result.answer is not None and result.answer.get("report"):
         link = f"<p><a href='{html.escape(result.answer['report'], quote=True)}'>the answer's report</a></p>"
-    return (f"<h2>The answer: {html.escape(result.objective.text)}"
-            f"{' with ' + html.escape(' and '.join(c.text for c in result.constraints)) if result.constraints else ''}"
-            f"</h2><ul>{items}</ul>{link}<p class='note'>Every run the search made is below: the evidence.</p>")
+    return (
+        f"<h2>The answer: {html.escape(result.objective.text)}"
+        f"{' with ' + html.escape(' and '.join(c.text for c in result.constraints)) if result.constraints else ''}"
+        f"</h2><ul>{items}</ul>{link}<p class='note'>Every run the search made is below: the evidence.</p>"
+    )

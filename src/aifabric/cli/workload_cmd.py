@@ -11,8 +11,15 @@ from .console import make_console
 
 console = make_console()
 
-DIM_NAMES = {"dp": "data parallel", "tp": "tensor parallel", "pp": "pipeline", "ep": "expert parallel",
-             "cp": "context parallel", "zero": "ZeRO / FSDP shards", "all": "all"}
+DIM_NAMES = {
+    "dp": "data parallel",
+    "tp": "tensor parallel",
+    "pp": "pipeline",
+    "ep": "expert parallel",
+    "cp": "context parallel",
+    "zero": "ZeRO / FSDP shards",
+    "all": "all",
+}
 
 
 def _gB(x: float) -> str:
@@ -37,35 +44,48 @@ def workload(file: Path = typer.Argument(..., help="scenario YAML")) -> int:
         from ..workload.memory import memory_per_gpu
 
         model, plan, _ = resolve_plan(s)  # load_scenario has refused a plan with problems
-        console.print(f"[bold]{model.name}[/]: {model.params:,} parameters"
-                      + (f" ({model.active_params:,} active per token)" if model.moe else "")
-                      + f"; tp {plan.tp} × pp {plan.pp} × dp {plan.dp} × cp {plan.cp}, ep {plan.ep}, "
-                      f"{plan.schedule}, {plan.micro_batches} micro-batches of {plan.micro_batch_size} × "
-                      f"{plan.seq_len} tokens")
+        console.print(
+            f"[bold]{model.name}[/]: {model.params:,} parameters"
+            + (f" ({model.active_params:,} active per token)" if model.moe else "")
+            + f"; tp {plan.tp} × pp {plan.pp} × dp {plan.dp} × cp {plan.cp}, ep {plan.ep}, "
+            f"{plan.schedule}, {plan.micro_batches} micro-batches of {plan.micro_batch_size} × "
+            f"{plan.seq_len} tokens"
+        )
         mem = Table(title=f"memory per GPU, GB ({spec.name}: {spec.hbm_gB:g} GB)")
         for col in ("stage", "parameters", "weights", "gradients", "optimizer", "activations", "total"):
             mem.add_column(col, justify="right")
         for st in range(plan.pp):
             e = memory_per_gpu(model, plan, st)
             g = e.as_gB()
-            mem.add_row(str(st), f"{e.params / 1e9:.2f} B", *(f"{g[k]:.1f}" for k in
-                                                              ("weights", "gradients", "optimizer", "activations",
-                                                               "total")))
+            mem.add_row(
+                str(st),
+                f"{e.params / 1e9:.2f} B",
+                *(f"{g[k]:.1f}" for k in ("weights", "gradients", "optimizer", "activations", "total")),
+            )
         console.print(mem)
     w = build_workload(s)
     peak = spec.peak_flops(s.workload.precision)
     ideal_s = w.flops_per_iteration / (w.world_size * peak)
     console.print(f"{w.description}; {w.flops_per_iteration:.3e} model FLOP per iteration", highlight=False)
-    console.print(f"ideal iteration time {ideal_s:.3f} s: the whole iteration if all {w.world_size} GPUs computed at "
-                  f"their dense {s.workload.precision} peak ({peak / 1e12:,.0f} TFLOP/s each) and never waited "
-                  "(MFU 100%; the simulated iteration time is longer)", highlight=False)
+    console.print(
+        f"ideal iteration time {ideal_s:.3f} s: the whole iteration if all {w.world_size} GPUs computed at "
+        f"their dense {s.workload.precision} peak ({peak / 1e12:,.0f} TFLOP/s each) and never waited "
+        "(MFU 100%; the simulated iteration time is longer)",
+        highlight=False,
+    )
     tr = traffic_summary(w, s.cluster.gpus_per_server)
     t = Table(title="bytes per iteration (GB): sent by each GPU, and in total over scale-up and scale-out")
     for col in ("dimension", "per GPU (max)", "per GPU (mean)", "total", "scale-up (NVLink)", "scale-out (fabric)"):
         t.add_column(col, justify="right" if col != "dimension" else "left")
     for dim, d in tr.items():
-        t.add_row(DIM_NAMES.get(dim, dim), _gB(d.per_gpu_max_bytes), _gB(d.per_gpu_mean_bytes), _gB(d.total_bytes),
-                  _gB(d.scale_up_bytes), _gB(d.scale_out_bytes))
+        t.add_row(
+            DIM_NAMES.get(dim, dim),
+            _gB(d.per_gpu_max_bytes),
+            _gB(d.per_gpu_mean_bytes),
+            _gB(d.total_bytes),
+            _gB(d.scale_up_bytes),
+            _gB(d.scale_out_bytes),
+        )
     console.print(t)
     return 0
 
@@ -86,9 +106,11 @@ def models(
     from ..models import MODELS, Transformer
     from ..workload.memory import min_gpus_for_weights
 
-    bad = [Problem(flag, f"must be a number > 0 (got {v:g})") for flag, v in
-           (("--gpu-memory-gb", gpu_memory_gb), ("--bytes-per-param", bytes_per_param))
-           if not (math.isfinite(v) and v > 0)]
+    bad = [
+        Problem(flag, f"must be a number > 0 (got {v:g})")
+        for flag, v in (("--gpu-memory-gb", gpu_memory_gb), ("--bytes-per-param", bytes_per_param))
+        if not (math.isfinite(v) and v > 0)
+    ]
     if bad:
         raise InputError(bad)
     t = Table(title=f"model zoo (weights at {bytes_per_param:g} bytes per parameter, {gpu_memory_gb:g} GB GPUs)")
@@ -101,7 +123,12 @@ def models(
             row = [f"{m.active_params:,}" if m.moe else "", str(m.layers), str(m.hidden), kv]
         else:
             row = ["", "", "", ""]
-        t.add_row(name, f"{m.params:,}", f"{pub:,.0f}" if pub else "", *row,
-                  str(min_gpus_for_weights(m.params, bytes_per_param, gpu_memory_gb)))
+        t.add_row(
+            name,
+            f"{m.params:,}",
+            f"{pub:,.0f}" if pub else "",
+            *row,
+            str(min_gpus_for_weights(m.params, bytes_per_param, gpu_memory_gb)),
+        )
     console.print(t)
     return 0

@@ -45,8 +45,16 @@ def dissemination_barrier(ranks: Sequence[int]) -> Schedule:
     while d < n:
         mb.add(k, r[i], r[(i + d) % n], 0, MODE_COPY, "barrier")
         k, d = k + 1, d * 2
-    return mb.build("barrier", "dissemination", r, 0, chunk_bounds_array(0, 1), ALL, ALL,
-                    notes=f"{k} rounds of signals at distance 1, 2, 4, ...")
+    return mb.build(
+        "barrier",
+        "dissemination",
+        r,
+        0,
+        chunk_bounds_array(0, 1),
+        ALL,
+        ALL,
+        notes=f"{k} rounds of signals at distance 1, 2, 4, ...",
+    )
 
 
 def not_applicable(op: str, algorithm: str, ranks: Sequence[int], layout: Layout) -> str | None:
@@ -61,9 +69,18 @@ def not_applicable(op: str, algorithm: str, ranks: Sequence[int], layout: Layout
     return None
 
 
-def build_schedule(op: str, algorithm: str, ranks: Sequence[int], elements: int, layout: Layout, *,
-                   channels: int = 1, pieces: int = 1, root: int | None = None,
-                   counts: np.ndarray | None = None) -> Schedule:
+def build_schedule(
+    op: str,
+    algorithm: str,
+    ranks: Sequence[int],
+    elements: int,
+    layout: Layout,
+    *,
+    channels: int = 1,
+    pieces: int = 1,
+    root: int | None = None,
+    counts: np.ndarray | None = None,
+) -> Schedule:
     """`ranks`: the group (any global ranks); `elements`: nccl-tests' count (AllGather: the gathered
     output, ReduceScatter: the input, AllToAll: all a rank sends); `root` for Broadcast / Reduce
     (default: the group's first rank); `counts` (n x n) for AllToAllv; `channels` rings / tree pairs;

@@ -97,8 +97,11 @@ class Process:
 
 
 def processes(launch: Launch) -> list[Process]:
-    return [Process(global_rank(n, launch.nproc_per_node, l), n, l, launch.node_addr(n))
-            for n in range(launch.nnodes) for l in range(launch.nproc_per_node)]
+    return [
+        Process(global_rank(n, launch.nproc_per_node, l), n, l, launch.node_addr(n))
+        for n in range(launch.nnodes)
+        for l in range(launch.nproc_per_node)
+    ]
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,14 @@ class Rendezvous:
         return max((e.t_s for e in self.events), default=0.0)
 
 
-def rendezvous(launch: Launch, rng: np.random.Generator, network: str = FRONTEND, rtt_s: float = 50e-6,
-               loopback_rtt_s: float = 5e-6, rate_gbps: float = 100.0) -> Rendezvous:
+def rendezvous(
+    launch: Launch,
+    rng: np.random.Generator,
+    network: str = FRONTEND,
+    rtt_s: float = 50e-6,
+    loopback_rtt_s: float = 5e-6,
+    rate_gbps: float = 100.0,
+) -> Rendezvous:
     """The TCP rendezvous and the unique-ID distribution, as timed events (handshakes in parallel;
     the master sends the ID to the ranks one after another on its one socket per rank)."""
     procs = processes(launch)
@@ -142,10 +151,11 @@ def rendezvous(launch: Launch, rng: np.random.Generator, network: str = FRONTEND
         src = LOOPBACK if local else p.host_addr
         net, rtt = (LOOPBACK_NET, loopback_rtt_s) if local else (network, rtt_s)
         connections.append((p.rank, dst, launch.master_port))
-        events += [BootstrapEvent(0.0, "syn", p.rank, 0, src, dst, launch.master_port, net, TCP_HEADER_BYTES),
-                   BootstrapEvent(rtt / 2, "syn-ack", 0, p.rank, dst, src, ephemeral_port(p.rank), net,
-                                  TCP_HEADER_BYTES),
-                   BootstrapEvent(rtt, "ack", p.rank, 0, src, dst, launch.master_port, net, TCP_HEADER_BYTES)]
+        events += [
+            BootstrapEvent(0.0, "syn", p.rank, 0, src, dst, launch.master_port, net, TCP_HEADER_BYTES),
+            BootstrapEvent(rtt / 2, "syn-ack", 0, p.rank, dst, src, ephemeral_port(p.rank), net, TCP_HEADER_BYTES),
+            BootstrapEvent(rtt, "ack", p.rank, 0, src, dst, launch.master_port, net, TCP_HEADER_BYTES),
+        ]
         established = max(established, rtt)
     unique_id = rng.integers(0, 256, size=UNIQUE_ID_BYTES, dtype=np.uint8).tobytes()
     wire_s = (UNIQUE_ID_BYTES + TCP_HEADER_BYTES) * 8 / (rate_gbps * 1e9)
@@ -154,11 +164,26 @@ def rendezvous(launch: Launch, rng: np.random.Generator, network: str = FRONTEND
         local = p.node_rank == master.node_rank
         t += wire_s
         arrive = t + (loopback_rtt_s if local else rtt_s) / 2
-        events.append(BootstrapEvent(arrive, "unique-id", 0, p.rank, LOOPBACK if local else launch.master_addr,
-                                     LOOPBACK if local else p.host_addr, ephemeral_port(p.rank),
-                                     LOOPBACK_NET if local else network, UNIQUE_ID_BYTES + TCP_HEADER_BYTES))
-    return Rendezvous((launch.master_addr, launch.master_port), launch.world_size - 1, tuple(connections), unique_id,
-                      tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))))
+        events.append(
+            BootstrapEvent(
+                arrive,
+                "unique-id",
+                0,
+                p.rank,
+                LOOPBACK if local else launch.master_addr,
+                LOOPBACK if local else p.host_addr,
+                ephemeral_port(p.rank),
+                LOOPBACK_NET if local else network,
+                UNIQUE_ID_BYTES + TCP_HEADER_BYTES,
+            )
+        )
+    return Rendezvous(
+        (launch.master_addr, launch.master_port),
+        launch.world_size - 1,
+        tuple(connections),
+        unique_id,
+        tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))),
+    )
 
 
 @dataclass(frozen=True)
@@ -181,8 +206,9 @@ def nic_name(p: Process) -> str:
     return f"{p.host_addr}/nic{p.local_rank}"
 
 
-def ring_connections(launch: Launch, start_s: float = 0.0, channels: int = 2, rtt_s: float = 5e-6,
-                     costs: SetupCosts | None = None) -> RingConnections:
+def ring_connections(
+    launch: Launch, start_s: float = 0.0, channels: int = 2, rtt_s: float = 5e-6, costs: SetupCosts | None = None
+) -> RingConnections:
     """NCCL's ring connections per channel (rank r -> r + 1, the last to 0): pairs on one node use NVLink (no QP),
     pairs on two nodes an RDMA connection each, set up `costs.concurrency` at a time per NIC; `rtt_s` is the
     backend round trip between two NICs."""
@@ -191,8 +217,9 @@ def ring_connections(launch: Launch, start_s: float = 0.0, channels: int = 2, rt
     costs = costs or SetupCosts()
     procs = processes(launch)
     n = len(procs)
-    pairs = [(procs[r], procs[(r + 1) % n]) for r in range(n) if n > 1 and procs[r].node_rank !=
-             procs[(r + 1) % n].node_rank]
+    pairs = [
+        (procs[r], procs[(r + 1) % n]) for r in range(n) if n > 1 and procs[r].node_rank != procs[(r + 1) % n].node_rank
+    ]
     links = [NicPair(nic_name(a), nic_name(b), rtt_s) for _ in range(channels) for a, b in pairs]
     setup = connection_setup(links, costs)
     req, rep, rtu, _ = costs.legs_s(rtt_s)
@@ -206,10 +233,22 @@ def ring_connections(launch: Launch, start_s: float = 0.0, channels: int = 2, rt
             busy[nic_name(a)] = busy.get(nic_name(a), 0) + 1
             busy[nic_name(b)] = busy.get(nic_name(b), 0) + 1
             for kind, t, s_, d_ in (("cm-req", req, a, b), ("cm-rep", rep, b, a), ("cm-rtu", rtu, a, b)):
-                events.append(BootstrapEvent(t0 + t, kind, s_.rank, d_.rank, nic_name(s_), nic_name(d_),
-                                             ROCEV2_UDP_PORT, BACKEND, CM_MAD_FRAME_BYTES))
-    return RingConnections(start_s, channels, tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))),
-                           setup)
+                events.append(
+                    BootstrapEvent(
+                        t0 + t,
+                        kind,
+                        s_.rank,
+                        d_.rank,
+                        nic_name(s_),
+                        nic_name(d_),
+                        ROCEV2_UDP_PORT,
+                        BACKEND,
+                        CM_MAD_FRAME_BYTES,
+                    )
+                )
+    return RingConnections(
+        start_s, channels, tuple(sorted(events, key=lambda e: (e.t_s, e.src_rank, e.dst_rank))), setup
+    )
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,11 @@ class SetupCosts:
     def connection_s(self, rtt_s: float) -> float:
         """One connection, from the first QP creation to the passive side's RTS."""
         q = self.qps_per_connection
-        return (q * (QP_CREATES_PER_CONNECTION * self.qp_create_s + QP_MODIFIES_PER_CONNECTION * self.qp_modify_s)
-                + CM_MESSAGES_PER_CONNECTION * self.cm_processing_s + 1.5 * rtt_s)
+        return (
+            q * (QP_CREATES_PER_CONNECTION * self.qp_create_s + QP_MODIFIES_PER_CONNECTION * self.qp_modify_s)
+            + CM_MESSAGES_PER_CONNECTION * self.cm_processing_s
+            + 1.5 * rtt_s
+        )
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,13 @@ def connection_setup(links: Iterable[NicPair], costs: SetupCosts | None = None) 
     return setup_of_nics({nic: (len(r), max(r)) for nic, r in per_nic.items()}, n, rtt_min, rtt_max, costs)
 
 
-def setup_of_nics(per_nic: dict[str, tuple[int, float]], connections: int, rtt_min_s: float, rtt_max_s: float,
-                  costs: SetupCosts | None = None) -> ConnectionSetup:
+def setup_of_nics(
+    per_nic: dict[str, tuple[int, float]],
+    connections: int,
+    rtt_min_s: float,
+    rtt_max_s: float,
+    costs: SetupCosts | None = None,
+) -> ConnectionSetup:
     """The same from each NIC's (connections, slowest round trip) and the job's totals."""
     costs = costs or SetupCosts()
     if not connections:
@@ -150,6 +158,18 @@ def setup_of_nics(per_nic: dict[str, tuple[int, float]], connections: int, rtt_m
         if t > time_s:
             time_s, busiest, rounds_max = t, nic, rounds
     n, q = connections, costs.qps_per_connection
-    return ConnectionSetup(n, 2 * n * q, time_s, costs.connection_s(rtt_max_s), rtt_min_s, rtt_max_s, len(per_nic),
-                           busiest, per_nic[busiest][0], rounds_max, CM_MESSAGES_PER_CONNECTION * n,
-                           CM_MESSAGES_PER_CONNECTION * n * CM_FRAME_BYTES, costs)
+    return ConnectionSetup(
+        n,
+        2 * n * q,
+        time_s,
+        costs.connection_s(rtt_max_s),
+        rtt_min_s,
+        rtt_max_s,
+        len(per_nic),
+        busiest,
+        per_nic[busiest][0],
+        rounds_max,
+        CM_MESSAGES_PER_CONNECTION * n,
+        CM_MESSAGES_PER_CONNECTION * n * CM_FRAME_BYTES,
+        costs,
+    )

@@ -120,12 +120,23 @@ class Paths:
         return cls(g, nvlink, rail, cross or rail, nics if 0 < nics < g else 0)
 
     @classmethod
-    def simple(cls, gpus_per_server: int, nvlink_gBps: float, nic_gbps: float, nvlink_latency_us: float = 0.5,
-               rail_latency_us: float = 2.0, spine_latency_us: float = 3.0) -> Paths:
+    def simple(
+        cls,
+        gpus_per_server: int,
+        nvlink_gBps: float,
+        nic_gbps: float,
+        nvlink_latency_us: float = 0.5,
+        rail_latency_us: float = 2.0,
+        spine_latency_us: float = 3.0,
+    ) -> Paths:
         """Paths of an ideal non-blocking rail-optimized fabric (per-direction bandwidths, as given)."""
         nic = nic_gbps * 1e9 / 8
-        return cls(gpus_per_server, Hop(nvlink_latency_us * 1e-6, nvlink_gBps * 1e9, NVLINK),
-                   Hop(rail_latency_us * 1e-6, nic, NET), Hop(spine_latency_us * 1e-6, nic, NET))
+        return cls(
+            gpus_per_server,
+            Hop(nvlink_latency_us * 1e-6, nvlink_gBps * 1e9, NVLINK),
+            Hop(rail_latency_us * 1e-6, nic, NET),
+            Hop(spine_latency_us * 1e-6, nic, NET),
+        )
 
 
 @dataclass(frozen=True)
@@ -149,8 +160,11 @@ class Shape:
 
 
 def _xfer(hop: Hop, nbytes: float, proto: Protocol) -> float:
-    return hop.latency_s + proto.step_overhead_s(hop.tier) + nbytes / (proto.bandwidth_efficiency
-                                                                      * hop.bandwidth_bytes_per_s)
+    return (
+        hop.latency_s
+        + proto.step_overhead_s(hop.tier)
+        + nbytes / (proto.bandwidth_efficiency * hop.bandwidth_bytes_per_s)
+    )
 
 
 def _step(proto: Protocol, *parts: tuple[Hop, float] | None) -> float:
@@ -188,8 +202,17 @@ def _tree_path(shape: Shape, paths: Paths, nbytes: float, proto: Protocol, rail_
     return (shape.per_server - 1) * _step(proto, (paths.nvlink, nbytes)) + rail_hops * _step(proto, (paths.rail, rail))
 
 
-def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, paths: Paths, *,
-                      protocol: str = "simple", channels: int = 1, pieces: int = 1) -> float:
+def collective_time_s(
+    op: str,
+    algorithm: str,
+    shape: Shape,
+    size_bytes: float,
+    paths: Paths,
+    *,
+    protocol: str = "simple",
+    channels: int = 1,
+    pieces: int = 1,
+) -> float:
     """Time of one collective; `size_bytes` in nccl-tests' convention (see workload.ops)."""
     proto = PROTOCOLS[protocol]
     n, s, L = shape.n, shape.servers, shape.per_server
@@ -205,8 +228,11 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
     over = proto.step_overhead_s(NET if inter else NVLINK)  # per message of the direct algorithms
 
     def ring_step(chunk_bytes: float) -> float:  # every GPU sends one chunk per channel
-        return _step(proto, (nvl, c * chunk_bytes) if intra else None,
-                     (net, chunk_bytes * math.ceil(c / nics)) if inter else None)
+        return _step(
+            proto,
+            (nvl, c * chunk_bytes) if intra else None,
+            (net, chunk_bytes * math.ceil(c / nics)) if inter else None,
+        )
 
     if op == "barrier":
         return t + math.ceil(math.log2(n)) * _step(proto, (paths.cross_rail if inter else nvl, 0.0))
@@ -226,8 +252,15 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
         if algorithm == "ring":
             return t + (n - 1) * ring_step(B / (n * c))
         if algorithm == "direct":
-            return t + (n - 1) * over + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
-                                              (paths.cross_rail, (n - L) * B / n) if inter else None)
+            return (
+                t
+                + (n - 1) * over
+                + _step(
+                    proto,
+                    (nvl, (L - 1) * B / n) if intra else None,
+                    (paths.cross_rail, (n - L) * B / n) if inter else None,
+                )
+            )
         if algorithm == "rhd":
             return t + _rhd_rounds(shape, paths, B, proto)
         if algorithm == "hierarchical":
@@ -238,8 +271,9 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
         if algorithm == "ring":
             return t + 2 * (n - 1) * ring_step(B / (n * c))
         if algorithm == "direct":
-            one = (n - 1) * over + _step(proto, (nvl, (L - 1) * B / n) if intra else None,
-                                         (paths.cross_rail, (n - L) * B / n) if inter else None)
+            one = (n - 1) * over + _step(
+                proto, (nvl, (L - 1) * B / n) if intra else None, (paths.cross_rail, (n - L) * B / n) if inter else None
+            )
             return t + 2 * one
         if algorithm == "rhd":
             return t + 2 * _rhd_rounds(shape, paths, B, proto)
@@ -250,18 +284,23 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             trees = 2 * c
             b = B / (trees * pieces)
             per_nic = math.ceil(trees / min(trees, L, paths.nics_per_server or L))
-            per_piece = _step(proto, (nvl, 2 * trees * b) if intra else None,
-                              (paths.rail, 3 * b * per_nic) if inter else None)
+            per_piece = _step(
+                proto, (nvl, 2 * trees * b) if intra else None, (paths.rail, 3 * b * per_nic) if inter else None
+            )
             # the trees' chains start at different GPUs: at each step every GPU's NVLink port carries the
             # pieces of trees / L trees, every NIC those of its per_nic trees
-            pipeline = 2 * _tree_path(shape, paths, b * max(1.0, trees / L), proto, b * per_nic) + (
-                pieces - 1) * per_piece
-            port_s = max(2 * B / nvl.bandwidth_bytes_per_s if intra else 0.0,
-                         3 * B * per_nic / (trees * paths.rail.bandwidth_bytes_per_s) if inter else 0.0)
+            pipeline = (
+                2 * _tree_path(shape, paths, b * max(1.0, trees / L), proto, b * per_nic) + (pieces - 1) * per_piece
+            )
+            port_s = max(
+                2 * B / nvl.bandwidth_bytes_per_s if intra else 0.0,
+                3 * B * per_nic / (trees * paths.rail.bandwidth_bytes_per_s) if inter else 0.0,
+            )
             nvl_alpha = nvl.latency_s + proto.step_overhead_s(NVLINK)
             rail_alpha = paths.rail.latency_s + proto.step_overhead_s(NET)
-            alphas = 2 * ((L - 1) * nvl_alpha + (int(math.log2(s)) * rail_alpha if inter else 0.0)) + (
-                pieces - 1) * (rail_alpha if inter else nvl_alpha)
+            alphas = 2 * ((L - 1) * nvl_alpha + (int(math.log2(s)) * rail_alpha if inter else 0.0)) + (pieces - 1) * (
+                rail_alpha if inter else nvl_alpha
+            )
             return t + max(pipeline, alphas + port_s / proto.bandwidth_efficiency)
         if algorithm in ("hierarchical", "hierarchical-rhd"):
             local = (L - 1) * _step(proto, (nvl, B / L)) if intra else 0.0
@@ -283,8 +322,7 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             local = B / (eff * NVLS_EFFICIENCY * nvl.bandwidth_bytes_per_s) if intra else 0.0
             cross = B / (L * eff * paths.rail.bandwidth_bytes_per_s) if inter else 0.0
             stages = 2 * intra + 2 * inter
-            alphas = (NVLS_LATENCY_S + 2 * nvl.latency_s) * intra + (
-                SHARP_LATENCY_S + 2 * paths.rail.latency_s) * inter
+            alphas = (NVLS_LATENCY_S + 2 * nvl.latency_s) * intra + (SHARP_LATENCY_S + 2 * paths.rail.latency_s) * inter
             return alphas + (pieces + stages - 1) / pieces * max(local, cross)
     if op in ("broadcast", "reduce"):
         if algorithm == "ring":  # the chain: a piece crosses n - 1 hops, the others follow it
@@ -296,6 +334,11 @@ def collective_time_s(op: str, algorithm: str, shape: Shape, size_bytes: float, 
             per_piece = _step(proto, (nvl, b) if intra else None, (paths.rail, 2 * b) if inter else None)
             return t + _tree_path(shape, paths, b, proto) + (pieces - 1) * per_piece
         if algorithm == "direct":
-            return t + (n - 1) * over + _step(proto, (nvl, (L - 1) * B) if intra else None,
-                                              (paths.cross_rail, (n - L) * B) if inter else None)
+            return (
+                t
+                + (n - 1) * over
+                + _step(
+                    proto, (nvl, (L - 1) * B) if intra else None, (paths.cross_rail, (n - L) * B) if inter else None
+                )
+            )
     raise ValueError(f"no cost model for {op} / {algorithm}")

@@ -31,8 +31,13 @@ def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     return i, j
 
 
-def direct_reduce_scatter(ranks: Sequence[int] | np.ndarray, elements: int, first_step: int = 0, mb: MoveBuilder | None = None,
-                          phase: str = "reduce-scatter") -> MoveBuilder:
+def direct_reduce_scatter(
+    ranks: Sequence[int] | np.ndarray,
+    elements: int,
+    first_step: int = 0,
+    mb: MoveBuilder | None = None,
+    phase: str = "reduce-scatter",
+) -> MoveBuilder:
     r = np.asarray(ranks, dtype=np.int64)
     i, j = _pairs(len(r))
     mb = mb or MoveBuilder()
@@ -40,8 +45,13 @@ def direct_reduce_scatter(ranks: Sequence[int] | np.ndarray, elements: int, firs
     return mb
 
 
-def direct_all_gather(ranks: Sequence[int] | np.ndarray, elements: int, first_step: int = 0, mb: MoveBuilder | None = None,
-                      phase: str = "all-gather") -> MoveBuilder:
+def direct_all_gather(
+    ranks: Sequence[int] | np.ndarray,
+    elements: int,
+    first_step: int = 0,
+    mb: MoveBuilder | None = None,
+    phase: str = "all-gather",
+) -> MoveBuilder:
     r = np.asarray(ranks, dtype=np.int64)
     i, j = _pairs(len(r))
     mb = mb or MoveBuilder()
@@ -49,8 +59,9 @@ def direct_all_gather(ranks: Sequence[int] | np.ndarray, elements: int, first_st
     return mb
 
 
-def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorithm: str = "direct",
-           pieces: int = 1) -> Schedule:
+def direct(
+    op: str, ranks: Sequence[int], elements: int, root: int = -1, algorithm: str = "direct", pieces: int = 1
+) -> Schedule:
     r = np.asarray(ranks, dtype=np.int64)
     n = len(r)
     bounds = chunk_bounds_array(elements, n)
@@ -74,8 +85,9 @@ def direct(op: str, ranks: Sequence[int], elements: int, root: int = -1, algorit
     raise ValueError(f"direct {op} is not defined")
 
 
-def all_to_all(ranks: Sequence[int], elements: int, counts: np.ndarray | None = None,
-               algorithm: str = "direct") -> Schedule:
+def all_to_all(
+    ranks: Sequence[int], elements: int, counts: np.ndarray | None = None, algorithm: str = "direct"
+) -> Schedule:
     """AllToAll (counts None: `elements` per rank split evenly over destinations) or AllToAllv
     (counts[i][j]: elements position i sends to position j)."""
     r = np.asarray(ranks, dtype=np.int64)
@@ -94,9 +106,18 @@ def all_to_all(ranks: Sequence[int], elements: int, counts: np.ndarray | None = 
     mb.add(0, r[i[keep]], r[j[keep]], i[keep] * n + j[keep], MODE_COPY, op)
     src = np.repeat(r, n)
     dst = np.tile(r, n)
-    return mb.build(op, algorithm, r, int(counts.sum()), bounds, src, dst,
-                    notes="every block straight to its destination; PXN relays cross-rail blocks over NVLink"
-                    if algorithm == "pxn" else "every block straight to its destination")
+    return mb.build(
+        op,
+        algorithm,
+        r,
+        int(counts.sum()),
+        bounds,
+        src,
+        dst,
+        notes="every block straight to its destination; PXN relays cross-rail blocks over NVLink"
+        if algorithm == "pxn"
+        else "every block straight to its destination",
+    )
 
 
 def send_recv(src: int, dst: int, elements: int) -> Schedule:

@@ -58,8 +58,10 @@ def _inter_ring(mb: MoveBuilder, m: np.ndarray, first_step: int, parts: tuple[st
     # (s - t) mod S and (s + 1 - t) mod S from a sliding window, int32, no division
     window = np.lib.stride_tricks.sliding_window_view(np.tile(np.arange(s_count, dtype=np.int32), 2), s_count)
     off = 0
-    for part, phase, mode, shift in (("rs", "inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0),
-                                     ("ag", "inter-server all-gather (rail ring)", MODE_COPY, 1)):
+    for part, phase, mode, shift in (
+        ("rs", "inter-server reduce-scatter (rail ring)", MODE_REDUCE, 0),
+        ("ag", "inter-server all-gather (rail ring)", MODE_COPY, 1),
+    ):
         if part not in parts:
             continue
         sub = window[(shift - np.arange(s_count - 1)) % s_count][:, None, :]
@@ -79,8 +81,16 @@ def _inter_rhd(mb: MoveBuilder, m: np.ndarray, first_step: int) -> int:
         for ph in range(len(sub.phases)):
             sel = sub.phase == ph
             mode = int(sub.mode[sel][0]) if sel.any() else MODE_COPY
-            mb.add(first_step + sub.step[sel], sub.src[sel], sub.dst[sel], shard * s_count + sub.chunk[sel], mode,
-                   f"inter-server {sub.phases[ph]} (rail)", count=sub.count[sel], channel=q)
+            mb.add(
+                first_step + sub.step[sel],
+                sub.src[sel],
+                sub.dst[sel],
+                shard * s_count + sub.chunk[sel],
+                mode,
+                f"inter-server {sub.phases[ph]} (rail)",
+                count=sub.count[sel],
+                channel=q,
+            )
         last = max(last, first_step + sub.n_steps)
     return last
 
@@ -93,9 +103,16 @@ def hierarchical_all_reduce(m: np.ndarray, elements: int, inter: str = "ring") -
     step = local - 1
     step = (_inter_ring if inter == "ring" else _inter_rhd)(mb, m, step)
     _intra(mb, m, "intra-server all-gather (NVLink)", step, MODE_COPY)
-    return mb.build("all-reduce", "hierarchical" if inter == "ring" else "hierarchical-rhd", m.reshape(-1), elements,
-                    chunk_bounds_array(elements, s_count * local), ALL, ALL,
-                    notes=f"{s_count} servers × {local} GPUs: NVLink RS, rail {inter} AllReduce per shard, NVLink AG")
+    return mb.build(
+        "all-reduce",
+        "hierarchical" if inter == "ring" else "hierarchical-rhd",
+        m.reshape(-1),
+        elements,
+        chunk_bounds_array(elements, s_count * local),
+        ALL,
+        ALL,
+        notes=f"{s_count} servers × {local} GPUs: NVLink RS, rail {inter} AllReduce per shard, NVLink AG",
+    )
 
 
 def hierarchical_owners(m: np.ndarray) -> np.ndarray:
@@ -111,9 +128,16 @@ def hierarchical_reduce_scatter(m: np.ndarray, elements: int) -> Schedule:
     mb = MoveBuilder()
     _intra(mb, m, "intra-server reduce-scatter (NVLink)", 0, MODE_REDUCE)
     _inter_ring(mb, m, max(0, local - 1), ("rs",))
-    return mb.build("reduce-scatter", "hierarchical", m.reshape(-1), elements,
-                    chunk_bounds_array(elements, s_count * local), ALL, hierarchical_owners(m),
-                    notes=f"{s_count} servers × {local} GPUs: NVLink RS, then rail-ring RS per shard")
+    return mb.build(
+        "reduce-scatter",
+        "hierarchical",
+        m.reshape(-1),
+        elements,
+        chunk_bounds_array(elements, s_count * local),
+        ALL,
+        hierarchical_owners(m),
+        notes=f"{s_count} servers × {local} GPUs: NVLink RS, then rail-ring RS per shard",
+    )
 
 
 def hierarchical_all_gather(m: np.ndarray, elements: int) -> Schedule:
@@ -122,9 +146,16 @@ def hierarchical_all_gather(m: np.ndarray, elements: int) -> Schedule:
     mb = MoveBuilder()
     step = _inter_ring(mb, m, 0, ("ag",))
     _intra(mb, m, "intra-server all-gather (NVLink)", step, MODE_COPY)
-    return mb.build("all-gather", "hierarchical", m.reshape(-1), elements,
-                    chunk_bounds_array(elements, s_count * local), hierarchical_owners(m), ALL,
-                    notes=f"{s_count} servers × {local} GPUs: rail-ring AG per shard, then NVLink AG")
+    return mb.build(
+        "all-gather",
+        "hierarchical",
+        m.reshape(-1),
+        elements,
+        chunk_bounds_array(elements, s_count * local),
+        hierarchical_owners(m),
+        ALL,
+        notes=f"{s_count} servers × {local} GPUs: rail-ring AG per shard, then NVLink AG",
+    )
 
 
 NVLS_REDUCE, NVLS_MULTICAST = "switch reduce (NVLS)", "switch multicast (NVLS)"
@@ -157,10 +188,16 @@ def nvls_all_reduce(m: np.ndarray, elements: int, pieces: int = 1) -> Schedule:
         l_idx, q_idx = l_idx.reshape(1, 1, -1), q_idx.reshape(1, 1, -1)
         srv3 = srv[..., 0]
         p3 = p[..., 0]
-        mb.add(p3, m[srv3, q_idx], m[srv3, l_idx], p3 * ls + l_idx * s_count, MODE_REDUCE, NVLS_REDUCE,
-               count=s_count)
-        mb.add(p3 + 1 + inter, m[srv3, l_idx], m[srv3, q_idx], p3 * ls + l_idx * s_count, MODE_COPY, NVLS_MULTICAST,
-               count=s_count)
+        mb.add(p3, m[srv3, q_idx], m[srv3, l_idx], p3 * ls + l_idx * s_count, MODE_REDUCE, NVLS_REDUCE, count=s_count)
+        mb.add(
+            p3 + 1 + inter,
+            m[srv3, l_idx],
+            m[srv3, q_idx],
+            p3 * ls + l_idx * s_count,
+            MODE_COPY,
+            NVLS_MULTICAST,
+            count=s_count,
+        )
     if s_count > 1:  # [p, l, owner server j, member server t]
         j_idx, t_idx = np.nonzero(~np.eye(s_count, dtype=bool))
         j_idx, t_idx = j_idx.reshape(1, 1, -1), t_idx.reshape(1, 1, -1)
@@ -169,6 +206,14 @@ def nvls_all_reduce(m: np.ndarray, elements: int, pieces: int = 1) -> Schedule:
         chunk = p3 * ls + lane * s_count + j_idx
         mb.add(p3 + 1, m[t_idx, lane], m[j_idx, lane], chunk, MODE_REDUCE, SHARP_REDUCE, channel=lane)
         mb.add(p3 + 2, m[j_idx, lane], m[t_idx, lane], chunk, MODE_COPY, SHARP_MULTICAST, channel=lane)
-    return mb.build("all-reduce", "nvls", m.reshape(-1), elements, chunk_bounds_array(elements, pieces * ls), ALL, ALL,
-                    notes=f"{s_count} servers × {local} GPUs: NVSwitch reduce, rail-switch reduce + multicast, "
-                          f"NVSwitch multicast; {pieces} piece(s) pipelined")
+    return mb.build(
+        "all-reduce",
+        "nvls",
+        m.reshape(-1),
+        elements,
+        chunk_bounds_array(elements, pieces * ls),
+        ALL,
+        ALL,
+        notes=f"{s_count} servers × {local} GPUs: NVSwitch reduce, rail-switch reduce + multicast, "
+        f"NVSwitch multicast; {pieces} piece(s) pipelined",
+    )

@@ -3,8 +3,17 @@ line's help texts read them)."""
 
 from __future__ import annotations
 
-OPS = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all", "all-to-allv",
-       "send-recv", "barrier")
+OPS = (
+    "all-reduce",
+    "reduce-scatter",
+    "all-gather",
+    "broadcast",
+    "reduce",
+    "all-to-all",
+    "all-to-allv",
+    "send-recv",
+    "barrier",
+)
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all-reduce": ("ring", "tree", "direct", "rhd", "hierarchical", "hierarchical-rhd", "nvls"),
     "reduce-scatter": ("ring", "direct", "rhd", "hierarchical"),

@@ -48,8 +48,15 @@ def _halving(mb: MoveBuilder, r: np.ndarray, p: int, block_start: np.ndarray, st
         lo = (i // length) * length
         upper = (i & d) != 0
         send_lo = np.where(upper, lo, lo + d)
-        mb.add(step, r[i], r[i ^ d], block_start[send_lo], MODE_REDUCE, "reduce-scatter (halving)",
-               count=block_start[send_lo + d] - block_start[send_lo])
+        mb.add(
+            step,
+            r[i],
+            r[i ^ d],
+            block_start[send_lo],
+            MODE_REDUCE,
+            "reduce-scatter (halving)",
+            count=block_start[send_lo + d] - block_start[send_lo],
+        )
         step += 1
     return step
 
@@ -60,8 +67,15 @@ def _doubling(mb: MoveBuilder, r: np.ndarray, p: int, block_start: np.ndarray, s
     for k in reversed(range(rounds)):
         d = p >> (k + 1)
         lo = (i // d) * d
-        mb.add(step, r[i], r[i ^ d], block_start[lo], MODE_COPY, "all-gather (doubling)",
-               count=block_start[lo + d] - block_start[lo])
+        mb.add(
+            step,
+            r[i],
+            r[i ^ d],
+            block_start[lo],
+            MODE_COPY,
+            "all-gather (doubling)",
+            count=block_start[lo + d] - block_start[lo],
+        )
         step += 1
     return step
 
@@ -100,5 +114,13 @@ def rhd(op: str, ranks: Sequence[int], elements: int) -> Schedule:
         mb.add(step, r[k], r[p + k], ex_chunk, MODE_COPY, "unfold")
     owners = _owners(r, p, extra)
     source, target = {"all-reduce": (ALL, ALL), "reduce-scatter": (ALL, owners), "all-gather": (owners, ALL)}[op]
-    return mb.build(op, "rhd", r, elements, chunk_bounds_array(elements, n), source, target,
-                    notes=f"p = {p}, {p.bit_length() - 1} rounds" + (f", {extra} extra rank(s) folded" if extra else ""))
+    return mb.build(
+        op,
+        "rhd",
+        r,
+        elements,
+        chunk_bounds_array(elements, n),
+        source,
+        target,
+        notes=f"p = {p}, {p.bit_length() - 1} rounds" + (f", {extra} extra rank(s) folded" if extra else ""),
+    )

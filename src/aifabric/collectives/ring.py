@@ -67,8 +67,16 @@ def ring_reduce_scatter(ring: Sequence[int] | np.ndarray, elements: int) -> Sche
     rings = _rings(ring)
     mb = MoveBuilder()
     _ring_block(mb, rings, RS, 0)
-    return mb.build("reduce-scatter", "ring", rings[0], elements, chunk_bounds_array(elements, rings.size), ALL,
-                    _owners(rings), notes=f"{rings.shape[0]} channel(s), {rings.shape[1] - 1} steps")
+    return mb.build(
+        "reduce-scatter",
+        "ring",
+        rings[0],
+        elements,
+        chunk_bounds_array(elements, rings.size),
+        ALL,
+        _owners(rings),
+        notes=f"{rings.shape[0]} channel(s), {rings.shape[1] - 1} steps",
+    )
 
 
 def ring_all_gather(ring: Sequence[int] | np.ndarray, elements: int) -> Schedule:
@@ -76,8 +84,16 @@ def ring_all_gather(ring: Sequence[int] | np.ndarray, elements: int) -> Schedule
     rings = _rings(ring)
     mb = MoveBuilder()
     _ring_block(mb, rings, AG, 0)
-    return mb.build("all-gather", "ring", rings[0], elements, chunk_bounds_array(elements, rings.size),
-                    _owners(rings), ALL, notes=f"{rings.shape[0]} channel(s), {rings.shape[1] - 1} steps")
+    return mb.build(
+        "all-gather",
+        "ring",
+        rings[0],
+        elements,
+        chunk_bounds_array(elements, rings.size),
+        _owners(rings),
+        ALL,
+        notes=f"{rings.shape[0]} channel(s), {rings.shape[1] - 1} steps",
+    )
 
 
 def ring_all_reduce(ring: Sequence[int] | np.ndarray, elements: int) -> Schedule:
@@ -86,8 +102,16 @@ def ring_all_reduce(ring: Sequence[int] | np.ndarray, elements: int) -> Schedule
     mb = MoveBuilder()
     _ring_block(mb, rings, RS, 0)
     _ring_block(mb, rings, AG, n - 1)
-    return mb.build("all-reduce", "ring", rings[0], elements, chunk_bounds_array(elements, rings.size), ALL, ALL,
-                    notes=f"{rings.shape[0]} channel(s), {n - 1} ReduceScatter + {n - 1} AllGather steps")
+    return mb.build(
+        "all-reduce",
+        "ring",
+        rings[0],
+        elements,
+        chunk_bounds_array(elements, rings.size),
+        ALL,
+        ALL,
+        notes=f"{rings.shape[0]} channel(s), {n - 1} ReduceScatter + {n - 1} AllGather steps",
+    )
 
 
 def _chain(rings: np.ndarray, root: int, towards_root: bool) -> np.ndarray:
@@ -117,8 +141,17 @@ def chain_broadcast(ring: Sequence[int] | np.ndarray, elements: int, root: int, 
     chains = _chain(rings, root, towards_root=False)
     mb = MoveBuilder()
     _chain_moves(mb, chains, pieces, MODE_COPY, "broadcast")
-    return mb.build("broadcast", "ring", chains[0], elements, chunk_bounds_array(elements, rings.shape[0] * pieces),
-                    root, ALL, root=root, notes=f"chain from the root, {pieces} piece(s) pipelined")
+    return mb.build(
+        "broadcast",
+        "ring",
+        chains[0],
+        elements,
+        chunk_bounds_array(elements, rings.shape[0] * pieces),
+        root,
+        ALL,
+        root=root,
+        notes=f"chain from the root, {pieces} piece(s) pipelined",
+    )
 
 
 def chain_reduce(ring: Sequence[int] | np.ndarray, elements: int, root: int, pieces: int = 1) -> Schedule:
@@ -126,8 +159,17 @@ def chain_reduce(ring: Sequence[int] | np.ndarray, elements: int, root: int, pie
     chains = _chain(rings, root, towards_root=True)
     mb = MoveBuilder()
     _chain_moves(mb, chains, pieces, MODE_REDUCE, "reduce")
-    return mb.build("reduce", "ring", chains[0], elements, chunk_bounds_array(elements, rings.shape[0] * pieces),
-                    ALL, root, root=root, notes=f"chain towards the root, {pieces} piece(s) pipelined")
+    return mb.build(
+        "reduce",
+        "ring",
+        chains[0],
+        elements,
+        chunk_bounds_array(elements, rings.shape[0] * pieces),
+        ALL,
+        root,
+        root=root,
+        notes=f"chain towards the root, {pieces} piece(s) pipelined",
+    )
 
 
 def owned_chunk_after_reduce_scatter(position: int, n: int) -> int:

@@ -84,9 +84,15 @@ class Schedule:
         def up(a: np.ndarray) -> np.ndarray:
             return np.where(a >= 0, a + delta, a).astype(a.dtype)
 
-        return replace(self, ranks=tuple(r + delta for r in self.ranks), src=(self.src + delta).astype(self.src.dtype),
-                       dst=(self.dst + delta).astype(self.dst.dtype), source=up(self.source), target=up(self.target),
-                       root=self.root + delta if self.root >= 0 else self.root)
+        return replace(
+            self,
+            ranks=tuple(r + delta for r in self.ranks),
+            src=(self.src + delta).astype(self.src.dtype),
+            dst=(self.dst + delta).astype(self.dst.dtype),
+            source=up(self.source),
+            target=up(self.target),
+            root=self.root + delta if self.root >= 0 else self.root,
+        )
 
     # -- sizes ----------------------------------------------------------------------------------
     @property
@@ -116,19 +122,36 @@ class Schedule:
     @property
     def nbytes(self) -> int:
         """Memory held by the move arrays."""
-        return sum(a.nbytes for a in (self.step, self.src, self.dst, self.chunk, self.count, self.mode,
-                                      self.phase, self.channel))
+        return sum(
+            a.nbytes
+            for a in (self.step, self.src, self.dst, self.chunk, self.count, self.mode, self.phase, self.channel)
+        )
 
     # -- as objects, for small schedules ----------------------------------------------------------
     def move(self, i: int) -> ChunkMove:
-        return ChunkMove(int(self.step[i]), int(self.src[i]), int(self.dst[i]), int(self.chunk[i]),
-                         MODES[self.mode[i]], self.phases[self.phase[i]], int(self.count[i]), int(self.channel[i]))
+        return ChunkMove(
+            int(self.step[i]),
+            int(self.src[i]),
+            int(self.dst[i]),
+            int(self.chunk[i]),
+            MODES[self.mode[i]],
+            self.phases[self.phase[i]],
+            int(self.count[i]),
+            int(self.channel[i]),
+        )
 
     @property
     def moves(self) -> tuple[ChunkMove, ...]:
-        cols = (self.step.tolist(), self.src.tolist(), self.dst.tolist(), self.chunk.tolist(),
-                [MODES[m] for m in self.mode.tolist()], [self.phases[p] for p in self.phase.tolist()],
-                self.count.tolist(), self.channel.tolist())
+        cols = (
+            self.step.tolist(),
+            self.src.tolist(),
+            self.dst.tolist(),
+            self.chunk.tolist(),
+            [MODES[m] for m in self.mode.tolist()],
+            [self.phases[p] for p in self.phase.tolist()],
+            self.count.tolist(),
+            self.channel.tolist(),
+        )
         return tuple(ChunkMove(*row) for row in zip(*cols))
 
     def step_starts(self) -> np.ndarray:
@@ -138,7 +161,7 @@ class Schedule:
     def steps(self) -> list[list[ChunkMove]]:
         starts = self.step_starts().tolist()
         moves = self.moves
-        return [list(moves[starts[k]:starts[k + 1]]) for k in range(self.n_steps)]
+        return [list(moves[starts[k] : starts[k + 1]]) for k in range(self.n_steps)]
 
 
 def chunk_bounds(elements: int, n_chunks: int) -> tuple[int, ...]:
@@ -165,15 +188,34 @@ class MoveBuilder:
         """Moves given as arrays (or scalars) that broadcast together; nothing is copied until `build`."""
         if phase not in self.phases:
             self.phases.append(phase)
-        typed = [np.asarray(x, dtype=t) for x, t in ((step, np.int32), (src, np.int32), (dst, np.int32),
-                                                      (chunk, np.int32), (count, np.int32), (channel, np.int16))]
+        typed = [
+            np.asarray(x, dtype=t)
+            for x, t in (
+                (step, np.int32),
+                (src, np.int32),
+                (dst, np.int32),
+                (chunk, np.int32),
+                (count, np.int32),
+                (channel, np.int16),
+            )
+        ]
         shape = np.broadcast_shapes(*(a.shape for a in typed))
         if int(np.prod(shape)) == 0:
             return
         self._blocks.append((shape, typed, mode, self.phases.index(phase)))
 
-    def build(self, op: str, algorithm: str, ranks, elements: int, bounds: np.ndarray, source, target,
-              root: int = -1, notes: str = "") -> Schedule:
+    def build(
+        self,
+        op: str,
+        algorithm: str,
+        ranks,
+        elements: int,
+        bounds: np.ndarray,
+        source,
+        target,
+        root: int = -1,
+        notes: str = "",
+    ) -> Schedule:
         """One allocation per column, each block broadcast straight into its slice."""
         dtypes = (np.int32,) * 5 + (np.int8, np.int8, np.int16)
         sizes = [int(np.prod(shape)) for shape, *_ in self._blocks]
@@ -182,20 +224,35 @@ class MoveBuilder:
         off = 0
         for (shape, typed, mode, phase), n in zip(self._blocks, sizes):
             for k, col in zip((0, 1, 2, 3, 4, 7), typed):
-                np.copyto(cols[k][off:off + n].reshape(shape), col)
-            cols[5][off:off + n] = mode
-            cols[6][off:off + n] = phase
+                np.copyto(cols[k][off : off + n].reshape(shape), col)
+            cols[5][off : off + n] = mode
+            cols[6][off : off + n] = phase
             off += n
         step = cols[0]
         if len(step) > 1 and np.any(step[1:] < step[:-1]):
             order = np.argsort(step, kind="stable")
             cols = [c[order] for c in cols]
         n_chunks = len(bounds) - 1
-        return Schedule(op, algorithm, tuple(int(r) for r in ranks), int(elements), np.asarray(bounds, dtype=np.int64),
-                        cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tuple(self.phases),
-                        np.broadcast_to(np.asarray(source, dtype=np.int64), (n_chunks,)).copy(),
-                        np.broadcast_to(np.asarray(target, dtype=np.int64), (n_chunks,)).copy(),
-                        cols[7], root, notes)
+        return Schedule(
+            op,
+            algorithm,
+            tuple(int(r) for r in ranks),
+            int(elements),
+            np.asarray(bounds, dtype=np.int64),
+            cols[0],
+            cols[1],
+            cols[2],
+            cols[3],
+            cols[4],
+            cols[5],
+            cols[6],
+            tuple(self.phases),
+            np.broadcast_to(np.asarray(source, dtype=np.int64), (n_chunks,)).copy(),
+            np.broadcast_to(np.asarray(target, dtype=np.int64), (n_chunks,)).copy(),
+            cols[7],
+            root,
+            notes,
+        )
 
 
 def execute(schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str = "sum") -> dict[int, np.ndarray]:
@@ -216,9 +273,9 @@ def execute(schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str =
     hi_of = [b[c + k] for c, k in zip(schedule.chunk.tolist(), schedule.count.tolist())]
     for k in range(schedule.n_steps):
         idx = range(starts[k], starts[k + 1])
-        sent = [state[src[i]][lo_of[i]:hi_of[i]].copy() for i in idx]
+        sent = [state[src[i]][lo_of[i] : hi_of[i]].copy() for i in idx]
         for i, data in zip(idx, sent):
-            target = state[dst[i]][lo_of[i]:hi_of[i]]
+            target = state[dst[i]][lo_of[i] : hi_of[i]]
             if mode[i] == MODE_REDUCE:
                 ufunc(target, data, out=target)
             else:
@@ -227,13 +284,14 @@ def execute(schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str =
         n = len(schedule.ranks)
         for c in np.flatnonzero(schedule.source == ALL):
             for r in schedule.ranks:
-                seg = state[r][b[c]:b[c + 1]]
+                seg = state[r][b[c] : b[c + 1]]
                 seg[...] = seg / n
     return state
 
 
-def reference(schedule: Schedule, buffers: dict[int, np.ndarray],
-              reduce_op: str = "sum") -> dict[int, list[tuple[int, int, np.ndarray]]]:
+def reference(
+    schedule: Schedule, buffers: dict[int, np.ndarray], reduce_op: str = "sum"
+) -> dict[int, list[tuple[int, int, np.ndarray]]]:
     """What every rank must hold at the end, from the op's definition alone (source / target per chunk):
     rank -> [(lo, hi, expected elements [lo, hi))]."""
     b = schedule.chunk_bounds
@@ -252,6 +310,6 @@ def reference(schedule: Schedule, buffers: dict[int, np.ndarray],
         else:
             value = np.asarray(buffers[src][lo:hi])
         tgt = int(schedule.target[c])
-        for r in (schedule.ranks if tgt == ALL else (tgt,)):
+        for r in schedule.ranks if tgt == ALL else (tgt,):
             out[r].append((lo, hi, value))
     return out

@@ -55,8 +55,9 @@ def by_server(ranks: Sequence[int], server_of: Callable[[int], int], local_of: C
     return [sorted(groups[s], key=local_of) for s in sorted(groups)]
 
 
-def snake_ring(ranks: Sequence[int], server_of: Callable[[int], int], local_of: Callable[[int], int],
-               channel: int = 0) -> tuple[int, ...]:
+def snake_ring(
+    ranks: Sequence[int], server_of: Callable[[int], int], local_of: Callable[[int], int], channel: int = 0
+) -> tuple[int, ...]:
     ring: list[int] = []
     for k, members in enumerate(by_server(ranks, server_of, local_of)):
         shift = channel % len(members)
@@ -67,8 +68,9 @@ def snake_ring(ranks: Sequence[int], server_of: Callable[[int], int], local_of: 
 
 def channel_rings(ranks: Sequence[int], layout: Layout, channels: int) -> np.ndarray:
     """One snake ring per channel, shape (channels, n)."""
-    return np.array([snake_ring(ranks, layout.server_of, layout.local_of, c) for c in range(channels)],
-                    dtype=np.int64).reshape(channels, len(ranks))
+    return np.array(
+        [snake_ring(ranks, layout.server_of, layout.local_of, c) for c in range(channels)], dtype=np.int64
+    ).reshape(channels, len(ranks))
 
 
 def server_matrix(ranks: Sequence[int], layout: Layout) -> np.ndarray | None:

@@ -41,8 +41,9 @@ class Tree:
     root_height: int
 
 
-def build_tree(ranks: Sequence[int], layout: Layout, head: int = 0, mirror: bool = False,
-               root: int | None = None) -> Tree:
+def build_tree(
+    ranks: Sequence[int], layout: Layout, head: int = 0, mirror: bool = False, root: int | None = None
+) -> Tree:
     groups = by_server(ranks, layout.server_of, layout.local_of)
     if root is not None:
         rs = next(k for k, g in enumerate(groups) if root in g)
@@ -80,9 +81,14 @@ def build_tree(ranks: Sequence[int], layout: Layout, head: int = 0, mirror: bool
         if v != tree_root:
             height[parent[v]] = max(height[parent[v]], height[v] + 1)
     nodes = np.array([v for v in bfs if v != tree_root], dtype=np.int64)
-    return Tree(tree_root, nodes, np.array([parent[v] for v in nodes], dtype=np.int64),
-                np.array([depth[v] for v in nodes], dtype=np.int64), np.array([height[v] for v in nodes], dtype=np.int64),
-                height[tree_root])
+    return Tree(
+        tree_root,
+        nodes,
+        np.array([parent[v] for v in nodes], dtype=np.int64),
+        np.array([depth[v] for v in nodes], dtype=np.int64),
+        np.array([height[v] for v in nodes], dtype=np.int64),
+        height[tree_root],
+    )
 
 
 def _pieces(p: int) -> np.ndarray:
@@ -94,8 +100,17 @@ def tree_broadcast(ranks: Sequence[int], elements: int, layout: Layout, root: in
     mb = MoveBuilder()
     p = _pieces(pieces)
     mb.add(p + t.depth - 1, t.parent, t.nodes, p, MODE_COPY, "broadcast")
-    return mb.build("broadcast", "tree", [t.root, *t.nodes.tolist()], elements, chunk_bounds_array(elements, pieces),
-                    root, ALL, root=root, notes=f"tree from rank {root}: NVLink chains in servers, rail tree across")
+    return mb.build(
+        "broadcast",
+        "tree",
+        [t.root, *t.nodes.tolist()],
+        elements,
+        chunk_bounds_array(elements, pieces),
+        root,
+        ALL,
+        root=root,
+        notes=f"tree from rank {root}: NVLink chains in servers, rail tree across",
+    )
 
 
 def tree_reduce(ranks: Sequence[int], elements: int, layout: Layout, root: int, pieces: int = 1) -> Schedule:
@@ -103,8 +118,17 @@ def tree_reduce(ranks: Sequence[int], elements: int, layout: Layout, root: int, 
     mb = MoveBuilder()
     p = _pieces(pieces)
     mb.add(p + t.height, t.nodes, t.parent, p, MODE_REDUCE, "reduce")
-    return mb.build("reduce", "tree", [t.root, *t.nodes.tolist()], elements, chunk_bounds_array(elements, pieces),
-                    ALL, root, root=root, notes=f"tree towards rank {root}")
+    return mb.build(
+        "reduce",
+        "tree",
+        [t.root, *t.nodes.tolist()],
+        elements,
+        chunk_bounds_array(elements, pieces),
+        ALL,
+        root,
+        root=root,
+        notes=f"tree towards rank {root}",
+    )
 
 
 def double_trees(ranks: Sequence[int], layout: Layout, channels: int = 1) -> list[Tree]:
@@ -116,15 +140,25 @@ def double_trees(ranks: Sequence[int], layout: Layout, channels: int = 1) -> lis
     return trees
 
 
-def tree_all_reduce(ranks: Sequence[int], elements: int, layout: Layout, pieces: int = 1,
-                    channels: int = 1) -> Schedule:
+def tree_all_reduce(
+    ranks: Sequence[int], elements: int, layout: Layout, pieces: int = 1, channels: int = 1
+) -> Schedule:
     trees = double_trees(ranks, layout, channels)
     mb = MoveBuilder()
     p = _pieces(pieces)
     for k, t in enumerate(trees):
         chunk = k * pieces + p
         mb.add(p + t.height, t.nodes, t.parent, chunk, MODE_REDUCE, "reduce (up the tree)", channel=k)
-        mb.add(p + t.root_height + t.depth - 1, t.parent, t.nodes, chunk, MODE_COPY, "broadcast (down the tree)",
-               channel=k)
-    return mb.build("all-reduce", "tree", ranks, elements, chunk_bounds_array(elements, len(trees) * pieces), ALL, ALL,
-                    notes=f"{len(trees)} trees (double binary tree × {channels} channel(s)), {pieces} piece(s) each")
+        mb.add(
+            p + t.root_height + t.depth - 1, t.parent, t.nodes, chunk, MODE_COPY, "broadcast (down the tree)", channel=k
+        )
+    return mb.build(
+        "all-reduce",
+        "tree",
+        ranks,
+        elements,
+        chunk_bounds_array(elements, len(trees) * pieces),
+        ALL,
+        ALL,
+        notes=f"{len(trees)} trees (double binary tree × {channels} channel(s)), {pieces} piece(s) each",
+    )

@@ -52,9 +52,19 @@ class Choice:
     time_s: float
 
 
-def choose(op: str, shape: Shape, size_bytes: float, paths: Paths, *, algorithm: str = "auto",
-           protocol: str = "auto", channels: int = 0, pieces: int = 0, in_switch: bool = False,
-           runnable: Callable[[str], bool] | None = None) -> Choice:
+def choose(
+    op: str,
+    shape: Shape,
+    size_bytes: float,
+    paths: Paths,
+    *,
+    algorithm: str = "auto",
+    protocol: str = "auto",
+    channels: int = 0,
+    pieces: int = 0,
+    in_switch: bool = False,
+    runnable: Callable[[str], bool] | None = None,
+) -> Choice:
     if algorithm == "nccl":
         algorithms = tuple(a for a in NCCL_ALGORITHMS[op] if a in ALGORITHMS[op])
     else:

@@ -79,17 +79,33 @@ class FabricCosts:
     def to_dict(self) -> dict:
         e, cap = self.over(1.0)
         return {
-            "inputs": {"price_per_kwh": self.spec.price_per_kwh, "pue": self.spec.pue,
-                       "amortization_years": self.spec.amortization_years,
-                       "optics": self.spec.optics.model_dump(), "power_source": self.power_source,
-                       "price_source": self.price_source},
-            "power": {"it_w": self.it_power_w, "facility_w": self.facility_power_w,
-                      "network_w": self.network_power_w, "by_kind_w": self.power_by_kind(),
-                      "items": [x.to_dict("w") for x in self.power]},
-            "capital": {"total_usd": self.capex_usd, "network_usd": self.network_capex_usd,
-                        "by_kind_usd": self.capital_by_kind(), "items": [x.to_dict("usd") for x in self.capital]},
-            "per_hour": {"energy_kwh": e.energy_kwh, "energy_usd": e.cost_usd, "capital_usd": cap,
-                         "total_usd": e.cost_usd + cap},
+            "inputs": {
+                "price_per_kwh": self.spec.price_per_kwh,
+                "pue": self.spec.pue,
+                "amortization_years": self.spec.amortization_years,
+                "optics": self.spec.optics.model_dump(),
+                "power_source": self.power_source,
+                "price_source": self.price_source,
+            },
+            "power": {
+                "it_w": self.it_power_w,
+                "facility_w": self.facility_power_w,
+                "network_w": self.network_power_w,
+                "by_kind_w": self.power_by_kind(),
+                "items": [x.to_dict("w") for x in self.power],
+            },
+            "capital": {
+                "total_usd": self.capex_usd,
+                "network_usd": self.network_capex_usd,
+                "by_kind_usd": self.capital_by_kind(),
+                "items": [x.to_dict("usd") for x in self.capital],
+            },
+            "per_hour": {
+                "energy_kwh": e.energy_kwh,
+                "energy_usd": e.cost_usd,
+                "capital_usd": cap,
+                "total_usd": e.cost_usd + cap,
+            },
         }
 
 
@@ -123,14 +139,24 @@ class RunCosts:
                 tokens, basis = spec.tokens_to_train, f"costs.tokens_to_train: {spec.tokens_to_train:.4g} {self.unit}"
             else:
                 tokens = CHINCHILLA_TOKENS_PER_PARAM * self.params
-                basis = (f"{CHINCHILLA_TOKENS_PER_PARAM} {self.unit} per parameter, Chinchilla-optimal: the default; "
-                         "set costs.tokens_to_train or training_hours")
+                basis = (
+                    f"{CHINCHILLA_TOKENS_PER_PARAM} {self.unit} per parameter, Chinchilla-optimal: the default; "
+                    "set costs.tokens_to_train or training_hours"
+                )
             iterations = math.ceil(tokens / self.tokens_per_iteration) if self.tokens_per_iteration else 0
             hours = iterations * self.iteration_time_s / 3600
         e, cap = self.fabric.over(hours)
-        return {"basis": basis, "tokens": tokens, "iterations": iterations, "hours": hours, "days": hours / 24,
-                "energy_mwh": e.energy_mwh, "energy_usd": e.cost_usd, "capital_usd": cap,
-                "total_usd": e.cost_usd + cap}
+        return {
+            "basis": basis,
+            "tokens": tokens,
+            "iterations": iterations,
+            "hours": hours,
+            "days": hours / 24,
+            "energy_mwh": e.energy_mwh,
+            "energy_usd": e.cost_usd,
+            "capital_usd": cap,
+            "total_usd": e.cost_usd + cap,
+        }
 
     def to_dict(self) -> dict:
         e, cap = self.per_iteration()
@@ -141,8 +167,12 @@ class RunCosts:
             "tokens_per_iteration": self.tokens_per_iteration,
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_musd": self.tokens_per_s / (capex / 1e6) if capex > 0 else 0.0,
-            "per_iteration": {"energy_kwh": e.energy_kwh, "energy_usd": e.cost_usd, "capital_usd": cap,
-                              "total_usd": e.cost_usd + cap},
+            "per_iteration": {
+                "energy_kwh": e.energy_kwh,
+                "energy_usd": e.cost_usd,
+                "capital_usd": cap,
+                "total_usd": e.cost_usd + cap,
+            },
             "training": self.training(),
             "notes": list(self.notes),
         }
@@ -153,8 +183,13 @@ def fabric_costs(bom, gpu_name: str, spec: CostsSpec | None = None) -> FabricCos
     spec = spec or CostsSpec()
     power = merged(DEFAULT_POWER, spec.power) if spec.power.model_fields_set else DEFAULT_POWER
     prices = merged(DEFAULT_PRICES, spec.prices) if spec.prices.model_fields_set else DEFAULT_PRICES
-    return FabricCosts(spec, power_lines(bom, gpu_name, spec.optics, power),
-                       capital_lines(bom, gpu_name, spec.optics, prices), power.source, prices.source)
+    return FabricCosts(
+        spec,
+        power_lines(bom, gpu_name, spec.optics, power),
+        capital_lines(bom, gpu_name, spec.optics, prices),
+        power.source,
+        prices.source,
+    )
 
 
 def tokens_per_iteration(scenario) -> tuple[float, str]:

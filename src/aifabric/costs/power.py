@@ -39,8 +39,17 @@ SERVER_OVERHEAD_SOURCES = {
     "GB200": "GB200 NVL72: ~120 kW per rack - 72 x 1,200 W GPUs - 72 NICs, per GPU",
     "PCIE": "rough: a two-socket server with 8 PCIe GPUs, ~2 kW besides them",
 }
-_OVERHEAD_OF = {"A100": "A100", "A100-40GB": "A100", "A100-PCIE": "PCIE", "H100": "H100", "H100-PCIE": "PCIE",
-                "H200": "H100", "MI300X": "H100", "B200": "B200", "GB200": "GB200"}
+_OVERHEAD_OF = {
+    "A100": "A100",
+    "A100-40GB": "A100",
+    "A100-PCIE": "PCIE",
+    "H100": "H100",
+    "H100-PCIE": "PCIE",
+    "H200": "H100",
+    "MI300X": "H100",
+    "B200": "B200",
+    "GB200": "GB200",
+}
 _OVERHEAD_W = {"A100": 390.0, "H100": 550.0, "B200": 760.0, "GB200": 420.0, "PCIE": 250.0}
 
 DEFAULT_POWER = PowerTable(
@@ -49,10 +58,12 @@ DEFAULT_POWER = PowerTable(
     nic_w={100: 15, 200: 20, 400: 25, 800: 40},
     switch_base_w=250,
     switch_port_w={100: 4, 200: 6, 400: 9, 800: 14, 1600: 22},
-    transceiver_w={"dac": {100: 0, 200: 0, 400: 0, 800: 0},
-                   "sr": {100: 2.5, 200: 4.5, 400: 8, 800: 13},
-                   "dr": {100: 3.5, 200: 5.5, 400: 10, 800: 15},
-                   "fr": {100: 4, 200: 6, 400: 12, 800: 16}},
+    transceiver_w={
+        "dac": {100: 0, 200: 0, 400: 0, 800: 0},
+        "sr": {100: 2.5, 200: 4.5, 400: 8, 800: 13},
+        "dr": {100: 3.5, 200: 5.5, 400: 10, 800: 15},
+        "fr": {100: 4, 200: 6, 400: 12, 800: 16},
+    },
     source="aifabric defaults (costs/power.py): datasheet maxima; NICs, switches and optics rough",
 )
 
@@ -102,8 +113,14 @@ class Line:
         return self.count * self.each
 
     def to_dict(self, unit: str) -> dict:
-        return {"kind": self.kind, "item": self.item, "count": self.count, f"{unit}_each": self.each,
-                unit: self.total, "source": self.source}
+        return {
+            "kind": self.kind,
+            "item": self.item,
+            "count": self.count,
+            f"{unit}_each": self.each,
+            unit: self.total,
+            "source": self.source,
+        }
 
 
 NETWORK_KINDS = ("nic", "switch", "transceiver", "cable")
@@ -117,9 +134,8 @@ def gpu_power_w(gpu_name: str, count: int, table: PowerTable = DEFAULT_POWER) ->
 POWER_SOURCES = {
     "nic": "NVIDIA ConnectX-6/7/8 class adapters' maximum power, rounded (rough)",
     "switch": "rough: base 250 W + per port by speed, of the order of 25.6 / 51.2 Tb/s switches' typical power, "
-              "without optics",
-    "transceiver": "rough, within the form factors' power classes (QSFP28 3.5 W, QSFP-DD 400G 12 W, OSFP 800G "
-                   "~17 W)",
+    "without optics",
+    "transceiver": "rough, within the form factors' power classes (QSFP28 3.5 W, QSFP-DD 400G 12 W, OSFP 800G ~17 W)",
 }
 
 
@@ -132,19 +148,31 @@ def power_lines(bom, gpu_name: str, optics, table: PowerTable = DEFAULT_POWER) -
     over_w = float(table.server_overhead_w_per_gpu.get(gpu_name, 0.0))
     kind = _OVERHEAD_OF.get(gpu_name)
     over_src = SERVER_OVERHEAD_SOURCES[kind] if kind and over_w == _OVERHEAD_W[kind] else own
-    lines = [Line("gpu", f"{gpu_name} GPU", bom.gpus, gpu_w, gpu_src),
-             Line("server", f"server without GPUs and NICs, per GPU slot ({bom.servers:,} servers)", bom.gpus,
-                  over_w, over_src)]
-    net = _network_lines(bom, optics, table.nic_w, table.switch_port_w, table.transceiver_w, None,
-                         table.switch_base_w or 0.0, own)
+    lines = [
+        Line("gpu", f"{gpu_name} GPU", bom.gpus, gpu_w, gpu_src),
+        Line(
+            "server",
+            f"server without GPUs and NICs, per GPU slot ({bom.servers:,} servers)",
+            bom.gpus,
+            over_w,
+            over_src,
+        ),
+    ]
+    net = _network_lines(
+        bom, optics, table.nic_w, table.switch_port_w, table.transceiver_w, None, table.switch_base_w or 0.0, own
+    )
     if table is not DEFAULT_POWER:
         d = DEFAULT_POWER
-        default = {(x.kind, x.item): x.each for x in _network_lines(bom, optics, d.nic_w, d.switch_port_w,
-                                                                     d.transceiver_w, None, d.switch_base_w, "")}
+        default = {
+            (x.kind, x.item): x.each
+            for x in _network_lines(bom, optics, d.nic_w, d.switch_port_w, d.transceiver_w, None, d.switch_base_w, "")
+        }
     else:
         default = {(x.kind, x.item): x.each for x in net}
-    return lines + [Line(x.kind, x.item, x.count, x.each, POWER_SOURCES[x.kind]
-                         if default.get((x.kind, x.item)) == x.each else own) for x in net]
+    return lines + [
+        Line(x.kind, x.item, x.count, x.each, POWER_SOURCES[x.kind] if default.get((x.kind, x.item)) == x.each else own)
+        for x in net
+    ]
 
 
 def _network_lines(bom, optics, nic, port, transceiver, cable, switch_base, source) -> list[Line]:
@@ -157,19 +185,35 @@ def _network_lines(bom, optics, nic, port, transceiver, cable, switch_base, sour
         out.append(Line("nic", f"NIC {bw:g} Gb/s", bom.nics, by_speed(nic, bw), source))
     for t in bom.switch_tiers:
         each = switch_base + t.radix * by_speed(port, t.port_speed_gbps)
-        out.append(Line("switch", f"{TIER_NAMES[t.kind]} switch, {t.radix} x {t.port_speed_gbps:g}G", t.switches,
-                        each, source))
+        out.append(
+            Line("switch", f"{TIER_NAMES[t.kind]} switch, {t.radix} x {t.port_speed_gbps:g}G", t.switches, each, source)
+        )
     for c in bom.cables:
         reach = getattr(optics, c.tier, "dr") if c.tier in ("host", "spine", "superspine") else "dr"
         if reach != "dac":
-            out.append(Line("transceiver", f"{c.tier} {c.speed_gbps:g}G {reach.upper()} transceiver",
-                            c.transceivers, by_speed(transceiver.get(reach, {}), c.speed_gbps), source))
+            out.append(
+                Line(
+                    "transceiver",
+                    f"{c.tier} {c.speed_gbps:g}G {reach.upper()} transceiver",
+                    c.transceivers,
+                    by_speed(transceiver.get(reach, {}), c.speed_gbps),
+                    source,
+                )
+            )
         if cable is not None:
             dac, fiber = cable
             each = by_speed(dac, c.speed_gbps) if reach == "dac" else fiber
-            out.append(Line("cable", f"{c.tier} {c.speed_gbps:g}G {'copper (DAC)' if reach == 'dac' else 'fiber'}"
-                            " cable", c.cables, each, source))
+            out.append(
+                Line(
+                    "cable",
+                    f"{c.tier} {c.speed_gbps:g}G {'copper (DAC)' if reach == 'dac' else 'fiber'} cable",
+                    c.cables,
+                    each,
+                    source,
+                )
+            )
         elif reach == "dac":
-            out.append(Line("transceiver", f"{c.tier} {c.speed_gbps:g}G copper (DAC), no optics", c.cables, 0.0,
-                            source))
+            out.append(
+                Line("transceiver", f"{c.tier} {c.speed_gbps:g}G copper (DAC), no optics", c.cables, 0.0, source)
+            )
     return out

@@ -25,19 +25,39 @@ from ..errors import InputError, Problem
 from ..scenario.costs_spec import PriceTable
 from .power import Line, _network_lines
 
-_GPU_USD = {"A100": 15_000, "A100-40GB": 10_000, "A100-PCIE": 12_000, "H100": 30_000, "H100-PCIE": 25_000,
-            "H200": 35_000, "B200": 45_000, "GB200": 55_000, "MI300X": 15_000}
-_SERVER_USD = {"A100": 8_000, "A100-40GB": 8_000, "A100-PCIE": 5_000, "H100": 8_000, "H100-PCIE": 5_000,
-               "H200": 8_000, "B200": 8_000, "GB200": 12_000, "MI300X": 8_000}
+_GPU_USD = {
+    "A100": 15_000,
+    "A100-40GB": 10_000,
+    "A100-PCIE": 12_000,
+    "H100": 30_000,
+    "H100-PCIE": 25_000,
+    "H200": 35_000,
+    "B200": 45_000,
+    "GB200": 55_000,
+    "MI300X": 15_000,
+}
+_SERVER_USD = {
+    "A100": 8_000,
+    "A100-40GB": 8_000,
+    "A100-PCIE": 5_000,
+    "H100": 8_000,
+    "H100-PCIE": 5_000,
+    "H200": 8_000,
+    "B200": 8_000,
+    "GB200": 12_000,
+    "MI300X": 8_000,
+}
 
 DEFAULT_PRICES = PriceTable(
     gpu_usd=_GPU_USD,
     server_usd_per_gpu=_SERVER_USD,
     nic_usd={100: 800, 200: 1_200, 400: 2_000, 800: 3_000},
     switch_port_usd={100: 250, 200: 450, 400: 700, 800: 1_200, 1600: 2_000},
-    transceiver_usd={"sr": {100: 100, 200: 250, 400: 500, 800: 800},
-                     "dr": {100: 150, 200: 300, 400: 600, 800: 1_000},
-                     "fr": {100: 200, 200: 400, 400: 800, 800: 1_200}},
+    transceiver_usd={
+        "sr": {100: 100, 200: 250, 400: 500, 800: 800},
+        "dr": {100: 150, 200: 300, 400: 600, 800: 1_000},
+        "fr": {100: 200, 200: 400, 400: 800, 800: 1_200},
+    },
     dac_cable_usd={100: 60, 200: 100, 400: 150, 800: 250},
     fiber_cable_usd=80,
     source="aifabric defaults (costs/prices.py): rough 2024 street prices, ±50 %",
@@ -47,11 +67,26 @@ DEFAULT_PRICES = PriceTable(
 def capital_lines(bom, gpu_name: str, optics, table: PriceTable = DEFAULT_PRICES) -> list[Line]:
     """What a fabric's bill of materials (fabric.plan.BillOfMaterials) costs to buy, line by line."""
     src = table.source
-    lines = [Line("gpu", f"{gpu_name} GPU", bom.gpus, float(table.gpu_usd.get(gpu_name, 0.0)), src),
-             Line("server", f"server without GPUs and NICs, per GPU slot ({bom.servers:,} servers)", bom.gpus,
-                  float(table.server_usd_per_gpu.get(gpu_name, 0.0)), src)]
-    lines += _network_lines(bom, optics, table.nic_usd, table.switch_port_usd, table.transceiver_usd,
-                            (table.dac_cable_usd, float(table.fiber_cable_usd or 0.0)), 0.0, src)
+    lines = [
+        Line("gpu", f"{gpu_name} GPU", bom.gpus, float(table.gpu_usd.get(gpu_name, 0.0)), src),
+        Line(
+            "server",
+            f"server without GPUs and NICs, per GPU slot ({bom.servers:,} servers)",
+            bom.gpus,
+            float(table.server_usd_per_gpu.get(gpu_name, 0.0)),
+            src,
+        ),
+    ]
+    lines += _network_lines(
+        bom,
+        optics,
+        table.nic_usd,
+        table.switch_port_usd,
+        table.transceiver_usd,
+        (table.dac_cable_usd, float(table.fiber_cable_usd or 0.0)),
+        0.0,
+        src,
+    )
     return lines
 
 
@@ -77,11 +112,13 @@ def load_prices(path: str | Path) -> PriceTable:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError([Problem("--prices", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")],
-                         str(path)) from None
+        raise InputError(
+            [Problem("--prices", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")], str(path)
+        ) from None
     data = table_data(read_yaml(text, str(path)), str(path), "prices", "--prices")
     try:
         return PriceTable.model_validate(data)
     except ValidationError as exc:
-        raise InputError([Problem(f"{path}: prices.{p.path}", p.message) for p in problems_from_validation(exc)],
-                         str(path)) from None
+        raise InputError(
+            [Problem(f"{path}: prices.{p.path}", p.message) for p in problems_from_validation(exc)], str(path)
+        ) from None

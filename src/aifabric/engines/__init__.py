@@ -12,9 +12,11 @@ if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
     from .tasks import lower
 
 _EXPORTS = {
-    "Interrupted": ".executor", "Timeline": ".executor", "run": ".executor",
+    "Interrupted": ".executor",
+    "Timeline": ".executor",
+    "run": ".executor",
     "TaskGraph": ".taskgraph",
     "lower": ".tasks",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = ['ENGINES', 'Interrupted', 'TaskGraph', 'Timeline', 'lower', 'run']
+__all__ = ["ENGINES", "Interrupted", "TaskGraph", "Timeline", "lower", "run"]

@@ -82,10 +82,16 @@ class FaultLog:
                 wall += b - max(a, reach)
                 reach = b
         longest = max((b - a for a, b, _ in self.stall_intervals), default=0.0)
-        return {"events": self.events, "bytes_rerouted": float(self.bytes_rerouted),
-                "transfers_rerouted": self.transfers_rerouted, "transfers_stopped": self.transfers_stopped,
-                "stalled_s": float(wall), "longest_stall_s": float(longest),
-                "stalled_transfer_s": float(sum(b - a for a, b, _ in self.stall_intervals)), "failed": self.failed}
+        return {
+            "events": self.events,
+            "bytes_rerouted": float(self.bytes_rerouted),
+            "transfers_rerouted": self.transfers_rerouted,
+            "transfers_stopped": self.transfers_stopped,
+            "stalled_s": float(wall),
+            "longest_stall_s": float(longest),
+            "stalled_transfer_s": float(sum(b - a for a, b, _ in self.stall_intervals)),
+            "failed": self.failed,
+        }
 
 
 class Interrupted(Exception):
@@ -115,8 +121,13 @@ def _gather(ptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.nda
     return flat[at], row_of, at
 
 
-def run(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
-        progress: Callable[[int, int], None] | None = None, faults: FabricTimeline | None = None) -> Timeline:
+def run(
+    graph: TaskGraph,
+    fabric: Fabric,
+    engine: str = "flow",
+    progress: Callable[[int, int], None] | None = None,
+    faults: FabricTimeline | None = None,
+) -> Timeline:
     """Run the task graph. Graphs of COMPILED_MIN_TASKS tasks or more run on the compiled loop
     (engines/fastloop.py) when numba is installed, with identical results; AIFABRIC_PURE_PYTHON=1 keeps
     them on `run_reference`, the definition. Faults during the run (`faults`) always run on `run_reference`."""
@@ -147,9 +158,13 @@ def compiles_first(n_tasks: int) -> bool:
     return not fastloop.cached_on_disk()
 
 
-def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
-                  progress: Callable[[int, int], None] | None = None,
-                  faults: FabricTimeline | None = None) -> Timeline:
+def run_reference(
+    graph: TaskGraph,
+    fabric: Fabric,
+    engine: str = "flow",
+    progress: Callable[[int, int], None] | None = None,
+    faults: FabricTimeline | None = None,
+) -> Timeline:
     """The event loop in Python and numpy: the definition the compiled loop is held to. `faults`: the fabric's
     events during the run (engines/fabric_events.py); JobFailed when a transfer's QP runs out of retransmissions."""
     share = SHARING[engine]
@@ -165,7 +180,7 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
     # share of a transfer's rate on each of its links: 1 on a path; less where a sprayed transfer splits
     weight_flat = np.ones(len(route_flat))
     for t, w in graph.route_weight.items():
-        weight_flat[route_ptr[t]:route_ptr[t + 1]] = w
+        weight_flat[route_ptr[t] : route_ptr[t + 1]] = w
     weighted = bool(graph.route_weight)
     waiting, dependents = graph.dependency_counts()
 
@@ -224,8 +239,9 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
                 used, inverse = np.unique(links, return_inverse=True)  # the links in use, compacted
                 w_at = weight_flat[at] if weighted else None
                 act_rate = share(row, inverse, len(act_task), capacity[used], w_at)
-                load = np.bincount(inverse, weights=act_rate[row] if w_at is None else act_rate[row] * w_at,
-                                   minlength=len(used))
+                load = np.bincount(
+                    inverse, weights=act_rate[row] if w_at is None else act_rate[row] * w_at, minlength=len(used)
+                )
                 link_peak[used] = np.maximum(link_peak[used], load)
                 link_load.set_sparse(now, used, load)
                 state["recomputations"] += 1
@@ -274,8 +290,9 @@ def run_reference(graph: TaskGraph, fabric: Fabric, engine: str = "flow",
                 report(state["completed"], n, now)
     except KeyboardInterrupt:
         link_load.close(now)
-        raise Interrupted(_timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load,
-                                    fx)) from None
+        raise Interrupted(
+            _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
+        ) from None
     except JobFailed as exc:
         link_load.close(now)
         exc.timeline = _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
@@ -319,7 +336,7 @@ class _Faults:
         ptr, flat = _csr(self.routes, n)
         w = np.ones(len(flat))
         for t, ws in self.weights.items():
-            w[ptr[t]:ptr[t + 1]] = ws
+            w[ptr[t] : ptr[t + 1]] = ws
         self.csr = (ptr, flat, w, bool(self.weights))
 
     def next_s(self) -> float:
@@ -415,8 +432,16 @@ class _Faults:
             changed += 1
         return changed
 
-    def apply(self, now: float, act_task: np.ndarray, act_rem: np.ndarray, link_bytes: np.ndarray,
-              started: list[int], end: np.ndarray, events: list) -> tuple[np.ndarray, np.ndarray, bool]:
+    def apply(
+        self,
+        now: float,
+        act_task: np.ndarray,
+        act_rem: np.ndarray,
+        link_bytes: np.ndarray,
+        started: list[int],
+        end: np.ndarray,
+        events: list,
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
         changed = False
         while self.next_s() <= now:
             if self.i < len(self.events) and self.events[self.i].t_s <= now:
@@ -433,7 +458,7 @@ class _Faults:
                         for k in dead:
                             t = int(act_task[k])
                             rem = float(act_rem[k])
-                            link_bytes[flat[ptr[t]:ptr[t + 1]]] -= rem * w[ptr[t]:ptr[t + 1]]  # never carried
+                            link_bytes[flat[ptr[t] : ptr[t + 1]]] -= rem * w[ptr[t] : ptr[t + 1]]  # never carried
                             self.segment_end(t, rem)
                             self._stop(t, rem, now)
                         keep = np.ones(len(act_task), dtype=bool)
@@ -457,8 +482,13 @@ class _Faults:
                 rem, t0 = self.stalled[t]
                 if action == 1:
                     self.log.stall_intervals.append((t0, now, t))
-                    self.log.failed = {"t_s": now, "task": t, "src": int(self.graph.rank[t]),
-                                       "dst": int(self.graph.dst[t]), "stalled_at_s": t0}
+                    self.log.failed = {
+                        "t_s": now,
+                        "task": t,
+                        "src": int(self.graph.rank[t]),
+                        "dst": int(self.graph.dst[t]),
+                        "stalled_at_s": t0,
+                    }
                     raise JobFailed(now, t, int(self.graph.rank[t]), int(self.graph.dst[t]), t0, None)
                 self.retry_due.discard(t)
                 if self._live(t):  # the retransmission gets through: the rest of the transfer follows
@@ -471,8 +501,15 @@ class _Faults:
                     self._schedule_retries(now)
         return act_task, act_rem, changed
 
-    def _reroute(self, now: float, down: frozenset[int], act_task: np.ndarray, act_rem: np.ndarray,
-                 link_bytes: np.ndarray, end: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    def _reroute(
+        self,
+        now: float,
+        down: frozenset[int],
+        act_task: np.ndarray,
+        act_rem: np.ndarray,
+        link_bytes: np.ndarray,
+        end: np.ndarray,
+    ) -> tuple[int, np.ndarray, np.ndarray]:
         """Routing has converged around `down`: a transfer not finished whose route crosses it takes the converged
         route; one that was moved and whose own route is whole again goes back to it; the rest keep theirs."""
         g = self.graph
@@ -505,7 +542,7 @@ class _Faults:
             k = pos.get(t)
             if k is not None:  # in flight: what is left moves
                 rem = float(act_rem[k])
-                link_bytes[flat[ptr[t]:ptr[t + 1]]] -= rem * w[ptr[t]:ptr[t + 1]]
+                link_bytes[flat[ptr[t] : ptr[t + 1]]] -= rem * w[ptr[t] : ptr[t + 1]]
                 self.segment_end(t, rem)
             self.routes[t] = links
             if links is own:
@@ -530,7 +567,7 @@ class _Faults:
             for k in np.flatnonzero(~live).tolist():
                 t = int(act_task[k])
                 rem = float(act_rem[k])
-                link_bytes[flat[ptr[t]:ptr[t + 1]]] -= rem * w[ptr[t]:ptr[t + 1]]
+                link_bytes[flat[ptr[t] : ptr[t + 1]]] -= rem * w[ptr[t] : ptr[t + 1]]
                 self.segment_end(t, rem)
                 self._stop(t, rem, now)
             act_task, act_rem = act_task[live], act_rem[live]
@@ -539,8 +576,9 @@ class _Faults:
 
 def _timeline(start, end, link_bytes, link_peak, recomputations, link_load, fx: _Faults | None = None) -> Timeline:
     finished = end[~np.isnan(end)]
-    out = Timeline(start, end, link_bytes, link_peak, float(finished.max()) if len(finished) else 0.0,
-                   recomputations, link_load)
+    out = Timeline(
+        start, end, link_bytes, link_peak, float(finished.max()) if len(finished) else 0.0, recomputations, link_load
+    )
     if fx is not None:
         fx.log.transfers_rerouted = len(fx.detoured)
         out.delivered_bytes, out.fault_log = fx.delivered, fx.log

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 NCCL_IB_TIMEOUT = 20  # NCCL's default (src/transport/net_ib.cc)
 NCCL_IB_RETRY_CNT = 7  # NCCL's default
-RETRANSMIT_TIMEOUT_S = 4.096e-6 * 2 ** NCCL_IB_TIMEOUT  # InfiniBand's local ACK timeout: 4.096 us x 2^timeout
+RETRANSMIT_TIMEOUT_S = 4.096e-6 * 2**NCCL_IB_TIMEOUT  # InfiniBand's local ACK timeout: 4.096 us x 2^timeout
 SPREAD_TIERS = (TIER_SPINE, TIER_SUPERSPINE)  # the tiers engines.tasks.spread_over_paths spreads over
 TORCH_NCCL_TIMEOUT_S = 600.0  # torch.distributed's default timeout for NCCL process groups (PyTorch PR #110947)
 
@@ -70,8 +70,10 @@ class JobFailed(Exception):
     def __init__(self, t_s: float, task: int, src: int, dst: int, stalled_at_s: float, timeline):
         self.t_s, self.task, self.src, self.dst, self.stalled_at_s = t_s, task, src, dst, stalled_at_s
         self.timeline = timeline
-        super().__init__(f"rank {src} cannot reach rank {dst}: its transfer stopped at {stalled_at_s:.6g} s and "
-                         f"found no path before its QP's retransmissions ran out at {t_s:.6g} s")
+        super().__init__(
+            f"rank {src} cannot reach rank {dst}: its transfer stopped at {stalled_at_s:.6g} s and "
+            f"found no path before its QP's retransmissions ran out at {t_s:.6g} s"
+        )
 
 
 class Rerouter:
@@ -95,8 +97,9 @@ class Rerouter:
             r = self._routers[down] = self.router.converged(down)
         return r
 
-    def route(self, t: int, original: tuple[int, ...], down: frozenset[int]
-              ) -> tuple[tuple[int, ...], tuple[float, ...] | None] | None:
+    def route(
+        self, t: int, original: tuple[int, ...], down: frozenset[int]
+    ) -> tuple[tuple[int, ...], tuple[float, ...] | None] | None:
         """(links, weights or None) of transfer `t` (its route as lowered: `original`) with routing converged
         around `down`; None when there is no path."""
         g = self.graph

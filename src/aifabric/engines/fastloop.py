@@ -68,13 +68,40 @@ COUPLING_RTOL = 1e-10  # rates this close (and not equal) may couple components:
 BIN_ARRAYS = 16  # linkload: a bin's arrays are merged when they reach this many
 
 # integer state of the loop
-(_HEAP_N, _N_ACT, _N_STARTED, _DIRTY, _COMPLETED, _RECOMPUTATIONS, _N_USED, _N_ADDED, _N_REMOVED, _N_TOUCHED,
- _TAINTED, _ROUNDS, _FULL, _PARTIAL, _COMPONENT_FLOWS, _FALLBACKS) = range(16)
+(
+    _HEAP_N,
+    _N_ACT,
+    _N_STARTED,
+    _DIRTY,
+    _COMPLETED,
+    _RECOMPUTATIONS,
+    _N_USED,
+    _N_ADDED,
+    _N_REMOVED,
+    _N_TOUCHED,
+    _TAINTED,
+    _ROUNDS,
+    _FULL,
+    _PARTIAL,
+    _COMPONENT_FLOWS,
+    _FALLBACKS,
+) = range(16)
 _N_ISTATE = 16
 # the link-load recorder's state
 _RF_T_LAST, _RF_BIN_S, _RF_OPEN_T = range(3)
-(_RI_OPEN_N, _RI_ENTRIES, _RI_N_SEG, _RI_SEG_USED, _RI_POOL_USED, _RI_MAX_ENTRIES, _RI_MAX_BINS, _RI_POOL_LIVE,
- _RI_DLO, _RI_DHI, _RI_SP_USED) = range(11)
+(
+    _RI_OPEN_N,
+    _RI_ENTRIES,
+    _RI_N_SEG,
+    _RI_SEG_USED,
+    _RI_POOL_USED,
+    _RI_MAX_ENTRIES,
+    _RI_MAX_BINS,
+    _RI_POOL_LIVE,
+    _RI_DLO,
+    _RI_DHI,
+    _RI_SP_USED,
+) = range(11)
 
 
 # -- the heap of (time, task) completions: popped in the order of heapq on tuples -----------------------
@@ -281,8 +308,22 @@ def _used_list(bits, used, cidx):
 
 
 @njit(cache=True, error_model="numpy")
-def _full_max_min(n_act, act_task, act_rate, route_ptr, route_flat, weight_flat, capacity, bits, used, cidx,
-                  gload, link_peak, istate, check):
+def _full_max_min(
+    n_act,
+    act_task,
+    act_rate,
+    route_ptr,
+    route_flat,
+    weight_flat,
+    capacity,
+    bits,
+    used,
+    cidx,
+    gload,
+    link_peak,
+    istate,
+    check,
+):
     """Every active flow's max-min rate (the reference's computation) and every used link's load."""
     n_used = _used_list(bits, used, cidx)
     m = 0
@@ -322,9 +363,31 @@ def _full_max_min(n_act, act_task, act_rate, route_ptr, route_flat, weight_flat,
 
 
 @njit(cache=True, error_model="numpy")
-def _partial_max_min(n_act, act_task, act_rate, pos_of, route_ptr, route_flat, weight_flat, route_owner, capacity,
-                     touched, n_touched, linkcnt, head, nxt, visited, lidx, in_comp, comp_links, comp_label,
-                     comp_pos, gload, link_peak, istate):
+def _partial_max_min(
+    n_act,
+    act_task,
+    act_rate,
+    pos_of,
+    route_ptr,
+    route_flat,
+    weight_flat,
+    route_owner,
+    capacity,
+    touched,
+    n_touched,
+    linkcnt,
+    head,
+    nxt,
+    visited,
+    lidx,
+    in_comp,
+    comp_links,
+    comp_label,
+    comp_pos,
+    gload,
+    link_peak,
+    istate,
+):
     """Water-fill the components of the touched links only. Returns False (having changed nothing) when they
     may be coupled to others, or to each other, by the saturation tolerance (a new level within COUPLING_RTOL of
     a rate elsewhere, or a link frozen at another component's level): then only the full computation is exact."""
@@ -416,8 +479,9 @@ def _partial_max_min(n_act, act_task, act_rate, pos_of, route_ptr, route_flat, w
 
 
 @njit(cache=True, error_model="numpy")
-def _bottleneck_loads(act_rate, pos_of, route_owner, weight_flat, touched, n_touched, linkcnt, head, nxt, gload,
-                      link_peak):
+def _bottleneck_loads(
+    act_rate, pos_of, route_owner, weight_flat, touched, n_touched, linkcnt, head, nxt, gload, link_peak
+):
     """Analytic engine: the loads of the touched links, summed over their flows in the active list's order."""
     for x in range(n_touched):
         li = touched[x]
@@ -441,28 +505,123 @@ def _bottleneck_loads(act_rate, pos_of, route_owner, weight_flat, touched, n_tou
 # spread over many bins is stored once. A bin that gathers several arrays is "hot": a dense accumulator
 # keeps the running sum of its arrays, which is exactly what merging them gives (LinkLoad merges by summing
 # per link in array order, starting from zero), so a merge costs the union of its links, not its arrays.
-(R_F, R_I, R_OPEN_L, R_OPEN_R, R_SEG_A, R_SEG_B, R_SEG_PTR, R_SEG_L, R_SEG_R, R_N_EL, R_EL_OFF, R_EL_LEN, R_EL_OVL,
- R_DIRTY, R_POOL_L, R_POOL_V, R_SP_L, R_SP_R, R_SLOT_OF, R_SLOT_BIN, R_SLOT_ACC, R_SLOT_MARK, R_SLOT_UNION,
- R_SLOT_META) = range(24)
+(
+    R_F,
+    R_I,
+    R_OPEN_L,
+    R_OPEN_R,
+    R_SEG_A,
+    R_SEG_B,
+    R_SEG_PTR,
+    R_SEG_L,
+    R_SEG_R,
+    R_N_EL,
+    R_EL_OFF,
+    R_EL_LEN,
+    R_EL_OVL,
+    R_DIRTY,
+    R_POOL_L,
+    R_POOL_V,
+    R_SP_L,
+    R_SP_R,
+    R_SLOT_OF,
+    R_SLOT_BIN,
+    R_SLOT_ACC,
+    R_SLOT_MARK,
+    R_SLOT_UNION,
+    R_SLOT_META,
+) = range(24)
 HOT_SLOTS = 4  # bins accumulated densely at once (the one time is in, and the ends of long segments)
 
 
 @njit(cache=True)
 def _with_seg(R, seg_a, seg_b, seg_ptr, seg_l, seg_r):
-    return (R[0], R[1], R[2], R[3], seg_a, seg_b, seg_ptr, seg_l, seg_r, R[9], R[10], R[11], R[12], R[13], R[14],
-            R[15], R[16], R[17], R[18], R[19], R[20], R[21], R[22], R[23])
+    return (
+        R[0],
+        R[1],
+        R[2],
+        R[3],
+        seg_a,
+        seg_b,
+        seg_ptr,
+        seg_l,
+        seg_r,
+        R[9],
+        R[10],
+        R[11],
+        R[12],
+        R[13],
+        R[14],
+        R[15],
+        R[16],
+        R[17],
+        R[18],
+        R[19],
+        R[20],
+        R[21],
+        R[22],
+        R[23],
+    )
 
 
 @njit(cache=True)
 def _with_pool(R, pool_l, pool_v):
-    return (R[0], R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8], R[9], R[10], R[11], R[12], R[13], pool_l, pool_v,
-            R[16], R[17], R[18], R[19], R[20], R[21], R[22], R[23])
+    return (
+        R[0],
+        R[1],
+        R[2],
+        R[3],
+        R[4],
+        R[5],
+        R[6],
+        R[7],
+        R[8],
+        R[9],
+        R[10],
+        R[11],
+        R[12],
+        R[13],
+        pool_l,
+        pool_v,
+        R[16],
+        R[17],
+        R[18],
+        R[19],
+        R[20],
+        R[21],
+        R[22],
+        R[23],
+    )
 
 
 @njit(cache=True)
 def _with_sp(R, sp_l, sp_r):
-    return (R[0], R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8], R[9], R[10], R[11], R[12], R[13], R[14], R[15],
-            sp_l, sp_r, R[18], R[19], R[20], R[21], R[22], R[23])
+    return (
+        R[0],
+        R[1],
+        R[2],
+        R[3],
+        R[4],
+        R[5],
+        R[6],
+        R[7],
+        R[8],
+        R[9],
+        R[10],
+        R[11],
+        R[12],
+        R[13],
+        R[14],
+        R[15],
+        sp_l,
+        sp_r,
+        R[18],
+        R[19],
+        R[20],
+        R[21],
+        R[22],
+        R[23],
+    )
 
 
 @njit(cache=True)
@@ -503,8 +662,8 @@ def _pool_reserve(need, R):
         k, e = who[i] // el_off.shape[1], who[i] % el_off.shape[1]
         o, n = el_off[k, e], el_len[k, e]
         if o != q or moved:
-            new_l[q:q + n] = pool_l[o:o + n].copy()
-            new_v[q:q + n] = pool_v[o:o + n].copy()
+            new_l[q : q + n] = pool_l[o : o + n].copy()
+            new_v[q : q + n] = pool_v[o : o + n].copy()
         el_off[k, e] = q
         q += n
     ri[_RI_POOL_USED] = q
@@ -760,8 +919,8 @@ def _to_bins(now, R):
         p, n = seg_ptr[i], seg_ptr[i + 1] - seg_ptr[i]
         R = _sp_reserve(n, R)
         o = ri[_RI_SP_USED]
-        R[R_SP_L][o:o + n] = seg_l[p:p + n]
-        R[R_SP_R][o:o + n] = seg_r[p:p + n]
+        R[R_SP_L][o : o + n] = seg_l[p : p + n]
+        R[R_SP_R][o : o + n] = seg_r[p : p + n]
         ri[_RI_SP_USED] = o + n
         R = _add_to_bins(seg_a[i], seg_b[i], o, n, R)
     ri[_RI_N_SEG] = 0
@@ -808,7 +967,7 @@ def rec_close(now, bits, n_links, load, R):
             nl, nr = np.empty(ce, np.int32), np.empty(ce)
             na[:s] = seg_a[:s]
             nb_[:s] = seg_b[:s]
-            npt[:s + 1] = seg_ptr[:s + 1]
+            npt[: s + 1] = seg_ptr[: s + 1]
             nl[:e] = seg_l[:e]
             nr[:e] = seg_r[:e]
             R = _with_seg(R, na, nb_, npt, nl, nr)
@@ -861,17 +1020,48 @@ def new_recorder(n_links: int, max_entries: int, max_bins: int) -> tuple:
     meta[:, 1] = n
     meta[:, 2] = -1
     width = BIN_ARRAYS + 1
-    return (np.zeros(3), ri, np.empty(1, np.int32), np.empty(1),
-            np.empty(16), np.empty(16), np.zeros(17, np.int64), np.empty(1024, np.int32), np.empty(1024),
-            np.zeros(n_bins, np.int64), np.zeros((n_bins, width), np.int64), np.zeros((n_bins, width), np.int64),
-            np.zeros((n_bins, width)), np.zeros(n_bins, np.bool_),
-            np.empty(1024, np.int32), np.empty(1024), np.empty(1024, np.int32), np.empty(1024),
-            np.full(n_bins, -1, np.int64), np.full(HOT_SLOTS, -1, np.int64),
-            np.zeros((slots, n)), np.zeros((slots, n), np.bool_), np.zeros((slots, n), np.int64), meta)
+    return (
+        np.zeros(3),
+        ri,
+        np.empty(1, np.int32),
+        np.empty(1),
+        np.empty(16),
+        np.empty(16),
+        np.zeros(17, np.int64),
+        np.empty(1024, np.int32),
+        np.empty(1024),
+        np.zeros(n_bins, np.int64),
+        np.zeros((n_bins, width), np.int64),
+        np.zeros((n_bins, width), np.int64),
+        np.zeros((n_bins, width)),
+        np.zeros(n_bins, np.bool_),
+        np.empty(1024, np.int32),
+        np.empty(1024),
+        np.empty(1024, np.int32),
+        np.empty(1024),
+        np.full(n_bins, -1, np.int64),
+        np.full(HOT_SLOTS, -1, np.int64),
+        np.zeros((slots, n)),
+        np.zeros((slots, n), np.bool_),
+        np.zeros((slots, n), np.int64),
+        meta,
+    )
 
 
-_LINKLOAD_FIELDS = ("max_entries", "max_bins", "_start", "_end", "_links", "_rates", "_entries", "_open", "bin_s",
-                    "_bins", "_dirty", "_t_last")
+_LINKLOAD_FIELDS = (
+    "max_entries",
+    "max_bins",
+    "_start",
+    "_end",
+    "_links",
+    "_rates",
+    "_entries",
+    "_open",
+    "bin_s",
+    "_bins",
+    "_dirty",
+    "_t_last",
+)
 
 
 def recorder_matches(link_load) -> bool:
@@ -887,7 +1077,7 @@ def install(link_load, R) -> None:
     link_load._t_last = float(rf[_RF_T_LAST])
     if rf[_RF_BIN_S] == 0.0:
         s, e = int(ri[_RI_N_SEG]), int(ri[_RI_SEG_USED])
-        ptr = R[R_SEG_PTR][:s + 1]
+        ptr = R[R_SEG_PTR][: s + 1]
         links, rates = R[R_SEG_L][:e].copy(), R[R_SEG_R][:e].copy()
         link_load._start = R[R_SEG_A][:s].tolist()
         link_load._end = R[R_SEG_B][:s].tolist()
@@ -905,11 +1095,11 @@ def install(link_load, R) -> None:
         for e in range(int(n_el[k])):
             o, n, ovl = int(el_off[k, e]), int(el_len[k, e]), float(el_ovl[k, e])
             if ovl >= 0:  # raw: the segment's rates times the overlap, as LinkLoad computes them
-                ls.append(R[R_SP_L][o:o + n].copy())
-                vs.append(R[R_SP_R][o:o + n] * ovl)
+                ls.append(R[R_SP_L][o : o + n].copy())
+                vs.append(R[R_SP_R][o : o + n] * ovl)
             else:
-                ls.append(R[R_POOL_L][o:o + n].copy())
-                vs.append(R[R_POOL_V][o:o + n].copy())
+                ls.append(R[R_POOL_L][o : o + n].copy())
+                vs.append(R[R_POOL_V][o : o + n].copy())
         bins[k] = [ls, vs]
     link_load._start, link_load._end, link_load._links, link_load._rates = [], [], [], []
     link_load._entries = 0
@@ -922,11 +1112,43 @@ def install(link_load, R) -> None:
 @njit(cache=True, error_model="numpy")
 def run_chunk(mode, incremental, budget, G, S, R):
     """Run at most `budget` turns of the event loop. Returns (done, the recorder's state)."""
-    (kind, duration, size, latency, route_ptr, route_flat, weight_flat, route_owner, dep_ptr, dep_flat,
-     capacity) = G
-    (istate, fstate, waiting, start, end, link_bytes, link_peak, heap_t, heap_k, act_task, act_rem, act_rate, drain,
-     pos_of, started, linkcnt, head, tail, nxt, prv, gload, used_bits, used, cidx, added, removed, touched,
-     is_touched, visited, lidx, in_comp, comp_links, comp_label, comp_pos) = S
+    (kind, duration, size, latency, route_ptr, route_flat, weight_flat, route_owner, dep_ptr, dep_flat, capacity) = G
+    (
+        istate,
+        fstate,
+        waiting,
+        start,
+        end,
+        link_bytes,
+        link_peak,
+        heap_t,
+        heap_k,
+        act_task,
+        act_rem,
+        act_rate,
+        drain,
+        pos_of,
+        started,
+        linkcnt,
+        head,
+        tail,
+        nxt,
+        prv,
+        gload,
+        used_bits,
+        used,
+        cidx,
+        added,
+        removed,
+        touched,
+        is_touched,
+        visited,
+        lidx,
+        in_comp,
+        comp_links,
+        comp_label,
+        comp_pos,
+    ) = S
     now = fstate[0]
     turns = 0
     while istate[_HEAP_N] > 0 or istate[_N_ACT] > 0 or istate[_N_STARTED] > 0:
@@ -977,18 +1199,54 @@ def run_chunk(mode, incremental, budget, G, S, R):
             if mode == MAX_MIN:
                 done = False
                 if incremental and not istate[_TAINTED]:
-                    done = _partial_max_min(n_act, act_task, act_rate, pos_of, route_ptr, route_flat, weight_flat,
-                                            route_owner, capacity, touched, n_touched, linkcnt, head, nxt, visited,
-                                            lidx, in_comp, comp_links, comp_label, comp_pos, gload, link_peak,
-                                            istate)
+                    done = _partial_max_min(
+                        n_act,
+                        act_task,
+                        act_rate,
+                        pos_of,
+                        route_ptr,
+                        route_flat,
+                        weight_flat,
+                        route_owner,
+                        capacity,
+                        touched,
+                        n_touched,
+                        linkcnt,
+                        head,
+                        nxt,
+                        visited,
+                        lidx,
+                        in_comp,
+                        comp_links,
+                        comp_label,
+                        comp_pos,
+                        gload,
+                        link_peak,
+                        istate,
+                    )
                     if not done:
                         istate[_FALLBACKS] += 1
                 if not done:
-                    _full_max_min(n_act, act_task, act_rate, route_ptr, route_flat, weight_flat, capacity,
-                                  used_bits, used, cidx, gload, link_peak, istate, incremental)
+                    _full_max_min(
+                        n_act,
+                        act_task,
+                        act_rate,
+                        route_ptr,
+                        route_flat,
+                        weight_flat,
+                        capacity,
+                        used_bits,
+                        used,
+                        cidx,
+                        gload,
+                        link_peak,
+                        istate,
+                        incremental,
+                    )
             else:
-                _bottleneck_loads(act_rate, pos_of, route_owner, weight_flat, touched, n_touched, linkcnt, head, nxt,
-                                  gload, link_peak)
+                _bottleneck_loads(
+                    act_rate, pos_of, route_owner, weight_flat, touched, n_touched, linkcnt, head, nxt, gload, link_peak
+                )
             for x in range(n_touched):
                 is_touched[touched[x]] = False
             istate[_N_TOUCHED] = 0
@@ -1134,7 +1392,7 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
     n_pairs = len(route_flat)
     weight_flat = np.ones(n_pairs)
     for t, w in graph.route_weight.items():
-        weight_flat[route_ptr[t]:route_ptr[t + 1]] = w
+        weight_flat[route_ptr[t] : route_ptr[t + 1]] = w
     route_owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(route_ptr))
     dep_ptr_in, dep_flat_in = _csr(graph.deps, n)  # task -> what it waits for
     waiting = np.diff(dep_ptr_in).astype(np.int64)
@@ -1153,16 +1411,42 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
     link_peak = np.zeros(n_links)
     heap_t, heap_k = np.empty(nn), np.empty(nn, dtype=np.int64)
     started = np.empty(nn, dtype=np.int64)
-    S = (istate, fstate, waiting, start, end, link_bytes, link_peak, heap_t, heap_k,
-         np.empty(nn, dtype=np.int64), np.empty(nn), np.empty(nn), np.empty(nn),  # act_task, rem, rate, drain
-         np.zeros(nn, dtype=np.int64), started,  # pos_of, started
-         np.zeros(nl, dtype=np.int64), np.full(nl, -1, dtype=np.int64), np.full(nl, -1, dtype=np.int64),  # linkcnt, head, tail
-         np.full(npr, -1, dtype=np.int64), np.full(npr, -1, dtype=np.int64),  # nxt, prv
-         np.zeros(nl), np.zeros((nl + 63) // 64, dtype=np.uint64), np.empty(nl, dtype=np.int64),  # gload, used_bits, used
-         np.zeros(nl, dtype=np.int64), np.empty(nl, dtype=np.int64), np.empty(nl, dtype=np.int64),  # cidx, added, removed
-         np.empty(nl, dtype=np.int64), np.zeros(nl, dtype=np.bool_),  # touched, is_touched
-         np.zeros(nl, dtype=np.bool_), np.zeros(nl, dtype=np.int64), np.zeros(nn, dtype=np.bool_),  # visited, lidx, in_comp
-         np.empty(nl, dtype=np.int64), np.empty(nl, dtype=np.int64), np.empty(nn, dtype=np.int64))  # comp_links, comp_label, comp_pos
+    S = (
+        istate,
+        fstate,
+        waiting,
+        start,
+        end,
+        link_bytes,
+        link_peak,
+        heap_t,
+        heap_k,
+        np.empty(nn, dtype=np.int64),
+        np.empty(nn),
+        np.empty(nn),
+        np.empty(nn),  # act_task, rem, rate, drain
+        np.zeros(nn, dtype=np.int64),
+        started,  # pos_of, started
+        np.zeros(nl, dtype=np.int64),
+        np.full(nl, -1, dtype=np.int64),
+        np.full(nl, -1, dtype=np.int64),  # linkcnt, head, tail
+        np.full(npr, -1, dtype=np.int64),
+        np.full(npr, -1, dtype=np.int64),  # nxt, prv
+        np.zeros(nl),
+        np.zeros((nl + 63) // 64, dtype=np.uint64),
+        np.empty(nl, dtype=np.int64),  # gload, used_bits, used
+        np.zeros(nl, dtype=np.int64),
+        np.empty(nl, dtype=np.int64),
+        np.empty(nl, dtype=np.int64),  # cidx, added, removed
+        np.empty(nl, dtype=np.int64),
+        np.zeros(nl, dtype=np.bool_),  # touched, is_touched
+        np.zeros(nl, dtype=np.bool_),
+        np.zeros(nl, dtype=np.int64),
+        np.zeros(nn, dtype=np.bool_),  # visited, lidx, in_comp
+        np.empty(nl, dtype=np.int64),
+        np.empty(nl, dtype=np.int64),
+        np.empty(nn, dtype=np.int64),
+    )  # comp_links, comp_label, comp_pos
     R = new_recorder(n_links, link_load.max_entries, link_load.max_bins)
 
     init_state(kind, duration, size, latency, waiting, start, heap_t, heap_k, istate, started)
@@ -1185,13 +1469,19 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
                 budget = int(min(max(budget * CHUNK_S / max(elapsed, 1e-4), 100), 10_000_000))
     except KeyboardInterrupt:
         install(link_load, rec_close(fstate[0], S[21], istate[_N_USED], S[20], R))
-        raise Interrupted(_timeline(start, end, link_bytes, link_peak, int(istate[_RECOMPUTATIONS]),
-                                    link_load)) from None
+        raise Interrupted(
+            _timeline(start, end, link_bytes, link_peak, int(istate[_RECOMPUTATIONS]), link_load)
+        ) from None
     finally:
         stats.clear()
-        stats.update(chunks=chunks, full=int(istate[_FULL]), partial=int(istate[_PARTIAL]),
-                     fallbacks=int(istate[_FALLBACKS]), component_flows=int(istate[_COMPONENT_FLOWS]),
-                     rounds=int(istate[_ROUNDS]))
+        stats.update(
+            chunks=chunks,
+            full=int(istate[_FULL]),
+            partial=int(istate[_PARTIAL]),
+            fallbacks=int(istate[_FALLBACKS]),
+            component_flows=int(istate[_COMPONENT_FLOWS]),
+            rounds=int(istate[_ROUNDS]),
+        )
     install(link_load, rec_close(fstate[0], S[21], istate[_N_USED], S[20], R))
     unfinished = int(np.isnan(end).sum())
     if unfinished:

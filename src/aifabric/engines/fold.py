@@ -80,8 +80,9 @@ class ScaleUpFolder:
         cost = self._cost.get(shape)
         if cost is None:
             cost = self._cost[shape] = self._run(shape)
-        links = np.fromiter((self._on_server(li, server) for li, _ in cost.link_bytes), dtype=np.int64,
-                            count=len(cost.link_bytes))
+        links = np.fromiter(
+            (self._on_server(li, server) for li, _ in cost.link_bytes), dtype=np.int64, count=len(cost.link_bytes)
+        )
         values = np.fromiter((b for _, b in cost.link_bytes), dtype=float, count=len(cost.link_bytes))
         self.link_bytes[links] += values
         self.last = (links, values)
@@ -98,8 +99,7 @@ class ScaleUpFolder:
         """Every collective of the block folds (checked once per group)."""
         ok = self._group_ok.get(block.group)
         if ok is None:
-            ok = self._group_ok[block.group] = all(self.foldable(op) for op in block.ops
-                                                   if isinstance(op, Collective))
+            ok = self._group_ok[block.group] = all(self.foldable(op) for op in block.ops if isinstance(op, Collective))
         return ok
 
     def fold_block(self, block, folded: dict) -> float:
@@ -124,9 +124,14 @@ class ScaleUpFolder:
                     else:
                         kinds[k] = FoldedKind(1, t, op.label, self.payload_bytes(replace(op, group=key[1])))
             nz = np.flatnonzero(self.link_bytes)
-            cached = self._blocks[key] = (time_s, nz, self.link_bytes[nz],
-                                          [(a, b, d, v) for (a, b, d), v in self.pairs.items()], kinds,
-                                          self.link_peak[nz])
+            cached = self._blocks[key] = (
+                time_s,
+                nz,
+                self.link_bytes[nz],
+                [(a, b, d, v) for (a, b, d), v in self.pairs.items()],
+                kinds,
+                self.link_peak[nz],
+            )
             self.link_bytes, self.pairs, self.link_peak = before_links, before_pairs, before_peak
         time_s, links, values, pairs, kinds, peaks = cached
         if server:
@@ -134,7 +139,8 @@ class ScaleUpFolder:
             moved = self._moved_links.get(where)
             if moved is None:
                 moved = self._moved_links[where] = np.fromiter(
-                    (self._on_server(int(li), server) for li in links), dtype=np.int64, count=len(links))
+                    (self._on_server(int(li), server) for li in links), dtype=np.int64, count=len(links)
+                )
             links = moved
         self.last = (links, values)
         count = self._pending.get((key, server))
@@ -197,10 +203,23 @@ class ScaleUpFolder:
         if not len(g):
             return FoldedCost(0.0, (), ())
         _, choice = plan(op, self.fabric, self.router)
-        if choice is not None and choice.algorithm != "ring" and op.op in ("all-reduce", "all-gather",
-                                                                            "reduce-scatter"):
-            ring = CollectiveCall(op.key, op.op, op.group, op.elements, op.bytes_per_element, op.label, op.blocking,
-                                  op.stream, op.dim, algorithm="ring")
+        if (
+            choice is not None
+            and choice.algorithm != "ring"
+            and op.op in ("all-reduce", "all-gather", "reduce-scatter")
+        ):
+            ring = CollectiveCall(
+                op.key,
+                op.op,
+                op.group,
+                op.elements,
+                op.bytes_per_element,
+                op.label,
+                op.blocking,
+                op.stream,
+                op.dim,
+                algorithm="ring",
+            )
             g2, tl2 = self._simulate(ring, run, lower_collective)
             if tl2.makespan_s < tl.makespan_s:
                 g, tl = g2, tl2
@@ -209,6 +228,9 @@ class ScaleUpFolder:
         for t in range(len(g)):
             if g.kind[t] == TRANSFER:  # NVLS: a GPU's contribution up to the switch is (p, p)
                 pairs[(g.rank[t], g.dst[t])] = pairs.get((g.rank[t], g.dst[t]), 0.0) + g.payload_bytes(t)
-        return FoldedCost(float(tl.makespan_s), tuple((int(i), float(tl.link_bytes[i])) for i in nz),
-                          tuple((a, b, s) for (a, b), s in pairs.items()),
-                          tuple((int(i), float(tl.link_peak_bytes_per_s[i])) for i in nz))
+        return FoldedCost(
+            float(tl.makespan_s),
+            tuple((int(i), float(tl.link_bytes[i])) for i in nz),
+            tuple((a, b, s) for (a, b), s in pairs.items()),
+            tuple((int(i), float(tl.link_peak_bytes_per_s[i])) for i in nz),
+        )

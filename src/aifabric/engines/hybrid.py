@@ -71,9 +71,11 @@ def parse_window(text: str) -> WindowSpec:
         return WindowSpec(text, "dim", dim=s)
     m = re.fullmatch(rf"(?:{_TIME})?:(?:{_TIME})?", s)
     if m is None or s == ":":
-        raise ValueError(f"packet window {text!r}: give a span START:END in s, ms or us (e.g. 0.80s:0.95s, "
-                         f"800ms:950ms; an end may be left open), a parallel dimension ({', '.join(DIMENSIONS)}, "
-                         "moe) or auto")
+        raise ValueError(
+            f"packet window {text!r}: give a span START:END in s, ms or us (e.g. 0.80s:0.95s, "
+            f"800ms:950ms; an end may be left open), a parallel dimension ({', '.join(DIMENSIONS)}, "
+            "moe) or auto"
+        )
     a = float(m.group(1)) * _UNITS_S[m.group(2) or "s"] if m.group(1) else 0.0
     b = float(m.group(3)) * _UNITS_S[m.group(4) or "s"] if m.group(3) else math.inf
     if b <= a:
@@ -109,11 +111,21 @@ class PacketWindow:
 
     def to_dict(self) -> dict:
         tot = self.stats.to_dict(series=False)["totals"] if self.stats is not None else {}
-        return {"window": self.spec.text, "t0_s": self.t0_s, "t1_s": self.t1_s, "transfers": self.transfers,
-                "tasks": self.tasks, "bytes": self.bytes, "flow_end_s": self.flow_end_s,
-                "packet_end_s": self.packet_end_s, "packet_s": self.packet_s, "extrapolated": self.extrapolated,
-                "packet_events": self.stats.events if self.stats else 0,
-                **tot, **({"note": self.note} if self.note else {})}
+        return {
+            "window": self.spec.text,
+            "t0_s": self.t0_s,
+            "t1_s": self.t1_s,
+            "transfers": self.transfers,
+            "tasks": self.tasks,
+            "bytes": self.bytes,
+            "flow_end_s": self.flow_end_s,
+            "packet_end_s": self.packet_end_s,
+            "packet_s": self.packet_s,
+            "extrapolated": self.extrapolated,
+            "packet_events": self.stats.events if self.stats else 0,
+            **tot,
+            **({"note": self.note} if self.note else {}),
+        }
 
 
 @dataclass
@@ -127,8 +139,14 @@ class HybridRun:
 def network_transfers(graph: TaskGraph, fabric: Fabric) -> np.ndarray:
     """Mask of the transfers whose route crosses a NIC (a host, spine or super-spine link)."""
     tier = [link.tier in NETWORK_TIERS for link in fabric.links]
-    return np.fromiter((graph.kind[t] != COMPUTE and graph.size_bytes[t] > 0 and any(tier[li] for li in graph.route[t])
-                        for t in range(len(graph))), dtype=bool, count=len(graph))
+    return np.fromiter(
+        (
+            graph.kind[t] != COMPUTE and graph.size_bytes[t] > 0 and any(tier[li] for li in graph.route[t])
+            for t in range(len(graph))
+        ),
+        dtype=bool,
+        count=len(graph),
+    )
 
 
 def task_dims(graph: TaskGraph) -> list[str]:
@@ -157,7 +175,7 @@ def resolve_window(spec: WindowSpec, graph: TaskGraph, tl: Timeline, net: np.nda
         a, b = start[t], end[t]
         lo, hi = np.searchsorted(edges, a, "right") - 1, np.searchsorted(edges, b, "left")
         lo, hi = max(lo, 0), min(max(hi, lo + 1), AUTO_BINS)
-        overlap = np.minimum(edges[lo + 1:hi + 1], b) - np.maximum(edges[lo:hi], a)
+        overlap = np.minimum(edges[lo + 1 : hi + 1], b) - np.maximum(edges[lo:hi], a)
         rate[lo:hi] += size[t] * np.maximum(overlap, 0.0) / max(b - a, 1e-15)
     peak = int(np.argmax(rate))
     lo = hi = peak
@@ -201,17 +219,35 @@ def _subgraph(graph: TaskGraph, tl: Timeline, wire: np.ndarray, span: np.ndarray
         if r_s is not None:
             deps.append(at[r_s])
         if t in packet:
-            sub.add_transfer(graph.rank[t], graph.dst[t], f"{graph.name[t]} (task {t})", deps, graph.size_bytes[t],
-                             graph.route[t], graph.latency_s[t], graph.dim[t])
+            sub.add_transfer(
+                graph.rank[t],
+                graph.dst[t],
+                f"{graph.name[t]} (task {t})",
+                deps,
+                graph.size_bytes[t],
+                graph.route[t],
+                graph.latency_s[t],
+                graph.dim[t],
+            )
         else:
             sub.add(COMPUTE, graph.rank[t], -1, graph.name[t], deps, duration_s=float(tl.end_s[t] - tl.start_s[t]))
     return sub, offset
 
 
-def run_hybrid(graph: TaskGraph, fabric: Fabric, windows: list[WindowSpec], cfg: PacketConfig | None = None, *,
-               packet_routes: list | None = None, hash_seed: int = 0, per_switch_seed: bool = False,
-               queue_pairs: dict | None = None, flow_engine: str = "flow", packet_max_s: float | None = PACKET_MAX_S,
-               progress: Callable[[int, int], None] | None = None) -> HybridRun:
+def run_hybrid(
+    graph: TaskGraph,
+    fabric: Fabric,
+    windows: list[WindowSpec],
+    cfg: PacketConfig | None = None,
+    *,
+    packet_routes: list | None = None,
+    hash_seed: int = 0,
+    per_switch_seed: bool = False,
+    queue_pairs: dict | None = None,
+    flow_engine: str = "flow",
+    packet_max_s: float | None = PACKET_MAX_S,
+    progress: Callable[[int, int], None] | None = None,
+) -> HybridRun:
     """The iteration of `graph` on the flow engine with `windows` packet by packet (module docstring).
     `packet_max_s`: at most this much of each window simulated packet by packet (None: all of it); a transfer
     still in flight then finishes its remaining bytes at the goodput its packets reached.
@@ -230,15 +266,44 @@ def run_hybrid(graph: TaskGraph, fabric: Fabric, windows: list[WindowSpec], cfg:
         wire, span, a = _window_tasks(graph, flow_tl, net, t0, t1) if t1 > t0 else (np.zeros(0, int),) * 2 + (t0,)
         wire = np.array([t for t in wire if int(t) not in fixed], dtype=np.int64)
         if not len(wire):
-            out.append(PacketWindow(spec, t0, max(t0, t1), 0, 0, 0.0, t0, t0, None,
-                                    note=note or "no transfer crosses a NIC in this span"))
+            out.append(
+                PacketWindow(
+                    spec,
+                    t0,
+                    max(t0, t1),
+                    0,
+                    0,
+                    0.0,
+                    t0,
+                    t0,
+                    None,
+                    note=note or "no transfer crosses a NIC in this span",
+                )
+            )
             continue
         sub, offset = _subgraph(pgraph, flow_tl, wire, span, a)
         seen: list[tuple[float, dict[str, int]]] = []  # (when, flow -> bytes acknowledged) through the cap
-        marks = [] if packet_max_s is None else [(packet_max_s * k / LOOKS, lambda net, seen=seen: seen.append(
-            (net.sim.now, {f.name: _acked(f) for f in net.flows}))) for k in range(1, LOOKS)]
-        pr = run_packet(sub, fabric, cfg, hash_seed=hash_seed, per_switch_seed=per_switch_seed,
-                        queue_pairs=queue_pairs, until_s=packet_max_s, marks=marks)
+        marks = (
+            []
+            if packet_max_s is None
+            else [
+                (
+                    packet_max_s * k / LOOKS,
+                    lambda net, seen=seen: seen.append((net.sim.now, {f.name: _acked(f) for f in net.flows})),
+                )
+                for k in range(1, LOOKS)
+            ]
+        )
+        pr = run_packet(
+            sub,
+            fabric,
+            cfg,
+            hash_seed=hash_seed,
+            per_switch_seed=per_switch_seed,
+            queue_pairs=queue_pairs,
+            until_s=packet_max_s,
+            marks=marks,
+        )
         local = {int(t): offset + i for i, t in enumerate(span)}
         done = _packet_durations(pr, sub, [local[int(t)] for t in wire], packet_max_s, seen)
         ends = []
@@ -252,10 +317,23 @@ def run_hybrid(graph: TaskGraph, fabric: Fabric, windows: list[WindowSpec], cfg:
             ends.append(a + float(pr.timeline.start_s[local[int(t)]]) + d[0])
         moved = [int(t) for t in wire if int(t) in fixed]
         simulated_s = float(pr.stats.end_s) if packet_max_s is None else min(float(pr.stats.end_s), packet_max_s)
-        out.append(PacketWindow(spec, a, max(t1, float(flow_tl.end_s[wire].max())), len(moved), len(span),
-                                float(sum(graph.size_bytes[t] for t in moved)),
-                                float(flow_tl.end_s[moved].max()) if moved else a, max(ends, default=a), pr.stats,
-                                packet_s=simulated_s, extrapolated=extrapolated, note=note, task_ids=tuple(moved)))
+        out.append(
+            PacketWindow(
+                spec,
+                a,
+                max(t1, float(flow_tl.end_s[wire].max())),
+                len(moved),
+                len(span),
+                float(sum(graph.size_bytes[t] for t in moved)),
+                float(flow_tl.end_s[moved].max()) if moved else a,
+                max(ends, default=a),
+                pr.stats,
+                packet_s=simulated_s,
+                extrapolated=extrapolated,
+                note=note,
+                task_ids=tuple(moved),
+            )
+        )
         stats.append((a, pr.stats))
     if not fixed:
         return HybridRun(flow_tl, flow_tl, out, None)
@@ -273,8 +351,9 @@ def _acked(f) -> int:
     return min(getattr(f, "snd_una", 0) * getattr(f, "mtu", 0), int(f.size))
 
 
-def _packet_durations(pr, sub: TaskGraph, tasks: list[int], until_s: float | None,
-                      seen: list[tuple[float, dict[str, int]]]) -> dict[int, tuple[float, bool]]:
+def _packet_durations(
+    pr, sub: TaskGraph, tasks: list[int], until_s: float | None, seen: list[tuple[float, dict[str, int]]]
+) -> dict[int, tuple[float, bool]]:
     """Sub-graph transfer -> (its duration, exact): from start to end where it finished packet by packet; where it
     was still in flight at `until_s`, the time so far plus its remaining bytes at the goodput its packets reached
     over the second half of its time so far (from the last look at the flows before that half began), not exact.

@@ -136,8 +136,9 @@ class LinkLoad:
         assert self.bin_s is not None
         return self.bin_s
 
-    def add_spread(self, items: list[tuple[float, float, np.ndarray, np.ndarray]],
-                   chunk_entries: int = 4_000_000) -> None:
+    def add_spread(
+        self, items: list[tuple[float, float, np.ndarray, np.ndarray]], chunk_entries: int = 4_000_000
+    ) -> None:
         """Add (start, end, links, bytes) intervals, each link's bytes spread evenly over the interval, on
         top of what was recorded (folded collectives inside merged tasks). Moves the record to the grid.
         Vectorized: every (interval, bin, link) share at once, at most `chunk_entries` of them at a time,

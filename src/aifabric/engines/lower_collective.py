@@ -55,8 +55,7 @@ from ..fabric.routing import Router
 from ..workload.ops import Collective
 from .taskgraph import TRANSFER, CollectiveInstance, TaskGraph
 
-DEFAULT_ALGORITHM = {"all-to-all": "direct", "all-to-allv": "direct", "send-recv": "direct",
-                     "barrier": "dissemination"}
+DEFAULT_ALGORITHM = {"all-to-all": "direct", "all-to-allv": "direct", "send-recv": "direct", "barrier": "dissemination"}
 MAX_PIECES_LOWERED = 16
 MAX_PIECES_NVLS = 64  # collectives/tuning.py NVLS_PIECES: in-switch reduction inside one server
 
@@ -83,21 +82,47 @@ def _paths(fabric: Fabric, router: Router) -> Paths:
     return paths
 
 
-def _choose(op: Collective, fabric: Fabric, router: Router, algorithm: str, protocol: str, channels: int,
-            pieces: int, in_switch: bool) -> Choice:
+def _choose(
+    op: Collective,
+    fabric: Fabric,
+    router: Router,
+    algorithm: str,
+    protocol: str,
+    channels: int,
+    pieces: int,
+    in_switch: bool,
+) -> Choice:
     """The tuner's choice, cached per group shape (position in its server and strides) and size."""
     gps = fabric.gpus_per_server
     g0 = op.group[0]
-    key = ("choice", op.op, g0 % gps, tuple(r - g0 for r in op.group), op.size_bytes, algorithm, protocol,
-           channels, pieces, in_switch)
+    key = (
+        "choice",
+        op.op,
+        g0 % gps,
+        tuple(r - g0 for r in op.group),
+        op.size_bytes,
+        algorithm,
+        protocol,
+        channels,
+        pieces,
+        in_switch,
+    )
     choice = router.cache.get(key)
     if choice is None:
         layout = Layout(gps)
         shape = Shape.of(op.group, gps)
         choice = router.cache[key] = choose(
-            op.op, shape, op.size_bytes, _paths(fabric, router), algorithm=algorithm, protocol=protocol,
-            channels=channels, pieces=pieces, in_switch=in_switch,
-            runnable=lambda a: not_applicable(op.op, a, op.group, layout) is None)
+            op.op,
+            shape,
+            op.size_bytes,
+            _paths(fabric, router),
+            algorithm=algorithm,
+            protocol=protocol,
+            channels=channels,
+            pieces=pieces,
+            in_switch=in_switch,
+            runnable=lambda a: not_applicable(op.op, a, op.group, layout) is None,
+        )
     return choice
 
 
@@ -110,8 +135,9 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
     pieces = getattr(op, "pieces", 0)
     protocol = getattr(op, "protocol", "auto")
     gps = fabric.gpus_per_server
-    in_switch = getattr(op, "in_switch", False) if call else (
-        fabric.nvls and min(op.group) // gps == max(op.group) // gps)  # the group inside one server
+    in_switch = (
+        getattr(op, "in_switch", False) if call else (fabric.nvls and min(op.group) // gps == max(op.group) // gps)
+    )  # the group inside one server
     choice = None
     if algorithm in ("auto", "nccl") or protocol == "auto" or not channels or not pieces:
         choice = _choose(op, fabric, router, algorithm, protocol, channels, pieces, in_switch)
@@ -121,9 +147,17 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
     pieces = min(MAX_PIECES_NVLS if algorithm == "nvls" else MAX_PIECES_LOWERED, max(1, pieces))
     root = getattr(op, "root", -1)
     if counts or op.op in ("broadcast", "reduce"):  # AllToAllv's counts; a root (named in the schedule's notes)
-        return build_schedule(op.op, algorithm, op.group, op.elements, layout, channels=max(1, channels),
-                              pieces=pieces, root=root,
-                              counts=np.array(counts).reshape(n, n) if counts else None), choice
+        return build_schedule(
+            op.op,
+            algorithm,
+            op.group,
+            op.elements,
+            layout,
+            channels=max(1, channels),
+            pieces=pieces,
+            root=root,
+            counts=np.array(counts).reshape(n, n) if counts else None,
+        ), choice
     # a schedule depends on the group only through its ranks relative to the first one's server: built once,
     # shifted onto every translate of the group by whole servers (data-parallel groups, their buckets)
     g0 = op.group[0]
@@ -132,8 +166,9 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
     key = ("schedule", op.op, algorithm, relative, op.elements, max(1, channels), pieces)
     sched = router.cache.get(key)
     if sched is None:
-        sched = router.cache[key] = build_schedule(op.op, algorithm, relative, op.elements, layout,
-                                                   channels=max(1, channels), pieces=pieces)
+        sched = router.cache[key] = build_schedule(
+            op.op, algorithm, relative, op.elements, layout, channels=max(1, channels), pieces=pieces
+        )
     return sched.shifted(base), choice
 
 
@@ -170,12 +205,21 @@ def _split_at_switch(fabric: Fabric, links: tuple[int, ...]) -> tuple[tuple[int,
     """A route's links up to the first switch (NVSwitch or rail switch) and from it on."""
     for k, li in enumerate(links):
         if fabric.nodes[fabric.links[li].dst].kind in (NVSWITCH, RAIL):
-            return links[:k + 1], links[k + 1:]
+            return links[: k + 1], links[k + 1 :]
     return links, ()
 
 
-def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
-                     done: list[list[int]], ci: int, inst: CollectiveInstance, wire: _Wire) -> None:
+def _lower_in_switch(
+    g: TaskGraph,
+    op: Collective,
+    sched: Schedule,
+    fabric: Fabric,
+    router: Router,
+    done: list[list[int]],
+    ci: int,
+    inst: CollectiveInstance,
+    wire: _Wire,
+) -> None:
     """In-switch reduction and multicast (NVLS in the NVSwitch, SHARP in the rail switch), by data
     dependencies only, so pieces overlap: every contribution of a chunk run crosses its GPU's path up
     to the switch once, the switch adds them and sends the owner one result; a multicast goes up
@@ -193,14 +237,34 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
             out += ready.get((rank, c), [])
         return out
 
-    def add(src: int, dst: int, links, latency_s: float, size: float, deps: list[int], step: int, net: str,
-            first: bool = False) -> int:
+    def add(
+        src: int,
+        dst: int,
+        links,
+        latency_s: float,
+        size: float,
+        deps: list[int],
+        step: int,
+        net: str,
+        first: bool = False,
+    ) -> int:
         nvswitch = net == "NVSwitch"
         # NCCL's NVLS latency once, on a GPU's first contribution; pieces then stream with no per-step overhead
         over = (NVLS_LATENCY_S if nvswitch else SHARP_LATENCY_S) if first else 0.0
         factor = wire.factor / (NVLS_EFFICIENCY if nvswitch else 1.0)  # NVLink SHARP's measured rate
-        t = g.add(TRANSFER, src, dst, f"{op.key}/step{step} [{net}]", deps, size_bytes=size * factor,
-                  route=tuple(links), latency_s=latency_s + over, step=step, collective=ci, wire=factor)
+        t = g.add(
+            TRANSFER,
+            src,
+            dst,
+            f"{op.key}/step{step} [{net}]",
+            deps,
+            size_bytes=size * factor,
+            route=tuple(links),
+            latency_s=latency_s + over,
+            step=step,
+            collective=ci,
+            wire=factor,
+        )
         inst.tasks.append(t)
         return t
 
@@ -221,21 +285,41 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
             ups = []
             for p, r in zip(peers, routes):
                 up_links, _ = _split_at_switch(fabric, r.links)
-                ups.append(add(p, p, up_links, r.latency_s / 2, size, deps_of(p, chunk, count)
-                               + pushed.get((p, step - 1, "r"), []), step, net, first=p not in started))
+                ups.append(
+                    add(
+                        p,
+                        p,
+                        up_links,
+                        r.latency_s / 2,
+                        size,
+                        deps_of(p, chunk, count) + pushed.get((p, step - 1, "r"), []),
+                        step,
+                        net,
+                        first=p not in started,
+                    )
+                )
                 started.add(p)
                 pushed.setdefault((p, step, "r"), []).append(ups[-1])
                 finals[p].append(ups[-1])
             _, down_links = _split_at_switch(fabric, routes[0].links)
-            t = add(owner, owner, down_links, routes[0].latency_s / 2, size, ups + deps_of(owner, chunk, count), step,
-                    net)
+            t = add(
+                owner, owner, down_links, routes[0].latency_s / 2, size, ups + deps_of(owner, chunk, count), step, net
+            )
             for c in range(chunk, chunk + count):
                 ready[(owner, c)] = [t]
             finals[owner].append(t)
         else:  # one copy up, multicast down
             up_links, _ = _split_at_switch(fabric, routes[0].links)
-            up = add(owner, owner, up_links, routes[0].latency_s / 2, size,
-                     deps_of(owner, chunk, count) + pushed.get((owner, step - 1, "m"), []), step, net)
+            up = add(
+                owner,
+                owner,
+                up_links,
+                routes[0].latency_s / 2,
+                size,
+                deps_of(owner, chunk, count) + pushed.get((owner, step - 1, "m"), []),
+                step,
+                net,
+            )
             pushed.setdefault((owner, step, "m"), []).append(up)
             finals[owner].append(up)
             for p, r in zip(peers, routes):
@@ -249,8 +333,17 @@ def _lower_in_switch(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabr
             done[r] = finals[r]
 
 
-def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fabric, router: Router,
-                      done: list[list[int]], ci: int, inst: CollectiveInstance, wire: _Wire) -> None:
+def _lower_ring_edges(
+    g: TaskGraph,
+    op: Collective,
+    sched: Schedule,
+    fabric: Fabric,
+    router: Router,
+    done: list[list[int]],
+    ci: int,
+    inst: CollectiveInstance,
+    wire: _Wire,
+) -> None:
     """A ring as one transfer per ring edge (src, dst, channel) carrying the bytes of all its steps, with
     the latency of all its steps; it starts when both ends have reached the collective.
 
@@ -274,10 +367,19 @@ def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fab
         elements, n_steps = int(round(edge_elements[k])), int(edge_steps[k])
         route = router.route(src, dst, channel)
         net = network_of(src, dst, layout)
-        t = g.add(TRANSFER, src, dst, f"{op.key}/ring [{net}]", sorted(set(done[src] + done[dst])),
-                  size_bytes=elements * op.bytes_per_element * wire.factor, route=route.links,
-                  latency_s=n_steps * (route.latency_s + wire.step_s(route)) + wire.base_s, step=-1, collective=ci,
-                  wire=wire.factor)
+        t = g.add(
+            TRANSFER,
+            src,
+            dst,
+            f"{op.key}/ring [{net}]",
+            sorted(set(done[src] + done[dst])),
+            size_bytes=elements * op.bytes_per_element * wire.factor,
+            route=route.links,
+            latency_s=n_steps * (route.latency_s + wire.step_s(route)) + wire.base_s,
+            step=-1,
+            collective=ci,
+            wire=wire.factor,
+        )
         inst.tasks.append(t)
         finals[src].append(t)
         finals[dst].append(t)
@@ -286,16 +388,16 @@ def _lower_ring_edges(g: TaskGraph, op: Collective, sched: Schedule, fabric: Fab
             done[r] = finals[r]
 
 
-def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Router,
-                     done: list[list[int]], merge_ring_steps: bool = False) -> int:
+def lower_collective(
+    g: TaskGraph, op: Collective, fabric: Fabric, router: Router, done: list[list[int]], merge_ring_steps: bool = False
+) -> int:
     sched, choice = plan(op, fabric, router)
     wire = _Wire(op, choice, sched.algorithm)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
     layout = Layout(fabric.gpus_per_server)
     gps = fabric.gpus_per_server
     ci = len(g.collectives)
-    inst = CollectiveInstance(op.key, op.op, sched.algorithm, op.group, op.size_bytes, op.label,
-                              n_steps=sched.n_steps)
+    inst = CollectiveInstance(op.key, op.op, sched.algorithm, op.group, op.size_bytes, op.label, n_steps=sched.n_steps)
     g.collectives.append(inst)
     if sched.algorithm == "nvls":
         _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire)
@@ -327,10 +429,19 @@ def lower_collective(g: TaskGraph, op: Collective, fabric: Fabric, router: Route
             for a, b in hops:
                 route = router.route(a, b, channel)
                 net = network_of(a, b, layout)
-                t = g.add(TRANSFER, a, b, f"{op.key}/step{k} [{net}]", deps, size_bytes=size * wire.factor,
-                          route=route.links, latency_s=route.latency_s + wire.step_s(route)
-                          + (wire.base_s if k == 0 and first is None else 0.0), step=k, collective=ci,
-                          wire=wire.factor)
+                t = g.add(
+                    TRANSFER,
+                    a,
+                    b,
+                    f"{op.key}/step{k} [{net}]",
+                    deps,
+                    size_bytes=size * wire.factor,
+                    route=route.links,
+                    latency_s=route.latency_s + wire.step_s(route) + (wire.base_s if k == 0 and first is None else 0.0),
+                    step=k,
+                    collective=ci,
+                    wire=wire.factor,
+                )
                 inst.tasks.append(t)
                 first = t if first is None else first
                 deps = [t]

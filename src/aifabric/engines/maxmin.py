@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray,
-                  weight: np.ndarray | None = None) -> np.ndarray:
+def max_min_pairs(
+    flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray, weight: np.ndarray | None = None
+) -> np.ndarray:
     """Max-min fair rates for `n_flows` flows; pair k says flow `flow_of[k]` crosses link `link_of[k]`,
     putting `weight[k]` of its rate there (1 on a path; a sprayed flow splits over equal-cost links).
 
@@ -53,8 +54,9 @@ def max_min_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capaci
     return rates
 
 
-def bottleneck_pairs(flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray,
-                     weight: np.ndarray | None = None) -> np.ndarray:
+def bottleneck_pairs(
+    flow_of: np.ndarray, link_of: np.ndarray, n_flows: int, capacity: np.ndarray, weight: np.ndarray | None = None
+) -> np.ndarray:
     """No sharing: every flow gets its slowest link's full capacity (the analytic engine's model); a
     flow with a share w of its rate on a link may go at capacity / w there."""
     rates = np.full(n_flows, np.inf)

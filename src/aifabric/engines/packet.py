@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from .fabric_events import Rerouter
 
 LINK_LOAD_SEGMENTS = 2000
-SLICE_WALL_S = 0.25  # with a progress callback: wall seconds of simulation between its reports (and at every task's end)
+SLICE_WALL_S = (
+    0.25  # with a progress callback: wall seconds of simulation between its reports (and at every task's end)
+)
 
 
 @dataclass
@@ -64,18 +66,30 @@ def _deadlock_error(net: Network):
     dl = net.stats.deadlocks[-1]
     ports = {p.name: p for p in net.ports}
     cycle = describe([ports[n] for n in dl["ports"]])
-    return InputError(Problem("fabric.qos.pfc.watchdog_ms", (
-        f"PFC deadlock at {dl['t_s']:.6g} s on priority {dl['priority']}: {cycle}; no packet has left those ports "
-        f"since {dl['since_s']:.6g} s and, with no PFC watchdog, none ever would: the run stops (set watchdog_ms to "
-        "break it; Deep Learning for Network Engineers, Chapter 11)")))
+    return InputError(
+        Problem(
+            "fabric.qos.pfc.watchdog_ms",
+            (
+                f"PFC deadlock at {dl['t_s']:.6g} s on priority {dl['priority']}: {cycle}; no packet has left those ports "
+                f"since {dl['since_s']:.6g} s and, with no PFC watchdog, none ever would: the run stops (set watchdog_ms to "
+                "break it; Deep Learning for Network Engineers, Chapter 11)"
+            ),
+        )
+    )
 
 
-def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None,
-               progress: Callable[[int, int], None] | None = None, hash_seed: int = 0,
-               per_switch_seed: bool = False,
-               queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None,
-               faults: PacketFaults | None = None, until_s: float | None = None,
-               marks: Sequence[tuple[float, Callable[[Network], None]]] = ()) -> PacketRun:
+def run_packet(
+    graph: TaskGraph,
+    fabric: Fabric,
+    cfg: PacketConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    hash_seed: int = 0,
+    per_switch_seed: bool = False,
+    queue_pairs: dict[tuple[int, int, tuple[int, ...]], tuple[int, int, int]] | None = None,
+    faults: PacketFaults | None = None,
+    until_s: float | None = None,
+    marks: Sequence[tuple[float, Callable[[Network], None]]] = (),
+) -> PacketRun:
     """Run `graph` packet by packet. `progress(done, total)` at every task's end, and every SLICE_WALL_S of wall time
     between (with the simulated time reached, `t_s`, when it takes it: engines/progress.py). Ctrl-C raises
     `Interrupted` with the timeline so far. `queue_pairs`
@@ -124,7 +138,8 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
             return
         pcie = [li for li in route if fabric.links[li].tier == TIER_PCIE]
         physical = sum(fabric.links[li].latency_s for li in route) + fabric.switch_latency_s * sum(
-            1 for li in route if fabric.is_switch(fabric.links[li].dst))
+            1 for li in route if fabric.is_switch(fabric.links[li].dst)
+        )
         software = max(0.0, graph.latency_s[t] - physical)  # protocol overheads the packets do not simulate
         head = software + sum(fabric.links[li].latency_s for li in route[:1] if li in pcie)
         tail = sum(fabric.links[li].latency_s for li in route[-1:] if li in pcie and len(route) > 1)
@@ -141,11 +156,16 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
 
         if fstate is not None and fault_route is not None:
             route = fault_route(t, route, size)
-            net.at(now + head, lambda _, t=t, route=tuple(route), size=size, kw=qp_kw, done=done: fstate[
-                "tasks"].__setitem__(net.add_transfer(route, size, on_done=done, name=graph.name[t], **kw), t))
+            net.at(
+                now + head,
+                lambda _, t=t, route=tuple(route), size=size, kw=qp_kw, done=done: fstate["tasks"].__setitem__(
+                    net.add_transfer(route, size, on_done=done, name=graph.name[t], **kw), t
+                ),
+            )
             return
-        net.start_at(now + head, tuple(route), size, on_done=done, name=graph.name[t], **qp_kw) if head > 0 else \
-            net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
+        net.start_at(
+            now + head, tuple(route), size, on_done=done, name=graph.name[t], **qp_kw
+        ) if head > 0 else net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
 
     if faults is not None:
         fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n)
@@ -165,8 +185,11 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     if log is not None:
         assert fstate is not None
         log.stall_intervals = [(a, b, fstate["tasks"].get(fl, -1)) for a, b, fl in net.stalls]
-        log.stall_intervals += [(fl.stalled_at, net.sim.now, t) for fl, t in fstate["tasks"].items()
-                                if getattr(fl, "stalled_at", None) is not None]
+        log.stall_intervals += [
+            (fl.stalled_at, net.sim.now, t)
+            for fl, t in fstate["tasks"].items()
+            if getattr(fl, "stalled_at", None) is not None
+        ]
         if fstate["failed"] is not None:
             from .fabric_events import JobFailed
 
@@ -186,8 +209,9 @@ def run_packet(graph: TaskGraph, fabric: Fabric, cfg: PacketConfig | None = None
     return PacketRun(timeline, stats, net)
 
 
-def _run_in_slices(net: Network, tick: Callable[[], None], wall_s: float = SLICE_WALL_S,
-                   until_s: float | None = None) -> PacketStats:
+def _run_in_slices(
+    net: Network, tick: Callable[[], None], wall_s: float = SLICE_WALL_S, until_s: float | None = None
+) -> PacketStats:
     """`net.run()` in slices of simulated time sized to take about `wall_s` of wall time each, `tick()` after each:
     the same heap popped in the same order (a slice ends before the first event past its end), so the same run,
     and a progress report even while one long transfer is all there is (no task ends for minutes)."""
@@ -218,8 +242,11 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished
         lf.set(li, factor, loss)
 
     def active():
-        return [(fl, t) for fl, t in state["tasks"].items()
-                if isinstance(fl, QpFlow) and fl.acked_t is None and fl.error is None]
+        return [
+            (fl, t)
+            for fl, t in state["tasks"].items()
+            if isinstance(fl, QpFlow) and fl.acked_t is None and fl.error is None
+        ]
 
     def links_event(arg) -> None:
         changes, label = arg
@@ -235,8 +262,11 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished
                 stopped += 1
         log.transfers_stopped += stopped
         log.events.append({"t_s": sim.now, "what": label, "transfers_stopped": stopped})
-        net.log(sim.now, f"{label}: {stopped} QP(s) lose their packets on it until routing moves them or the cable "
-                         "is back", "fault")
+        net.log(
+            sim.now,
+            f"{label}: {stopped} QP(s) lose their packets on it until routing moves them or the cable is back",
+            "fault",
+        )
 
     def routing_event(arg) -> None:
         down, label = arg
@@ -253,8 +283,12 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished
                 log.bytes_rerouted += max(0, fl.size - fl.snd_una * fl.mtu)
         log.transfers_rerouted += moved
         log.events.append({"t_s": sim.now, "what": label, "transfers_rerouted": moved})
-        net.log(sim.now, f"{label}: {moved} QP(s) in flight take the converged route (resilient ECMP); their next "
-                         "packets, ACKs and CNPs follow it", "fault")
+        net.log(
+            sim.now,
+            f"{label}: {moved} QP(s) in flight take the converged route (resilient ECMP); their next "
+            "packets, ACKs and CNPs follow it",
+            "fault",
+        )
 
     def want_route(t: int):
         original = graph.route[t]
@@ -310,8 +344,13 @@ def _pcie_peaks(spans: list[tuple[float, float, list[int], int]], n_links: int) 
     return peak
 
 
-def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.ndarray,
-              pcie_spans: Sequence[tuple[float, float, list[int], int]] = ()) -> Timeline:
+def _timeline(
+    net: Network,
+    start: np.ndarray,
+    end: np.ndarray,
+    pcie_bytes: np.ndarray,
+    pcie_spans: Sequence[tuple[float, float, list[int], int]] = (),
+) -> Timeline:
     n_links = len(net.fabric.links)
     link_bytes = pcie_bytes.copy()
     for p in net.ports:
@@ -340,8 +379,9 @@ def _timeline(net: Network, start: np.ndarray, end: np.ndarray, pcie_bytes: np.n
         load.close((k + 1) * width)
     # PCIe: its bytes over time (each transfer's spread over its span) and the peak of the concurrent rates,
     # at most the link's capacity
-    load.add_spread([(a, b, np.asarray(ls, dtype=np.int64), np.full(len(ls), float(size)))
-                     for a, b, ls, size in pcie_spans])
+    load.add_spread(
+        [(a, b, np.asarray(ls, dtype=np.int64), np.full(len(ls), float(size))) for a, b, ls, size in pcie_spans]
+    )
     cap = np.array([link.capacity_bytes_per_s for link in net.fabric.links])
     # a port sends at most at its line rate (serialization_rate_bytes_per_s <= capacity) and its bins hold
     # frames by serialization time: what exceeds the capacity here is floating-point rounding

@@ -19,8 +19,10 @@ def takes_sim_time(progress: Callable) -> bool:
         params = inspect.signature(progress).parameters.values()
     except (TypeError, ValueError):  # a builtin or C callable: called with (done, total) alone
         return False
-    return any(p.name == "t_s" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.kind == p.VAR_KEYWORD
-               for p in params)
+    return any(
+        p.name == "t_s" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.kind == p.VAR_KEYWORD
+        for p in params
+    )
 
 
 def reporter(progress: Callable | None) -> Reporter | None:

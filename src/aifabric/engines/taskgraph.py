@@ -98,22 +98,57 @@ class TaskGraph:
                 dependents[d].append(t)
         return waiting, dependents
 
-    def add(self, kind: int, rank: int, dst: int, name: str, deps: list[int], *, duration_s: float = 0.0,
-            size_bytes: float = 0.0, route: tuple[int, ...] = (), latency_s: float = 0.0, step: int = -1,
-            collective: int = -1, dim: str = "", wire: float = 1.0) -> int:
+    def add(
+        self,
+        kind: int,
+        rank: int,
+        dst: int,
+        name: str,
+        deps: list[int],
+        *,
+        duration_s: float = 0.0,
+        size_bytes: float = 0.0,
+        route: tuple[int, ...] = (),
+        latency_s: float = 0.0,
+        step: int = -1,
+        collective: int = -1,
+        dim: str = "",
+        wire: float = 1.0,
+    ) -> int:
         t = self._append(kind, rank, dst, name, deps, duration_s, size_bytes, route, latency_s, step, collective, dim)
         if wire != 1.0:
             self.wire[t] = wire
         return t
 
-    def add_transfer(self, src: int, dst: int, name: str, deps: list[int], size_bytes: float,
-                     route: tuple[int, ...], latency_s: float, dim: str) -> int:
+    def add_transfer(
+        self,
+        src: int,
+        dst: int,
+        name: str,
+        deps: list[int],
+        size_bytes: float,
+        route: tuple[int, ...],
+        latency_s: float,
+        dim: str,
+    ) -> int:
         """`add(TRANSFER, ...)` of a point-to-point send, without keyword handling: the lowering adds millions."""
         return self._append(TRANSFER, src, dst, name, deps, 0.0, size_bytes, route, latency_s, -1, -1, dim)
 
-    def _append(self, kind: int, rank: int, dst: int, name: str, deps: list[int], duration_s: float,
-                size_bytes: float, route: tuple[int, ...], latency_s: float, step: int, collective: int,
-                dim: str) -> int:
+    def _append(
+        self,
+        kind: int,
+        rank: int,
+        dst: int,
+        name: str,
+        deps: list[int],
+        duration_s: float,
+        size_bytes: float,
+        route: tuple[int, ...],
+        latency_s: float,
+        step: int,
+        collective: int,
+        dim: str,
+    ) -> int:
         self.kind.append(kind)
         self.rank.append(rank)
         self.dst.append(dst)

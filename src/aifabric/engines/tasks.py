@@ -60,8 +60,9 @@ class _Merger:
         """A folded collective: extend the group's task when every member is in it, else a new one."""
         self.lockstep(op.group, op.key, 0.0, time_s, op.dim, 1)
 
-    def lockstep(self, group: tuple[int, ...], name: str, compute_s: float, comm_s: float, dim: str,
-                 n_ops: int) -> None:
+    def lockstep(
+        self, group: tuple[int, ...], name: str, compute_s: float, comm_s: float, dim: str, n_ops: int
+    ) -> None:
         """Work the whole group does together after a rendezvous: `compute_s` of compute and `comm_s` of
         folded collectives. Extends the group's task when every member is in it, else starts a new one."""
         g = self.g
@@ -147,8 +148,15 @@ def spread_over_paths(g: TaskGraph, fabric: Fabric, router: Router) -> None:
             g.route_weight[t] = split[1]
 
 
-def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: bool = False,
-          merge_ring_steps: bool = False, spread_paths: bool = False) -> TaskGraph:
+def lower(
+    workload: Workload,
+    fabric: Fabric,
+    router: Router,
+    *,
+    fold_scale_up: bool = False,
+    merge_ring_steps: bool = False,
+    spread_paths: bool = False,
+) -> TaskGraph:
     """The task graph of `workload` on `fabric`.
 
     fold_scale_up: blocking collectives inside one server's NVLink domain become time on their members
@@ -172,8 +180,11 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
     folder = ScaleUpFolder(fabric, router) if fold_scale_up else None
     merge = _Merger(g, done)
     program = workload.ranks
-    if folder is not None and workload.blocked is not None and all(
-            folder.block_foldable(b) for b in _first_blocks(workload.blocked)):
+    if (
+        folder is not None
+        and workload.blocked is not None
+        and all(folder.block_foldable(b) for b in _first_blocks(workload.blocked))
+    ):
         program = workload.blocked  # lockstep runs as one op each: far fewer ops at thousands of GPUs
     # Advance the ranks in program order, each until it waits: for a Recv whose Send is not posted yet, or at
     # a collective (or block) until its last member arrives, which lowers it once and wakes the others.
@@ -206,8 +217,9 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                 if r in is_open:
                     flush(r)
                 route = route_of(op.src, op.dst)
-                sent[op.key] = add_transfer(op.src, op.dst, op.key, list(done[r]), op.size_bytes, route.links,
-                                            route.latency_s, op.dim)
+                sent[op.key] = add_transfer(
+                    op.src, op.dst, op.key, list(done[r]), op.size_bytes, route.links, route.latency_s, op.dim
+                )
                 waiter = waiting_recv.pop(op.key, None)
                 if waiter is not None and not queued[waiter]:
                     queued[waiter] = True
@@ -249,8 +261,14 @@ def lower(workload: Workload, fabric: Fabric, router: Router, *, fold_scale_up: 
                         ci = lower_collective(g, op, fabric, router, done, merge_ring_steps=merge_ring_steps)
                     else:
                         side = {m: done[m] + streams[m].get(op.stream, []) for m in group}
-                        ci = lower_collective(g, op, fabric, router, side,  # type: ignore[arg-type]
-                                              merge_ring_steps=merge_ring_steps)
+                        ci = lower_collective(
+                            g,
+                            op,
+                            fabric,
+                            router,
+                            side,  # type: ignore[arg-type]
+                            merge_ring_steps=merge_ring_steps,
+                        )
                         for m in group:
                             streams[m][op.stream] = side[m]
                     if op.dim and not g.collectives[ci].dim:

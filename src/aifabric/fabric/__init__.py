@@ -12,11 +12,26 @@ if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
     from .routing import Route, Router
 
 _EXPORTS = {
-    "build_rail_optimized": ".build", "build_structured": ".build",
-    "Design": ".design", "resolve": ".design",
-    "Fabric": ".graph", "Link": ".graph", "Node": ".graph",
-    "Route": ".routing", "Router": ".routing",
+    "build_rail_optimized": ".build",
+    "build_structured": ".build",
+    "Design": ".design",
+    "resolve": ".design",
+    "Fabric": ".graph",
+    "Link": ".graph",
+    "Node": ".graph",
+    "Route": ".routing",
+    "Router": ".routing",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = ["Design", "Fabric", "Link", "Node", "Route", "Router", "build", "build_rail_optimized",
-           "build_structured", "resolve"]
+__all__ = [
+    "Design",
+    "Fabric",
+    "Link",
+    "Node",
+    "Route",
+    "Router",
+    "build",
+    "build_rail_optimized",
+    "build_structured",
+    "resolve",
+]

@@ -43,8 +43,9 @@ def header_efficiency(transport: str, path_mtu_bytes: int = MTU_PAYLOAD_BYTES) -
     return path_mtu_bytes / (path_mtu_bytes + ROCE_OVERHEAD_BYTES)
 
 
-def tier_efficiencies(gpu, transport: str = "roce", calibration=None,
-                      path_mtu_bytes: int = MTU_PAYLOAD_BYTES) -> dict[str, float]:
+def tier_efficiencies(
+    gpu, transport: str = "roce", calibration=None, path_mtu_bytes: int = MTU_PAYLOAD_BYTES
+) -> dict[str, float]:
     """Achievable fraction of the line rate per link tier."""
     nvlink = gpu.nvlink_efficiency
     network = header_efficiency(transport, path_mtu_bytes)
@@ -57,8 +58,9 @@ def tier_efficiencies(gpu, transport: str = "roce", calibration=None,
     return out
 
 
-def apply_achievable(fabric: Fabric, gpu, transport: str = "roce", calibration=None,
-                     path_mtu_bytes: int = MTU_PAYLOAD_BYTES) -> Fabric:
+def apply_achievable(
+    fabric: Fabric, gpu, transport: str = "roce", calibration=None, path_mtu_bytes: int = MTU_PAYLOAD_BYTES
+) -> Fabric:
     """Set every link's efficiency (and calibrated extra latency) in place; returns the fabric. `path_mtu_bytes`:
     the RoCE path MTU whose per-packet headers the network links pay (a calibration's measured figure wins)."""
     eff = tier_efficiencies(gpu, transport, calibration, path_mtu_bytes)

@@ -68,15 +68,26 @@ class AddressPlan:
     prefix: int | None = None  # subnet prefix length; None: the smallest subnet that holds the hosts
 
     @classmethod
-    def of(cls, design: Design, block: str = "10.0.0.0/8", subnet_per: str = "rail", vlan_base: int = 101,
-           prefix: int | None = None):
+    def of(
+        cls,
+        design: Design,
+        block: str = "10.0.0.0/8",
+        subnet_per: str = "rail",
+        vlan_base: int = 101,
+        prefix: int | None = None,
+    ):
         return cls(design, ipaddress.IPv4Network(block), subnet_per == "rail", vlan_base, prefix)
 
     @classmethod
     def from_spec(cls, design: Design, fabric) -> AddressPlan:
         """The plan of a scenario's `fabric` section (address_block, subnet_per, vlan_base, subnet_prefix_length)."""
-        return cls.of(design, fabric.address_block, fabric.subnet_per, fabric.vlan_base,
-                      getattr(fabric, "subnet_prefix_length", None))
+        return cls.of(
+            design,
+            fabric.address_block,
+            fabric.subnet_per,
+            fabric.vlan_base,
+            getattr(fabric, "subnet_prefix_length", None),
+        )
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -142,12 +153,23 @@ class AddressPlan:
         rails = [r for r in range(group * d.rails_per_switch, min((group + 1) * d.rails_per_switch, d.rails))]
         size = 32 - self.subnet_prefix
         if self.per_rail:
-            return [Subnet((pod, segment, group), (r,), ipaddress.IPv4Network((self.subnet_base(pod, segment, r),
-                                                                               32 - size)), self.vlan(r))
-                    for r in rails]
-        return [Subnet((pod, segment, group), tuple(rails),
-                       ipaddress.IPv4Network((self.subnet_base(pod, segment, rails[0]), 32 - size)),
-                       self.vlan(rails[0]))]
+            return [
+                Subnet(
+                    (pod, segment, group),
+                    (r,),
+                    ipaddress.IPv4Network((self.subnet_base(pod, segment, r), 32 - size)),
+                    self.vlan(r),
+                )
+                for r in rails
+            ]
+        return [
+            Subnet(
+                (pod, segment, group),
+                tuple(rails),
+                ipaddress.IPv4Network((self.subnet_base(pod, segment, rails[0]), 32 - size)),
+                self.vlan(rails[0]),
+            )
+        ]
 
     def aggregate(self, pod: int, segment: int, group: int) -> ipaddress.IPv4Network:
         return covering_aggregate(s.network for s in self.subnets(pod, segment, group))

@@ -88,8 +88,7 @@ def _add_server(f: Fabric, d: Design, s: int, cluster: ClusterSpec, ip_of) -> li
     nvlink_hop_s = ns_to_s(cluster.nvlink_latency_ns) / 2
     pcie_s = ns_to_s(cluster.pcie_latency_ns)
     nvs = f.add_node(Node(f"s{s}/nvswitch", NVSWITCH, server=s)).id
-    nics = [f.add_node(Node(nic_id(s, i), NIC, server=s, index=i, ip=ip_of(s, i))).id
-            for i in range(d.nics_per_server)]
+    nics = [f.add_node(Node(nic_id(s, i), NIC, server=s, index=i, ip=ip_of(s, i))).id for i in range(d.nics_per_server)]
     pcie_sw = None
     if d.pcie_switch:
         pcie_sw = f.add_node(Node(f"s{s}/pcie", PCIE_SWITCH, server=s)).id
@@ -122,23 +121,38 @@ def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabr
     spine_bps = gbps_to_bytes_per_s(d.spine_speed_gbps)
     ss_bps = gbps_to_bytes_per_s(d.superspine_speed_gbps)
     cable_s = ns_to_s(fabric.link_latency_ns)
-    f = Fabric(name=name, gpus_per_server=d.gpus_per_server, switch_latency_s=ns_to_s(fabric.switch_latency_ns),
-               design=d)
+    f = Fabric(
+        name=name, gpus_per_server=d.gpus_per_server, switch_latency_s=ns_to_s(fabric.switch_latency_ns), design=d
+    )
 
     leafs: dict[tuple[int, int, int, int], str] = {}
     for pod in range(d.pods):
         for seg in range(d.segments_per_pod):
             for plane in range(d.planes):
                 for group in range(d.groups_per_plane):
-                    node = Node(leaf_id(d, pod, seg, plane, group), RAIL, index=group, pod=pod, segment=seg,
-                                plane=plane, radix=d.leaf_radix)
+                    node = Node(
+                        leaf_id(d, pod, seg, plane, group),
+                        RAIL,
+                        index=group,
+                        pod=pod,
+                        segment=seg,
+                        plane=plane,
+                        radix=d.leaf_radix,
+                    )
                     leafs[pod, seg, plane, group] = f.add_node(node).id
         for j in range(d.spines_per_pod):
             f.add_node(Node(spine_id(d, pod, j), SPINE, index=j, pod=pod, radix=d.spine_radix))
     per_plane = d.superspines_per_plane
     for k in range(d.superspines):
-        f.add_node(Node(superspine_id(k), SUPERSPINE, index=k, plane=k // per_plane if per_plane else 0,
-                        radix=d.superspine_radix))
+        f.add_node(
+            Node(
+                superspine_id(k),
+                SUPERSPINE,
+                index=k,
+                plane=k // per_plane if per_plane else 0,
+                radix=d.superspine_radix,
+            )
+        )
 
     def ip_of(server: int, nic: int) -> int:
         pod, seg, host = server_position(d, server)
@@ -153,8 +167,12 @@ def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabr
                 f.add_cable(nic, leafs[pod, seg, plane, group], host_bps, cable_s, TIER_HOST)
 
     for pod in range(d.pods):
-        pod_leafs = [leafs[pod, seg, plane, group] for seg in range(d.segments_per_pod)
-                     for plane in range(d.planes) for group in range(d.groups_per_plane)]
+        pod_leafs = [
+            leafs[pod, seg, plane, group]
+            for seg in range(d.segments_per_pod)
+            for plane in range(d.planes)
+            for group in range(d.groups_per_plane)
+        ]
         for li, leaf in enumerate(pod_leafs):
             for j in range(d.spines_per_leaf):
                 spine = (li + j) % d.spines_per_pod if d.partial_mesh else j
@@ -164,8 +182,9 @@ def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabr
             plane = j % d.superspine_planes
             for m in range(per_plane):
                 for _ in range(d.links_per_superspine):
-                    f.add_cable(spine_id(d, pod, j), superspine_id(plane * per_plane + m), ss_bps, cable_s,
-                                TIER_SUPERSPINE)
+                    f.add_cable(
+                        spine_id(d, pod, j), superspine_id(plane * per_plane + m), ss_bps, cable_s, TIER_SUPERSPINE
+                    )
     return f
 
 
@@ -204,13 +223,20 @@ def custom_problems(cluster: ClusterSpec, fabric: FabricSpec) -> list[Problem]:
             nic = parse_nic(value)
             if nic is not None:
                 if nic[0] >= cluster.servers or nic[1] >= nics:
-                    out.append(Problem(f"fabric.custom.links[{i}].{end}",
-                                       f"{value!r}: the cluster has servers s0..s{cluster.servers - 1} with "
-                                       f"nic0..nic{nics - 1}"))
+                    out.append(
+                        Problem(
+                            f"fabric.custom.links[{i}].{end}",
+                            f"{value!r}: the cluster has servers s0..s{cluster.servers - 1} with nic0..nic{nics - 1}",
+                        )
+                    )
                 connected.add(nic)
             elif value not in names:
-                out.append(Problem(f"fabric.custom.links[{i}].{end}",
-                                   f"unknown endpoint {value!r}: not a switch id nor s<server>/nic<index>"))
+                out.append(
+                    Problem(
+                        f"fabric.custom.links[{i}].{end}",
+                        f"unknown endpoint {value!r}: not a switch id nor s<server>/nic<index>",
+                    )
+                )
         if parse_nic(link.a) and parse_nic(link.b):
             out.append(Problem(f"fabric.custom.links[{i}]", "a cable between two NICs: one end must be a switch"))
     missing = cluster.servers * nics - len(connected)
@@ -228,8 +254,9 @@ def build_custom(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabric")
     assert custom is not None
     d = resolve(cluster, fabric.model_copy(update={"topology": "rail-only"}))
     d = Design(**{**d.__dict__, "topology": "custom"})
-    f = Fabric(name=name, gpus_per_server=cluster.gpus_per_server,
-               switch_latency_s=ns_to_s(fabric.switch_latency_ns), design=d)
+    f = Fabric(
+        name=name, gpus_per_server=cluster.gpus_per_server, switch_latency_s=ns_to_s(fabric.switch_latency_ns), design=d
+    )
     for i, sw in enumerate(custom.switches):
         f.add_node(Node(sw.id, _KIND[sw.kind], index=i, radix=sw.radix or fabric.switch_radix))
     base = int(AddressPlan.of(d, fabric.address_block).block.network_address)

@@ -170,9 +170,20 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
             else:
                 interface = seq(b.id)
             cable += 1
-            host_rows.append((cable, "host", a.id, f"port{k + 1}", b.id, interface_name(interface),
-                              link.capacity_bytes_per_s * 8 / 1e9, a.server, (a.index or 0) + 1,
-                              " ".join(f"gpu{g}" for g in gpus_of_nic.get(a.id, []))))
+            host_rows.append(
+                (
+                    cable,
+                    "host",
+                    a.id,
+                    f"port{k + 1}",
+                    b.id,
+                    interface_name(interface),
+                    link.capacity_bytes_per_s * 8 / 1e9,
+                    a.server,
+                    (a.index or 0) + 1,
+                    " ".join(f"gpu{g}" for g in gpus_of_nic.get(a.id, [])),
+                )
+            )
         elif f.is_switch(a.id) and f.is_switch(b.id):
             pa = uplink_port(a.id) if d is not None and a.kind == RAIL else seq(a.id)
             pb = uplink_port(b.id) if d is not None and b.kind == RAIL else seq(b.id)

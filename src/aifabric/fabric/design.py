@@ -132,16 +132,23 @@ class Design:
 
     def describe(self) -> str:
         """One line a network engineer reads: servers, GPUs, NICs, tiers."""
-        tiers = {"single-switch": "one switch", "rail-only": "rail-only (no spine, PXN over NVLink)",
-                 "rail-optimized": f"two-tier, three-stage Clos ({self.leafs:,} rail switches, {self.spines:,} "
-                                   "spines)",
-                 "multi-pod": f"three-tier, five-stage Clos ({self.pods} pods, {self.leafs:,} rail switches, "
-                              f"{self.spines:,} spines, {self.superspines:,} super-spines)",
-                 "custom": "custom"}[self.topology]
-        nic = (f"{self.nics_per_server} shared NIC(s) behind a PCIe switch" if self.nic_layout == "shared"
-               else "a NIC per GPU") + (f", {self.nic_ports} ports each" if self.nic_ports > 1 else "")
-        return (f"{self.servers:,} servers × {self.gpus_per_server} {self.gpu} = {self.gpus:,} GPUs; {nic} at "
-                f"{self.host_speed_gbps:g} Gb/s; {tiers}")
+        tiers = {
+            "single-switch": "one switch",
+            "rail-only": "rail-only (no spine, PXN over NVLink)",
+            "rail-optimized": f"two-tier, three-stage Clos ({self.leafs:,} rail switches, {self.spines:,} spines)",
+            "multi-pod": f"three-tier, five-stage Clos ({self.pods} pods, {self.leafs:,} rail switches, "
+            f"{self.spines:,} spines, {self.superspines:,} super-spines)",
+            "custom": "custom",
+        }[self.topology]
+        nic = (
+            f"{self.nics_per_server} shared NIC(s) behind a PCIe switch"
+            if self.nic_layout == "shared"
+            else "a NIC per GPU"
+        ) + (f", {self.nic_ports} ports each" if self.nic_ports > 1 else "")
+        return (
+            f"{self.servers:,} servers × {self.gpus_per_server} {self.gpu} = {self.gpus:,} GPUs; {nic} at "
+            f"{self.host_speed_gbps:g} Gb/s; {tiers}"
+        )
 
     def rail_of_nic(self, nic: int) -> int:
         return nic
@@ -182,8 +189,9 @@ def resolve(cluster: ClusterSpec, fabric: FabricSpec) -> Design:
     if topo in TOPOLOGIES_WITH_SPINES:
         spines = fabric.spines
         if fabric.leaf_oversubscription is not None:
-            spines = _derived_count(leaf_down_gbps, fabric.leaf_oversubscription, fabric.link_speed_gbps,
-                                    fabric.links_per_spine)
+            spines = _derived_count(
+                leaf_down_gbps, fabric.leaf_oversubscription, fabric.link_speed_gbps, fabric.links_per_spine
+            )
     partial = fabric.spine_cabling == "partial-mesh" and spines > 0
     spines_per_leaf = min(fabric.spines_per_leaf or spines, spines) if partial else spines
 
@@ -194,22 +202,41 @@ def resolve(cluster: ClusterSpec, fabric: FabricSpec) -> Design:
         superspines = fabric.superspines
         if fabric.spine_oversubscription is not None or superspines == 0:
             ratio = fabric.spine_oversubscription or 1.0
-            spine_down_gbps = math.ceil(leafs_per_pod * spines_per_leaf / spines) * fabric.links_per_spine \
-                * fabric.link_speed_gbps
+            spine_down_gbps = (
+                math.ceil(leafs_per_pod * spines_per_leaf / spines) * fabric.links_per_spine * fabric.link_speed_gbps
+            )
             superspines = ss_planes * _derived_count(spine_down_gbps, ratio, ss_gbps, fabric.links_per_superspine)
     return Design(
-        topology=topo, gpu=spec.name, scale_up=cluster.scale_up, servers=cluster.servers,
-        gpus_per_server=cluster.gpus_per_server, nics_per_server=nics, nic_ports=cluster.nic_ports,
-        nic_layout=cluster.nic_layout, pcie_switch=cluster.has_pcie_switch, host_speed_gbps=host_gbps,
+        topology=topo,
+        gpu=spec.name,
+        scale_up=cluster.scale_up,
+        servers=cluster.servers,
+        gpus_per_server=cluster.gpus_per_server,
+        nics_per_server=nics,
+        nic_ports=cluster.nic_ports,
+        nic_layout=cluster.nic_layout,
+        pcie_switch=cluster.has_pcie_switch,
+        host_speed_gbps=host_gbps,
         nvlink_bandwidth_gBps=cluster.nvlink_bandwidth_gBps or spec.nvlink_bandwidth_gBps,
         pcie_bandwidth_gBps=cluster.pcie_bandwidth_gBps or PCIE_X16_GBPS_PER_DIRECTION[spec.pcie_gen],
-        pods=pods, servers_per_pod=servers_per_pod, servers_per_segment=per_segment,
-        segments_per_pod=segments_per_pod, planes=planes, rails_per_switch=rails_per_switch,
-        groups_per_plane=groups, leaf_radix=fabric.switch_radix,
-        spines_per_pod=spines, spines_per_leaf=spines_per_leaf, links_per_spine=fabric.links_per_spine,
-        spine_speed_gbps=fabric.link_speed_gbps, spine_radix=fabric.spine_radix or fabric.switch_radix,
+        pods=pods,
+        servers_per_pod=servers_per_pod,
+        servers_per_segment=per_segment,
+        segments_per_pod=segments_per_pod,
+        planes=planes,
+        rails_per_switch=rails_per_switch,
+        groups_per_plane=groups,
+        leaf_radix=fabric.switch_radix,
+        spines_per_pod=spines,
+        spines_per_leaf=spines_per_leaf,
+        links_per_spine=fabric.links_per_spine,
+        spine_speed_gbps=fabric.link_speed_gbps,
+        spine_radix=fabric.spine_radix or fabric.switch_radix,
         partial_mesh=partial,
-        superspines=superspines, superspine_planes=ss_planes, links_per_superspine=fabric.links_per_superspine,
-        superspine_speed_gbps=ss_gbps, superspine_radix=fabric.superspine_radix or fabric.switch_radix,
+        superspines=superspines,
+        superspine_planes=ss_planes,
+        links_per_superspine=fabric.links_per_superspine,
+        superspine_speed_gbps=ss_gbps,
+        superspine_radix=fabric.superspine_radix or fabric.switch_radix,
         ecmp_hash_fields=tuple(f for f in HASH_FIELDS if f in getattr(fabric, "ecmp_hash_fields", HASH_FIELDS)),
     )

@@ -32,39 +32,62 @@ class _Svg:
         self.back: list[str] = []  # lines, drawn first
         self.front: list[str] = []
 
-    def line(self, x1: float, y1: float, x2: float, y2: float, color: str = "#999", width: float = 1.0,
-             dash: bool = False) -> None:
+    def line(
+        self, x1: float, y1: float, x2: float, y2: float, color: str = "#999", width: float = 1.0, dash: bool = False
+    ) -> None:
         extra = " stroke-dasharray='4 3'" if dash else ""
-        self.back.append(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' stroke='{color}' "
-                         f"stroke-width='{width}'{extra}/>")
+        self.back.append(
+            f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' stroke='{color}' "
+            f"stroke-width='{width}'{extra}/>"
+        )
 
     def frame(self, x: float, y: float, w: float, h: float) -> None:
         """A background panel (under lines and boxes)."""
-        self.back.insert(0, f"<rect x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' rx='6' "
-                            f"fill='#f3f6f9' stroke='#c9d3dd'/>")
+        self.back.insert(
+            0,
+            f"<rect x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' rx='6' fill='#f3f6f9' stroke='#c9d3dd'/>",
+        )
 
-    def box(self, x: float, y: float, w: float, h: float, fill: str, label: str = "", color: str = "#fff",
-            size: int = 10, dashed: bool = False, title: str = "") -> None:
+    def box(
+        self,
+        x: float,
+        y: float,
+        w: float,
+        h: float,
+        fill: str,
+        label: str = "",
+        color: str = "#fff",
+        size: int = 10,
+        dashed: bool = False,
+        title: str = "",
+    ) -> None:
         stroke = "stroke='#555' stroke-dasharray='5 3' fill-opacity='0.15'" if dashed else "stroke='#333'"
         tip = f"<title>{escape(title)}</title>" if title else ""
-        self.front.append(f"<g><rect x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' rx='4' "
-                          f"fill='{fill}' {stroke}/>{tip}")
+        self.front.append(
+            f"<g><rect x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' rx='4' fill='{fill}' {stroke}/>{tip}"
+        )
         if label:
-            self.front.append(f"<text x='{x + w / 2:.1f}' y='{y + h / 2 + size / 3:.1f}' text-anchor='middle' "
-                              f"font-size='{size}' fill='{color}' {FONT}>{escape(label)}</text>")
+            self.front.append(
+                f"<text x='{x + w / 2:.1f}' y='{y + h / 2 + size / 3:.1f}' text-anchor='middle' "
+                f"font-size='{size}' fill='{color}' {FONT}>{escape(label)}</text>"
+            )
         self.front.append("</g>")
 
-    def text(self, x: float, y: float, s: str, size: int = 11, anchor: str = "start", color: str = "#222",
-             bold: bool = False) -> None:
+    def text(
+        self, x: float, y: float, s: str, size: int = 11, anchor: str = "start", color: str = "#222", bold: bool = False
+    ) -> None:
         weight = " font-weight='bold'" if bold else ""
-        self.front.append(f"<text x='{x:.1f}' y='{y:.1f}' text-anchor='{anchor}' font-size='{size}' "
-                          f"fill='{color}'{weight} {FONT}>{escape(s)}</text>")
+        self.front.append(
+            f"<text x='{x:.1f}' y='{y:.1f}' text-anchor='{anchor}' font-size='{size}' "
+            f"fill='{color}'{weight} {FONT}>{escape(s)}</text>"
+        )
 
     def render(self, width: float, height: float, title: str) -> str:
-        return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
-                f"viewBox='0 0 {width:.0f} {height:.0f}' role='img' aria-label='{escape(title)}'>"
-                f"<rect width='100%' height='100%' fill='#fff'/>" + "".join(self.back) + "".join(self.front)
-                + "</svg>\n")
+        return (
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
+            f"viewBox='0 0 {width:.0f} {height:.0f}' role='img' aria-label='{escape(title)}'>"
+            f"<rect width='100%' height='100%' fill='#fff'/>" + "".join(self.back) + "".join(self.front) + "</svg>\n"
+        )
 
 
 def _shown(n: int, limit: int) -> int:
@@ -81,14 +104,22 @@ def _spread(n: int, x0: float, x1: float) -> list[float]:
     return [x0 + step * (i + 0.5) for i in range(n)]
 
 
-def _row_of_switches(svg: _Svg, n_total: int, n_show: int, xs: list[float], y: float, kind: str,
-                     name) -> list[float]:
+def _row_of_switches(svg: _Svg, n_total: int, n_show: int, xs: list[float], y: float, kind: str, name) -> list[float]:
     """Draw up to n_show switches at xs (the last slot becomes '× more' when collapsed); return their x."""
     shown = []
     for i, x in enumerate(xs):
         if n_total > n_show and i == len(xs) - 1:
-            svg.box(x - SW_W / 2, y, SW_W, SW_H, SWITCH_FILL[kind], f"× {n_total - n_show + 1}", "#222",
-                    dashed=True, title=f"{n_total - n_show + 1} more {kind} switches")
+            svg.box(
+                x - SW_W / 2,
+                y,
+                SW_W,
+                SW_H,
+                SWITCH_FILL[kind],
+                f"× {n_total - n_show + 1}",
+                "#222",
+                dashed=True,
+                title=f"{n_total - n_show + 1} more {kind} switches",
+            )
         else:
             svg.box(x - SW_W / 2, y, SW_W, SW_H, SWITCH_FILL[kind], name(i), title=name(i))
             shown.append(x)
@@ -129,8 +160,13 @@ def _design_svg(d: Design, title: str) -> str:
     for p in range(pods):
         px0 = x
         label = f"Pod {p + 1}" if d.pods > 1 else ("Pod" if has_spines else "Segment")
-        svg.text(px0 + 4, row_leaf - 14 if not has_spines else row_spine - 10,
-                 f"{label}: {d.servers_per_pod * d.gpus_per_server:,} GPUs", 11, bold=True)
+        svg.text(
+            px0 + 4,
+            row_leaf - 14 if not has_spines else row_spine - 10,
+            f"{label}: {d.servers_per_pod * d.gpus_per_server:,} GPUs",
+            11,
+            bold=True,
+        )
         for s in range(segs):
             sx0 = x + s * seg_w
             svg.frame(sx0 + 2, row_leaf - 8, seg_w - 8, row_server - row_leaf + 88)
@@ -138,33 +174,66 @@ def _design_svg(d: Design, title: str) -> str:
             for i, lxi in enumerate(lx):
                 plane, group = divmod(i, d.groups_per_plane)
                 if leafs_seg > leafs_show and i == len(lx) - 1:
-                    svg.box(lxi - SW_W / 2, row_leaf, SW_W, SW_H, SWITCH_FILL["rail"],
-                            f"× {leafs_seg - leafs_show + 1}", "#222", dashed=True)
+                    svg.box(
+                        lxi - SW_W / 2,
+                        row_leaf,
+                        SW_W,
+                        SW_H,
+                        SWITCH_FILL["rail"],
+                        f"× {leafs_seg - leafs_show + 1}",
+                        "#222",
+                        dashed=True,
+                    )
                     continue
                 first = group * d.rails_per_switch + 1
                 last = min((group + 1) * d.rails_per_switch, d.rails)
-                name = ("Switch" if d.topology == "single-switch" else
-                        f"Rail-{first}" if first == last else f"Rails {first}-{last}")
+                name = (
+                    "Switch"
+                    if d.topology == "single-switch"
+                    else f"Rail-{first}"
+                    if first == last
+                    else f"Rails {first}-{last}"
+                )
                 if d.planes > 1:
                     name += f" {'ABCD'[plane]}"
-                svg.box(lxi - SW_W / 2, row_leaf, SW_W, SW_H, SWITCH_FILL["rail"], name, size=9,
-                        title=f"{name}: {d.leaf_host_ports} host ports, {d.leaf_up_ports} uplinks, radix "
-                              f"{d.leaf_radix}")
+                svg.box(
+                    lxi - SW_W / 2,
+                    row_leaf,
+                    SW_W,
+                    SW_H,
+                    SWITCH_FILL["rail"],
+                    name,
+                    size=9,
+                    title=f"{name}: {d.leaf_host_ports} host ports, {d.leaf_up_ports} uplinks, radix {d.leaf_radix}",
+                )
                 leaf_x[p, s, i] = lxi
             # servers
             srv_xs = _spread(servers + (1 if more_servers else 0), sx0, sx0 + seg_w - 10)
             for k, cx in enumerate(srv_xs):
                 bx = cx - server_w / 2
                 if more_servers and k == len(srv_xs) - 1:
-                    svg.box(bx, row_server, server_w, 56, "#ccc",
-                            f"× {d.servers_per_segment - servers} servers", "#222", 11, dashed=True)
+                    svg.box(
+                        bx,
+                        row_server,
+                        server_w,
+                        56,
+                        "#ccc",
+                        f"× {d.servers_per_segment - servers} servers",
+                        "#222",
+                        11,
+                        dashed=True,
+                    )
                     continue
                 srv = p * d.servers_per_pod + s * d.servers_per_segment + k
                 kind = "NVL72 rack" if d.scale_up == "nvl72" else "server"
                 svg.box(bx, row_server, server_w, 56, "#e8e8e8", title=f"{kind} {srv}")
-                svg.text(cx, row_server + 50, f"{kind} {srv + 1}" + (f" ({d.gpus_per_server} GPUs)"
-                                                                     if d.gpus_per_server > gpus else ""),
-                         9, "middle")
+                svg.text(
+                    cx,
+                    row_server + 50,
+                    f"{kind} {srv + 1}" + (f" ({d.gpus_per_server} GPUs)" if d.gpus_per_server > gpus else ""),
+                    9,
+                    "middle",
+                )
                 svg.box(bx + 5, row_server + 24, server_w - 10, 10, "#76b900", "NVSwitch", "#fff", 7)
                 for g in range(gpus):
                     gx = bx + 7 + g * (GPU_W + 2)
@@ -181,14 +250,22 @@ def _design_svg(d: Design, title: str) -> str:
                             svg.line(gx + GPU_W / 2, row_server + 6, target, row_leaf + SW_H, color, 1.0)
         if d.segments_per_pod > segs:
             mx = x + segs * seg_w
-            svg.box(mx + 4, row_leaf, 76, row_server - row_leaf + 56, "#ddd",
-                    f"× {d.segments_per_pod - segs} segments", "#222", 9, dashed=True)
+            svg.box(
+                mx + 4,
+                row_leaf,
+                76,
+                row_server - row_leaf + 56,
+                "#ddd",
+                f"× {d.segments_per_pod - segs} segments",
+                "#222",
+                9,
+                dashed=True,
+            )
         # spines of this pod
         if has_spines:
             n_show = min(d.spines_per_pod, SHOW_SPINES)
             xs = _spread(n_show, px0, px0 + pod_w - 20)
-            shown = _row_of_switches(svg, d.spines_per_pod, n_show, xs, row_spine, "spine",
-                                     lambda i: f"Spine-{i + 1}")
+            shown = _row_of_switches(svg, d.spines_per_pod, n_show, xs, row_spine, "spine", lambda i: f"Spine-{i + 1}")
             for j, sxj in enumerate(shown):
                 spine_x[p, j] = sxj
                 for (pp, seg, i), lxv in leaf_x.items():
@@ -201,13 +278,21 @@ def _design_svg(d: Design, title: str) -> str:
                     svg.line(lxv, row_leaf, sxj, row_spine + SW_H, "#888", 0.8)
         x += pod_w + 20
     if more_pods:
-        svg.box(x, row_spine if has_spines else row_leaf, 130, row_server - row_spine + 56, "#ddd",
-                f"× {d.pods - pods} more pods", "#222", 11, dashed=True)
+        svg.box(
+            x,
+            row_spine if has_spines else row_leaf,
+            130,
+            row_server - row_spine + 56,
+            "#ddd",
+            f"× {d.pods - pods} more pods",
+            "#222",
+            11,
+            dashed=True,
+        )
     if d.superspines:
         n_show = min(d.superspines, SHOW_SUPERSPINES)
         xs = _spread(n_show, 30, width - 30)
-        shown = _row_of_switches(svg, d.superspines, n_show, xs, row_ss, "superspine",
-                                 lambda i: f"Super-Spine-{i + 1}")
+        shown = _row_of_switches(svg, d.superspines, n_show, xs, row_ss, "superspine", lambda i: f"Super-Spine-{i + 1}")
         per_plane = d.superspines_per_plane
         for k, xk in enumerate(shown):
             plane = k // per_plane if per_plane else 0
@@ -216,14 +301,30 @@ def _design_svg(d: Design, title: str) -> str:
                     svg.line(sxj, row_spine, xk, row_ss + SW_H, "#a58cc9", 0.8)
     # tier speed labels
     label_x = width - 12
-    svg.text(label_x, row_leaf + SW_H + 40, f"host links {_fmt_gbps(d.host_speed_gbps)}"
-             + (f" × {d.nic_ports} ports per NIC" if d.nic_ports > 1 else ""), 10, "end")
+    svg.text(
+        label_x,
+        row_leaf + SW_H + 40,
+        f"host links {_fmt_gbps(d.host_speed_gbps)}" + (f" × {d.nic_ports} ports per NIC" if d.nic_ports > 1 else ""),
+        10,
+        "end",
+    )
     if has_spines:
-        svg.text(label_x, row_spine + SW_H + 40, f"rail–spine {_fmt_gbps(d.spine_speed_gbps)} × {d.links_per_spine}"
-                 + (" (partial mesh)" if d.partial_mesh else " (full mesh)"), 10, "end")
+        svg.text(
+            label_x,
+            row_spine + SW_H + 40,
+            f"rail–spine {_fmt_gbps(d.spine_speed_gbps)} × {d.links_per_spine}"
+            + (" (partial mesh)" if d.partial_mesh else " (full mesh)"),
+            10,
+            "end",
+        )
     if d.superspines:
-        svg.text(label_x, row_ss + SW_H + 40, f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × "
-                 f"{d.links_per_superspine}", 10, "end")
+        svg.text(
+            label_x,
+            row_ss + SW_H + 40,
+            f"spine–super-spine {_fmt_gbps(d.superspine_speed_gbps)} × {d.links_per_superspine}",
+            10,
+            "end",
+        )
     # legend: rails
     ly = height - 30
     svg.text(20, ly, "rails:", 10)
@@ -231,8 +332,13 @@ def _design_svg(d: Design, title: str) -> str:
         svg.box(56 + r * 52, ly - 10, 12, 12, RAIL_COLORS[r])
         svg.text(72 + r * 52, ly, f"Rail-{r + 1}", 9)
     nic_text = "shared NIC" if d.nic_layout == "shared" else "NIC per GPU"
-    svg.text(20, height - 10, f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic_text}"
-             f" · {d.leafs:,} rail switches · {d.spines:,} spines · {d.superspines:,} super-spines", 10)
+    svg.text(
+        20,
+        height - 10,
+        f"{d.servers:,} servers × {d.gpus_per_server} {d.gpu} = {d.gpus:,} GPUs · {nic_text}"
+        f" · {d.leafs:,} rail switches · {d.spines:,} spines · {d.superspines:,} super-spines",
+        10,
+    )
     return svg.render(width, height, title)
 
 
@@ -279,8 +385,13 @@ def _graph_svg(f: Fabric, title: str) -> str:
             speed_gbps.setdefault(level, set()).add(link.capacity_bytes_per_s * 8 / 1e9)
     for level, gbps in speed_gbps.items():
         y = (y_of[level] + SW_H + 50) if level > 1 else server_y - 40
-        svg.text(width - 20, y, " / ".join(_fmt_gbps(g) for g in sorted(gbps)) + (" host links" if level == 1
-                                                                                   else " links"), 10, "end")
+        svg.text(
+            width - 20,
+            y,
+            " / ".join(_fmt_gbps(g) for g in sorted(gbps)) + (" host links" if level == 1 else " links"),
+            10,
+            "end",
+        )
     if len(servers) > len(shown_servers):
         svg.text(width - 20, server_y + 50, f"× {len(servers)} servers", 11, "end")
     svg.text(20, 22, title, 14, bold=True)

@@ -45,8 +45,7 @@ class FiveTuple:
         the order of HASH_FIELDS."""
         if fields is None or fields == HASH_FIELDS:
             return struct.pack(">IIBHH", self.src_ip, self.dst_ip, self.protocol, self.src_port, self.dst_port)
-        return b"".join(struct.pack(_FIELD_FORMAT[name], getattr(self, name)) for name in HASH_FIELDS
-                        if name in fields)
+        return b"".join(struct.pack(_FIELD_FORMAT[name], getattr(self, name)) for name in HASH_FIELDS if name in fields)
 
 
 HASH_FIELDS = ("src_ip", "dst_ip", "protocol", "src_port", "dst_port")

@@ -108,15 +108,18 @@ class Capacity:
     @property
     def verdict(self) -> str:
         if self.non_blocking and self.rail_only:
-            return ("NON-BLOCKING within each rail; no switch path between rails (rail-only: cross-rail traffic "
-                    "is relayed over NVLink, PXN)")
+            return (
+                "NON-BLOCKING within each rail; no switch path between rails (rail-only: cross-rail traffic "
+                "is relayed over NVLink, PXN)"
+            )
         if self.non_blocking:
             return "NON-BLOCKING: every tier carries its full down capacity up (1:1), full bisection"
-        worst = max((t for t in self.tiers if t.oversubscription), key=lambda t: t.oversubscription or 0,
-                    default=None)
+        worst = max((t for t in self.tiers if t.oversubscription), key=lambda t: t.oversubscription or 0, default=None)
         ratio = f"{worst.oversubscription:.2f}:1 at the {TIER_NAMES[worst.kind]} tier" if worst else "no uplinks"
-        return (f"BLOCKING: oversubscribed {ratio}; bisection {self.bisection_gbps / 1e3:,.1f} Tb/s of "
-                f"{self.full_bisection_gbps / 1e3:,.1f} Tb/s")
+        return (
+            f"BLOCKING: oversubscribed {ratio}; bisection {self.bisection_gbps / 1e3:,.1f} Tb/s of "
+            f"{self.full_bisection_gbps / 1e3:,.1f} Tb/s"
+        )
 
 
 @dataclass(frozen=True)
@@ -183,11 +186,21 @@ def bill_of_materials(f: Fabric, scan: _Scan | None = None) -> BillOfMaterials:
             continue
         used = [scan.ports[n.id] for n in nodes]
         radix = [n.radix or 0 for n in nodes]
-        tiers.append(SwitchTier(kind, len(nodes), max(radix), sum(used),
-                                sum(max(0, r - u) for r, u in zip(radix, used, strict=True)), max(used),
-                                max(scan.port_gbps.get(n.id, 0.0) for n in nodes)))
-    cables = [CableGroup(tier, speed, n) for (tier, speed), n in sorted(scan.cables.items(),
-                                                                       key=lambda kv: (kv[0][0] != "host", kv[0]))]
+        tiers.append(
+            SwitchTier(
+                kind,
+                len(nodes),
+                max(radix),
+                sum(used),
+                sum(max(0, r - u) for r, u in zip(radix, used, strict=True)),
+                max(used),
+                max(scan.port_gbps.get(n.id, 0.0) for n in nodes),
+            )
+        )
+    cables = [
+        CableGroup(tier, speed, n)
+        for (tier, speed), n in sorted(scan.cables.items(), key=lambda kv: (kv[0][0] != "host", kv[0]))
+    ]
     nics = len(scan.nic_switches)
     nic_ports = sum(len(v) for v in scan.nic_switches.values())
     servers = len({f.server_of(r) for r in range(f.world_size)})
@@ -205,10 +218,22 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
         down_gbps = np.array([scan.down_gbps.get(n, 0.0) for n in ids])
         up_gbps = np.array([scan.up_gbps.get(n, 0.0) for n in ids])
         has_up = up_gbps.sum() > 0
-        ratio = (float(np.max(np.where(up_gbps > 0, down_gbps / np.where(up_gbps > 0, up_gbps, 1), np.inf)))
-                 if has_up else None)
-        tiers.append(TierCapacity(kind, len(ids), float(down_gbps.max()), float(up_gbps.min()),
-                                  float(down_gbps.sum()), float(up_gbps.sum()), ratio))
+        ratio = (
+            float(np.max(np.where(up_gbps > 0, down_gbps / np.where(up_gbps > 0, up_gbps, 1), np.inf)))
+            if has_up
+            else None
+        )
+        tiers.append(
+            TierCapacity(
+                kind,
+                len(ids),
+                float(down_gbps.max()),
+                float(up_gbps.min()),
+                float(down_gbps.sum()),
+                float(up_gbps.sum()),
+                ratio,
+            )
+        )
     host_total_gbps = sum(t.total_down_gbps for t in tiers if t.kind == RAIL)
     d = cast("Design | None", f.design)  # the graph keeps it untyped (the graph module imports no design)
     notes: list[str] = []
@@ -218,17 +243,29 @@ def capacity(f: Fabric, scan: _Scan | None = None) -> Capacity:
         nic_gbps = d.nic_ports * d.host_speed_gbps / gpus_per_nic
         pcie_gbps = d.pcie_bandwidth_gBps * 8
         if d.pcie_switch and d.nic_layout == "shared":
-            notes.append(f"{d.gpus_per_server} GPUs share {d.nics_per_server} NIC(s) behind a PCIe switch: "
-                         f"{nic_gbps:g} Gb/s per GPU when all are busy (Figure 13-1)")
+            notes.append(
+                f"{d.gpus_per_server} GPUs share {d.nics_per_server} NIC(s) behind a PCIe switch: "
+                f"{nic_gbps:g} Gb/s per GPU when all are busy (Figure 13-1)"
+            )
     cut_gbps = [host_total_gbps] + [t.total_up_gbps for t in tiers if t.total_up_gbps > 0]
     bisection_gbps = min(cut_gbps) / 2
     if d is not None and d.topology == "rail-only":
-        notes.append("rail-only: no spine; cross-rail traffic is relayed over NVLink to the GPU on the "
-                     "destination rail (PXN); bisection counted for rail-aligned traffic")
+        notes.append(
+            "rail-only: no spine; cross-rail traffic is relayed over NVLink to the GPU on the "
+            "destination rail (PXN); bisection counted for rail-aligned traffic"
+        )
     if d is not None and d.topology == "single-switch":
         notes.append("single switch: non-blocking inside the switch, no redundancy (Figure 13-4)")
-    return Capacity(tiers, host_total_gbps, nic_gbps, pcie_gbps, "NIC" if nic_gbps <= pcie_gbps else "PCIe",
-                    bisection_gbps, notes, rail_only=d is not None and d.topology == "rail-only")
+    return Capacity(
+        tiers,
+        host_total_gbps,
+        nic_gbps,
+        pcie_gbps,
+        "NIC" if nic_gbps <= pcie_gbps else "PCIe",
+        bisection_gbps,
+        notes,
+        rail_only=d is not None and d.topology == "rail-only",
+    )
 
 
 def _switch_edges(f: Fabric) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -271,15 +308,26 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
         return out
     nic = f.rank_nic(0)
     n = scan.gpus_of_nic[nic]
-    out.append(FailureDomain("NIC", nic, n, 0, 0, 0.0,
-                             f"its {n} GPU(s) lose the backend: the job halts" if n else "none"))
+    out.append(
+        FailureDomain("NIC", nic, n, 0, 0, 0.0, f"its {n} GPU(s) lose the backend: the job halts" if n else "none")
+    )
     ports = len(scan.nic_switches[nic])
     if ports > 1:
-        out.append(FailureDomain("NIC port / host cable", f"{nic} port1", 0, 0, n, (ports - 1) / ports,
-                                 f"LAG keeps the GPU(s) attached at {(ports - 1) / ports:.0%} bandwidth"))
+        out.append(
+            FailureDomain(
+                "NIC port / host cable",
+                f"{nic} port1",
+                0,
+                0,
+                n,
+                (ports - 1) / ports,
+                f"LAG keeps the GPU(s) attached at {(ports - 1) / ports:.0%} bandwidth",
+            )
+        )
     else:
-        out.append(FailureDomain("NIC port / host cable", f"{nic} port1", n, 0, 0, 0.0,
-                                 "single-homed: same as losing the NIC"))
+        out.append(
+            FailureDomain("NIC port / host cable", f"{nic} port1", n, 0, 0, 0.0, "single-homed: same as losing the NIC")
+        )
     edges = _switch_edges(f)
 
     def islands(comps: dict[str, int]) -> int:
@@ -304,21 +352,27 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
                 effect = "no GPU attached"
             out.append(FailureDomain(TIER_NAMES[kind], node.id, cut, 0, degraded, left, effect))
             continue
-        below = list(dict.fromkeys(f.links[li].dst for li in f.out_links[node.id]
-                                   if f.level(f.links[li].dst) < f.level(node.id)))
+        below = list(
+            dict.fromkeys(f.links[li].dst for li in f.out_links[node.id] if f.level(f.links[li].dst) < f.level(node.id))
+        )
         lost_gbps: defaultdict[str, float] = defaultdict(float)  # per switch below: its uplinks to this one
         for li in f.out_links[node.id]:
             link = f.links[li]
             if f.level(link.dst) < f.level(node.id):
                 lost_gbps[link.dst] += _gbps(link.capacity_bytes_per_s)
         left = min((1 - lost_gbps[s] / scan.up_gbps[s]) for s in below if scan.up_gbps.get(s)) if below else 1.0
-        leafs = set(below) if kind == SPINE else {f.links[li].dst for s in below for li in f.out_links[s]
-                                                   if f.nodes[f.links[li].dst].kind == RAIL}
+        leafs = (
+            set(below)
+            if kind == SPINE
+            else {f.links[li].dst for s in below for li in f.out_links[s] if f.nodes[f.links[li].dst].kind == RAIL}
+        )
         cut_l, part_l = _nic_gpus_on(scan, leafs)
         degraded = cut_l + part_l
         if partitioned:
-            effect = (f"rail switches split into {n_islands} islands: {partitioned} GPUs lose reachability "
-                      f"to some peers (cross-rail / inter-segment / inter-pod traffic)")
+            effect = (
+                f"rail switches split into {n_islands} islands: {partitioned} GPUs lose reachability "
+                f"to some peers (cross-rail / inter-segment / inter-pod traffic)"
+            )
         else:
             effect = f"{len(below)} {'rail' if kind == SPINE else 'spine'} switches keep {left:.0%} of their uplinks"
         out.append(FailureDomain(TIER_NAMES[kind], node.id, 0, partitioned, degraded, left, effect))
@@ -333,8 +387,11 @@ class Plan:
 
     def to_dict(self) -> dict:
         cap = asdict(self.capacity)
-        cap.update(non_blocking=self.capacity.non_blocking, verdict=self.capacity.verdict,
-                   full_bisection_gbps=self.capacity.full_bisection_gbps)
+        cap.update(
+            non_blocking=self.capacity.non_blocking,
+            verdict=self.capacity.verdict,
+            full_bisection_gbps=self.capacity.full_bisection_gbps,
+        )
         bom = asdict(self.bom)
         for c, obj in zip(bom["cables"], self.bom.cables, strict=True):
             c["transceivers"] = obj.transceivers

@@ -26,8 +26,9 @@ PATTERNS = ("permutation", "incast", "ring", "all-to-all")
 MAX_ALL_TO_ALL_RANKS = 512
 
 
-def pattern_pairs(pattern: str, world: int, fabric: Fabric, rng: np.random.Generator,
-                  target: int = 0) -> list[tuple[int, int]]:
+def pattern_pairs(
+    pattern: str, world: int, fabric: Fabric, rng: np.random.Generator, target: int = 0
+) -> list[tuple[int, int]]:
     """(src, dst) rank pairs of one traffic pattern.
 
     permutation: every rank sends to one other rank, every rank receives once (a random derangement);
@@ -47,8 +48,9 @@ def pattern_pairs(pattern: str, world: int, fabric: Fabric, rng: np.random.Gener
     raise ValueError(f"unknown pattern {pattern!r}; known: {', '.join(PATTERNS)}")
 
 
-def offered_load_gbps(fabric: Fabric, routes: Iterable[Route], rate_gbps: float,
-                      weights: Iterable[float] | None = None) -> np.ndarray:
+def offered_load_gbps(
+    fabric: Fabric, routes: Iterable[Route], rate_gbps: float, weights: Iterable[float] | None = None
+) -> np.ndarray:
     """Offered load on every directed link (Gb/s) when each route carries `rate_gbps` x its weight."""
     load = np.zeros(len(fabric.links))
     weights = weights if weights is not None else iter(lambda: 1.0, None)
@@ -99,8 +101,11 @@ def _stats(name: str, loads: np.ndarray, capacity_gbps: np.ndarray) -> LoadStats
     """loads: trials x uplinks."""
     maxima = loads.max(axis=1) if loads.size else np.zeros(1)
     return LoadStats(
-        name=name, max_gbps=float(maxima.mean()), max_p95_gbps=float(np.percentile(maxima, 95)),
-        worst_gbps=float(maxima.max()), mean_gbps=float(loads.mean()) if loads.size else 0.0,
+        name=name,
+        max_gbps=float(maxima.mean()),
+        max_p95_gbps=float(np.percentile(maxima, 95)),
+        worst_gbps=float(maxima.max()),
+        mean_gbps=float(loads.mean()) if loads.size else 0.0,
         idle_fraction=float((loads <= 1e-9).mean()) if loads.size else 0.0,
         overloaded_fraction=float((loads > capacity_gbps * (1 + 1e-9)).mean()) if loads.size else 0.0,
     )
@@ -110,8 +115,9 @@ def uplinks(fabric: Fabric) -> np.ndarray:
     return np.array([li for li in range(len(fabric.links)) if fabric.is_uplink(li)], dtype=int)
 
 
-def analyze(router: Router, pattern: str, trials: int, rng: np.random.Generator, rate_gbps: float | None = None,
-            target: int = 0) -> PolarizationReport:
+def analyze(
+    router: Router, pattern: str, trials: int, rng: np.random.Generator, rate_gbps: float | None = None, target: int = 0
+) -> PolarizationReport:
     """Monte Carlo over QP source ports: uplink loads under ECMP (router's seeds) vs the ideal spread."""
     f = router.fabric
     d = f.design
@@ -128,8 +134,14 @@ def analyze(router: Router, pattern: str, trials: int, rng: np.random.Generator,
     ideal = ideal_load_gbps(router, net, rate)[up][None, :]
     values, counts = np.unique(np.round(samples, 6), return_counts=True)
     return PolarizationReport(
-        pattern=pattern, flows=len(pairs), network_flows=len(net), uplinks=len(up), rate_gbps=rate,
-        trials=trials, ecmp=_stats("ECMP", samples, cap), ideal=_stats("ideal spread", ideal, cap),
+        pattern=pattern,
+        flows=len(pairs),
+        network_flows=len(net),
+        uplinks=len(up),
+        rate_gbps=rate,
+        trials=trials,
+        ecmp=_stats("ECMP", samples, cap),
+        ideal=_stats("ideal spread", ideal, cap),
         histogram_gbps=tuple((float(v), int(c)) for v, c in zip(values, counts, strict=True)),
     )
 

@@ -45,8 +45,15 @@ class PathPolicy:
             return [(router.route(src_rank, dst_rank, channel), 1.0)]
         return router.paths(src_rank, dst_rank)
 
-    def choose(self, router: Router, src_rank: int, dst_rank: int, unit: int, channel: int = 0,
-               link_load: np.ndarray | None = None) -> Route:
+    def choose(
+        self,
+        router: Router,
+        src_rank: int,
+        dst_rank: int,
+        unit: int,
+        channel: int = 0,
+        link_load: np.ndarray | None = None,
+    ) -> Route:
         """The route of one unit: the flow (ecmp), its `unit`-th flowlet, or its `unit`-th packet (spray)."""
         base = router.route(src_rank, dst_rank, channel)
         if self.mode == "ecmp" or base.scale_up:

@@ -63,8 +63,9 @@ class QueuePairs:
 
 
 class Router:
-    def __init__(self, fabric: Fabric, hash_seed: int = 0, per_switch_seed: bool = False, seed: int = 0,
-                 pxn: bool | None = None):
+    def __init__(
+        self, fabric: Fabric, hash_seed: int = 0, per_switch_seed: bool = False, seed: int = 0, pxn: bool | None = None
+    ):
         self.fabric = fabric
         self.hash_seed = hash_seed
         self.per_switch_seed = per_switch_seed
@@ -179,8 +180,9 @@ class Router:
         ports = self._nic_ports.get(nic)
         if ports is None:
             f = self.fabric
-            ports = self._nic_ports[nic] = [li for li in f.out_links[nic] if f.is_switch(f.links[li].dst)
-                                            and li not in self.down]
+            ports = self._nic_ports[nic] = [
+                li for li in f.out_links[nic] if f.is_switch(f.links[li].dst) and li not in self.down
+            ]
         return ports
 
     def _egress_choices(self, src_nic: str, dst_nic: str) -> tuple[list[int], tuple[str, ...]] | None:
@@ -259,12 +261,17 @@ class Router:
         candidates = [local] + [g for g in range(f.gpus_per_server) if g != local]
         for g in candidates:
             r = base + g
-            if r != src_rank and f.nodes[f.rank_nic(r)].index == dst_rail and \
-                    self._egress_choices(f.rank_nic(r), dst_nic) is not None:
+            if (
+                r != src_rank
+                and f.nodes[f.rank_nic(r)].index == dst_rail
+                and self._egress_choices(f.rank_nic(r), dst_nic) is not None
+            ):
                 return r
         if not reachable:
-            raise ValueError(f"rank {src_rank} cannot reach rank {dst_rank}: no switch path and no GPU on "
-                             f"rail {dst_rail} in its server to relay through")
+            raise ValueError(
+                f"rank {src_rank} cannot reach rank {dst_rank}: no switch path and no GPU on "
+                f"rail {dst_rail} in its server to relay through"
+            )
         return None
 
     def _flow(self, src_rank: int, dst_rank: int, channel: int, src_nic: str, dst_nic: str) -> FiveTuple:
@@ -405,4 +412,3 @@ class Router:
 
     def path_count(self, src_rank: int, dst_rank: int) -> int:
         return len(self.paths(src_rank, dst_rank))
-

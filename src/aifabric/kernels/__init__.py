@@ -4,5 +4,14 @@ from .calibration import GemmTable, load_gemm_table
 from .model import KINDS, Kernel, KernelModel, KernelSeq
 from .transformer import ATTENTION_IMPLS, TransformerKernels, optimizer_kernels
 
-__all__ = ["ATTENTION_IMPLS", "GemmTable", "KINDS", "Kernel", "KernelModel", "KernelSeq", "TransformerKernels",
-           "load_gemm_table", "optimizer_kernels"]
+__all__ = [
+    "ATTENTION_IMPLS",
+    "GemmTable",
+    "KINDS",
+    "Kernel",
+    "KernelModel",
+    "KernelSeq",
+    "TransformerKernels",
+    "load_gemm_table",
+    "optimizer_kernels",
+]

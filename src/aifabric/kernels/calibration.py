@@ -61,6 +61,7 @@ class GemmTable:
     def nearest(self, m: int, n: int, k: int, batch: int = 1) -> GemmEntry:
         def dist(e: GemmEntry) -> float:
             return sum(math.log2(a / b) ** 2 for a, b in ((m, e.m), (n, e.n), (k, e.k), (batch, e.batch)))
+
         return min(self.entries, key=dist)
 
     def flops_per_s(self, m: int, n: int, k: int, batch: int = 1) -> float:
@@ -78,12 +79,29 @@ class GemmTable:
         return GemmTable(self.device, self.gpu, self.dtype, self.entries, self.torch_version, model_time_s)
 
     def to_yaml(self) -> str:
-        data = {"kind": TABLE_KIND, "version": TABLE_VERSION, "device": self.device, "gpu": self.gpu,
-                "dtype": self.dtype, "torch": self.torch_version,
-                "entries": [{"m": e.m, "n": e.n, "k": e.k, "batch": e.batch, "time_s": float(f"{e.time_s:.6g}"),
-                             "tflops": round(e.flops_per_s / 1e12, 3)} for e in self.entries]}
-        head = (f"# aifabric calibrate gemm: measured matrix-multiply throughput on {self.device}\n"
-                "# use it in a scenario: calibration: {gemm: <this file>}\n")
+        data = {
+            "kind": TABLE_KIND,
+            "version": TABLE_VERSION,
+            "device": self.device,
+            "gpu": self.gpu,
+            "dtype": self.dtype,
+            "torch": self.torch_version,
+            "entries": [
+                {
+                    "m": e.m,
+                    "n": e.n,
+                    "k": e.k,
+                    "batch": e.batch,
+                    "time_s": float(f"{e.time_s:.6g}"),
+                    "tflops": round(e.flops_per_s / 1e12, 3),
+                }
+                for e in self.entries
+            ],
+        }
+        head = (
+            f"# aifabric calibrate gemm: measured matrix-multiply throughput on {self.device}\n"
+            "# use it in a scenario: calibration: {gemm: <this file>}\n"
+        )
         return head + yaml.safe_dump(data, sort_keys=False, width=200)
 
 
@@ -99,8 +117,9 @@ def load_gemm_table(path: str | Path, field: str = "calibration.gemm") -> GemmTa
         where = f" line {mark.line + 1}" if mark else ""
         raise InputError(Problem(field, f"{p}{where}: not valid YAML")) from None
     if not isinstance(data, dict) or data.get("kind") != TABLE_KIND:
-        raise InputError(Problem(field, f"{p}: not a GEMM table (expected kind: {TABLE_KIND}, "
-                                        "as `aifabric calibrate gemm` writes)"))
+        raise InputError(
+            Problem(field, f"{p}: not a GEMM table (expected kind: {TABLE_KIND}, as `aifabric calibrate gemm` writes)")
+        )
     problems: list[Problem] = []
     entries = []
     raw = data.get("entries")
@@ -110,8 +129,7 @@ def load_gemm_table(path: str | Path, field: str = "calibration.gemm") -> GemmTa
         try:
             e = GemmEntry(int(row["m"]), int(row["n"]), int(row["k"]), int(row.get("batch", 1)), float(row["time_s"]))
         except (TypeError, KeyError, ValueError):
-            problems.append(Problem(f"{field}", f"{p}: entries[{i}] needs integer m, n, k (batch) and a number "
-                                               "time_s"))
+            problems.append(Problem(f"{field}", f"{p}: entries[{i}] needs integer m, n, k (batch) and a number time_s"))
             continue
         if min(e.m, e.n, e.k, e.batch) < 1 or not e.time_s > 0:
             problems.append(Problem(field, f"{p}: entries[{i}] needs m, n, k, batch >= 1 and time_s > 0"))
@@ -119,5 +137,10 @@ def load_gemm_table(path: str | Path, field: str = "calibration.gemm") -> GemmTa
         entries.append(e)
     if problems:
         raise InputError(problems)
-    return GemmTable(str(data.get("device", "")), str(data.get("gpu", "") or ""), str(data.get("dtype", "")),
-                     tuple(entries), str(data.get("torch", "")))
+    return GemmTable(
+        str(data.get("device", "")),
+        str(data.get("gpu", "") or ""),
+        str(data.get("dtype", "")),
+        tuple(entries),
+        str(data.get("torch", "")),
+    )

@@ -62,8 +62,17 @@ def _tiles(m: int, n: int, batch: int, tile: tuple[int, int]) -> int:
     return math.ceil(m / tile[0]) * math.ceil(n / tile[1]) * batch
 
 
-def gemm_cost(m: int, n: int, k: int, dev: Device, *, batch: int = 1, in_bytes: float = 2.0,
-              out_bytes: float = 2.0, accumulate_bytes: float = 0.0) -> GemmCost:
+def gemm_cost(
+    m: int,
+    n: int,
+    k: int,
+    dev: Device,
+    *,
+    batch: int = 1,
+    in_bytes: float = 2.0,
+    out_bytes: float = 2.0,
+    accumulate_bytes: float = 0.0,
+) -> GemmCost:
     """The fastest tiling of one (batched) GEMM. `accumulate_bytes`: bytes per element of C that are read
     and written again (a weight gradient accumulated into an fp32 main-gradient buffer: 4)."""
     m, n, k, batch = max(1, int(m)), max(1, int(n)), max(1, int(k)), max(1, int(batch))
@@ -91,8 +100,13 @@ def gemm_cost(m: int, n: int, k: int, dev: Device, *, batch: int = 1, in_bytes: 
     return best
 
 
-def sm_flops_from_measurement(measured_flops_per_s: float, shape: tuple[int, int, int], sm_count: int,
-                              hbm_bytes_per_s: float, in_bytes: float = 2.0) -> float:
+def sm_flops_from_measurement(
+    measured_flops_per_s: float,
+    shape: tuple[int, int, int],
+    sm_count: int,
+    hbm_bytes_per_s: float,
+    in_bytes: float = 2.0,
+) -> float:
     """The per-SM rate for which `gemm_cost` on `shape` (M, N, K) runs at the measured throughput: the
     model is anchored to a measurement, never to the datasheet. Solved by bisection (time falls as the
     rate grows, until the shape turns memory bound)."""

@@ -103,9 +103,11 @@ class KernelModel:
         if software in _GEMM_SOFTWARE:
             stack = _GEMM_SOFTWARE[software]
             if stack not in gpu.matmul_by_software or precision not in ("bf16", "fp16"):
-                raise ValueError(f"workload.software: {software} needs a 16-bit matmul measurement with {stack} "
-                                 f"on {gpu.name}; the catalog has one for: "
-                                 f"{', '.join(gpu_name_with(stack)) or 'no GPU'} (16-bit precisions)")
+                raise ValueError(
+                    f"workload.software: {software} needs a 16-bit matmul measurement with {stack} "
+                    f"on {gpu.name}; the catalog has one for: "
+                    f"{', '.join(gpu_name_with(stack)) or 'no GPU'} (16-bit precisions)"
+                )
             tflops, shape = gpu.matmul_by_software[stack]
             measured = tflops * 1e12
         self.norm_fraction = _NORM_FRACTION.get(software, (1.0, 1.0))
@@ -122,8 +124,16 @@ class KernelModel:
 
     def gemm(self, name: str, m: float, n: float, k: float, batch: int = 1, accumulate_fp32: bool = False) -> Kernel:
         m, n, k = max(1, round(m)), max(1, round(n)), max(1, round(k))
-        cost = gemm_cost(m, n, k, self.device, batch=batch, in_bytes=self.in_bytes, out_bytes=self.act_bytes,
-                         accumulate_bytes=4.0 if accumulate_fp32 else 0.0)
+        cost = gemm_cost(
+            m,
+            n,
+            k,
+            self.device,
+            batch=batch,
+            in_bytes=self.in_bytes,
+            out_bytes=self.act_bytes,
+            accumulate_bytes=4.0 if accumulate_fp32 else 0.0,
+        )
         time_s = cost.time_s
         if self.gemm_table is not None:
             measured = self.gemm_table.flops_per_s(m, n, k, batch)
@@ -144,8 +154,18 @@ class KernelModel:
         """A memory-bound kernel over `elements` activations: `reads` + `writes` tensors of that size."""
         return self.memory(name, elements * (reads + writes) * self.act_bytes + extra_bytes)
 
-    def flash_attention(self, name: str, batch: int, heads: int, kv_heads: int, s_q: int, s_kv: int, head_dim: int,
-                        causal: bool, backward: bool) -> Kernel:
+    def flash_attention(
+        self,
+        name: str,
+        batch: int,
+        heads: int,
+        kv_heads: int,
+        s_q: int,
+        s_kv: int,
+        head_dim: int,
+        causal: bool,
+        backward: bool,
+    ) -> Kernel:
         """FlashAttention: forward 2 products (Q·K^T, P·V), backward 5 (the forward's two recomputed, dV,
         dP, and dQ, dK from dS: counted as 2.5 x forward, Dao 2023). A causal mask skips the blocks
         above the diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward)."""

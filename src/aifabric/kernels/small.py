@@ -25,8 +25,10 @@ def _dense(km: KernelModel, widths, samples: int, first_needs_grad: bool) -> tup
     for i, (a, b) in enumerate(pairs):
         fwd += [km.gemm(f"linear {i + 1}", samples, b, a), km.elementwise(f"activation {i + 1}", samples * b, 1, 1)]
     for i, (a, b) in reversed(list(enumerate(pairs))):
-        bwd += [km.elementwise(f"activation {i + 1} backward", samples * b, 2, 1),
-                km.gemm(f"linear {i + 1} wgrad", a, b, samples)]
+        bwd += [
+            km.elementwise(f"activation {i + 1} backward", samples * b, 2, 1),
+            km.gemm(f"linear {i + 1} wgrad", a, b, samples),
+        ]
         if i > 0 or first_needs_grad:
             bwd.append(km.gemm(f"linear {i + 1} dgrad", samples, a, b))
     return fwd, bwd
@@ -43,10 +45,14 @@ def network_kernels(km: KernelModel, model, samples: int) -> tuple[KernelSeq, Ke
         for i, c in enumerate(model.convs):
             out = conv_output_side(side, c.size, c.stride)
             rows, k = samples * out * out, c.size * c.size * ch
-            f = [km.gemm(f"conv {i + 1}", rows, c.kernels, k), km.elementwise(f"conv {i + 1} activation",
-                                                                              rows * c.kernels, 1, 1)]
-            b = [km.elementwise(f"conv {i + 1} activation backward", rows * c.kernels, 2, 1),
-                 km.gemm(f"conv {i + 1} wgrad", k, c.kernels, rows)]
+            f = [
+                km.gemm(f"conv {i + 1}", rows, c.kernels, k),
+                km.elementwise(f"conv {i + 1} activation", rows * c.kernels, 1, 1),
+            ]
+            b = [
+                km.elementwise(f"conv {i + 1} activation backward", rows * c.kernels, 2, 1),
+                km.gemm(f"conv {i + 1} wgrad", k, c.kernels, rows),
+            ]
             if i > 0:
                 b.append(km.gemm(f"conv {i + 1} dgrad", rows, k, c.kernels))
             side = out
@@ -65,11 +71,15 @@ def network_kernels(km: KernelModel, model, samples: int) -> tuple[KernelSeq, Ke
         h = model.hidden
         for layer in range(model.layers):
             for t in range(model.time_steps):
-                fwd += [km.gemm(f"L{layer + 1} t{t} gates", samples, GATES * h, width + h),
-                        km.elementwise(f"L{layer + 1} t{t} cell", samples * GATES * h, 2, 1)]
-                bwd += [km.elementwise(f"L{layer + 1} t{t} cell backward", samples * GATES * h, 3, 2),
-                        km.gemm(f"L{layer + 1} t{t} gates wgrad", width + h, GATES * h, samples),
-                        km.gemm(f"L{layer + 1} t{t} gates dgrad", samples, width + h, GATES * h)]
+                fwd += [
+                    km.gemm(f"L{layer + 1} t{t} gates", samples, GATES * h, width + h),
+                    km.elementwise(f"L{layer + 1} t{t} cell", samples * GATES * h, 2, 1),
+                ]
+                bwd += [
+                    km.elementwise(f"L{layer + 1} t{t} cell backward", samples * GATES * h, 3, 2),
+                    km.gemm(f"L{layer + 1} t{t} gates wgrad", width + h, GATES * h, samples),
+                    km.gemm(f"L{layer + 1} t{t} gates dgrad", samples, width + h, GATES * h),
+                ]
             width = h
         if model.output_size:
             dfwd, dbwd = _dense(km, (h, model.output_size), samples, True)

@@ -35,8 +35,19 @@ ATTENTION_IMPLS = ("flash", "unfused")
 class TransformerKernels:
     """Kernel sequences of one rank's ops, for one plan (cached per op name)."""
 
-    def __init__(self, km: KernelModel, model: Transformer, *, tp: int, cp: int, micro_batch: int, seq_len: int,
-                 sequence_parallel: bool, attention: str = "flash", ep: int = 1):
+    def __init__(
+        self,
+        km: KernelModel,
+        model: Transformer,
+        *,
+        tp: int,
+        cp: int,
+        micro_batch: int,
+        seq_len: int,
+        sequence_parallel: bool,
+        attention: str = "flash",
+        ep: int = 1,
+    ):
         if attention not in ATTENTION_IMPLS:
             raise ValueError(f"attention must be one of {ATTENTION_IMPLS}")
         self.km, self.m = km, model
@@ -55,8 +66,14 @@ class TransformerKernels:
         seq = self._cache.get(name)
         if seq is None:
             pass_, part = name.split("/", 1)
-            builder = {"attn": self._attn, "mlp": self._dense_mlp, "moe": self._moe, "attn-core": self._core_only,
-                       "logits": self._logits, "embedding": self._embedding}[part]
+            builder = {
+                "attn": self._attn,
+                "mlp": self._dense_mlp,
+                "moe": self._moe,
+                "attn-core": self._core_only,
+                "logits": self._logits,
+                "embedding": self._embedding,
+            }[part]
             seq = self._cache[name] = self.km.seq(*builder(pass_ == "bwd"))
         return seq
 
@@ -87,16 +104,20 @@ class TransformerKernels:
         batch = self.b * heads
         scores = float(batch) * self.s * self.s_kv
         if not backward:
-            return [km.gemm("Q·K^T", self.s, self.s_kv, d, batch),
-                    km.elementwise("scale-mask-softmax", scores, 1, 1),
-                    km.elementwise("attention dropout", scores, 1, 1, extra_bytes=scores),
-                    km.gemm("P·V", self.s, d, self.s_kv, batch)]
-        return [km.gemm("P·V dgrad (dP)", self.s, self.s_kv, d, batch),
-                km.gemm("P·V wgrad (dV)", self.s_kv, d, self.s, batch),
-                km.elementwise("attention dropout backward", scores, 1, 1, extra_bytes=scores),
-                km.elementwise("softmax backward", scores, 2, 1),
-                km.gemm("Q·K^T dgrad (dQ)", self.s, d, self.s_kv, batch),
-                km.gemm("Q·K^T wgrad (dK)", self.s_kv, d, self.s, batch)]
+            return [
+                km.gemm("Q·K^T", self.s, self.s_kv, d, batch),
+                km.elementwise("scale-mask-softmax", scores, 1, 1),
+                km.elementwise("attention dropout", scores, 1, 1, extra_bytes=scores),
+                km.gemm("P·V", self.s, d, self.s_kv, batch),
+            ]
+        return [
+            km.gemm("P·V dgrad (dP)", self.s, self.s_kv, d, batch),
+            km.gemm("P·V wgrad (dV)", self.s_kv, d, self.s, batch),
+            km.elementwise("attention dropout backward", scores, 1, 1, extra_bytes=scores),
+            km.elementwise("softmax backward", scores, 2, 1),
+            km.gemm("Q·K^T dgrad (dQ)", self.s, d, self.s_kv, batch),
+            km.gemm("Q·K^T wgrad (dK)", self.s_kv, d, self.s, batch),
+        ]
 
     def _head_dim(self) -> int:
         m = self.m
@@ -142,30 +163,46 @@ class TransformerKernels:
     def _activation(self, width: float, backward: bool) -> Kernel:
         e = self.T * width / self.t
         if self.m.gated_mlp:
-            return self.km.elementwise("SwiGLU backward" if backward else "SwiGLU", e, 3 if backward else 2,
-                                       2 if backward else 1)
+            return self.km.elementwise(
+                "SwiGLU backward" if backward else "SwiGLU", e, 3 if backward else 2, 2 if backward else 1
+            )
         return self.km.elementwise("bias-GeLU backward" if backward else "bias-GeLU", e, 2 if backward else 1, 1)
 
-    def _mlp(self, backward: bool, f: float | None = None, rows: float | None = None, label: str = "MLP") -> list[Kernel]:
+    def _mlp(
+        self, backward: bool, f: float | None = None, rows: float | None = None, label: str = "MLP"
+    ) -> list[Kernel]:
         m, T = self.m, self.T
         f = m.ffn_hidden if f is None else f
         rows = T if rows is None else rows
         up = (2 if m.gated_mlp else 1) * f / self.t
         if not backward:
-            return (self._linear(f"{label} up projection", rows, m.hidden, up, False) + [self._activation(f, False)]
-                    + self._linear(f"{label} down projection", rows, f / self.t, m.hidden, False))
-        return (self._linear(f"{label} down projection", rows, f / self.t, m.hidden, True)
-                + [self._activation(f, True)]
-                + self._linear(f"{label} up projection", rows, m.hidden, up, True))
+            return (
+                self._linear(f"{label} up projection", rows, m.hidden, up, False)
+                + [self._activation(f, False)]
+                + self._linear(f"{label} down projection", rows, f / self.t, m.hidden, False)
+            )
+        return (
+            self._linear(f"{label} down projection", rows, f / self.t, m.hidden, True)
+            + [self._activation(f, True)]
+            + self._linear(f"{label} up projection", rows, m.hidden, up, True)
+        )
 
     def _dense_mlp(self, backward: bool) -> list[Kernel]:
         """The MLP part of a dense block: its norm, the MLP, the bias-dropout-add (mirrored backward)."""
         if backward:
-            return [self._dropout_add("bias-dropout-add", True)] + self._mlp(True) + [
-                self._norm("post-attention norm", True),
-                self.km.elementwise("residual gradient add", self.T_norm * self.m.hidden, 2, 1)]
-        return [self._norm("post-attention norm", False)] + self._mlp(False) + [
-            self._dropout_add("bias-dropout-add", False)]
+            return (
+                [self._dropout_add("bias-dropout-add", True)]
+                + self._mlp(True)
+                + [
+                    self._norm("post-attention norm", True),
+                    self.km.elementwise("residual gradient add", self.T_norm * self.m.hidden, 2, 1),
+                ]
+            )
+        return (
+            [self._norm("post-attention norm", False)]
+            + self._mlp(False)
+            + [self._dropout_add("bias-dropout-add", False)]
+        )
 
     def _moe(self, backward: bool) -> list[Kernel]:
         m, km, T = self.m, self.km, self.T
@@ -179,11 +216,16 @@ class TransformerKernels:
         permute = km.elementwise("token permutation", T * moe.top_k * m.hidden, 1, 1)
         unpermute = km.elementwise("token unpermutation", T * moe.top_k * m.hidden, 1, 1)
         router = self._linear("router", T, m.hidden, moe.experts, backward)
-        shared = self._mlp(backward, moe.expert_ffn_hidden * moe.shared_experts, T, "shared expert") \
-            if moe.shared_experts else []
+        shared = (
+            self._mlp(backward, moe.expert_ffn_hidden * moe.shared_experts, T, "shared expert")
+            if moe.shared_experts
+            else []
+        )
         body = router + [permute] + per_expert + [unpermute] + shared
         if backward:
-            return [self._dropout_add("bias-dropout-add", True)] + body[::-1] + [self._norm("post-attention norm", True)]
+            return (
+                [self._dropout_add("bias-dropout-add", True)] + body[::-1] + [self._norm("post-attention norm", True)]
+            )
         return [self._norm("post-attention norm", False)] + body + [self._dropout_add("bias-dropout-add", False)]
 
     def _logits(self, backward: bool) -> list[Kernel]:
@@ -191,24 +233,39 @@ class TransformerKernels:
         v = m.vocab / self.t
         logits = T * v
         if not backward:
-            return ([self._norm("final norm", False)] + self._linear("LM head", T, m.hidden, v, False)
-                    + [km.memory("vocab-parallel cross-entropy", logits * (km.act_bytes + 4 * 4 * 2))])
-        return ([km.memory("cross-entropy backward", logits * (4 + km.act_bytes))]
-                + self._linear("LM head", T, m.hidden, v, True) + [self._norm("final norm", True)])
+            return (
+                [self._norm("final norm", False)]
+                + self._linear("LM head", T, m.hidden, v, False)
+                + [km.memory("vocab-parallel cross-entropy", logits * (km.act_bytes + 4 * 4 * 2))]
+            )
+        return (
+            [km.memory("cross-entropy backward", logits * (4 + km.act_bytes))]
+            + self._linear("LM head", T, m.hidden, v, True)
+            + [self._norm("final norm", True)]
+        )
 
     def _embedding(self, backward: bool) -> list[Kernel]:
         km, e = self.km, self.T * self.m.hidden
         if not backward:
             positions = [km.elementwise("position embedding add", e, 2, 1)] if self.m.learned_positions else []
             dropped = e / self.t if self.T_norm < self.T else e  # sequence parallelism: the rank's tokens
-            return [km.elementwise("embedding lookup", e, 1, 1)] + positions + [
-                km.elementwise("embedding dropout", dropped, 1, 1, extra_bytes=dropped)]
+            return (
+                [km.elementwise("embedding lookup", e, 1, 1)]
+                + positions
+                + [km.elementwise("embedding dropout", dropped, 1, 1, extra_bytes=dropped)]
+            )
         # the gradient of the looked-up rows added into the fp32 main gradient of the table
         return [km.elementwise("embedding backward", e, 1, 0, extra_bytes=e * 8)]
 
 
-def optimizer_kernels(km: KernelModel, shard_params: float, local_params: float, adam_state_bytes: float = 38.0,
-                      zero_grad_bytes: float = 4.0, loss_scaling: bool = False) -> KernelSeq:
+def optimizer_kernels(
+    km: KernelModel,
+    shard_params: float,
+    local_params: float,
+    adam_state_bytes: float = 38.0,
+    zero_grad_bytes: float = 4.0,
+    loss_scaling: bool = False,
+) -> KernelSeq:
     """The optimizer step on the `shard_params` this rank updates (all it holds, or its ZeRO shard), and the
     reset of the gradient buffer of the `local_params` it holds.
 
@@ -225,7 +282,8 @@ def optimizer_kernels(km: KernelModel, shard_params: float, local_params: float,
     kernels = []
     if loss_scaling:
         kernels.append(km.optimizer("unscale gradients + inf/NaN check (fp16 loss scaling)", shard_params * 8.0))
-    kernels += [km.optimizer("gradient norm + Adam + 16-bit weight copy", shard_params * adam_state_bytes,
-                             12.0 * shard_params),
-                km.optimizer("zero gradient buffer", local_params * zero_grad_bytes)]
+    kernels += [
+        km.optimizer("gradient norm + Adam + 16-bit weight copy", shard_params * adam_state_bytes, 12.0 * shard_params),
+        km.optimizer("zero gradient buffer", local_params * zero_grad_bytes),
+    ]
     return km.seq(*kernels)

@@ -130,6 +130,7 @@ def parse_values(topic: str, params: dict[str, Param], given: list[str] | None) 
 
 # --- formatting ----------------------------------------------------------------------------------------
 
+
 def num(x: float, digits: int = 3) -> str:
     """A number as the book writes it: `digits` decimals, a sign only when negative, no '-0.000'."""
     x = float(x.detach()) if hasattr(x, "detach") else float(x)

@@ -51,12 +51,17 @@ def run(v: dict[str, Any]) -> Lesson:
     U = {k: rnd(H, n) for k in GATES}
     W = {k: rnd(H, H) for k in GATES}
     b = {k: rnd(H) for k in GATES}
-    s = les.section("The two cells (Chapter 6)",
-                    "Gates: forget f = σ(W_f·h + U_f·x), input i = σ(...), output o = σ(...); input activation a; "
-                    "cell state C_t = f·C_(t-1) + i·a (the constant error carousel); output h_t = o·act(C_t).")
-    s.add("book", "a = ReLU(W_a·h + U_a·x), h = o·ReLU(C); no biases",
-          book="the book uses ReLU for the input and output activations and writes no biases; the standard LSTM "
-               "(and PyTorch's) uses tanh and biases")
+    s = les.section(
+        "The two cells (Chapter 6)",
+        "Gates: forget f = σ(W_f·h + U_f·x), input i = σ(...), output o = σ(...); input activation a; "
+        "cell state C_t = f·C_(t-1) + i·a (the constant error carousel); output h_t = o·act(C_t).",
+    )
+    s.add(
+        "book",
+        "a = ReLU(W_a·h + U_a·x), h = o·ReLU(C); no biases",
+        book="the book uses ReLU for the input and output activations and writes no biases; the standard LSTM "
+        "(and PyTorch's) uses tanh and biases",
+    )
     s.add("standard", "a = tanh(W_a·h + U_a·x + b_a), h = o·tanh(C); a bias per gate")
     lt = torch.nn.LSTMCell(n, H, dtype=torch.float64)
     with torch.no_grad():  # PyTorch's gate order: input, forget, cell (candidate), output
@@ -64,15 +69,17 @@ def run(v: dict[str, Any]) -> Lesson:
         lt.weight_hh.copy_(torch.cat([W[k] for k in ("i", "f", "a", "o")]))
         lt.bias_ih.copy_(torch.cat([b[k] for k in ("i", "f", "a", "o")]))
         lt.bias_hh.zero_()
-    state = {True: (torch.zeros(H, dtype=torch.float64), torch.zeros(H, dtype=torch.float64)),
-             False: (torch.zeros(H, dtype=torch.float64), torch.zeros(H, dtype=torch.float64))}
+    state = {
+        True: (torch.zeros(H, dtype=torch.float64), torch.zeros(H, dtype=torch.float64)),
+        False: (torch.zeros(H, dtype=torch.float64), torch.zeros(H, dtype=torch.float64)),
+    }
     ref_h, ref_c = torch.zeros(1, H, dtype=torch.float64), torch.zeros(1, H, dtype=torch.float64)
     steps = []
     max_diff = 0.0
     before_last = state[True]
     for t, ch in enumerate(word):
         before_last = state[True]
-        s = les.section(f"Step {t + 1}: \"{ch}\" {vec(xs[t], 0)}")
+        s = les.section(f'Step {t + 1}: "{ch}" {vec(xs[t], 0)}')
         rec = {}
         for book in (True, False):
             h, c = state[book]
@@ -84,8 +91,9 @@ def run(v: dict[str, Any]) -> Lesson:
             rec[name] = {"gates": {k: gv.tolist() for k, gv in gates.items()}, "c": c2.tolist(), "h": h2.tolist()}
         with torch.no_grad():
             ref_h, ref_c = lt(xs[t].unsqueeze(0), (ref_h, ref_c))
-        max_diff = max(max_diff, float((ref_h[0] - state[False][0]).abs().max()),
-                       float((ref_c[0] - state[False][1]).abs().max()))
+        max_diff = max(
+            max_diff, float((ref_h[0] - state[False][0]).abs().max()), float((ref_c[0] - state[False][1]).abs().max())
+        )
         steps.append(rec)
     s = les.section("Checks")
     s.add("standard cell vs torch.nn.LSTMCell", f"largest difference {max_diff:.1e}", "same weights, same h and C")
@@ -94,14 +102,23 @@ def run(v: dict[str, Any]) -> Lesson:
     c = c.clone().requires_grad_(True)
     gates, c2, _ = cell(torch, xs[-1], h, c, U, W, b, True)
     c2.sum().backward()
-    s.add("∂C_t/∂C_(t-1) (book cell, last step)", f"{vec(c.grad)} = the forget gate f {vec(gates['f'])}",
-          "autograd through C_t = f·C_(t-1) + i·a: the error flows back scaled by f only (the carousel)")
+    s.add(
+        "∂C_t/∂C_(t-1) (book cell, last step)",
+        f"{vec(c.grad)} = the forget gate f {vec(gates['f'])}",
+        "autograd through C_t = f·C_(t-1) + i·a: the error flows back scaled by f only (the carousel)",
+    )
     book_params = sum(U[k].numel() + W[k].numel() for k in GATES)
     torch_params = sum(p.numel() for p in lt.parameters())
     s.add("parameters: book cell", count(book_params), f"4 gates × {H} × ({n} + {H})")
     s.add("parameters: torch.nn.LSTMCell", count(torch_params), f"+ two bias vectors of 4 × {H}")
-    les.values.update(steps=steps, lstmcell_max_diff=max_diff, cec_grad=c.grad.tolist(), forget=gates["f"].tolist(),
-                      book_params=book_params, torch_params=torch_params)
+    les.values.update(
+        steps=steps,
+        lstmcell_max_diff=max_diff,
+        cec_grad=c.grad.tolist(),
+        forget=gates["f"].tolist(),
+        book_params=book_params,
+        torch_params=torch_params,
+    )
     return les
 
 

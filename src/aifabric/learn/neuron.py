@@ -24,8 +24,10 @@ def run(v: dict[str, Any]) -> Lesson:
 
     les = Lesson("neuron", "Chapter 1 · an artificial neuron", inputs=dict(v))
     if (v["x1"], v["x2"]) == (PARAMS["x1"].default, PARAMS["x2"].default):
-        les.notes.append("The book gives the weights (w0 = +0.3, w1 = +0.5, w2 = -0.3) and z = 4.8; the inputs are "
-                         "in its Figure 1-4 only. x1 = 12, x2 = 5 give that z (0.5·12 - 0.3·5 + 0.3 = 4.8).")
+        les.notes.append(
+            "The book gives the weights (w0 = +0.3, w1 = +0.5, w2 = -0.3) and z = 4.8; the inputs are "
+            "in its Figure 1-4 only. x1 = 12, x2 = 5 give that z (0.5·12 - 0.3·5 + 0.3 = 4.8)."
+        )
     x = torch.tensor([v["x1"], v["x2"]], dtype=torch.float64)
     w = torch.tensor([v["w1"], v["w2"]], dtype=torch.float64, requires_grad=True)
     b = torch.tensor(v["w0"], dtype=torch.float64, requires_grad=True)
@@ -35,9 +37,11 @@ def run(v: dict[str, Any]) -> Lesson:
     y = torch.sigmoid(z)
     y.backward()
     hand = float((y * (1 - y)).detach())
-    s = les.section("Weighted sum (Figures 1-3, 1-4)",
-                    "Each input is multiplied by its weight; the products and the bias weight (its input is "
-                    "always 1) are summed: the pre-activation z = W·X.")
+    s = les.section(
+        "Weighted sum (Figures 1-3, 1-4)",
+        "Each input is multiplied by its weight; the products and the bias weight (its input is "
+        "always 1) are summed: the pre-activation z = W·X.",
+    )
     s.add("w1·x1", num(terms[0]), f"{num(v['w1'], 2)} × {num(v['x1'], 2)}")
     s.add("w2·x2", num(terms[1]), f"{num(v['w2'], 2)} × {num(v['x2'], 2)}")
     s.add("bias w0·1", num(b), "the bias input is 1")
@@ -45,18 +49,27 @@ def run(v: dict[str, Any]) -> Lesson:
     s = les.section("Sigmoid (Figure 1-4)", "σ(z) = 1 / (1 + e^-z): an output between 0 and 1.")
     s.add("ŷ = σ(z)", num(y), f"1 / (1 + e^-{num(z, 2)})")
     s.add("dŷ/dz", num(z.grad, 4), f"autograd; by hand σ(z)·(1 - σ(z)) = {num(hand, 4)}")
-    s.add("dŷ/dw1, dŷ/dw2, dŷ/dw0", f"{num(w.grad[0], 4)}, {num(w.grad[1], 4)}, {num(b.grad, 4)}",
-          "autograd: input × dŷ/dz (the bias input is 1)")
+    s.add(
+        "dŷ/dw1, dŷ/dw2, dŷ/dw0",
+        f"{num(w.grad[0], 4)}, {num(w.grad[1], 4)}, {num(b.grad, 4)}",
+        "autograd: input × dŷ/dz (the bias input is 1)",
+    )
     # Figure 1-5: the same inputs, the bias weight moved
     b2 = torch.tensor(v["w0_shift"], dtype=torch.float64)
     z2 = (w.detach() * x).sum() + b2
     y2 = torch.sigmoid(z2)
     shift = float(z2 - z.detach())
-    s = les.section("Bias shift (Figure 1-5)",
-                    "Changing the bias weight moves z along the axis without touching the weights of the inputs.")
+    s = les.section(
+        "Bias shift (Figure 1-5)",
+        "Changing the bias weight moves z along the axis without touching the weights of the inputs.",
+    )
     s.add("new bias w0", num(b2, 2))
-    s.add("z", f"{num(z, 2)} → {num(z2, 2)}", f"shift {num(shift, 2)}",
-          book=("the book prints the first sum as 4.84: it is 4.8 (4.8 - 4.3 = 0.5)" if _is_book(v) else ""))
+    s.add(
+        "z",
+        f"{num(z, 2)} → {num(z2, 2)}",
+        f"shift {num(shift, 2)}",
+        book=("the book prints the first sum as 4.84: it is 4.8 (4.8 - 4.3 = 0.5)" if _is_book(v) else ""),
+    )
     s.add("ŷ = σ(z)", f"{num(y)} → {num(y2)}")
     r = torch.relu(z.detach())
     s = les.section("ReLU (Figure 1-6)", "ReLU(z) = max(0, z): zero for z ≤ 0, z itself above.")
@@ -64,17 +77,29 @@ def run(v: dict[str, Any]) -> Lesson:
     s.add("ReLU(z) after the bias shift", num(torch.relu(z2), 2))
     n_weights = w.numel() + b.numel()
     bits_w, bits_x = n_weights * v["weight_bits"], x.numel() * v["input_bits"]
-    s = les.section("Size (Chapter 1, network impact)",
-                    "Every connection has a weight, usually 32 bits; the inputs here are 8-bit values. A model "
-                    "this small fits anywhere; one that does not fit a GPU's memory is split over GPUs, which "
-                    "then synchronize over NVLink or the backend network.")
+    s = les.section(
+        "Size (Chapter 1, network impact)",
+        "Every connection has a weight, usually 32 bits; the inputs here are 8-bit values. A model "
+        "this small fits anywhere; one that does not fit a GPU's memory is split over GPUs, which "
+        "then synchronize over NVLink or the backend network.",
+    )
     s.add("weights", f"{n_weights} × {v['weight_bits']} bits = {bits_w} bits", "2 connections + the bias")
     s.add("inputs", f"{x.numel()} × {v['input_bits']} bits = {bits_x} bits")
     s.add("total", f"{bits_w + bits_x} bits")
-    les.values.update(z=float(z.detach()), sigmoid=float(y.detach()), dsigmoid_dz=float(z.grad), dsigmoid_dz_hand=hand,
-                      grad_w=w.grad.tolist(),
-                      grad_w0=float(b.grad), z_shifted=float(z2), sigmoid_shifted=float(y2), relu=float(r),
-                      weight_bits=bits_w, input_bits=bits_x, total_bits=bits_w + bits_x)
+    les.values.update(
+        z=float(z.detach()),
+        sigmoid=float(y.detach()),
+        dsigmoid_dz=float(z.grad),
+        dsigmoid_dz_hand=hand,
+        grad_w=w.grad.tolist(),
+        grad_w0=float(b.grad),
+        z_shifted=float(z2),
+        sigmoid_shifted=float(y2),
+        relu=float(r),
+        weight_bits=bits_w,
+        input_bits=bits_x,
+        total_bits=bits_w + bits_x,
+    )
     return les
 
 

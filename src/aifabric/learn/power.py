@@ -24,17 +24,31 @@ def run(v: dict[str, Any]) -> Lesson:
     it_w = v["gpu_w"] * v["gpus"]
     e = energy(it_w, hours, v["price"], v["pue"])
     les = Lesson("power", "Chapter 8 · power, energy and its price", inputs=dict(v))
-    s = les.section("Power and energy (Chapter 8)",
-                    "Power is what the GPUs draw at once; energy is power × time; the bill is energy × price. A PUE "
-                    "above 1 adds the facility's cooling and power losses.")
+    s = les.section(
+        "Power and energy (Chapter 8)",
+        "Power is what the GPUs draw at once; energy is power × time; the bill is energy × price. A PUE "
+        "above 1 adds the facility's cooling and power losses.",
+    )
     s.add("power", f"{count(round(it_w))} W = {it_w / 1e6:g} MW", f"{v['gpu_w']:g} W × {count(v['gpus'])} GPUs")
     if v["pue"] != 1:
         s.add("with the facility", f"{e.power_mw:g} MW", f"× PUE {v['pue']:g}")
     s.add("time", f"{v['days']:g} days = {count(round(hours))} hours", "days × 24")
-    s.add("energy", f"{e.energy_mwh:,.0f} MWh = {count(round(e.energy_kwh))} kWh",
-          f"{e.power_mw:g} MW × {count(round(hours))} h")
-    s.add("cost", f"${count(round(e.cost_usd))} (${e.cost_usd / 1e6:.2f} M)",
-          f"{count(round(e.energy_kwh))} kWh × ${v['price']:.2f}")
-    les.values.update(power_w=e.power_w, power_mw=e.power_mw, hours=hours, energy_mwh=e.energy_mwh,
-                      energy_kwh=e.energy_kwh, cost_usd=e.cost_usd)
+    s.add(
+        "energy",
+        f"{e.energy_mwh:,.0f} MWh = {count(round(e.energy_kwh))} kWh",
+        f"{e.power_mw:g} MW × {count(round(hours))} h",
+    )
+    s.add(
+        "cost",
+        f"${count(round(e.cost_usd))} (${e.cost_usd / 1e6:.2f} M)",
+        f"{count(round(e.energy_kwh))} kWh × ${v['price']:.2f}",
+    )
+    les.values.update(
+        power_w=e.power_w,
+        power_mw=e.power_mw,
+        hours=hours,
+        energy_mwh=e.energy_mwh,
+        energy_kwh=e.energy_kwh,
+        cost_usd=e.cost_usd,
+    )
     return les

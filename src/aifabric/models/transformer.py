@@ -149,8 +149,7 @@ class Transformer:
 
     @property
     def params(self) -> int:
-        return (self.embedding_params + self.position_params + self.blocks_params + self.norm_params
-                + self.output_params)
+        return self.embedding_params + self.position_params + self.blocks_params + self.norm_params + self.output_params
 
     @property
     def active_params(self) -> int:
@@ -176,8 +175,10 @@ class Transformer:
         if moe_layer:
             m = self.moe
             assert m is not None, "an MoE model's"
-            return 2.0 * mats * self.hidden * m.expert_ffn_hidden * (m.top_k + m.shared_experts) \
+            return (
+                2.0 * mats * self.hidden * m.expert_ffn_hidden * (m.top_k + m.shared_experts)
                 + 2.0 * self.hidden * m.experts
+            )
         return 2.0 * mats * self.hidden * self.ffn_hidden
 
     def logits_flops_per_token(self) -> float:

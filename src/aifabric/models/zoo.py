@@ -13,15 +13,48 @@ Model = FeedForward | CNN | LSTM | Transformer
 
 
 def _gpt3(name: str, layers: int, hidden: int, heads: int, published: float, vocab: int = 50257) -> Transformer:
-    return Transformer(name, layers, hidden, heads, ffn_hidden=4 * hidden, vocab=vocab, max_seq_len=2048,
-                       published_params=published, source="Brown et al. 2020, Table 2.1")
+    return Transformer(
+        name,
+        layers,
+        hidden,
+        heads,
+        ffn_hidden=4 * hidden,
+        vocab=vocab,
+        max_seq_len=2048,
+        published_params=published,
+        source="Brown et al. 2020, Table 2.1",
+    )
 
 
-def _llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int | None, ffn: int, vocab: int,
-           published: float, source: str, seq: int) -> Transformer:
-    return Transformer(name, layers, hidden, heads, ffn_hidden=ffn, vocab=vocab, kv_heads=kv_heads,
-                       max_seq_len=seq, gated_mlp=True, bias=False, norm="rmsnorm", learned_positions=False,
-                       tied_embeddings=False, published_params=published, source=source)
+def _llama(
+    name: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int | None,
+    ffn: int,
+    vocab: int,
+    published: float,
+    source: str,
+    seq: int,
+) -> Transformer:
+    return Transformer(
+        name,
+        layers,
+        hidden,
+        heads,
+        ffn_hidden=ffn,
+        vocab=vocab,
+        kv_heads=kv_heads,
+        max_seq_len=seq,
+        gated_mlp=True,
+        bias=False,
+        norm="rmsnorm",
+        learned_positions=False,
+        tied_embeddings=False,
+        published_params=published,
+        source=source,
+    )
 
 
 MODELS: dict[str, Model] = {
@@ -38,8 +71,18 @@ MODELS: dict[str, Model] = {
     "digits-cnn": CNN("digits-cnn", 8, 1, (Conv(8, 3, 1, pool=2),), (32, 10), bias=True),
     "digits-lstm": LSTM("digits-lstm", input_size=8, hidden=32, output_size=10, time_steps=8),
     # Ch. 7/8: GPT-3 175B as the book counts it (vocabulary 50,000; no position table in its sum).
-    "gpt3-175b-book": Transformer("gpt3-175b-book", 96, 12288, 96, 4 * 12288, 50_000, max_seq_len=2048,
-                                  learned_positions=False, published_params=175e9, source="seeds Ch. 7/8"),
+    "gpt3-175b-book": Transformer(
+        "gpt3-175b-book",
+        96,
+        12288,
+        96,
+        4 * 12288,
+        50_000,
+        max_seq_len=2048,
+        learned_positions=False,
+        published_params=175e9,
+        source="seeds Ch. 7/8",
+    ),
     # --- GPT-3 family (the paper rounds its names; 350M, 1.3B, 2.7B are 1-2% off their names) ---
     "gpt3-125m": _gpt3("gpt3-125m", 12, 768, 12, 125e6),
     "gpt3-350m": _gpt3("gpt3-350m", 24, 1024, 16, 350e6),
@@ -50,35 +93,80 @@ MODELS: dict[str, Model] = {
     "gpt3-13b": _gpt3("gpt3-13b", 40, 5140, 40, 13e9),
     "gpt3-175b": _gpt3("gpt3-175b", 96, 12288, 96, 175e9),
     # --- Llama (HF config.json of each release; counts from the model cards) ---
-    "llama2-7b": _llama("llama2-7b", 32, 4096, 32, None, 11008, 32000, 6_738_415_616,
-                        "Touvron et al. 2023 (Llama 2)", 4096),
-    "llama2-13b": _llama("llama2-13b", 40, 5120, 40, None, 13824, 32000, 13_015_864_320,
-                         "Touvron et al. 2023 (Llama 2)", 4096),
-    "llama2-70b": _llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 68_976_648_192,
-                         "Touvron et al. 2023 (Llama 2)", 4096),
-    "llama3-8b": _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8_030_261_248,
-                        "Dubey et al. 2024 (Llama 3)", 8192),
-    "llama3-70b": _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 70_553_706_496,
-                         "Dubey et al. 2024 (Llama 3)", 8192),
-    "llama3-405b": _llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 405e9,
-                          "Dubey et al. 2024 (Llama 3.1 405B)", 8192),
+    "llama2-7b": _llama(
+        "llama2-7b", 32, 4096, 32, None, 11008, 32000, 6_738_415_616, "Touvron et al. 2023 (Llama 2)", 4096
+    ),
+    "llama2-13b": _llama(
+        "llama2-13b", 40, 5120, 40, None, 13824, 32000, 13_015_864_320, "Touvron et al. 2023 (Llama 2)", 4096
+    ),
+    "llama2-70b": _llama(
+        "llama2-70b", 80, 8192, 64, 8, 28672, 32000, 68_976_648_192, "Touvron et al. 2023 (Llama 2)", 4096
+    ),
+    "llama3-8b": _llama(
+        "llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8_030_261_248, "Dubey et al. 2024 (Llama 3)", 8192
+    ),
+    "llama3-70b": _llama(
+        "llama3-70b", 80, 8192, 64, 8, 28672, 128256, 70_553_706_496, "Dubey et al. 2024 (Llama 3)", 8192
+    ),
+    "llama3-405b": _llama(
+        "llama3-405b", 126, 16384, 128, 8, 53248, 128256, 405e9, "Dubey et al. 2024 (Llama 3.1 405B)", 8192
+    ),
     # --- mixture of experts ---
-    "mixtral-8x7b": Transformer("mixtral-8x7b", 32, 4096, 32, 14336, 32000, kv_heads=8, max_seq_len=32768,
-                                gated_mlp=True, bias=False, norm="rmsnorm", learned_positions=False,
-                                tied_embeddings=False, moe=MoE(8, 2, 14336),
-                                published_params=46_702_792_704, source="Jiang et al. 2024 (Mixtral of Experts)"),
-    "deepseek-moe-16b": Transformer("deepseek-moe-16b", 28, 2048, 16, 10944, 102400, max_seq_len=4096,
-                                    gated_mlp=True, bias=False, norm="rmsnorm", learned_positions=False,
-                                    tied_embeddings=False,
-                                    moe=MoE(64, 6, 1408, shared_experts=2, first_dense_layers=1),
-                                    published_params=16.4e9, source="Dai et al. 2024 (DeepSeekMoE 16B)"),
+    "mixtral-8x7b": Transformer(
+        "mixtral-8x7b",
+        32,
+        4096,
+        32,
+        14336,
+        32000,
+        kv_heads=8,
+        max_seq_len=32768,
+        gated_mlp=True,
+        bias=False,
+        norm="rmsnorm",
+        learned_positions=False,
+        tied_embeddings=False,
+        moe=MoE(8, 2, 14336),
+        published_params=46_702_792_704,
+        source="Jiang et al. 2024 (Mixtral of Experts)",
+    ),
+    "deepseek-moe-16b": Transformer(
+        "deepseek-moe-16b",
+        28,
+        2048,
+        16,
+        10944,
+        102400,
+        max_seq_len=4096,
+        gated_mlp=True,
+        bias=False,
+        norm="rmsnorm",
+        learned_positions=False,
+        tied_embeddings=False,
+        moe=MoE(64, 6, 1408, shared_experts=2, first_dense_layers=1),
+        published_params=16.4e9,
+        source="Dai et al. 2024 (DeepSeekMoE 16B)",
+    ),
     # DeepSeek-V3: MLA attention, 3 dense blocks then 58 MoE blocks of 256 routed + 1 shared expert, top-8
     # (the multi-token-prediction module, 14 B more in the checkpoint, is not part of the 671 B)
-    "deepseek-v3": Transformer("deepseek-v3", 61, 7168, 128, 18432, 129280, max_seq_len=4096, gated_mlp=True,
-                               bias=False, norm="rmsnorm", learned_positions=False, tied_embeddings=False,
-                               moe=MoE(256, 8, 2048, shared_experts=1, first_dense_layers=3),
-                               mla=MLA(1536, 512, 128, 64, 128),
-                               published_params=671e9, source="DeepSeek-AI 2024 (DeepSeek-V3 technical report)"),
+    "deepseek-v3": Transformer(
+        "deepseek-v3",
+        61,
+        7168,
+        128,
+        18432,
+        129280,
+        max_seq_len=4096,
+        gated_mlp=True,
+        bias=False,
+        norm="rmsnorm",
+        learned_positions=False,
+        tied_embeddings=False,
+        moe=MoE(256, 8, 2048, shared_experts=1, first_dense_layers=3),
+        mla=MLA(1536, 512, 128, 64, 128),
+        published_params=671e9,
+        source="DeepSeek-AI 2024 (DeepSeek-V3 technical report)",
+    ),
 }
 
 

@@ -17,10 +17,13 @@ if TYPE_CHECKING:  # what the lazy exports below are, for type checkers
     from .stats import PacketStats
 
 _EXPORTS = {
-    "DcqcnConfig": ".config", "LbConfig": ".config", "NicConfig": ".config", "PacketConfig": ".config",
+    "DcqcnConfig": ".config",
+    "LbConfig": ".config",
+    "NicConfig": ".config",
+    "PacketConfig": ".config",
     "SwitchConfig": ".config",
     "Network": ".network",
     "PacketStats": ".stats",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = ['DcqcnConfig', 'LbConfig', 'Network', 'NicConfig', 'PacketConfig', 'PacketStats', 'SwitchConfig']
+__all__ = ["DcqcnConfig", "LbConfig", "Network", "NicConfig", "PacketConfig", "PacketStats", "SwitchConfig"]

@@ -18,8 +18,9 @@ CLASSES = 8
 FORWARD, MARK, DROP = 0, 1, 2
 
 
-def wred_decision(depth_bytes: float, kmin: float, kmax: float, pmax: float, drop_threshold: float | None,
-                  u: float) -> int:
+def wred_decision(
+    depth_bytes: float, kmin: float, kmax: float, pmax: float, drop_threshold: float | None, u: float
+) -> int:
     """The marking regimes of Deep Learning for Network Engineers, Ch. 11, at the depth WRED compares: below min
     forward; between min and max mark with probability rising linearly 0 -> pmax; above max mark all; above the
     drop threshold drop."""

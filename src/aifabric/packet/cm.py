@@ -85,8 +85,9 @@ def gid_of(ip: int) -> bytes:
 
 
 def mad_header(kind: int, tid: int) -> bytes:
-    return struct.pack("!BBBBHHQHHI", MAD_BASE_VERSION, MGMT_CLASS_CM, CM_CLASS_VERSION, METHOD_SEND, 0, 0, tid,
-                       kind, 0, 0)
+    return struct.pack(
+        "!BBBBHHQHHI", MAD_BASE_VERSION, MGMT_CLASS_CM, CM_CLASS_VERSION, METHOD_SEND, 0, 0, tid, kind, 0, 0
+    )
 
 
 def _u24(v: int, low8: int) -> bytes:
@@ -102,14 +103,24 @@ def req_body(m: CmMessage) -> bytes:
     b += struct.pack("!I", 0)  # Local Q_Key (unused by RC)
     b += _u24(m.local_qpn, 16)  # Local QPN | Responder Resources
     b += _u24(0, 16)  # Local EECN | Initiator Depth
-    b += _u24(0, (m.cm_response_timeout << 3) | (m.service << 1) | 1)  # Remote EECN | Remote CM Resp. Timeout | Service Type | E2E FC
-    b += _u24(m.start_psn, (m.cm_response_timeout << 3) | (m.retry_cnt & 7))  # Starting PSN | Local CM Resp. Timeout | Retry Count
-    b += struct.pack("!HBB", m.pkey, (MTU_CODES.get(m.mtu_bytes, 5) << 4) | RNR_RETRY,  # P_Key | Path MTU, RDC, RNR Retry
-                     (m.max_cm_retries & 0xF) << 4)  # Max CM Retries | SRQ | Extended Transport Type
+    b += _u24(
+        0, (m.cm_response_timeout << 3) | (m.service << 1) | 1
+    )  # Remote EECN | Remote CM Resp. Timeout | Service Type | E2E FC
+    b += _u24(
+        m.start_psn, (m.cm_response_timeout << 3) | (m.retry_cnt & 7)
+    )  # Starting PSN | Local CM Resp. Timeout | Retry Count
+    b += struct.pack(
+        "!HBB",
+        m.pkey,
+        (MTU_CODES.get(m.mtu_bytes, 5) << 4) | RNR_RETRY,  # P_Key | Path MTU, RDC, RNR Retry
+        (m.max_cm_retries & 0xF) << 4,
+    )  # Max CM Retries | SRQ | Extended Transport Type
     b += struct.pack("!HH", 0, 0)  # primary local / remote port LID: none on RoCE (Linux writes 0; routed by GID)
     b += gid_of(m.src_ip) + gid_of(m.dst_ip)
     b += struct.pack("!I", 2)  # Primary Flow Label (20 bits) | reserved | Packet Rate (6 bits, IBTA rate code)
-    b += struct.pack("!BBBB", 0, 64, 0, (m.ack_timeout & 0x1F) << 3)  # Traffic Class, Hop Limit, SL | Subnet Local, Local ACK Timeout
+    b += struct.pack(
+        "!BBBB", 0, 64, 0, (m.ack_timeout & 0x1F) << 3
+    )  # Traffic Class, Hop Limit, SL | Subnet Local, Local ACK Timeout
     b += b"\x00" * 44  # alternate path: none
     b += ip_cm_private_data(m.src_ip, m.dst_ip).ljust(92, b"\x00")
     assert len(b) == 232
@@ -120,15 +131,25 @@ def ip_cm_private_data(src_ip: int, dst_ip: int, src_port: int = RDMA_CM_PORT) -
     """rdma_cm's header at the start of a REQ's private data (IBTA Annex A11, IP addressing): version 0, IP
     version 4 in the high nibble, source port, then source and destination addresses (IPv4 in the last 4 of 16
     bytes)."""
-    return (bytes([0x00, 0x40]) + struct.pack("!H", src_port) + b"\x00" * 12 + struct.pack("!I", src_ip & 0xFFFFFFFF)
-            + b"\x00" * 12 + struct.pack("!I", dst_ip & 0xFFFFFFFF))
+    return (
+        bytes([0x00, 0x40])
+        + struct.pack("!H", src_port)
+        + b"\x00" * 12
+        + struct.pack("!I", src_ip & 0xFFFFFFFF)
+        + b"\x00" * 12
+        + struct.pack("!I", dst_ip & 0xFFFFFFFF)
+    )
 
 
 def rep_body(m: CmMessage) -> bytes:
     """IBTA Table 103 (CM REP): 232 bytes."""
-    b = struct.pack("!III", m.remote_comm_id, m.local_comm_id, 0)  # Local Comm ID (the replier's), Remote Comm ID, Q_Key
+    b = struct.pack(
+        "!III", m.remote_comm_id, m.local_comm_id, 0
+    )  # Local Comm ID (the replier's), Remote Comm ID, Q_Key
     b += _u24(m.remote_qpn, 0) + _u24(0, 0) + _u24(m.remote_start_psn, 0)  # Local QPN, Local EECN, Starting PSN
-    b += struct.pack("!BBBB", 16, 16, (m.ack_timeout & 0x1F) << 3 | 1, (RNR_RETRY << 5))  # resources, depth, Target ACK Delay | Failover | E2E FC, RNR Retry | SRQ
+    b += struct.pack(
+        "!BBBB", 16, 16, (m.ack_timeout & 0x1F) << 3 | 1, (RNR_RETRY << 5)
+    )  # resources, depth, Target ACK Delay | Failover | E2E FC, RNR Retry | SRQ
     b += struct.pack("!Q", guid_of(m.dst_ip))
     b += b"\x00" * 196
     assert len(b) == 232
@@ -155,19 +176,40 @@ def parse_mad(data: bytes) -> dict:
     """The fields of a CM MAD as a reader decodes them (tests and the connect story use it)."""
     base, cls, cver, method, status, _, tid, attr, _, _ = struct.unpack("!BBBBHHQHHI", data[:MAD_HEADER_BYTES])
     d = data[MAD_HEADER_BYTES:]
-    out = {"base_version": base, "mgmt_class": cls, "class_version": cver, "method": method, "status": status,
-           "tid": tid, "attribute_id": attr}
+    out = {
+        "base_version": base,
+        "mgmt_class": cls,
+        "class_version": cver,
+        "method": method,
+        "status": status,
+        "tid": tid,
+        "attribute_id": attr,
+    }
     if attr == REQ:
-        out.update(local_comm_id=struct.unpack("!I", d[0:4])[0], service_id=struct.unpack("!Q", d[8:16])[0],
-                   local_ca_guid=struct.unpack("!Q", d[16:24])[0], local_qpn=struct.unpack("!I", d[32:36])[0] >> 8,
-                   service_type=(d[43] >> 1) & 3, starting_psn=struct.unpack("!I", d[44:48])[0] >> 8,
-                   retry_count=d[47] & 7, local_cm_response_timeout=d[47] >> 3, max_cm_retries=d[51] >> 4,
-                   pkey=struct.unpack("!H", d[48:50])[0], path_mtu=d[50] >> 4,
-                   primary_local_gid=d[56:72], primary_remote_gid=d[72:88], local_ack_timeout=d[95] >> 3)
+        out.update(
+            local_comm_id=struct.unpack("!I", d[0:4])[0],
+            service_id=struct.unpack("!Q", d[8:16])[0],
+            local_ca_guid=struct.unpack("!Q", d[16:24])[0],
+            local_qpn=struct.unpack("!I", d[32:36])[0] >> 8,
+            service_type=(d[43] >> 1) & 3,
+            starting_psn=struct.unpack("!I", d[44:48])[0] >> 8,
+            retry_count=d[47] & 7,
+            local_cm_response_timeout=d[47] >> 3,
+            max_cm_retries=d[51] >> 4,
+            pkey=struct.unpack("!H", d[48:50])[0],
+            path_mtu=d[50] >> 4,
+            primary_local_gid=d[56:72],
+            primary_remote_gid=d[72:88],
+            local_ack_timeout=d[95] >> 3,
+        )
     elif attr == REP:
-        out.update(local_comm_id=struct.unpack("!I", d[0:4])[0], remote_comm_id=struct.unpack("!I", d[4:8])[0],
-                   local_qpn=struct.unpack("!I", d[12:16])[0] >> 8, starting_psn=struct.unpack("!I", d[20:24])[0] >> 8,
-                   local_ca_guid=struct.unpack("!Q", d[28:36])[0])
+        out.update(
+            local_comm_id=struct.unpack("!I", d[0:4])[0],
+            remote_comm_id=struct.unpack("!I", d[4:8])[0],
+            local_qpn=struct.unpack("!I", d[12:16])[0] >> 8,
+            starting_psn=struct.unpack("!I", d[20:24])[0] >> 8,
+            local_ca_guid=struct.unpack("!Q", d[28:36])[0],
+        )
     elif attr == RTU:
         out.update(local_comm_id=struct.unpack("!I", d[0:4])[0], remote_comm_id=struct.unpack("!I", d[4:8])[0])
     return out

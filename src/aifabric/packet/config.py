@@ -150,13 +150,22 @@ class PacketConfig:
 
 def threshold_problems(xon: int, wred_min: int, wred_max: int, xoff: int, path: str = "switch") -> list[Problem]:
     """The book's rule of thumb (seeds Ch. 11, DCQCN): xON < WRED min < WRED max < xOFF."""
-    names = (("pfc_xon_bytes", xon), ("wred_min_bytes", wred_min), ("wred_max_bytes", wred_max),
-             ("pfc_xoff_bytes", xoff))
+    names = (
+        ("pfc_xon_bytes", xon),
+        ("wred_min_bytes", wred_min),
+        ("wred_max_bytes", wred_max),
+        ("pfc_xoff_bytes", xoff),
+    )
     out = []
     for (a, va), (b, vb) in zip(names, names[1:]):
         if not va < vb:
-            out.append(Problem(f"{path}.{b}", f"must be greater than {a} ({vb} <= {va}): the rule is "
-                                              "xON < WRED min < WRED max < xOFF, so ECN acts before PFC"))
+            out.append(
+                Problem(
+                    f"{path}.{b}",
+                    f"must be greater than {a} ({vb} <= {va}): the rule is "
+                    "xON < WRED min < WRED max < xOFF, so ECN acts before PFC",
+                )
+            )
     return out
 
 
@@ -181,8 +190,13 @@ def validate(cfg: PacketConfig) -> PacketConfig:
         p.append(Problem("switch.pfc_quanta", "must be 0..65535 (0xFFFF)"))
     if len(s.bandwidth_remaining_percent) != N_QUEUES or sum(s.bandwidth_remaining_percent) > 100:
         p.append(Problem("switch.bandwidth_remaining_percent", "8 percentages summing to at most 100"))
-    for q in (*s.strict_priority_queues, *s.ecn_queues, *s.pfc_priorities, *(v for _, v in s.dscp_to_queue),
-              s.default_queue):
+    for q in (
+        *s.strict_priority_queues,
+        *s.ecn_queues,
+        *s.pfc_priorities,
+        *(v for _, v in s.dscp_to_queue),
+        s.default_queue,
+    ):
         if not 0 <= q < N_QUEUES:
             p.append(Problem("switch", f"queue {q} is not 0..7"))
     if not 0 < d.g <= 1:

@@ -72,8 +72,21 @@ class Rnic:
 class Connection:
     """One queue pair between a requester NIC and a responder NIC."""
 
-    def __init__(self, net, src: Host, dst: Host, qpn: int, local_qpn: int, path: Path, rpath: Path,
-                 sport: int, dscp: int, prio: int, pkey: int | None = None, ipsn: int | None = None):
+    def __init__(
+        self,
+        net,
+        src: Host,
+        dst: Host,
+        qpn: int,
+        local_qpn: int,
+        path: Path,
+        rpath: Path,
+        sport: int,
+        dscp: int,
+        prio: int,
+        pkey: int | None = None,
+        ipsn: int | None = None,
+    ):
         cfg = net.cfg.nic
         self.net, self.src, self.dst = net, src, dst
         self.path, self.rpath, self.sport, self.dscp, self.prio = path, rpath, sport, dscp, prio
@@ -133,28 +146,40 @@ class Connection:
         else:
             qp.modify(QpState.INIT, pkey_index=pkey_index, access_flags=LOCAL_WRITE | REMOTE_WRITE)
             what = "access Local Write, Remote Write"
-        self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} ({qp.type}) RESET -> INIT: P_Key index {pkey_index} "
-                  f"({qp.pkey:#06x}), {what}")
+        self._log(
+            f"{self._host(qp).id}: QP {qp.qpn:#x} ({qp.type}) RESET -> INIT: P_Key index {pkey_index} "
+            f"({qp.pkey:#06x}), {what}"
+        )
 
     def _rtr(self, qp, dest_qpn: int, rq_psn: int) -> None:
         if qp.type == "UD":  # a datagram QP has no peer: each work request names its destination
             qp.modify(QpState.RTR)
             self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR")
             return
-        qp.modify(QpState.RTR, path_mtu=self.mtu if self.mtu in (256, 512, 1024, 2048, 4096) else 4096,
-                  dest_qpn=dest_qpn, rq_psn=rq_psn)
-        self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR: path MTU {qp.path_mtu}, destination QP "
-                  f"{dest_qpn:#x}, expected PSN {rq_psn:#08x}")
+        qp.modify(
+            QpState.RTR,
+            path_mtu=self.mtu if self.mtu in (256, 512, 1024, 2048, 4096) else 4096,
+            dest_qpn=dest_qpn,
+            rq_psn=rq_psn,
+        )
+        self._log(
+            f"{self._host(qp).id}: QP {qp.qpn:#x} INIT -> RTR: path MTU {qp.path_mtu}, destination QP "
+            f"{dest_qpn:#x}, expected PSN {rq_psn:#08x}"
+        )
 
     def _rts(self, qp, sq_psn: int) -> None:
         if qp.type not in RELIABLE:  # UC, UD: no ACK, so no ACK timeout and no retry count
             qp.modify(QpState.RTS, sq_psn=sq_psn)
-            self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x} (unreliable: no ACK "
-                      "timeout, no retry count)")
+            self._log(
+                f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x} (unreliable: no ACK "
+                "timeout, no retry count)"
+            )
             return
         qp.modify(QpState.RTS, sq_psn=sq_psn, timeout=self.timeout, retry_cnt=self.retry_cnt)
-        self._log(f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x}, ACK timeout "
-                  f"{self.timeout} (4.096 us x 2^{self.timeout}), retry count {self.retry_cnt}")
+        self._log(
+            f"{self._host(qp).id}: QP {qp.qpn:#x} RTR -> RTS: first PSN {sq_psn:#08x}, ACK timeout "
+            f"{self.timeout} (4.096 us x 2^{self.timeout}), retry count {self.retry_cnt}"
+        )
 
     @property
     def ready(self) -> bool:
@@ -163,17 +188,31 @@ class Connection:
     # -- the CM exchange on the wire ----------------------------------------------------------------------
     def message(self, kind: int) -> CmMessage:
         cfg = self.net.cfg.nic
-        return CmMessage(kind, self.tid, self.local_comm_id, self.remote_comm_id, self.src.ip, self.dst.ip,
-                         self.req.qpn, self.resp.qpn, self.ipsn, self.resp_ipsn,
-                         self.path_pkey, self.mtu, self.timeout, self.retry_cnt,
-                         service=SERVICE_UC if self.req.type == "UC" else SERVICE_RC,
-                         cm_response_timeout=cfg.cm_response_timeout, max_cm_retries=cfg.max_cm_retries)
+        return CmMessage(
+            kind,
+            self.tid,
+            self.local_comm_id,
+            self.remote_comm_id,
+            self.src.ip,
+            self.dst.ip,
+            self.req.qpn,
+            self.resp.qpn,
+            self.ipsn,
+            self.resp_ipsn,
+            self.path_pkey,
+            self.mtu,
+            self.timeout,
+            self.retry_cnt,
+            service=SERVICE_UC if self.req.type == "UC" else SERVICE_RC,
+            cm_response_timeout=cfg.cm_response_timeout,
+            max_cm_retries=cfg.max_cm_retries,
+        )
 
     @property
     def cm_timeout_s(self) -> float:
         """How long a CM waits for the answer to its REQ (a REP) or its REP (an RTU) before sending it again: the
         REQ's CM Response Timeout, 4.096 us x 2^t (IBTA Vol. 1 Ch. 12; rdma_cm's 20: 4.29 s)."""
-        return CM_TIMEOUT_UNIT_S * 2 ** self.net.cfg.nic.cm_response_timeout
+        return CM_TIMEOUT_UNIT_S * 2**self.net.cfg.nic.cm_response_timeout
 
     def _send_mad(self, kind: int) -> None:
         net = self.net
@@ -186,11 +225,26 @@ class Connection:
         names = {REQ: "REQ (ConnectRequest)", REP: "REP (ConnectReply)", RTU: "RTU (ReadyToUse)"}
         sent = self.cm_sent[kind] = self.cm_sent.get(kind, 0) + 1
         again = f", retry {sent - 1} of {net.cfg.nic.max_cm_retries}" if sent > 1 and kind != RTU else ""
-        net.log(now, f"{sender.id}: CM {names[kind]} to QP1 of {(self.dst if fwd else self.src).id} for QP "
-                     f"{self.req.qpn:#x} (P_Key {self.path_pkey:#06x}, start PSN {self.ipsn:#08x}{again})",
-                "cm")
-        pkt = Pkt(MAD, self, kind, CM_FRAME_BYTES, 0, self.dscp, self.prio, 0, OP_UD_SEND_ONLY,
-                  self.path if fwd else self.rpath, self.sport, now)
+        net.log(
+            now,
+            f"{sender.id}: CM {names[kind]} to QP1 of {(self.dst if fwd else self.src).id} for QP "
+            f"{self.req.qpn:#x} (P_Key {self.path_pkey:#06x}, start PSN {self.ipsn:#08x}{again})",
+            "cm",
+        )
+        pkt = Pkt(
+            MAD,
+            self,
+            kind,
+            CM_FRAME_BYTES,
+            0,
+            self.dscp,
+            self.prio,
+            0,
+            OP_UD_SEND_ONLY,
+            self.path if fwd else self.rpath,
+            self.sport,
+            now,
+        )
         sender.send(pkt)
         if kind in (REQ, REP):  # the sender waits for the answer (REP, RTU), then sends again
             net.sim.at(now + self.cm_timeout_s, self._cm_timeout, (kind, sent))
@@ -208,11 +262,13 @@ class Connection:
             self._send_mad(kind)
             return
         sender, qp, answer = (self.src, self.req, "REP") if kind == REQ else (self.dst, self.resp, "RTU")
-        self.cm_error = (f"{sender.id}: CM: no {answer} for QP {qp.qpn:#x} after {n} "
-                         f"{'REQ' if kind == REQ else 'REP'}s ({self.cm_timeout_s:.3g} s each: 4.096 us x "
-                         f"2^{cfg.cm_response_timeout}, {cfg.max_cm_retries} retries): connection failed (rdma_cm: "
-                         f"{'RDMA_CM_EVENT_UNREACHABLE' if kind == REQ else 'RDMA_CM_EVENT_CONNECT_ERROR'}, "
-                         f"ETIMEDOUT); QP {qp.qpn:#x} stays in {qp.state.value}")
+        self.cm_error = (
+            f"{sender.id}: CM: no {answer} for QP {qp.qpn:#x} after {n} "
+            f"{'REQ' if kind == REQ else 'REP'}s ({self.cm_timeout_s:.3g} s each: 4.096 us x "
+            f"2^{cfg.cm_response_timeout}, {cfg.max_cm_retries} retries): connection failed (rdma_cm: "
+            f"{'RDMA_CM_EVENT_UNREACHABLE' if kind == REQ else 'RDMA_CM_EVENT_CONNECT_ERROR'}, "
+            f"ETIMEDOUT); QP {qp.qpn:#x} stays in {qp.state.value}"
+        )
         net.log(net.sim.now, self.cm_error, "cm")
         if kind == REQ:  # the application never gets ESTABLISHED: its work requests are never posted
             self.pending = []
@@ -250,36 +306,59 @@ class Connection:
         Communication Established event stands for the RTU (IBTA Vol. 1 Ch. 12; Linux ib_cm_notify), so the QP
         goes to RTS."""
         if self.resp.state is QpState.RTR and self.cm_error is None:
-            self.net.log(self.net.sim.now, f"{self.dst.id}: data on QP {self.resp.qpn:#x} before the RTU: "
-                                           "communication established, as if the RTU had arrived", "cm")
+            self.net.log(
+                self.net.sim.now,
+                f"{self.dst.id}: data on QP {self.resp.qpn:#x} before the RTU: "
+                "communication established, as if the RTU had arrived",
+                "cm",
+            )
             self._rts(self.resp, self.resp_ipsn)
 
     def _start_pending(self, _=None) -> None:
         self.ready_t = self.net.sim.now
         net = self.net
-        net.log(self.ready_t, f"{self.src.id}: QP {self.req.qpn:#x} in RTS after "
-                              f"{(self.ready_t - self.setup_start_t) * 1e6:.2f} us of connection setup: "
-                              f"{len(self.pending)} Write(s) start", "cm")
+        net.log(
+            self.ready_t,
+            f"{self.src.id}: QP {self.req.qpn:#x} in RTS after "
+            f"{(self.ready_t - self.setup_start_t) * 1e6:.2f} us of connection setup: "
+            f"{len(self.pending)} Write(s) start",
+            "cm",
+        )
         pending, self.pending = self.pending, []
         for flow in pending:
             self._go(flow)
 
     # -- work requests -------------------------------------------------------------------------------------
-    def post(self, flow: QpFlow, remote_addr: int | None = None, rkey: int | None = None,
-             local: MemoryRegion | None = None) -> WorkRequest:
+    def post(
+        self, flow: QpFlow, remote_addr: int | None = None, rkey: int | None = None, local: MemoryRegion | None = None
+    ) -> WorkRequest:
         """The work request of `flow` (one RDMA Write from `local`, by default the NIC's registered memory), its
         PSNs; sent now if the QP is in RTS."""
         ls, rd = self.net.rnic(self.src), self.net.rnic(self.dst)
         lmr = ls.mr if local is None else local
         ud = self.req.type == "UD"
-        wr = WorkRequest(flow.id, flow.size, lmr.addr, lmr.lkey, rd.mr.addr if remote_addr is None else int(remote_addr),
-                         (rd.mr.rkey or 0) if rkey is None else rkey, opcode="SEND" if ud else "RDMA_WRITE",
-                         remote_qpn=self.resp.qpn if ud else None, remote_qkey=UD_QKEY if ud else None)
+        wr = WorkRequest(
+            flow.id,
+            flow.size,
+            lmr.addr,
+            lmr.lkey,
+            rd.mr.addr if remote_addr is None else int(remote_addr),
+            (rd.mr.rkey or 0) if rkey is None else rkey,
+            opcode="SEND" if ud else "RDMA_WRITE",
+            remote_qpn=self.resp.qpn if ud else None,
+            remote_qkey=UD_QKEY if ud else None,
+        )
         if ud and flow.size > self.mtu:
-            raise InputError(Problem("nic.transport", (
-                f"ud: a UD queue pair sends datagrams of at most the path MTU ({self.mtu:,} B), SEND only (no RDMA "
-                f"Write); transfer {flow.name} is {flow.size:,} B. Use rc or uc, or messages of at most "
-                f"{self.mtu:,} B (Deep Learning for Network Engineers, Chapter 9)")))
+            raise InputError(
+                Problem(
+                    "nic.transport",
+                    (
+                        f"ud: a UD queue pair sends datagrams of at most the path MTU ({self.mtu:,} B), SEND only (no RDMA "
+                        f"Write); transfer {flow.name} is {flow.size:,} B. Use rc or uc, or messages of at most "
+                        f"{self.mtu:,} B (Deep Learning for Network Engineers, Chapter 9)"
+                    ),
+                )
+            )
         flow.ipsn = self.next_psn
         self.next_psn = (self.next_psn + flow.n) % PSN_MODULUS
         flow.wr = wr
@@ -308,8 +387,12 @@ class Connection:
             if f.error is None:
                 f.error = status if f is flow else WcStatus.WR_FLUSH_ERR
                 f.stop()
-                self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {f.id}, RDMA Write, "
-                                  f"status '{f.error.value}'", "completion")
+                self.net.log(
+                    now,
+                    f"{self.src.id}: work completion in the CQ: work request {f.id}, RDMA Write, "
+                    f"status '{f.error.value}'",
+                    "completion",
+                )
         self.pending = []
         if self.net.on_qp_failed is not None:
             self.net.on_qp_failed(flow, status)

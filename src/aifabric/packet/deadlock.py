@@ -59,7 +59,7 @@ def find_cycle(net: Network, start: Port, prio: int, now: float) -> list[Port] |
             continue
         q = nxt.pop()
         if q.link in on_path:
-            return [s for s, _ in stack[on_path[q.link]:]]
+            return [s for s, _ in stack[on_path[q.link] :]]
         if q.link in done:
             continue
         on_path[q.link] = len(stack)
@@ -75,8 +75,11 @@ def check(net: Network, port: Port, prio: int) -> None:
     """Called when a pause on `port` (the upstream egress) is refreshed: look for a cycle through it (not while a
     declared deadlock waits for the watchdog)."""
     now = net.sim.now
-    if net.deadlocked or net.deadlock_open is not None or \
-            now - net.deadlock_last_check.get(port.link, -1.0) < CHECK_EVERY_S:
+    if (
+        net.deadlocked
+        or net.deadlock_open is not None
+        or now - net.deadlock_last_check.get(port.link, -1.0) < CHECK_EVERY_S
+    ):
         return
     net.deadlock_last_check[port.link] = now
     cycle = find_cycle(net, port, prio, now)
@@ -106,20 +109,36 @@ def declare(net: Network, cycle: list[Port], prio: int, since_s: float) -> None:
     cycle = cycle[k:] + cycle[:k]
     held = sum(p.qbytes[prio] for p in cycle)
     wd = net.cfg.switch.pfc_watchdog_s
-    rec = {"t_s": now, "since_s": since_s, "priority": prio, "ports": [p.name for p in cycle],
-           "switches": [p.owner.id for p in cycle], "bytes_held": held, "watchdog_s": wd, "broken_at_s": None}
+    rec = {
+        "t_s": now,
+        "since_s": since_s,
+        "priority": prio,
+        "ports": [p.name for p in cycle],
+        "switches": [p.owner.id for p in cycle],
+        "bytes_held": held,
+        "watchdog_s": wd,
+        "broken_at_s": None,
+    }
     net.stats.deadlocks.append(rec)
-    net.log(now, f"PFC deadlock on priority {prio}: {describe(cycle)}; {len(cycle)} ports, {held / 1e3:.0f} KB held, "
-                 f"no packet has left any of them since {since_s * 1e6:.1f} us (a cyclic buffer dependency: Deep "
-                 "Learning for Network Engineers, Chapter 11)", "deadlock")
+    net.log(
+        now,
+        f"PFC deadlock on priority {prio}: {describe(cycle)}; {len(cycle)} ports, {held / 1e3:.0f} KB held, "
+        f"no packet has left any of them since {since_s * 1e6:.1f} us (a cyclic buffer dependency: Deep "
+        "Learning for Network Engineers, Chapter 11)",
+        "deadlock",
+    )
     if wd is None:
         net.log(now, "no PFC watchdog: nothing will ever move again; the run stops here", "deadlock")
         net.deadlocked = True
         net.sim.heap.clear()
     else:
         net.deadlock_open = rec
-        net.log(now, f"the PFC watchdog ({wd * 1e3:g} ms) will break it: the first port of the cycle paused longer "
-                     "than that discards its queue", "deadlock")
+        net.log(
+            now,
+            f"the PFC watchdog ({wd * 1e3:g} ms) will break it: the first port of the cycle paused longer "
+            "than that discards its queue",
+            "deadlock",
+        )
 
 
 def watchdog_fired(net: Network, port: Port) -> None:
@@ -129,5 +148,9 @@ def watchdog_fired(net: Network, port: Port) -> None:
         rec["broken_at_s"] = net.sim.now
         rec["broken_by"] = port.name
         net.deadlock_open = None
-        net.log(net.sim.now, f"PFC deadlock broken: the watchdog on {port.name} discarded its queue; the cycle "
-                             "unwinds (the discarded packets are resent by go-back-N)", "deadlock")
+        net.log(
+            net.sim.now,
+            f"PFC deadlock broken: the watchdog on {port.name} discarded its queue; the cycle "
+            "unwinds (the discarded packets are resent by go-back-N)",
+            "deadlock",
+        )

@@ -61,8 +61,11 @@ class LinkFaults:
             port.peer_receive = partial(self._lossy, port, real, float(loss_rate))
         else:
             port.peer_receive = real
-        what = "whole again" if factor == 1 and not loss_rate else \
-            f"at {factor:g} of its rate" + (f", losing {loss_rate:g} of its frames" if loss_rate else "")
+        what = (
+            "whole again"
+            if factor == 1 and not loss_rate
+            else f"at {factor:g} of its rate" + (f", losing {loss_rate:g} of its frames" if loss_rate else "")
+        )
         net.log(net.sim.now, f"{port.name}: the cable is {what}", "fault")
         if port.backlog or port.source is not None:
             port.kick()

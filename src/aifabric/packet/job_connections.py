@@ -16,10 +16,17 @@ def route_nics(fabric, route: tuple[int, ...]) -> tuple[str, str] | None:
     """The NICs at both ends of a route's network part (a PXN route: the relay's NIC), or None inside a server."""
     links = fabric.links
     nodes = fabric.nodes
-    src = next((links[li].src for li in route if nodes[links[li].src].kind == NIC
-                and fabric.is_switch(links[li].dst)), None)
-    dst = next((links[li].dst for li in reversed(route) if nodes[links[li].dst].kind == NIC
-                and fabric.is_switch(links[li].src)), None)
+    src = next(
+        (links[li].src for li in route if nodes[links[li].src].kind == NIC and fabric.is_switch(links[li].dst)), None
+    )
+    dst = next(
+        (
+            links[li].dst
+            for li in reversed(route)
+            if nodes[links[li].dst].kind == NIC and fabric.is_switch(links[li].src)
+        ),
+        None,
+    )
     return None if src is None or dst is None else (src, dst)
 
 
@@ -65,8 +72,9 @@ def job_pairs(graph, fabric) -> JobPairs:
     r_dst = np.full(len(route_of), -1, dtype=np.int64)
     r_rtt = np.zeros(len(route_of))
     for k, route in enumerate(route_of):
-        if not any(fabric.links[li].tier not in SCALE_UP_TIERS and fabric.is_switch(fabric.links[li].dst)
-                   for li in route):
+        if not any(
+            fabric.links[li].tier not in SCALE_UP_TIERS and fabric.is_switch(fabric.links[li].dst) for li in route
+        ):
             continue  # inside a server: NVLink, no queue pair
         ends = route_nics(fabric, route)
         if ends is None:
@@ -78,8 +86,9 @@ def job_pairs(graph, fabric) -> JobPairs:
     tasks, rid = tasks[keep], rid[keep]
     coll = np.asarray(graph.collective, dtype=np.int64)[tasks]
     comm_of: dict[tuple[int, ...], int] = {}
-    comm_ids = np.array([comm_of.setdefault(tuple(c.group), len(comm_of)) for c in graph.collectives] + [-1],
-                        dtype=np.int64)
+    comm_ids = np.array(
+        [comm_of.setdefault(tuple(c.group), len(comm_of)) for c in graph.collectives] + [-1], dtype=np.int64
+    )
     comm = comm_ids[coll]  # coll -1 (point to point) -> the last entry, -1
     src = np.asarray(graph.rank, dtype=np.int64)[tasks]
     dst = dst_all[tasks]
@@ -91,8 +100,9 @@ def job_pairs(graph, fabric) -> JobPairs:
     pair_of_task = pair_of_task.reshape(-1)
     steps = int(step.max(initial=0)) + 2  # step -1 (a merged ring) .. max
     per_pair = steps * (len(graph.collectives) + 1)  # (collective, step) combinations, collective -1 included
-    _, inverse, counts = np.unique(pair_of_task * per_pair + (coll + 1) * steps + step + 1, return_inverse=True,
-                                   return_counts=True)
+    _, inverse, counts = np.unique(
+        pair_of_task * per_pair + (coll + 1) * steps + step + 1, return_inverse=True, return_counts=True
+    )
     inverse = inverse.reshape(-1)
     # the pair's channels: the most any (collective, step) used; its NICs and slowest round trip over its transfers
     channels = np.zeros(len(pairs), dtype=np.int64)
@@ -117,8 +127,11 @@ def job_pairs(graph, fabric) -> JobPairs:
 def job_links(graph, fabric) -> list[NicPair]:
     """Every connection of `job_pairs` on its own (a pair with k channels: k connections)."""
     jp = job_pairs(graph, fabric)
-    return [NicPair(jp.nics[a], jp.nics[b], float(r)) for a, b, r, k in
-            zip(jp.src_nic.tolist(), jp.dst_nic.tolist(), jp.rtt_s.tolist(), jp.channels.tolist()) for _ in range(k)]
+    return [
+        NicPair(jp.nics[a], jp.nics[b], float(r))
+        for a, b, r, k in zip(jp.src_nic.tolist(), jp.dst_nic.tolist(), jp.rtt_s.tolist(), jp.channels.tolist())
+        for _ in range(k)
+    ]
 
 
 def _one_rtt_s(fabric) -> float:

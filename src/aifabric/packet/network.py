@@ -40,8 +40,14 @@ _NO_SOURCE = _NoSource()
 
 
 class Network:
-    def __init__(self, fabric: Fabric, cfg: PacketConfig | None = None, rng: np.random.Generator | None = None,
-                 hash_seed: int = 0, per_switch_seed: bool = False):
+    def __init__(
+        self,
+        fabric: Fabric,
+        cfg: PacketConfig | None = None,
+        rng: np.random.Generator | None = None,
+        hash_seed: int = 0,
+        per_switch_seed: bool = False,
+    ):
         self.cfg = cfg = validate(cfg or PacketConfig())
         self.fabric = fabric
         self.sim = Sim()
@@ -77,16 +83,20 @@ class Network:
         for link in fabric.links:
             owner = self.devices[self.node_index[link.src]]
             peer = self.devices[self.node_index[link.dst]]
-            port = Port(self, link, owner, peer, c.strict_priority_queues, c.bandwidth_remaining_percent,
-                        cfg.nic.mtu_bytes)
+            port = Port(
+                self, link, owner, peer, c.strict_priority_queues, c.bandwidth_remaining_percent, cfg.nic.mtu_bytes
+            )
             port.is_switch_port = isinstance(owner, Switch)
             if port.is_switch_port:  # a switch's queues are sampled; flowlet and adaptive routing compare its ports
                 port.sample_depth(DepthSampler(self.depth_sample_s))
                 if cfg.lb.mode in ("flowlet", "adaptive"):
                     port.dre = LoadEstimator(cfg.lb.dre_tau_s)
             if cfg.explain:  # --explain: the port's story (a switch's queues crossing WRED min, PFC frames received)
-                kmin = [cfg.wred_of(q)[0] if q in c.ecn_queues else None for q in range(8)] \
-                    if port.is_switch_port and c.ecn_enabled else None
+                kmin = (
+                    [cfg.wred_of(q)[0] if q in c.ecn_queues else None for q in range(8)]
+                    if port.is_switch_port and c.ecn_enabled
+                    else None
+                )
                 port.narrator = PortNarrator(self, port.name, kmin)
                 if kmin is not None:
                     port.watch_depth(port.narrator)
@@ -159,8 +169,11 @@ class Network:
         join the same two NICs (it stays where it is)."""
         core = self.core(route)
         f = self.fabric
-        if not core or self.node_index[f.links[core[0]].src] != flow.src.idx or \
-                self.node_index[f.links[core[-1]].dst] != flow.dst.idx:
+        if (
+            not core
+            or self.node_index[f.links[core[0]].src] != flow.src.idx
+            or self.node_index[f.links[core[-1]].dst] != flow.dst.idx
+        ):
             return False
         if list(flow.path.links) == core:
             return True
@@ -198,11 +211,18 @@ class Network:
         key = (port.name, q)
         s.ecn_marks[key] = s.ecn_marks.get(key, 0) + 1
         if s.ecn_marks[key] == 1:
-            regime = "above WRED max: every packet" if depth > self.cfg.wred_of(q)[1] else \
-                "between WRED min and max: randomly"
+            regime = (
+                "above WRED max: every packet"
+                if depth > self.cfg.wred_of(q)[1]
+                else "between WRED min and max: randomly"
+            )
             what = "average depth" if self.cfg.switch.wred_weight else "at"
-            self.log(self.sim.now, f"{port.name}: egress queue {q} {what} {depth / 1e3:.1f} KB, {regime} marked "
-                                   "ECN 11 (CE) and still forwarded", "ecn")
+            self.log(
+                self.sim.now,
+                f"{port.name}: egress queue {q} {what} {depth / 1e3:.1f} KB, {regime} marked "
+                "ECN 11 (CE) and still forwarded",
+                "ecn",
+            )
 
     def pfc_sent(self, port: Port, prio: int, quanta: int, now: float) -> None:
         s = self.stats
@@ -235,14 +255,19 @@ class Network:
         s.pkey_violations[key] = s.pkey_violations.get(key, 0) + 1
         if flow.pkey_drops == 1:
             conn = flow.conn
-            self.log(self.sim.now, f"{flow.name}: {flow.dst.id} drops a packet with P_Key {conn.req.pkey:#06x}: QP "
-                                   f"{conn.resp.qpn:#x} is in partition {conn.resp.pkey:#06x} (P_Key violation, "
-                                   "counted)", "transport")
+            self.log(
+                self.sim.now,
+                f"{flow.name}: {flow.dst.id} drops a packet with P_Key {conn.req.pkey:#06x}: QP "
+                f"{conn.resp.qpn:#x} is in partition {conn.resp.pkey:#06x} (P_Key violation, "
+                "counted)",
+                "transport",
+            )
 
     def capture(self, pkt, at) -> None:
         if len(self.captured) < self.cfg.trace_max_packets:
-            self.captured.append((self.sim.now, "pkt", pkt.kind, pkt.flow, pkt.psn, pkt.opcode, pkt.payload,
-                                  pkt.ecn, pkt.dscp))
+            self.captured.append(
+                (self.sim.now, "pkt", pkt.kind, pkt.flow, pkt.psn, pkt.opcode, pkt.payload, pkt.ecn, pkt.dscp)
+            )
         else:
             self.capture_missed += 1
 
@@ -258,10 +283,22 @@ class Network:
         h = zlib.crc32(repr(key).encode())
         return Path(links, next_at, last_sw, dst, h, key, spray)
 
-    def add_transfer(self, route: tuple[int, ...], size_bytes: float, on_done=None, name: str = "",
-                     qpn: int | None = None, sport: int | None = None, dscp: int | None = None,
-                     local_qpn: int | None = None, pkey: int | None = None, rkey: int | None = None,
-                     remote_addr: int | None = None, ipsn: int | None = None, local_mr=None):
+    def add_transfer(
+        self,
+        route: tuple[int, ...],
+        size_bytes: float,
+        on_done=None,
+        name: str = "",
+        qpn: int | None = None,
+        sport: int | None = None,
+        dscp: int | None = None,
+        local_qpn: int | None = None,
+        pkey: int | None = None,
+        rkey: int | None = None,
+        remote_addr: int | None = None,
+        ipsn: int | None = None,
+        local_mr=None,
+    ):
         """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them).
 
         An RDMA transfer is a work request on the queue pair (`qpn`: the responder's, the BTH DestQP;
@@ -299,22 +336,40 @@ class Network:
         path = self._path(core, (src.idx, dst.idx, sport), spray)
         rpath = self._path([self.reverse[li] for li in reversed(core)], (dst.idx, src.idx, sport))
         line = min(serialization_rate_bytes_per_s(f.links[li]) * 8 for li in route)  # the slowest hop, PCIe too
-        flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done,
-                      dscp)
+        flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done, dscp)
         if self.cfg.trace_all:
             flow.traced = True
         self.flows.append(flow)
         key = (src.idx, dst.idx, qpn)
         conn = self.connections.get(key)
         if conn is None:
-            conn = self.connections[key] = Connection(self, src, dst, qpn, qpn if local_qpn is None else local_qpn,
-                                                      path, rpath, sport, flow.dscp, flow.prio, pkey, ipsn)
+            conn = self.connections[key] = Connection(
+                self,
+                src,
+                dst,
+                qpn,
+                qpn if local_qpn is None else local_qpn,
+                path,
+                rpath,
+                sport,
+                flow.dscp,
+                flow.prio,
+                pkey,
+                ipsn,
+            )
         flow.conn = conn
         conn.post(flow, remote_addr, rkey, local_mr)
         return flow
 
-    def pfc_storm(self, nic: str, prio: int, start_s: float, stop_s: float, interval_s: float | None = None,
-                  quanta: int | None = None) -> None:
+    def pfc_storm(
+        self,
+        nic: str,
+        prio: int,
+        start_s: float,
+        stop_s: float,
+        interval_s: float | None = None,
+        quanta: int | None = None,
+    ) -> None:
         """A NIC that keeps sending PFC pause frames for `prio` (a stalled receive pipeline, a firmware fault; Deep
         Learning for Network Engineers, Chapter 11's PFC watchdog is the switch's answer): from `start_s` to `stop_s`
         one frame of `quanta` (default the switches') every `interval_s` (default half its pause time, so the
@@ -328,8 +383,12 @@ class Network:
 
         def send(t: float) -> None:
             if t == start_s:
-                self.log(t, f"{nic}: PFC storm: the NIC sends pause frames for priority {prio} ({q} quanta) every "
-                            f"{step * 1e6:.1f} us without end, whatever its buffers hold", "pfc")
+                self.log(
+                    t,
+                    f"{nic}: PFC storm: the NIC sends pause frames for priority {prio} ({q} quanta) every "
+                    f"{step * 1e6:.1f} us without end, whatever its buffers hold",
+                    "pfc",
+                )
             self.pfc_sent(port, prio, q, t)
             self.sim.at(t + flight, target.on_pfc, (prio, q, nic))
             if t + step < stop_s:

@@ -76,8 +76,9 @@ class Path:
 
     __slots__ = ("dst", "hash", "key", "last_sw", "links", "next_at", "spray")
 
-    def __init__(self, links: list[int], next_at: dict[int, int], last_sw: int, dst: int, hash_: int, key,
-                 spray: bool = False):
+    def __init__(
+        self, links: list[int], next_at: dict[int, int], last_sw: int, dst: int, hash_: int, key, spray: bool = False
+    ):
         self.links = links
         self.next_at = next_at
         self.last_sw = last_sw
@@ -170,8 +171,22 @@ class ChunkFlow:
 
 
 class QpFlow:
-    def __init__(self, net, fid: int, name: str, src: Host, dst: Host, size_bytes: float, path: Path, rpath: Path,
-                 line_bps: float, qpn: int, sport: int, on_done, dscp: int | None = None):
+    def __init__(
+        self,
+        net,
+        fid: int,
+        name: str,
+        src: Host,
+        dst: Host,
+        size_bytes: float,
+        path: Path,
+        rpath: Path,
+        line_bps: float,
+        qpn: int,
+        sport: int,
+        on_done,
+        dscp: int | None = None,
+    ):
         # set by Connection.post: the work request, the first PSN on the wire; by Connection._go: the P_Key check
         self.wr: WorkRequest | None = None
         self.ipsn = 0
@@ -278,8 +293,20 @@ class QpFlow:
         if self.uc:
             op = UC_OPCODE[op]
         size = payload + ROCE_HEADER_BYTES + (RETH_BYTES if reth else 0) + (DETH_BYTES if self.ud else 0)
-        pkt = Pkt(DATA, self, psn, size, payload, self.dscp, self.prio, ECN_ECT0, op, self.path,
-                  (self.sport + psn) if self.uet else self.sport, now)
+        pkt = Pkt(
+            DATA,
+            self,
+            psn,
+            size,
+            payload,
+            self.dscp,
+            self.prio,
+            ECN_ECT0,
+            op,
+            self.path,
+            (self.sport + psn) if self.uet else self.sport,
+            now,
+        )
         if psn < self.max_sent:
             self.retx += 1
         else:
@@ -314,9 +341,13 @@ class QpFlow:
         if self.conn is not None and self.wr is not None:
             self.conn.req.complete(self.wr, WcStatus.SUCCESS, now)
             if self.traced:
-                self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {self.wr.wr_id}, "
-                                  f"{'SEND' if self.ud else 'RDMA Write'}, {self.size:,} bytes, success (sent; "
-                                  f"{self.conn.req.type} has no acknowledgement)", "completion")
+                self.net.log(
+                    now,
+                    f"{self.src.id}: work completion in the CQ: work request {self.wr.wr_id}, "
+                    f"{'SEND' if self.ud else 'RDMA Write'}, {self.size:,} bytes, success (sent; "
+                    f"{self.conn.req.type} has no acknowledgement)",
+                    "completion",
+                )
 
     def dropped(self, pkt: Pkt) -> None:
         """The network dropped one of this flow's data packets. A reliable QP resends it (timeout or NAK); on UC
@@ -332,12 +363,15 @@ class QpFlow:
             self.done_t = now
             self.delivered = self.n_got == self.n and not self.msg_broken
             if not self.delivered:
-                self.messages_lost = max(self.messages_lost, 1) if self.in_order or self.ud else \
-                    self.n - self.n_got
-                self.net.log(now, f"{self.name}: {self.lost_packets} packet(s) lost in the network, "
-                                  f"{self.discarded} discarded by {self.dst.id}: "
-                                  f"{self.messages_lost} message(s) lost ({self.conn.req.type if self.conn else ''}: "
-                                  "no acknowledgement, no retransmission)", "transport")
+                self.messages_lost = max(self.messages_lost, 1) if self.in_order or self.ud else self.n - self.n_got
+                self.net.log(
+                    now,
+                    f"{self.name}: {self.lost_packets} packet(s) lost in the network, "
+                    f"{self.discarded} discarded by {self.dst.id}: "
+                    f"{self.messages_lost} message(s) lost ({self.conn.req.type if self.conn else ''}: "
+                    "no acknowledgement, no retransmission)",
+                    "transport",
+                )
             self.on_done(self)
 
     def _kick(self) -> None:
@@ -368,14 +402,21 @@ class QpFlow:
             self.rto_armed = False
             conn = self.conn
             if conn is not None and self.retries >= conn.retry_cnt:
-                net.log(now, f"{self.name}: timeout {self.retries + 1} in a row at PSN {self.psn_text(self.snd_una)}: "
-                             f"retry count {conn.retry_cnt} exceeded, QP {conn.req.qpn:#x} to the error state",
-                        "transport")
+                net.log(
+                    now,
+                    f"{self.name}: timeout {self.retries + 1} in a row at PSN {self.psn_text(self.snd_una)}: "
+                    f"retry count {conn.retry_cnt} exceeded, QP {conn.req.qpn:#x} to the error state",
+                    "transport",
+                )
                 conn.fail(self, WcStatus.RETRY_EXC_ERR)
                 return
             self.retries += 1
-            net.log(now, f"{self.name}: retransmission timeout, go back to PSN {self.psn_text(self.snd_una)} "
-                         f"(sent up to {self.psn_text(self.snd_nxt - 1)})", "transport")
+            net.log(
+                now,
+                f"{self.name}: retransmission timeout, go back to PSN {self.psn_text(self.snd_una)} "
+                f"(sent up to {self.psn_text(self.snd_nxt - 1)})",
+                "transport",
+            )
             self._go_back(self.snd_una)
             return
         net.sim.at(due, self._rto)
@@ -403,9 +444,12 @@ class QpFlow:
             self.naks += 1
             conn = self.conn
             assert conn is not None
-            self.net.log(now, f"{self.name}: NAK (remote access error) at PSN {self.psn_text(psn)}: QP "
-                              f"{conn.req.qpn:#x} to the error state, work completion 'remote access error'",
-                         "transport")
+            self.net.log(
+                now,
+                f"{self.name}: NAK (remote access error) at PSN {self.psn_text(psn)}: QP "
+                f"{conn.req.qpn:#x} to the error state, work completion 'remote access error'",
+                "transport",
+            )
             conn.fail(self, WcStatus.REM_ACCESS_ERR)
             return
         if psn > self.snd_una:
@@ -417,9 +461,12 @@ class QpFlow:
         if pkt.kind == NAK:
             self.naks += 1
             if psn < self.snd_nxt:
-                self.net.log(now, f"{self.name}: NAK (PSN sequence error) at PSN {self.psn_text(psn)}: go back N "
-                                  f"from {self.psn_text(psn)} (had sent up to {self.psn_text(self.snd_nxt - 1)})",
-                             "transport")
+                self.net.log(
+                    now,
+                    f"{self.name}: NAK (PSN sequence error) at PSN {self.psn_text(psn)}: go back N "
+                    f"from {self.psn_text(psn)} (had sent up to {self.psn_text(self.snd_nxt - 1)})",
+                    "transport",
+                )
                 self._go_back(psn)
         if self.snd_una >= self.n and self.acked_t is None:
             self.acked_t = now
@@ -428,8 +475,12 @@ class QpFlow:
             if self.conn is not None and self.wr is not None:
                 self.conn.req.complete(self.wr, WcStatus.SUCCESS, now)
                 if self.traced:
-                    self.net.log(now, f"{self.src.id}: work completion in the CQ: work request {self.wr.wr_id}, "
-                                      f"RDMA Write, {self.size:,} bytes, success", "completion")
+                    self.net.log(
+                        now,
+                        f"{self.src.id}: work completion in the CQ: work request {self.wr.wr_id}, "
+                        f"RDMA Write, {self.size:,} bytes, success",
+                        "completion",
+                    )
 
     # -- DCQCN reaction point -----------------------------------------------------------------------
     def rx_cnp(self, pkt: Pkt) -> None:
@@ -453,9 +504,13 @@ class QpFlow:
         self._log_rate(now)
         if self.decreases_logged < 3:
             self.decreases_logged += 1
-            net.log(now, f"{self.name}: CNP received: DCQCN rate {before / 1e9:.3f} -> {rp.rc_bps / 1e9:.3f} Gb/s "
-                         f"(target {rp.rt_bps / 1e9:.3f}, alpha {rp.alpha:.4f}); packets now spaced "
-                         f"{(self.mtu + ROCE_HEADER_BYTES) * 8 / rp.rc_bps * 1e9:.1f} ns apart", "dcqcn")
+            net.log(
+                now,
+                f"{self.name}: CNP received: DCQCN rate {before / 1e9:.3f} -> {rp.rc_bps / 1e9:.3f} Gb/s "
+                f"(target {rp.rt_bps / 1e9:.3f}, alpha {rp.alpha:.4f}); packets now spaced "
+                f"{(self.mtu + ROCE_HEADER_BYTES) * 8 / rp.rc_bps * 1e9:.1f} ns apart",
+                "dcqcn",
+            )
         self.inc_gen += 1
         net.sim.at(now + d.rate_increase_timer_s, self._inc_timer, self.inc_gen)
 
@@ -508,10 +563,12 @@ class QpFlow:
             why = self._check_reth(pkt)
             if why is not None:
                 self.access_failed = True
-                net.log(now, f"{self.name}: {self.dst.id} rejects PSN {self.psn_text(pkt.psn)}: {why}; NAK remote "
-                             "access error", "transport")
-                self.dst.send(Pkt(NAK_ACCESS, self, pkt.psn, ACK_BYTES, 0, self.dscp, self.prio, 0, OP_ACK,
-                                  self.rpath))
+                net.log(
+                    now,
+                    f"{self.name}: {self.dst.id} rejects PSN {self.psn_text(pkt.psn)}: {why}; NAK remote access error",
+                    "transport",
+                )
+                self.dst.send(Pkt(NAK_ACCESS, self, pkt.psn, ACK_BYTES, 0, self.dscp, self.prio, 0, OP_ACK, self.rpath))
                 return
         if pkt.ecn == ECN_CE:
             self.ce_rx += 1
@@ -519,9 +576,12 @@ class QpFlow:
                 self.last_cnp_tx = now
                 self.cnp_tx += 1
                 if self.cnp_tx == 1:
-                    net.log(now, f"{self.name}: receiving NIC {self.dst.id} sees ECN 11 (CE): CNP (opcode 0x81, "
-                                 f"DSCP {net.cnp_dscp} -> queue {net.cnp_queue}) to {self.src.id} for QP {self.qpn:#x}",
-                            "dcqcn")
+                    net.log(
+                        now,
+                        f"{self.name}: receiving NIC {self.dst.id} sees ECN 11 (CE): CNP (opcode 0x81, "
+                        f"DSCP {net.cnp_dscp} -> queue {net.cnp_queue}) to {self.src.id} for QP {self.qpn:#x}",
+                        "dcqcn",
+                    )
                 self.dst.send(Pkt(CNP, self, 0, CNP_BYTES, 0, net.cnp_dscp, net.cnp_queue, 0, OP_CNP, self.rpath))
         psn = pkt.psn
         if self.in_order:
@@ -534,10 +594,14 @@ class QpFlow:
                 if not self.nak_sent:
                     self.nak_sent = True
                     if self.ooo == 1:
-                        net.log(now, f"{self.name}: PSN {self.psn_text(psn)} arrived while "
-                                     f"{self.psn_text(self.epsn)} was expected: "
-                                     f"{'Middle/Last packets carry no RETH, so it' if self.n > 1 else 'it'} cannot "
-                                     "be placed; discarded, NAK sent", "transport")
+                        net.log(
+                            now,
+                            f"{self.name}: PSN {self.psn_text(psn)} arrived while "
+                            f"{self.psn_text(self.epsn)} was expected: "
+                            f"{'Middle/Last packets carry no RETH, so it' if self.n > 1 else 'it'} cannot "
+                            "be placed; discarded, NAK sent",
+                            "transport",
+                        )
                     self._ack(now, NAK)
                 return
             else:
@@ -562,8 +626,11 @@ class QpFlow:
             while e < n and got[e]:
                 e += 1
             self.epsn = e
-        if (self.epsn - self.last_ack_psn >= net.cfg.nic.ack_every_packets or self.n_got == self.n
-                or now - self.last_ack_t >= net.cfg.nic.rto_s / 8):
+        if (
+            self.epsn - self.last_ack_psn >= net.cfg.nic.ack_every_packets
+            or self.n_got == self.n
+            or now - self.last_ack_t >= net.cfg.nic.rto_s / 8
+        ):
             self._ack(now, ACK)
         if self.n_got == self.n and self.done_t is None:
             self.done_t = now
@@ -586,8 +653,11 @@ class QpFlow:
         if self.uc and pkt.opcode in (OP_UC_WRITE_FIRST, OP_UC_WRITE_ONLY) and self._check_reth(pkt) is not None:
             self.msg_broken = True
             self.discarded += 1
-            net.log(now, f"{self.name}: {self.dst.id} drops PSN {self.psn_text(psn)}: {self._check_reth(pkt)} (UC: "
-                         "no NAK)", "transport")
+            net.log(
+                now,
+                f"{self.name}: {self.dst.id} drops PSN {self.psn_text(psn)}: {self._check_reth(pkt)} (UC: no NAK)",
+                "transport",
+            )
         elif self.ud or not self.in_order:  # a datagram, or a Write Only message: placed on its own
             self.n_got += 1
             if psn != self.epsn:
@@ -602,9 +672,13 @@ class QpFlow:
         else:  # a gap (or after one): the message cannot be completed
             if not self.msg_broken:
                 self.msg_broken = True
-                net.log(now, f"{self.name}: PSN {self.psn_text(psn)} arrived while {self.psn_text(self.epsn)} was "
-                             f"expected: UC drops the message (no NAK, no retransmission); the rest of it is "
-                             "discarded", "transport")
+                net.log(
+                    now,
+                    f"{self.name}: PSN {self.psn_text(psn)} arrived while {self.psn_text(self.epsn)} was "
+                    f"expected: UC drops the message (no NAK, no retransmission); the rest of it is "
+                    "discarded",
+                    "transport",
+                )
             self.ooo += psn != self.epsn
             self.discarded += 1
         self._account(now)

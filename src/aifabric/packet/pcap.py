@@ -76,13 +76,29 @@ def _ip(ip: int) -> str:
     return ".".join(str((ip >> s) & 0xFF) for s in (24, 16, 8, 0))
 
 
-def roce_frame(src_ip: int, dst_ip: int, sport: int, dscp: int, ecn: int, opcode: int, dqpn: int, psn: int,
-               payload_bytes: int = 0, reth: tuple[int, int, int] | None = None, aeth_syndrome: int | None = None,
-               msn: int = 0, pkey: int = 0xFFFF):
+def roce_frame(
+    src_ip: int,
+    dst_ip: int,
+    sport: int,
+    dscp: int,
+    ecn: int,
+    opcode: int,
+    dqpn: int,
+    psn: int,
+    payload_bytes: int = 0,
+    reth: tuple[int, int, int] | None = None,
+    aeth_syndrome: int | None = None,
+    msn: int = 0,
+    pkey: int = 0xFFFF,
+):
     """One RoCEv2 frame as a scapy packet."""
     bth = BTH(opcode=opcode, pkey=pkey, dqpn=dqpn & 0xFFFFFF, ackreq=int(opcode < 0x11), psn=psn & 0xFFFFFF)
-    pkt = (Ether(src=_mac(src_ip), dst=_mac(dst_ip)) / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, ecn))
-           / UDP(sport=sport, dport=ROCEV2_UDP_DPORT) / bth)
+    pkt = (
+        Ether(src=_mac(src_ip), dst=_mac(dst_ip))
+        / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, ecn))
+        / UDP(sport=sport, dport=ROCEV2_UDP_DPORT)
+        / bth
+    )
     if reth is not None:
         pkt = pkt / RETH(va=reth[0], rkey=reth[1], dlen=reth[2])
     if aeth_syndrome is not None:
@@ -126,16 +142,25 @@ def dcbx_tlvs(cfg) -> bytes:
     pfc = OUI_8021 + bytes([DCBX_PFC_CONFIG, 8, enabled])  # willing 0, MBC 0, PFC cap 8
     entries = [(q, APP_SEL_DSCP, dscp) for dscp, q in sw.dscp_to_queue]
     entries.append((cfg.queue_of(cfg.nic.data_dscp), APP_SEL_UDP, ROCEV2_UDP_DPORT))
-    app = OUI_8021 + bytes([DCBX_APP_PRIORITY, 0]) + b"".join(
-        bytes([(prio << 5) | sel]) + struct.pack("!H", proto) for prio, sel, proto in entries)
+    app = (
+        OUI_8021
+        + bytes([DCBX_APP_PRIORITY, 0])
+        + b"".join(bytes([(prio << 5) | sel]) + struct.pack("!H", proto) for prio, sel, proto in entries)
+    )
     return _tlv(127, ets) + _tlv(127, pfc) + _tlv(127, app)
 
 
 def lldp_frame(src_mac: str, chassis: str, port: str, cfg):
     """An LLDPDU with the DCBX TLVs of the profile."""
     mac = bytes(int(x, 16) for x in src_mac.split(":"))
-    body = (_tlv(1, b"\x04" + mac) + _tlv(2, b"\x05" + port.encode()[:255]) + _tlv(3, struct.pack("!H", LLDP_TTL_S))
-            + _tlv(5, chassis.encode()[:255]) + dcbx_tlvs(cfg) + _tlv(0, b""))
+    body = (
+        _tlv(1, b"\x04" + mac)
+        + _tlv(2, b"\x05" + port.encode()[:255])
+        + _tlv(3, struct.pack("!H", LLDP_TTL_S))
+        + _tlv(5, chassis.encode()[:255])
+        + dcbx_tlvs(cfg)
+        + _tlv(0, b"")
+    )
     return Ether(src=src_mac, dst=LLDP_DST_MAC, type=0x88CC) / Raw(body)
 
 
@@ -196,8 +221,20 @@ def to_scapy(captured: list, net) -> list:
             pkey = conn.req.pkey if fwd else conn.resp.pkey
             # an ACK names the last PSN it acknowledges, a NAK the PSN it refuses (the expected one, or the bad one)
             wire_psn = 0 if kind == CNP else flow.wire_psn(psn - 1 if kind == ACK else psn)
-            frame = roce_frame(src.ip, dst.ip, flow.sport, dscp, ecn, opcode, dqpn, wire_psn,
-                               payload if fwd else 0, reth, aeth, pkey=pkey)
+            frame = roce_frame(
+                src.ip,
+                dst.ip,
+                flow.sport,
+                dscp,
+                ecn,
+                opcode,
+                dqpn,
+                wire_psn,
+                payload if fwd else 0,
+                reth,
+                aeth,
+                pkey=pkey,
+            )
             if kind == CNP:
                 frame[IP].tos = tos_byte(dscp, 0)
             elif fwd and opcode == OP_UD_SEND_ONLY:  # UD: DETH (Q_Key, source QP) before the datagram's payload
@@ -211,8 +248,13 @@ def to_scapy(captured: list, net) -> list:
 def cm_frame(src_ip: int, dst_ip: int, sport: int, dscp: int, pkey: int, message):
     """A CM message (REQ, REP, RTU) to QP1: BTH UD SEND ONLY / DETH / the 256-byte MAD."""
     bth = BTH(opcode=OP_UD_SEND_ONLY, pkey=pkey, dqpn=1, ackreq=0, psn=0)
-    return (Ether(src=_mac(src_ip), dst=_mac(dst_ip)) / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, 0))
-            / UDP(sport=sport, dport=ROCEV2_UDP_DPORT) / bth / Raw(deth_bytes() + mad_bytes(message)))
+    return (
+        Ether(src=_mac(src_ip), dst=_mac(dst_ip))
+        / IP(src=_ip(src_ip), dst=_ip(dst_ip), tos=tos_byte(dscp, 0))
+        / UDP(sport=sport, dport=ROCEV2_UDP_DPORT)
+        / bth
+        / Raw(deth_bytes() + mad_bytes(message))
+    )
 
 
 def capture_note(net, option: str | None = None) -> str | None:
@@ -220,8 +262,10 @@ def capture_note(net, option: str | None = None) -> str | None:
     the flag that raises the cap."""
     if not net.capture_missed:
         return None
-    return (f"capture capped at {net.cfg.trace_max_packets:,} packets: the {net.capture_missed:,} later packets and "
-            "PFC frames of the traced flows are not in the file" + (f" (raise {option} to keep them)" if option else ""))
+    return (
+        f"capture capped at {net.cfg.trace_max_packets:,} packets: the {net.capture_missed:,} later packets and "
+        "PFC frames of the traced flows are not in the file" + (f" (raise {option} to keep them)" if option else "")
+    )
 
 
 def write_pcap(path: str | Path, captured: list, net, lldp: bool = True) -> int:

@@ -109,18 +109,30 @@ class PortNarrator:
     def fell(self, q: int, depth: int, size: int, now: float) -> None:
         k = self.kmin[q] if self.kmin is not None else None
         if k is not None and depth < k <= depth + size:
-            self.net.log(now, f"{self.name}: egress queue {q} falls below WRED min ({k / 1e3:.0f} KB): "
-                              "ECN marking stops", "ecn")
+            self.net.log(
+                now, f"{self.name}: egress queue {q} falls below WRED min ({k / 1e3:.0f} KB): ECN marking stops", "ecn"
+            )
 
     def pfc_paused(self, prio: int, quanta: int, rate_bps: float, sender: str, now: float) -> None:
-        self.net.log(now, f"{self.name}: PFC pause received for priority {prio} ({quanta} quanta = "
-                          f"{pfc_pause_s(quanta, rate_bps) * 1e6:.2f} us) from {sender}; other priorities keep "
-                          "flowing", "pfc")
+        self.net.log(
+            now,
+            f"{self.name}: PFC pause received for priority {prio} ({quanta} quanta = "
+            f"{pfc_pause_s(quanta, rate_bps) * 1e6:.2f} us) from {sender}; other priorities keep "
+            "flowing",
+            "pfc",
+        )
 
     def pfc_resumed(self, prio: int, sender: str, now: float) -> None:
-        self.net.log(now, f"{self.name}: PFC resume (quanta 0) for priority {prio} from {sender}; "
-                          f"queue {prio} transmits again", "pfc")
+        self.net.log(
+            now,
+            f"{self.name}: PFC resume (quanta 0) for priority {prio} from {sender}; queue {prio} transmits again",
+            "pfc",
+        )
 
     def watchdog(self, prio: int, dropped: int, watchdog_s: float, now: float) -> None:
-        self.net.log(now, f"{self.name}: PFC watchdog: priority {prio} paused longer than {watchdog_s * 1e3:g} ms; "
-                          f"{dropped} queued packets discarded, pauses ignored for one interval", "pfc")
+        self.net.log(
+            now,
+            f"{self.name}: PFC watchdog: priority {prio} paused longer than {watchdog_s * 1e3:g} ms; "
+            f"{dropped} queued packets discarded, pauses ignored for one interval",
+            "pfc",
+        )

@@ -62,27 +62,41 @@ def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfi
 def dcqcn_config(qos) -> DcqcnConfig:
     d = qos.dcqcn
     return DcqcnConfig(
-        enabled=qos.congestion_control == "dcqcn", g=d.g, clamp_target_rate=d.clamp_target_rate,
+        enabled=qos.congestion_control == "dcqcn",
+        g=d.g,
+        clamp_target_rate=d.clamp_target_rate,
         alpha_update_interval_s=d.alpha_update_interval_us / 1e6,
         rate_decrease_interval_s=d.rate_decrease_interval_us / 1e6,
         rate_increase_timer_s=d.rate_increase_timer_us / 1e6,
-        byte_counter_bytes=int(round(d.byte_counter_mib * MIB)), fast_recovery_steps=d.fast_recovery_steps,
-        r_ai_gbps=d.r_ai_mbps / 1e3, r_hai_gbps=d.r_hai_mbps / 1e3, min_rate_gbps=d.min_rate_mbps / 1e3,
-        cnp_interval_s=d.cnp_interval_us / 1e6)
+        byte_counter_bytes=int(round(d.byte_counter_mib * MIB)),
+        fast_recovery_steps=d.fast_recovery_steps,
+        r_ai_gbps=d.r_ai_mbps / 1e3,
+        r_hai_gbps=d.r_hai_mbps / 1e3,
+        min_rate_gbps=d.min_rate_mbps / 1e3,
+        cnp_interval_s=d.cnp_interval_us / 1e6,
+    )
 
 
 def apply_qos(cfg: PacketConfig | None, qos, fabric=None) -> PacketConfig:
     """`cfg` with the profile's switch, DCQCN and NIC settings (and, given `fabric`, its load balancing)."""
     cfg = cfg or PacketConfig()
-    nic = replace(cfg.nic, mtu_bytes=qos.roce_mtu_bytes, ack_every_packets=qos.ack_every_packets,
-                  data_dscp=qos.data_dscp, cnp_dscp=qos.cnp_dscp)
+    nic = replace(
+        cfg.nic,
+        mtu_bytes=qos.roce_mtu_bytes,
+        ack_every_packets=qos.ack_every_packets,
+        data_dscp=qos.data_dscp,
+        cnp_dscp=qos.cnp_dscp,
+    )
     out = cfg.with_(switch=switch_config(qos, cfg.switch.forwarding_latency_s), dcqcn=dcqcn_config(qos), nic=nic)
     if fabric is not None:
         lb = fabric.load_balancing if fabric.load_balancing in ("ecmp", "flowlet", "spray", "adaptive") else "ecmp"
         out = out.with_(lb=LbConfig(mode=lb, flowlet_gap_s=fabric.flowlet_gap_us / 1e6, dre_tau_s=cfg.lb.dre_tau_s))
     dlb = qos.dlb
     if dlb.mode != "off":  # the switches' own choice on their uplinks, over the ECMP groups
-        gap_us = dlb.flowlet_aging_us if dlb.flowlet_aging_us is not None else (
-            fabric.flowlet_gap_us if fabric is not None else out.lb.flowlet_gap_s * 1e6)
+        gap_us = (
+            dlb.flowlet_aging_us
+            if dlb.flowlet_aging_us is not None
+            else (fabric.flowlet_gap_us if fabric is not None else out.lb.flowlet_gap_s * 1e6)
+        )
         out = out.with_(lb=LbConfig(mode=DLB_MODES[dlb.mode], flowlet_gap_s=gap_us / 1e6, dre_tau_s=cfg.lb.dre_tau_s))
     return out

@@ -32,8 +32,20 @@ def _lowest(bits: int) -> int:
 class Source:
     """A port's supplier of data packets: round robin over the flows that start on it, found by index."""
 
-    __slots__ = ("active", "by_prio", "lazy", "live", "loaded", "port", "rr", "seq", "slot_of", "slots", "timely",
-                 "waiting")
+    __slots__ = (
+        "active",
+        "by_prio",
+        "lazy",
+        "live",
+        "loaded",
+        "port",
+        "rr",
+        "seq",
+        "slot_of",
+        "slots",
+        "timely",
+        "waiting",
+    )
 
     def __init__(self, port: Port):
         self.port = port
@@ -166,8 +178,9 @@ class Source:
                     t = min(t, ready)
             return t
         now = self.port.sim.now
-        return min((self._ready_at(prio, of_prio, paused[prio], now) for prio, of_prio in self.by_prio.items()),
-                   default=inf)
+        return min(
+            (self._ready_at(prio, of_prio, paused[prio], now) for prio, of_prio in self.by_prio.items()), default=inf
+        )
 
     def _ready_at(self, prio: int, of_prio: int, paused_until: float, now: float) -> float:
         """When a flow of `prio` may send next (none may now)."""

@@ -35,8 +35,19 @@ from .sim import DATA
 from .stats import PacketStats
 from .topo import ecmp_route, five_tuple, leaf_spine, link_between
 
-SCENARIOS = ("incast", "polarization", "pfc-cascade", "dcqcn", "spraying", "hol-blocking", "ecmp-uplink", "connect",
-             "pfc-storm", "pfc-deadlock", "pfc-deadlock-loop")
+SCENARIOS = (
+    "incast",
+    "polarization",
+    "pfc-cascade",
+    "dcqcn",
+    "spraying",
+    "hol-blocking",
+    "ecmp-uplink",
+    "connect",
+    "pfc-storm",
+    "pfc-deadlock",
+    "pfc-deadlock-loop",
+)
 
 
 @dataclass
@@ -56,8 +67,13 @@ class ScenarioRun:
         return self.runs[0][2]
 
     def to_dict(self, series: bool = True) -> dict:
-        return {"scenario": self.name, "title": self.title, "findings": self.findings, "table": self.table,
-                "runs": {label: st.to_dict(series) for label, _, st in self.runs}}
+        return {
+            "scenario": self.name,
+            "title": self.title,
+            "findings": self.findings,
+            "table": self.table,
+            "runs": {label: st.to_dict(series) for label, _, st in self.runs},
+        }
 
 
 def _flow(net: Network, f: Fabric, src: str, dst: str, size: float, qpn: int, t: float = 0.0, **kw):
@@ -109,16 +125,24 @@ def incast(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> ScenarioRun
         f"{q3['ecn_marks']} packets ECN-marked, {sum(fl['cnp_sent'] for fl in st.flows)} CNPs, "
         f"{st.total_pauses()} PFC pause frames, {st.total_drops()} drops",
     ]
-    r.table = [{"flow": fl["name"], "fct_us": fl["fct_s"] * 1e6, "cnps": fl["cnp_received"],
-                "final_rate_gbps": fl["final_rate_gbps"], "retransmissions": fl["retransmissions"]}
-               for fl in st.flows]
+    r.table = [
+        {
+            "flow": fl["name"],
+            "fct_us": fl["fct_s"] * 1e6,
+            "cnps": fl["cnp_received"],
+            "final_rate_gbps": fl["final_rate_gbps"],
+            "retransmissions": fl["retransmissions"],
+        }
+        for fl in st.flows
+    ]
     r.runs.append(("incast", net, st))
     return r
 
 
 # -- ECMP polarization (Figure 10-5) ------------------------------------------------------------------
-def colliding_qpns(f: Fabric, pairs: list[tuple[str, str]], switch: str, group: list[int], seed: int,
-                   want: int = 0) -> list[int]:
+def colliding_qpns(
+    f: Fabric, pairs: list[tuple[str, str]], switch: str, group: list[int], seed: int, want: int = 0
+) -> list[int]:
     """QPNs (searched in order from 0x100) such that every pair's 5-tuple hashes to group[want] at
     `switch`: the book's "the hash picks Spine 1 for both", made reproducible."""
     out, q = [], 0x100
@@ -133,8 +157,12 @@ def colliding_qpns(f: Fabric, pairs: list[tuple[str, str]], switch: str, group: 
     return out
 
 
-def polarization(cfg: PacketConfig | None = None, size_mb: float = 4.0, isl_gbps: float = 200,
-                 modes: tuple[str, ...] = ("ecmp", "flowlet", "spray", "adaptive")) -> ScenarioRun:
+def polarization(
+    cfg: PacketConfig | None = None,
+    size_mb: float = 4.0,
+    isl_gbps: float = 200,
+    modes: tuple[str, ...] = ("ecmp", "flowlet", "spray", "adaptive"),
+) -> ScenarioRun:
     cfg = cfg or PacketConfig()
     pairs = [("host1/E1", "host3/E2"), ("host2/E1", "host1/E2")]
     r = ScenarioRun("polarization", "Figure 10-5: ECMP hash polarization on Rail A's uplinks")
@@ -149,10 +177,18 @@ def polarization(cfg: PacketConfig | None = None, size_mb: float = 4.0, isl_gbps
         st = net.run()
         end = max(fl["done_s"] for fl in st.flows)
         b1, b2 = _port_bytes(net, "railA", "spine1"), _port_bytes(net, "railA", "spine2")
-        r.table.append({"lb": mode, "railA->spine1_MB": b1 / 1e6, "railA->spine2_MB": b2 / 1e6,
-                        "railA->spine1_gbps": _gbps(b1, end), "railA->spine2_gbps": _gbps(b2, end),
-                        "max_fct_us": end * 1e6, "out_of_order": sum(fl["out_of_order"] for fl in st.flows),
-                        "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+        r.table.append(
+            {
+                "lb": mode,
+                "railA->spine1_MB": b1 / 1e6,
+                "railA->spine2_MB": b2 / 1e6,
+                "railA->spine1_gbps": _gbps(b1, end),
+                "railA->spine2_gbps": _gbps(b2, end),
+                "max_fct_us": end * 1e6,
+                "out_of_order": sum(fl["out_of_order"] for fl in st.flows),
+                "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
+            }
+        )
         r.runs.append((mode, net, st))
     e = r.table[0]
     r.findings = [
@@ -163,18 +199,22 @@ def polarization(cfg: PacketConfig | None = None, size_mb: float = 4.0, isl_gbps
         f"{size_mb * 8e6 / 200e9 * 1e6:.0f} us at 200 Gb/s)",
     ]
     for row in r.table[1:]:
-        r.findings.append(f"{row['lb']}: uplinks {row['railA->spine1_MB']:.1f} / {row['railA->spine2_MB']:.1f} MB, "
-                          f"{row['max_fct_us']:.0f} us, {row['out_of_order']} out-of-order arrivals, "
-                          f"{row['retransmissions']} retransmissions")
+        r.findings.append(
+            f"{row['lb']}: uplinks {row['railA->spine1_MB']:.1f} / {row['railA->spine2_MB']:.1f} MB, "
+            f"{row['max_fct_us']:.0f} us, {row['out_of_order']} out-of-order arrivals, "
+            f"{row['retransmissions']} retransmissions"
+        )
     return r
 
 
 # -- PFC cascade (Figures 11-4..11-6) ----------------------------------------------------------------
 def pfc_cascade(cfg: PacketConfig | None = None, size_mb: float = 2.0) -> ScenarioRun:
     base = cfg or PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000,
-                                        pfc_xoff_bytes=150_000),
-                  dcqcn=replace(base.dcqcn, enabled=False))
+    cfg = replace(
+        base,
+        switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+        dcqcn=replace(base.dcqcn, enabled=False),
+    )
     hosts = [["hostA1", "hostA2", "hostA3"], ["hostB1", "hostB2"], ["host3/GPU3", "hostC2"]]
     f = leaf_spine(hosts, ["railA", "railB", "railC"], ["spine1"], 200, spine_rate_gbps=800, name="fig11-4")
     net = Network(f, cfg)
@@ -229,8 +269,7 @@ def dcqcn(cfg: PacketConfig | None = None, size_mb: float = 6.0) -> ScenarioRun:
     base = cfg or PacketConfig()
     run_cfg = base.with_(explain=True)  # the timeline is read from the narrated events
     senders = ["host1/GPU0", "host2/GPU0", "host4/GPU0"]
-    f = leaf_spine([["host3/GPU0"], senders], ["rail1", "rail2"], ["spineA"], 200, spine_rate_gbps=800,
-                   name="fig11-7")
+    f = leaf_spine([["host3/GPU0"], senders], ["rail1", "rail2"], ["spineA"], 200, spine_rate_gbps=800, name="fig11-7")
     net = Network(f, run_cfg)
     for i, s in enumerate(senders):
         _flow(net, f, s, "host3/GPU0", size_mb * 1e6, 0x100 + i)
@@ -248,8 +287,11 @@ def dcqcn(cfg: PacketConfig | None = None, size_mb: float = 6.0) -> ScenarioRun:
     t["t4"] = first(lambda x: "CNP received: DCQCN rate" in x)
     t["t5"] = first(lambda x: x.startswith(isl) and "PFC pause" in x)
     t5 = t["t5"]
-    t["t6"] = None if t5 is None else first(lambda x: x.startswith("spineA->rail1: egress") and "rises above WRED min"
-                                            in x, after=t5)
+    t["t6"] = (
+        None
+        if t5 is None
+        else first(lambda x: x.startswith("spineA->rail1: egress") and "rises above WRED min" in x, after=t5)
+    )
     t["t7"] = None if t5 is None else first(lambda x: x.startswith(eg) and "falls below WRED min" in x, after=t5)
     t["t8"] = None if t5 is None else first(lambda x: x.startswith(isl) and "PFC resume" in x, after=t5)
     r.table = [{"figure": k, "event": text, "t_us": None if (v := t[k]) is None else v * 1e6} for k, text in FIG_11_7]
@@ -267,10 +309,13 @@ def dcqcn(cfg: PacketConfig | None = None, size_mb: float = 6.0) -> ScenarioRun:
         f"{st.total_pauses()} PFC pause frames (refreshes every half pause included) / "
         f"{sum(st.pfc_resume_sent.values())} resume{'s' * (sum(st.pfc_resume_sent.values()) != 1)}, "
         f"{st.total_drops()} drops",
-        ("PFC quiet after t8: no pause frame after the resume; DCQCN alone holds the queue" if quiet else
-         "PFC not quiet: pause frames after the first resume (the senders' rates had not come down enough)"),
-        "final DCQCN rates: " + ", ".join(f"{fl['name'].split('->')[0]} {fl['final_rate_gbps']:.1f} Gb/s"
-                                          for fl in st.flows),
+        (
+            "PFC quiet after t8: no pause frame after the resume; DCQCN alone holds the queue"
+            if quiet
+            else "PFC not quiet: pause frames after the first resume (the senders' rates had not come down enough)"
+        ),
+        "final DCQCN rates: "
+        + ", ".join(f"{fl['name'].split('->')[0]} {fl['final_rate_gbps']:.1f} Gb/s" for fl in st.flows),
     ]
     r.runs.append(("dcqcn", net, st))
     return r
@@ -313,14 +358,20 @@ def spraying(cfg: PacketConfig | None = None, size_mb: float = 2.0, spine2_extra
         _flow(net, f, "host2/GPU1", "host3/GPU2", size_mb * 1e6, 0x101, name=f"host2/GPU1->host3/GPU2 [{label}]")
         st = net.run()
         end = max(fl["done_s"] for fl in st.flows)
-        r.table.append({"variant": label, "placement": st.flows[0]["placement"], "max_fct_us": end * 1e6,
-                        "goodput_gbps": _gbps(2 * size_mb * 1e6, end),
-                        "out_of_order": sum(fl["out_of_order"] for fl in st.flows),
-                        "naks": sum(fl["naks"] for fl in st.flows),
-                        "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
-                        "bitmap_psns": max(fl["bitmap_peak_psns"] for fl in st.flows),
-                        "spine1_MB": _port_bytes(net, "rail1", "spine1") / 1e6,
-                        "spine2_MB": _port_bytes(net, "rail1", "spine2") / 1e6})
+        r.table.append(
+            {
+                "variant": label,
+                "placement": st.flows[0]["placement"],
+                "max_fct_us": end * 1e6,
+                "goodput_gbps": _gbps(2 * size_mb * 1e6, end),
+                "out_of_order": sum(fl["out_of_order"] for fl in st.flows),
+                "naks": sum(fl["naks"] for fl in st.flows),
+                "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
+                "bitmap_psns": max(fl["bitmap_peak_psns"] for fl in st.flows),
+                "spine1_MB": _port_bytes(net, "rail1", "spine1") / 1e6,
+                "spine2_MB": _port_bytes(net, "rail1", "spine2") / 1e6,
+            }
+        )
         r.runs.append((label, net, st))
     fml, wo, uet = r.table[1], r.table[2], r.table[3]
     r.findings = [
@@ -355,24 +406,32 @@ def hol_blocking(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
     r = ScenarioRun("hol-blocking", "Figure 10-4: head-of-line blocking at the relaying GPU's NIC")
     relayed_label, own_label = "GPU-0 Host-1 -> GPU-1 Host-2 (via GPU-1's NIC)", "GPU-1 Host-1 -> GPU-1 Host-3"
     results = {}
-    for label, pairs in (("relayed transfer alone", [(0, 3, relayed_label)]),
-                         ("behind GPU-1's own gradients", [(1, 5, own_label), (0, 3, relayed_label)])):
+    for label, pairs in (
+        ("relayed transfer alone", [(0, 3, relayed_label)]),
+        ("behind GPU-1's own gradients", [(1, 5, own_label), (0, 3, relayed_label)]),
+    ):
         f = build(cluster, fabric, "fig10-4")
         router = Router(f, pxn=True)
         net = Network(f, cfg)
         for src, dst, name in pairs:
             route = router.route(src, dst)
             assert route.flow is not None  # between servers: a QP
-            qpn = router.qps.pair(src, dst, 0, f.rank_nic(route.relay_rank if route.relay_rank is not None
-                                                          else src), f.rank_nic(dst))[0]
+            qpn = router.qps.pair(
+                src, dst, 0, f.rank_nic(route.relay_rank if route.relay_rank is not None else src), f.rank_nic(dst)
+            )[0]
             net.add_transfer(route.links, size_mb * 1e6, name=name, qpn=qpn, sport=route.flow.src_port)
         st = net.run()
         nic = next(p for p in st.ports if p["port"] == "s0/nic1->rail1")
         relayed = st.flow(relayed_label)
         results[label] = (relayed["fct_s"],)
-        r.table.append({"run": label, "relayed_fct_us": relayed["fct_s"] * 1e6,
-                        "nic1_uplink_MB": nic["tx_bytes"] / 1e6,
-                        "own_fct_us": st.flow(own_label)["fct_s"] * 1e6 if len(pairs) > 1 else None})
+        r.table.append(
+            {
+                "run": label,
+                "relayed_fct_us": relayed["fct_s"] * 1e6,
+                "nic1_uplink_MB": nic["tx_bytes"] / 1e6,
+                "own_fct_us": st.flow(own_label)["fct_s"] * 1e6 if len(pairs) > 1 else None,
+            }
+        )
         r.runs.append((label, net, st))
     alone, behind = results["relayed transfer alone"][0], results["behind GPU-1's own gradients"][0]
     r.findings = [
@@ -387,8 +446,11 @@ def hol_blocking(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
 
 
 # -- three flows on one uplink (Figure 12-4) and what flowlets, spraying and adaptive routing make of it ------
-def ecmp_uplink(cfg: PacketConfig | None = None, size_mb: float = 2.0,
-                modes: tuple[str, ...] = ("ecmp", "flowlet", "spray", "adaptive")) -> ScenarioRun:
+def ecmp_uplink(
+    cfg: PacketConfig | None = None,
+    size_mb: float = 2.0,
+    modes: tuple[str, ...] = ("ecmp", "flowlet", "spray", "adaptive"),
+) -> ScenarioRun:
     """Deep Learning for Network Engineers, Chapter 12, Figure 12-4: the GPU-1s of Hosts 1, 2 and 3 (on Rail-1)
     send to GPU-2 on Host 4 (on Rail-2); Rail-1's 5-tuple hash puts all three flows on the same uplink (QPNs
     chosen so that it does, deterministically); then Figure 12-5's flowlets, spraying and adaptive routing."""
@@ -407,10 +469,17 @@ def ecmp_uplink(cfg: PacketConfig | None = None, size_mb: float = 2.0,
         st = net.run()
         end = max(fl["done_s"] for fl in st.flows)
         b1, b2 = _port_bytes(net, "rail1", "spine1"), _port_bytes(net, "rail1", "spine2")
-        r.table.append({"lb": mode, "rail1->spine1_MB": b1 / 1e6, "rail1->spine2_MB": b2 / 1e6,
-                        "max_fct_us": end * 1e6, "ecn_marks": st.total_ecn_marks(),
-                        "pfc_pauses": st.total_pauses(),
-                        "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+        r.table.append(
+            {
+                "lb": mode,
+                "rail1->spine1_MB": b1 / 1e6,
+                "rail1->spine2_MB": b2 / 1e6,
+                "max_fct_us": end * 1e6,
+                "ecn_marks": st.total_ecn_marks(),
+                "pfc_pauses": st.total_pauses(),
+                "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
+            }
+        )
         r.runs.append((mode, net, st))
     e = r.table[0]
     r.findings = [
@@ -420,8 +489,11 @@ def ecmp_uplink(cfg: PacketConfig | None = None, size_mb: float = 2.0,
         f"{e['max_fct_us']:.0f} us for 3 x {size_mb:g} MB ({3 * size_mb * 8e6 / 400e9 * 1e6:.0f} us if both "
         "uplinks carried their share; Host-4's 200 Gb/s port bounds it to "
         f"{3 * size_mb * 8e6 / 200e9 * 1e6:.0f} us)",
-    ] + [f"{row['lb']}: uplinks {row['rail1->spine1_MB']:.1f} / {row['rail1->spine2_MB']:.1f} MB, "
-         f"{row['max_fct_us']:.0f} us" for row in r.table[1:]]
+    ] + [
+        f"{row['lb']}: uplinks {row['rail1->spine1_MB']:.1f} / {row['rail1->spine2_MB']:.1f} MB, "
+        f"{row['max_fct_us']:.0f} us"
+        for row in r.table[1:]
+    ]
     return r
 
 
@@ -436,8 +508,9 @@ SCN_BUFFER_VA = 0x7F10_0000_0000
 CCN_BUFFER_VA = 0x7F20_0000_0000
 
 
-def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rkey: bool = False,
-            bad_pkey: bool = False) -> ScenarioRun:
+def connect(
+    cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rkey: bool = False, bad_pkey: bool = False
+) -> ScenarioRun:
     """Deep Learning for Network Engineers, Chapter 9: the client compute node (CCN) writes into the server's (SCN)
     GPU memory. (a) Each registers memory in a protection domain: the CCN's buffer for Local Read (an L_Key), the
     SCN's for Remote Write (an L_Key and an R_Key, which reaches the CCN out of band); (b) each creates an RC QP in
@@ -452,9 +525,19 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
 
     base = cfg or PacketConfig()
     size = max(1, int(round(size_mb * 1e6)))
-    run_cfg = replace(base, explain=True, trace_flows=(0,), trace_by="flow",
-                      nic=replace(base.nic, pkey=BOOK_PKEY, mtu_bytes=BOOK_MTU, cm_setup=True,
-                                  rto_s=min(base.nic.rto_s, 100e-6) if bad_pkey else base.nic.rto_s))
+    run_cfg = replace(
+        base,
+        explain=True,
+        trace_flows=(0,),
+        trace_by="flow",
+        nic=replace(
+            base.nic,
+            pkey=BOOK_PKEY,
+            mtu_bytes=BOOK_MTU,
+            cm_setup=True,
+            rto_s=min(base.nic.rto_s, 100e-6) if bad_pkey else base.nic.rto_s,
+        ),
+    )
     f = leaf_spine([["ccn", "scn"]], ["leaf"], [], 200, name="fig9-1")
     net = Network(f, run_cfg)
     ccn, scn = net.devices[net.node_index["ccn"]], net.devices[net.node_index["scn"]]
@@ -463,14 +546,29 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
     dst_mr = net.rnic(scn).pd.reg_mr(SCN_BUFFER_VA, max(size, 1 << 20), LOCAL_WRITE | REMOTE_WRITE)
     assert dst_mr.rkey is not None
     rkey = dst_mr.rkey ^ 0x5500 if bad_rkey else dst_mr.rkey
-    flow = _flow(net, f, "ccn", "scn", size, SCN_QPN, name="CCN -> SCN RDMA Write", local_qpn=CCN_QPN,
-                 ipsn=BOOK_START_PSN, rkey=rkey, remote_addr=SCN_BUFFER_VA, local_mr=src_mr,
-                 pkey=0xFFFF if bad_pkey else None)
+    flow = _flow(
+        net,
+        f,
+        "ccn",
+        "scn",
+        size,
+        SCN_QPN,
+        name="CCN -> SCN RDMA Write",
+        local_qpn=CCN_QPN,
+        ipsn=BOOK_START_PSN,
+        rkey=rkey,
+        remote_addr=SCN_BUFFER_VA,
+        local_mr=src_mr,
+        pkey=0xFFFF if bad_pkey else None,
+    )
     st = net.run()
     conn = flow.conn
     r = ScenarioRun("connect", "Chapter 9: an RDMA Write from memory registration to its completion")
-    r.table = [{"t_us": t * 1e6, "what": cat, "event": text} for t, cat, text in net.events_log
-               if cat in ("cm", "qp", "transport", "completion")]
+    r.table = [
+        {"t_us": t * 1e6, "what": cat, "event": text}
+        for t, cat, text in net.events_log
+        if cat in ("cm", "qp", "transport", "completion")
+    ]
     frames = to_scapy(net.captured, net)
     first = next((fr for fr, rec in zip(frames, net.captured) if rec[1] == "pkt" and rec[2] == DATA), None)
     wc = [w for w in net.rnic(ccn).cq.entries if w.wr_id == flow.id]
@@ -487,8 +585,7 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
         f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
         f"{CCN_QPN:#08x}, {conn.req.type}, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
         f"QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
-        + (f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared" if setup is not None else
-           "no RTS"),
+        + (f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared" if setup is not None else "no RTS"),
     ]
     if first is not None:
         from scapy.contrib.roce import BTH
@@ -497,24 +594,32 @@ def connect(cfg: PacketConfig | None = None, size_mb: float = 4096 / 1e6, bad_rk
         from .pcap import RETH
 
         b, ip = first[BTH], first[IP]
-        reth = f" / RETH VA {first[RETH].va:#x}, R_Key {first[RETH].rkey:#x}, DMA length {first[RETH].dlen:,}" \
-            if RETH in first else ""
+        reth = (
+            f" / RETH VA {first[RETH].va:#x}, R_Key {first[RETH].rkey:#x}, DMA length {first[RETH].dlen:,}"
+            if RETH in first
+            else ""
+        )
         r.findings.append(
             f"(d) the Write: {flow.n} packet{'s' * (flow.n > 1)} of {BOOK_MTU} B, PSN {conn.ipsn:#08x}.."
             f"{flow.wire_psn(flow.n - 1):#08x}; the first: Eth / IPv4 {ip.src} > {ip.dst} DSCP {ip.tos >> 2} ECN "
             f"{ip.tos & 3:02b} (ToS {ip.tos:#04x}) / UDP {first[UDP].sport} > {first[UDP].dport} / BTH opcode "
             f"{b.opcode:#04x}, P_Key {b.pkey:#06x}, DestQP {b.dqpn:#08x}, AckReq {b.ackreq}, PSN {b.psn:#08x}{reth} / "
-            f"{flow.mtu if flow.n > 1 else size:,} B payload / ICRC")
+            f"{flow.mtu if flow.n > 1 else size:,} B payload / ICRC"
+        )
     if conn.cm_error is not None:
         r.findings.append(f"(c) {conn.cm_error}")
     if bad_pkey:
-        r.findings.append(f"P_Key check: the SCN dropped {flow.pkey_drops} packets of P_Key {conn.req.pkey:#06x} for a "
-                          f"QP in partition {conn.resp.pkey:#06x} (counted: {st.pkey_violations.get(('scn',), 0)} P_Key "
-                          f"violations at the SCN); no NAK, so the CCN timed out {flow.timeouts} times (retry count {conn.retry_cnt})")
+        r.findings.append(
+            f"P_Key check: the SCN dropped {flow.pkey_drops} packets of P_Key {conn.req.pkey:#06x} for a "
+            f"QP in partition {conn.resp.pkey:#06x} (counted: {st.pkey_violations.get(('scn',), 0)} P_Key "
+            f"violations at the SCN); no NAK, so the CCN timed out {flow.timeouts} times (retry count {conn.retry_cnt})"
+        )
     if wc:
         w = wc[0]
-        r.findings.append(f"(e) completion: the CCN's CQ has work request {w.wr_id}: {w.status.value}, {w.byte_len:,} B, "
-                          f"QP {w.qp_num:#08x}, at {w.t_s * 1e6:.2f} us; the CCN's QP is {conn.req.state.value}")
+        r.findings.append(
+            f"(e) completion: the CCN's CQ has work request {w.wr_id}: {w.status.value}, {w.byte_len:,} B, "
+            f"QP {w.qp_num:#08x}, at {w.t_s * 1e6:.2f} us; the CCN's QP is {conn.req.state.value}"
+        )
     r.runs.append(("connect", net, st))
     return r
 
@@ -533,8 +638,9 @@ def _storm_run(cfg: PacketConfig, size_mb: float, start_s: float, stop_s: float)
     return net, net.run()
 
 
-def pfc_storm(cfg: PacketConfig | None = None, size_mb: float = 2.0, start_us: float = 10.0,
-              storm_ms: float = 150.0) -> ScenarioRun:
+def pfc_storm(
+    cfg: PacketConfig | None = None, size_mb: float = 2.0, start_us: float = 10.0, storm_ms: float = 150.0
+) -> ScenarioRun:
     """A NIC (hostA3, behind Rail A) keeps sending PFC pauses for priority 3 from `start_us` for `storm_ms`. Rail A's
     port toward it stops; what Rail A holds for it fills Rail A's ingress from the spine past xOFF, so Rail A pauses
     the spine; the spine's egress toward Rail A, which also carries hostB2's flow to the healthy hostA1, fills the
@@ -545,24 +651,34 @@ def pfc_storm(cfg: PacketConfig | None = None, size_mb: float = 2.0, start_us: f
     storm to end. ECN and DCQCN are off and xOFF
     150 KB / xON 60 KB, as in the pfc-cascade story, to let PFC act alone."""
     base = cfg or PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
-                  dcqcn=replace(base.dcqcn, enabled=False))
+    cfg = replace(
+        base,
+        switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+        dcqcn=replace(base.dcqcn, enabled=False),
+    )
     wd_s = cfg.switch.pfc_watchdog_s or 0.1
     start_s, stop_s = start_us * 1e-6, storm_ms * 1e-3
-    variants = [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
-                ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
-                                        trace_pfc=False))]
-    r = ScenarioRun("pfc-storm", f"PFC storm: {STORM_NIC}'s NIC keeps sending pauses; the PFC watchdog "
-                                 "(Chapter 11)")
+    variants = [
+        (f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+        ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(), trace_pfc=False)),
+    ]
+    r = ScenarioRun("pfc-storm", f"PFC storm: {STORM_NIC}'s NIC keeps sending pauses; the PFC watchdog (Chapter 11)")
     for label, c in variants:
         net, st = _storm_run(c, size_mb, start_s, stop_s)
         r.runs.append((label, net, st))
         victim = next(fl for fl in st.flows if "victim" in fl["name"])
         stuck = next(fl for fl in st.flows if "storming" in fl["name"])
-        r.table.append({"run": label, "victim_fct_ms": victim["fct_s"] * 1e3 if victim["fct_s"] else None,
-                        "to_storming_nic_fct_ms": stuck["fct_s"] * 1e3 if stuck["fct_s"] else None,
-                        "pause_frames": st.total_pauses(), "watchdog_events": sum(st.watchdog.values()),
-                        "drops": st.total_drops(), "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+        r.table.append(
+            {
+                "run": label,
+                "victim_fct_ms": victim["fct_s"] * 1e3 if victim["fct_s"] else None,
+                "to_storming_nic_fct_ms": stuck["fct_s"] * 1e3 if stuck["fct_s"] else None,
+                "pause_frames": st.total_pauses(),
+                "watchdog_events": sum(st.watchdog.values()),
+                "drops": st.total_drops(),
+                "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
+            }
+        )
     net, st = r.runs[0][1], r.runs[0][2]
     first: dict[str, float] = {}
     for t, port, prio, quanta in st.pfc_frames:
@@ -627,9 +743,14 @@ def _deadlock_run(cfg: PacketConfig, size_mb: float):
     f = _deadlock_fabric()
     net = Network(f, cfg)
     size = size_mb * 1e6
-    for k, (src, dst, via, what) in enumerate((
-            ("h0", "h3", "leaf1", "down-up at leaf1"), ("h3", "h0", "leaf2", "down-up at leaf2"),
-            ("h1", "h2", "spine1", "via spine1"), ("h2", "h1", "spine0", "via spine0"))):
+    for k, (src, dst, via, what) in enumerate(
+        (
+            ("h0", "h3", "leaf1", "down-up at leaf1"),
+            ("h3", "h0", "leaf2", "down-up at leaf2"),
+            ("h1", "h2", "spine1", "via spine1"),
+            ("h2", "h1", "spine0", "via spine0"),
+        )
+    ):
         qpn = _qpn_for(f, src, dst, via, 0x100 + 0x100 * k, net.hash_seed)
         _flow(net, f, src, dst, size, qpn, name=f"{src}->{dst} ({what})")
     return net, net.run()
@@ -639,12 +760,16 @@ def _deadlock_variants(cfg: PacketConfig | None) -> list[tuple[str, PacketConfig
     """The deadlock stories' two runs: ECN and DCQCN off, xOFF 150 KB / xON 60 KB (as pfc-cascade), with the PFC
     watchdog (the configured one, or 100 ms) and without it (no per-flow or PFC traces: it stops at the deadlock)."""
     base = cfg or PacketConfig()
-    cfg = replace(base, switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
-                  dcqcn=replace(base.dcqcn, enabled=False))
+    cfg = replace(
+        base,
+        switch=replace(base.switch, ecn_enabled=False, pfc_xon_bytes=60_000, pfc_xoff_bytes=150_000),
+        dcqcn=replace(base.dcqcn, enabled=False),
+    )
     wd_s = cfg.switch.pfc_watchdog_s or 0.1
-    return [(f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
-            ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(),
-                                    trace_pfc=False))]
+    return [
+        (f"watchdog {wd_s * 1e3:g} ms", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=wd_s))),
+        ("no watchdog", replace(cfg, switch=replace(cfg.switch, pfc_watchdog_s=None), trace_flows=(), trace_pfc=False)),
+    ]
 
 
 def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> ScenarioRun:
@@ -657,19 +782,28 @@ def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
     (packet/deadlock.py) and reports it. The PFC watchdog (100 ms) breaks it by discarding a stuck queue; without
     it the run stops at the deadlock. ECN and DCQCN are off and xOFF 150 KB / xON 60 KB, as in pfc-cascade."""
     variants = _deadlock_variants(cfg)
-    r = ScenarioRun("pfc-deadlock", "PFC deadlock: down-up paths after two cable failures close a cycle of pauses; "
-                                    "the PFC watchdog breaks it (Chapter 11)")
+    r = ScenarioRun(
+        "pfc-deadlock",
+        "PFC deadlock: down-up paths after two cable failures close a cycle of pauses; "
+        "the PFC watchdog breaks it (Chapter 11)",
+    )
     for label, c in variants:
         net, st = _deadlock_run(c, size_mb)
         r.runs.append((label, net, st))
         dl = st.deadlocks[0] if st.deadlocks else None
         done = sum(1 for fl in st.flows if fl["done_s"] is not None)
-        r.table.append({"run": label, "deadlock_at_us": dl["t_s"] * 1e6 if dl else None,
-                        "cycle_ports": len(dl["ports"]) if dl else 0,
-                        "broken_at_ms": dl["broken_at_s"] * 1e3 if dl and dl["broken_at_s"] else None,
-                        "flows_done": f"{done} of {len(st.flows)}",
-                        "last_fct_ms": max(fl["fct_s"] for fl in st.flows) * 1e3 if done == len(st.flows) else None,
-                        "drops": st.total_drops(), "retransmissions": sum(fl["retransmissions"] for fl in st.flows)})
+        r.table.append(
+            {
+                "run": label,
+                "deadlock_at_us": dl["t_s"] * 1e6 if dl else None,
+                "cycle_ports": len(dl["ports"]) if dl else 0,
+                "broken_at_ms": dl["broken_at_s"] * 1e3 if dl and dl["broken_at_s"] else None,
+                "flows_done": f"{done} of {len(st.flows)}",
+                "last_fct_ms": max(fl["fct_s"] for fl in st.flows) * 1e3 if done == len(st.flows) else None,
+                "drops": st.total_drops(),
+                "retransmissions": sum(fl["retransmissions"] for fl in st.flows),
+            }
+        )
     st_wd, st_no = r.runs[0][2], r.runs[1][2]
     r.findings = []
     for label, st in (r.runs[0][0], st_wd), (r.runs[1][0], st_no):
@@ -684,12 +818,15 @@ def pfc_deadlock(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> Scena
                 f"the cycle since {dl['since_s'] * 1e6:.1f} us, {dl['bytes_held'] / 1e3:.0f} KB held): {cycle}; the "
                 f"watchdog on {dl['broken_by']} broke it at {dl['broken_at_s'] * 1e3:.3f} ms "
                 f"({sum(v for k, v in st.drops.items() if k[2] == 'pfc-watchdog')} packets discarded, resent by "
-                "go-back-N); every flow completes")
+                "go-back-N); every flow completes"
+            )
         else:
             done = sum(1 for fl in st.flows if fl["done_s"] is not None)
-            r.findings.append(f"{label}: the same cycle at {dl['t_s'] * 1e6:.1f} us; nothing will ever move again, so "
-                              f"the run stops there with {done} of {len(st.flows)} flows done (the engine reports "
-                              "the deadlock instead of running forever)")
+            r.findings.append(
+                f"{label}: the same cycle at {dl['t_s'] * 1e6:.1f} us; nothing will ever move again, so "
+                f"the run stops there with {done} of {len(st.flows)} flows done (the engine reports "
+                "the deadlock instead of running forever)"
+            )
     return r
 
 
@@ -701,18 +838,26 @@ def _loop_run(cfg: PacketConfig, size_mb: float, converge_s: float):
     net = Network(f, cfg)
     idx = net.node_index
     leaf_a, spine1, leaf_b = (net.devices[idx[n]] for n in ("leafA", "spine1", "leafB"))
-    to_spine1, spine1_down, to_spine0 = (link_between(f, *p) for p in (("leafA", "spine1"), ("spine1", "leafA"),
-                                                                            ("leafA", "spine0")))
+    to_spine1, spine1_down, to_spine0 = (
+        link_between(f, *p) for p in (("leafA", "spine1"), ("spine1", "leafA"), ("leafA", "spine0"))
+    )
     spine1.fib = {leaf_b.idx: spine1_down}  # converged: down to leafA, which reaches leafB over spine0
     leaf_a.fib = {leaf_b.idx: to_spine1}  # not yet: still hashes the flow onto spine1
-    net.log(0.0, "spine1 has lost its cable to leafB and converged (leafB over leafA and spine0); leafA has not yet: "
-                 "it still sends hA's flow to spine1, which sends it back (a routing loop; each packet bounces until "
-                 "its IP TTL of 64 runs out)", "routing")
+    net.log(
+        0.0,
+        "spine1 has lost its cable to leafB and converged (leafB over leafA and spine0); leafA has not yet: "
+        "it still sends hA's flow to spine1, which sends it back (a routing loop; each packet bounces until "
+        "its IP TTL of 64 runs out)",
+        "routing",
+    )
 
     def converged(_) -> None:
         leaf_a.fib = {leaf_b.idx: to_spine0}
-        net.log(net.sim.now, "leafA has converged: hA's flow goes over spine0; the loop is gone, but what it left in "
-                             "the queues stays", "routing")
+        net.log(
+            net.sim.now,
+            "leafA has converged: hA's flow goes over spine0; the loop is gone, but what it left in the queues stays",
+            "routing",
+        )
 
     net.at(converge_s, converged)
     _flow(net, f, "hA", "hB", size_mb * 1e6, 0x100, name="hA->hB (looping)")
@@ -729,19 +874,27 @@ def pfc_deadlock_loop(cfg: PacketConfig | None = None, size_mb: float = 4.0, con
     is gone from its routing but the looped packets are still queued, paused: the deadlock outlives the loop until
     the watchdog (100 ms) discards a queue. ECN and DCQCN off, xOFF 150 KB / xON 60 KB, as in pfc-deadlock."""
     variants = _deadlock_variants(cfg)
-    r = ScenarioRun("pfc-deadlock-loop", "PFC deadlock: a routing loop while routing converges pauses itself; the "
-                                         "PFC watchdog breaks it (Chapter 11)")
+    r = ScenarioRun(
+        "pfc-deadlock-loop",
+        "PFC deadlock: a routing loop while routing converges pauses itself; the PFC watchdog breaks it (Chapter 11)",
+    )
     for label, c in variants:
         net, st = _loop_run(c, size_mb, converge_ms * 1e-3)
         r.runs.append((label, net, st))
         dl = st.deadlocks[0] if st.deadlocks else None
         fl = st.flows[0]
-        r.table.append({"run": label, "deadlock_at_us": dl["t_s"] * 1e6 if dl else None,
-                        "cycle_ports": len(dl["ports"]) if dl else 0,
-                        "broken_at_ms": dl["broken_at_s"] * 1e3 if dl and dl["broken_at_s"] else None,
-                        "fct_ms": fl["fct_s"] * 1e3 if fl["fct_s"] else None,
-                        "ttl_expired": sum(v for k, v in st.drops.items() if k[2] == "ttl-expired"),
-                        "drops": st.total_drops(), "retransmissions": fl["retransmissions"]})
+        r.table.append(
+            {
+                "run": label,
+                "deadlock_at_us": dl["t_s"] * 1e6 if dl else None,
+                "cycle_ports": len(dl["ports"]) if dl else 0,
+                "broken_at_ms": dl["broken_at_s"] * 1e3 if dl and dl["broken_at_s"] else None,
+                "fct_ms": fl["fct_s"] * 1e3 if fl["fct_s"] else None,
+                "ttl_expired": sum(v for k, v in st.drops.items() if k[2] == "ttl-expired"),
+                "drops": st.total_drops(),
+                "retransmissions": fl["retransmissions"],
+            }
+        )
     for label, _, st in r.runs:
         if not st.deadlocks:
             r.findings.append(f"{label}: no deadlock formed")
@@ -753,17 +906,30 @@ def pfc_deadlock_loop(cfg: PacketConfig | None = None, size_mb: float = 4.0, con
                 f"{label}: PFC deadlock on priority {dl['priority']} found at {dl['t_s'] * 1e6:.1f} us (no packet left "
                 f"since {dl['since_s'] * 1e6:.1f} us): {cycle}; leafA converged at {converge_ms:g} ms, yet the "
                 f"deadlock held until the watchdog on {dl['broken_by']} broke it at {dl['broken_at_s'] * 1e3:.3f} ms; "
-                f"the flow completes at {st.flows[0]['fct_s'] * 1e3:.3f} ms")
+                f"the flow completes at {st.flows[0]['fct_s'] * 1e3:.3f} ms"
+            )
         else:
-            r.findings.append(f"{label}: the same cycle at {dl['t_s'] * 1e6:.1f} us; leafA's convergence does not "
-                              "undo it and nothing will ever move again: the run stops there")
+            r.findings.append(
+                f"{label}: the same cycle at {dl['t_s'] * 1e6:.1f} us; leafA's convergence does not "
+                "undo it and nothing will ever move again: the run stops there"
+            )
     return r
 
 
 def run_scenario(name: str, cfg: PacketConfig | None = None, **kw) -> ScenarioRun:
-    fn = {"incast": incast, "polarization": polarization, "pfc-cascade": pfc_cascade, "dcqcn": dcqcn,
-          "spraying": spraying, "hol-blocking": hol_blocking, "ecmp-uplink": ecmp_uplink, "connect": connect,
-          "pfc-storm": pfc_storm, "pfc-deadlock": pfc_deadlock, "pfc-deadlock-loop": pfc_deadlock_loop}[name]
+    fn = {
+        "incast": incast,
+        "polarization": polarization,
+        "pfc-cascade": pfc_cascade,
+        "dcqcn": dcqcn,
+        "spraying": spraying,
+        "hol-blocking": hol_blocking,
+        "ecmp-uplink": ecmp_uplink,
+        "connect": connect,
+        "pfc-storm": pfc_storm,
+        "pfc-deadlock": pfc_deadlock,
+        "pfc-deadlock-loop": pfc_deadlock_loop,
+    }[name]
     return fn(cfg, **kw)
 
 

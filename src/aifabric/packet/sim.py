@@ -72,8 +72,21 @@ class Pkt:
         "ttl",
     )
 
-    def __init__(self, kind: int, flow, psn: int, size: int, payload: int, dscp: int, prio: int, ecn: int,
-                 opcode: int, path, entropy: int = 0, t_sent: float = 0.0):
+    def __init__(
+        self,
+        kind: int,
+        flow,
+        psn: int,
+        size: int,
+        payload: int,
+        dscp: int,
+        prio: int,
+        ecn: int,
+        opcode: int,
+        path,
+        entropy: int = 0,
+        t_sent: float = 0.0,
+    ):
         self.kind = kind
         self.flow = flow
         self.psn = psn

@@ -43,33 +43,72 @@ class PacketStats:
             queues = []
             for q in range(8):
                 if p.max_depth[q] or p.depth_series[q] or p.pfc_rx[q] or p.paused_total[q]:
-                    queues.append({"queue": q, "max_depth_bytes": p.max_depth[q],
-                                   "ecn_marks": self.ecn_marks.get((p.name, q), 0),
-                                   "pfc_pause_received": p.pfc_rx[q], "paused_s": p.paused_total[q],
-                                   "pfc_pause_sent": self.pfc_pause_sent.get((p.name, q), 0),
-                                   "pfc_resume_sent": self.pfc_resume_sent.get((p.name, q), 0),
-                                   "depth_series": [[t, d] for t, d in p.depth_series[q]]})
-            self.ports.append({"port": p.name, "link": p.link, "switch_port": p.is_switch_port,
-                               "tx_bytes": p.tx_bytes, "tx_packets": p.tx_packets, "queues": queues})
+                    queues.append(
+                        {
+                            "queue": q,
+                            "max_depth_bytes": p.max_depth[q],
+                            "ecn_marks": self.ecn_marks.get((p.name, q), 0),
+                            "pfc_pause_received": p.pfc_rx[q],
+                            "paused_s": p.paused_total[q],
+                            "pfc_pause_sent": self.pfc_pause_sent.get((p.name, q), 0),
+                            "pfc_resume_sent": self.pfc_resume_sent.get((p.name, q), 0),
+                            "depth_series": [[t, d] for t, d in p.depth_series[q]],
+                        }
+                    )
+            self.ports.append(
+                {
+                    "port": p.name,
+                    "link": p.link,
+                    "switch_port": p.is_switch_port,
+                    "tx_bytes": p.tx_bytes,
+                    "tx_packets": p.tx_packets,
+                    "queues": queues,
+                }
+            )
         self.flows = []
         for f in net.flows:
-            row = {"flow": f.id, "name": f.name, "src": f.src.id, "size_bytes": f.size,
-                   "start_s": f.start_t, "done_s": f.done_t,
-                   "fct_s": None if f.done_t is None else f.done_t - f.start_t}
+            row = {
+                "flow": f.id,
+                "name": f.name,
+                "src": f.src.id,
+                "size_bytes": f.size,
+                "start_s": f.start_t,
+                "done_s": f.done_t,
+                "fct_s": None if f.done_t is None else f.done_t - f.start_t,
+            }
             if hasattr(f, "rp"):
-                row.update(dst=f.dst.id, qpn=f.qpn, udp_sport=f.sport, packets=f.n, retransmissions=f.retx,
-                           timeouts=f.timeouts, naks=f.naks, out_of_order=f.ooo, ce_marked=f.ce_rx,
-                           cnp_sent=f.cnp_tx, cnp_received=f.cnp_rx, final_rate_gbps=f.rp.rc_bps / 1e9,
-                           rate_gbps=[[t, r] for t, r in f.rate_log])
+                row.update(
+                    dst=f.dst.id,
+                    qpn=f.qpn,
+                    udp_sport=f.sport,
+                    packets=f.n,
+                    retransmissions=f.retx,
+                    timeouts=f.timeouts,
+                    naks=f.naks,
+                    out_of_order=f.ooo,
+                    ce_marked=f.ce_rx,
+                    cnp_sent=f.cnp_tx,
+                    cnp_received=f.cnp_rx,
+                    final_rate_gbps=f.rp.rc_bps / 1e9,
+                    rate_gbps=[[t, r] for t, r in f.rate_log],
+                )
                 if f.conn is not None:
                     status = f.error or (WcStatus.SUCCESS if f.acked_t is not None else None)
-                    row.update(local_qpn=f.conn.req.qpn, qp_type=f.conn.req.type, initial_psn=f.ipsn, pkey=f.conn.req.pkey,
-                               status=status and status.value)
-                row.update(placement=f.placement, bitmap_peak_psns=f.window_peak,
-                           bitmap_bytes=-(-f.window_peak // 8))
+                    row.update(
+                        local_qpn=f.conn.req.qpn,
+                        qp_type=f.conn.req.type,
+                        initial_psn=f.ipsn,
+                        pkey=f.conn.req.pkey,
+                        status=status and status.value,
+                    )
+                row.update(placement=f.placement, bitmap_peak_psns=f.window_peak, bitmap_bytes=-(-f.window_peak // 8))
                 if not f.reliable:  # UC, UD: what the responder got (the sender's completion says nothing)
-                    row.update(delivered=f.delivered, packets_lost=f.lost_packets, packets_discarded=f.discarded,
-                               messages_lost=f.messages_lost)
+                    row.update(
+                        delivered=f.delivered,
+                        packets_lost=f.lost_packets,
+                        packets_discarded=f.discarded,
+                        messages_lost=f.messages_lost,
+                    )
             self.flows.append(row)
 
     # -- totals ---------------------------------------------------------------------------------------
@@ -89,26 +128,40 @@ class PacketStats:
         def keyed(d, names):
             return [dict(zip(names, k), count=v) for k, v in sorted(d.items())]
 
-        ports = self.ports if series else [
-            {**p, "queues": [{k: v for k, v in q.items() if k != "depth_series"} for q in p["queues"]]}
-            for p in self.ports]
+        ports = (
+            self.ports
+            if series
+            else [
+                {**p, "queues": [{k: v for k, v in q.items() if k != "depth_series"} for q in p["queues"]]}
+                for p in self.ports
+            ]
+        )
         flows = self.flows if series else [{k: v for k, v in f.items() if k != "rate_gbps"} for f in self.flows]
         return {
-            "events": self.events, "packet_hops": self.packet_hops, "end_s": self.end_s,
-            "totals": {"drops": self.total_drops(), "ecn_marks": self.total_ecn_marks(),
-                       "pfc_pause_frames": self.total_pauses(),
-                       "pfc_resume_frames": sum(self.pfc_resume_sent.values()),
-                       "retransmissions": sum(f.get("retransmissions", 0) for f in self.flows),
-                       "cnps": sum(f.get("cnp_sent", 0) for f in self.flows),
-                       "flowlet_switches": self.flowlet_switches},
+            "events": self.events,
+            "packet_hops": self.packet_hops,
+            "end_s": self.end_s,
+            "totals": {
+                "drops": self.total_drops(),
+                "ecn_marks": self.total_ecn_marks(),
+                "pfc_pause_frames": self.total_pauses(),
+                "pfc_resume_frames": sum(self.pfc_resume_sent.values()),
+                "retransmissions": sum(f.get("retransmissions", 0) for f in self.flows),
+                "cnps": sum(f.get("cnp_sent", 0) for f in self.flows),
+                "flowlet_switches": self.flowlet_switches,
+            },
             "drops": keyed(self.drops, ("port", "queue", "reason")),
             "ecn_marks": keyed(self.ecn_marks, ("port", "queue")),
             "pfc_pause_sent": keyed(self.pfc_pause_sent, ("port", "priority")),
             "pfc_resume_sent": keyed(self.pfc_resume_sent, ("port", "priority")),
             "pfc_watchdog": keyed(self.watchdog, ("port", "priority")),
             "pkey_violations": keyed(self.pkey_violations, ("nic",)),
-            "ports": ports, "flows": flows,
+            "ports": ports,
+            "flows": flows,
             **({"pfc_deadlocks": self.deadlocks} if self.deadlocks else {}),
-            **({"pfc_frames": [{"t_s": t, "port": p, "priority": q, "quanta": n} for t, p, q, n in self.pfc_frames]}
-               if series else {}),
+            **(
+                {"pfc_frames": [{"t_s": t, "port": p, "priority": q, "quanta": n} for t, p, q, n in self.pfc_frames]}
+                if series
+                else {}
+            ),
         }

@@ -66,7 +66,7 @@ class Switch:
         self.buffer_bytes = c.buffer_bytes
         # per ECN queue: (WRED min, max, pmax, drop threshold)
         self.wred = {q: net.cfg.wred_of(q) for q in self.ecn_queues}
-        self.wred_gain = 2.0 ** -c.wred_weight if c.wred_weight else 0.0  # 0: the instantaneous depth
+        self.wred_gain = 2.0**-c.wred_weight if c.wred_weight else 0.0  # 0: the instantaneous depth
         self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
         self.queue_limit = c.queue_limit_bytes
         self.dt_alpha = c.dynamic_threshold_alpha
@@ -244,18 +244,26 @@ class Switch:
         net.pfc_sent(back, prio, quanta, now)
         if quanta:
             gen = self.paused_up.get(key, 0) or 0
-            gen = (abs(gen) + 1)
+            gen = abs(gen) + 1
             self.paused_up[key] = gen
             if not refresh:
-                net.log(now, f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
-                             f"> xOFF {net.cfg.switch.pfc_xoff_bytes / 1e3:.0f} KB: PFC pause "
-                             f"(0x8808/0x0101, CEV {1 << prio:08b}, {quanta} quanta) sent upstream", "pfc")
+                net.log(
+                    now,
+                    f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
+                    f"> xOFF {net.cfg.switch.pfc_xoff_bytes / 1e3:.0f} KB: PFC pause "
+                    f"(0x8808/0x0101, CEV {1 << prio:08b}, {quanta} quanta) sent upstream",
+                    "pfc",
+                )
             half = pfc_pause_s(quanta, upstream.bps) / 2
             net.sim.at(now + half, self._refresh, (key, gen))
         else:
             self.paused_up[key] = 0
-            net.log(now, f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
-                         f"< xON {net.cfg.switch.pfc_xon_bytes / 1e3:.0f} KB: PFC resume (quanta 0) sent", "pfc")
+            net.log(
+                now,
+                f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
+                f"< xON {net.cfg.switch.pfc_xon_bytes / 1e3:.0f} KB: PFC resume (quanta 0) sent",
+                "pfc",
+            )
 
     def _refresh(self, arg) -> None:
         key, gen = arg

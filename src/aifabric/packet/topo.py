@@ -13,9 +13,16 @@ from ..fabric.graph import NIC, RAIL, SPINE, TIER_HOST, TIER_SPINE, Fabric, Node
 from ..units import gbps_to_bytes_per_s, ns_to_s
 
 
-def leaf_spine(hosts_per_leaf: list[list[str]], leaves: list[str], spines: list[str], rate_gbps: float,
-               cable_ns: float = 100.0, switch_ns: float = 500.0, spine_rate_gbps: float | None = None,
-               name: str = "packet") -> Fabric:
+def leaf_spine(
+    hosts_per_leaf: list[list[str]],
+    leaves: list[str],
+    spines: list[str],
+    rate_gbps: float,
+    cable_ns: float = 100.0,
+    switch_ns: float = 500.0,
+    spine_rate_gbps: float | None = None,
+    name: str = "packet",
+) -> Fabric:
     """`hosts_per_leaf[i]` hang off `leaves[i]`; every leaf has one cable to every spine."""
     f = Fabric(name=name, gpus_per_server=1, switch_latency_s=ns_to_s(switch_ns))
     for i, leaf in enumerate(leaves):
@@ -40,8 +47,10 @@ def fat_tree(hosts: int, hosts_per_leaf: int, spines: int, rate_gbps: float, **k
     """A two-tier fat tree (leaf/spine Clos) of `hosts` NICs."""
     n_leaves = -(-hosts // hosts_per_leaf)
     leaves = [f"leaf{i}" for i in range(n_leaves)]
-    groups = [[f"h{i * hosts_per_leaf + j}" for j in range(hosts_per_leaf) if i * hosts_per_leaf + j < hosts]
-              for i in range(n_leaves)]
+    groups = [
+        [f"h{i * hosts_per_leaf + j}" for j in range(hosts_per_leaf) if i * hosts_per_leaf + j < hosts]
+        for i in range(n_leaves)
+    ]
     return leaf_spine(groups, leaves, [f"spine{i}" for i in range(spines)], rate_gbps, **kw)
 
 
@@ -68,8 +77,7 @@ def switch_distances(f: Fabric, target: str, down: frozenset[int] = frozenset())
         u = queue.popleft()
         for li in f.out_links[u]:
             v = f.links[li].dst
-            if down and (li in down or any(lj in down for lj in f.out_links[v]
-                                                       if f.links[lj].dst == u)):
+            if down and (li in down or any(lj in down for lj in f.out_links[v] if f.links[lj].dst == u)):
                 continue
             if f.is_switch(v) and v not in dist:
                 dist[v] = dist[u] + 1
@@ -85,8 +93,9 @@ def next_hops(f: Fabric, switch: str, dist: dict[str, int], down: frozenset[int]
     return [li for li in f.out_links[switch] if dist.get(f.links[li].dst, -1) == here - 1 and li not in down]
 
 
-def ecmp_route(f: Fabric, src: str, dst: str, flow: FiveTuple, hash_seed: int = 0,
-               per_switch_seed: bool = False) -> tuple[int, ...]:
+def ecmp_route(
+    f: Fabric, src: str, dst: str, flow: FiveTuple, hash_seed: int = 0, per_switch_seed: bool = False
+) -> tuple[int, ...]:
     """Host -> its switch -> ECMP switch path (the flow's 5-tuple hash at every switch) -> host, with the
     hash of fabric/ecmp.py: port = group[ecmp_hash(5-tuple, switch seed) mod len(group)]."""
     a, b = host_switch(f, src), host_switch(f, dst)

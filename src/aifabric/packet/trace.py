@@ -29,19 +29,38 @@ def packet_trace_events(stats) -> list[dict[str, Any]]:
                 continue
             tracks += 1
             name = f"{port['port']} q{q['queue']}"
-            ev.extend({"ph": "C", "name": name, "pid": QUEUES_PID, "ts": t * 1e6, "args": {"KB": d / 1e3}}
-                      for t, d in q["depth_series"])
+            ev.extend(
+                {"ph": "C", "name": name, "pid": QUEUES_PID, "ts": t * 1e6, "args": {"KB": d / 1e3}}
+                for t, d in q["depth_series"]
+            )
     for f in stats.flows[:MAX_TRACKS]:
         rates = f.get("rate_gbps") or []
         if len(rates) > 1:
-            ev.extend({"ph": "C", "name": f"{f['name']} (QP {f['qpn']:#x})", "pid": DCQCN_PID, "ts": t * 1e6,
-                       "args": {"Gb/s": r}} for t, r in rates)
+            ev.extend(
+                {
+                    "ph": "C",
+                    "name": f"{f['name']} (QP {f['qpn']:#x})",
+                    "pid": DCQCN_PID,
+                    "ts": t * 1e6,
+                    "args": {"Gb/s": r},
+                }
+                for t, r in rates
+            )
     tids: dict[str, int] = {}
     for t, name, prio, quanta in stats.pfc_frames:
         if name not in tids:
             tids[name] = len(tids)
             ev.append({"ph": "M", "name": "thread_name", "pid": PFC_PID, "tid": tids[name], "args": {"name": name}})
         tid = tids[name]
-        ev.append({"ph": "i", "s": "t", "name": f"{'pause' if quanta else 'resume'} p{prio}", "pid": PFC_PID,
-                   "tid": tid, "ts": t * 1e6, "args": {"priority": prio, "quanta": quanta}})
+        ev.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": f"{'pause' if quanta else 'resume'} p{prio}",
+                "pid": PFC_PID,
+                "tid": tid,
+                "ts": t * 1e6,
+                "args": {"priority": prio, "quanta": quanta},
+            }
+        )
     return ev

@@ -29,8 +29,12 @@ from .headers import PSN_MODULUS, QPN_MAX
 
 # ibv_access_flags; reading local memory needs no flag (the book's "Local Read" is always granted)
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC = 0x1, 0x2, 0x4, 0x8
-ACCESS_NAMES = {LOCAL_WRITE: "Local Write", REMOTE_WRITE: "Remote Write", REMOTE_READ: "Remote Read",
-                REMOTE_ATOMIC: "Remote Atomic"}
+ACCESS_NAMES = {
+    LOCAL_WRITE: "Local Write",
+    REMOTE_WRITE: "Remote Write",
+    REMOTE_READ: "Remote Read",
+    REMOTE_ATOMIC: "Remote Atomic",
+}
 DEFAULT_PKEY = 0xFFFF  # the default partition, full member
 PATH_MTUS = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}  # IBTA MTU enumeration
 QP_TYPES = ("RC", "UC", "UD", "RUD", "ROD")
@@ -137,12 +141,16 @@ class CompletionQueue:
 
 # transitions: (from, to) -> (attributes required by type, attributes allowed by type)
 _REQUIRED: dict[tuple[QpState, QpState], dict[str, tuple[str, ...]]] = {
-    (QpState.RESET, QpState.INIT): {"RC": ("pkey_index", "access_flags"), "UC": ("pkey_index", "access_flags"),
-                                    "UD": ("pkey_index", "qkey"), "RUD": ("pkey_index", "access_flags"),
-                                    "ROD": ("pkey_index", "access_flags")},
+    (QpState.RESET, QpState.INIT): {
+        "RC": ("pkey_index", "access_flags"),
+        "UC": ("pkey_index", "access_flags"),
+        "UD": ("pkey_index", "qkey"),
+        "RUD": ("pkey_index", "access_flags"),
+        "ROD": ("pkey_index", "access_flags"),
+    },
     (QpState.INIT, QpState.RTR): {t: ("path_mtu", "dest_qpn", "rq_psn") for t in CONNECTED} | {"UD": ()},
     (QpState.RTR, QpState.RTS): {t: ("sq_psn", "timeout", "retry_cnt") for t in RELIABLE}
-                                | {"UC": ("sq_psn",), "UD": ("sq_psn",)},
+    | {"UC": ("sq_psn",), "UD": ("sq_psn",)},
 }
 _ATTRS = ("pkey_index", "access_flags", "qkey", "path_mtu", "dest_qpn", "rq_psn", "sq_psn", "timeout", "retry_cnt")
 
@@ -150,8 +158,15 @@ _ATTRS = ("pkey_index", "access_flags", "qkey", "path_mtu", "dest_qpn", "rq_psn"
 class QueuePair:
     """A send queue and a receive queue, bound to a PD and to completion queues; its state machine."""
 
-    def __init__(self, pd: ProtectionDomain, qpn: int, qp_type: str, send_cq: CompletionQueue,
-                 recv_cq: CompletionQueue | None = None, max_send_wr: int = 1024):
+    def __init__(
+        self,
+        pd: ProtectionDomain,
+        qpn: int,
+        qp_type: str,
+        send_cq: CompletionQueue,
+        recv_cq: CompletionQueue | None = None,
+        max_send_wr: int = 1024,
+    ):
         if qp_type not in QP_TYPES:
             raise VerbsError(f"QP type must be one of {', '.join(QP_TYPES)}, got {qp_type!r}")
         if not 2 <= qpn <= QPN_MAX:  # QP0 and QP1 are the management QPs
@@ -197,17 +212,19 @@ class QueuePair:
         rules = _REQUIRED.get((frm, to))
         if rules is None:
             legal = [t.value for (f, t) in _REQUIRED if f is frm] + ["ERR", "RESET"]
-            raise VerbsError(f"QP {self.qpn:#x}: illegal transition {frm.value} -> {to.value} (from {frm.value}: "
-                             f"{', '.join(legal)}); the order is RESET -> INIT -> RTR -> RTS")
+            raise VerbsError(
+                f"QP {self.qpn:#x}: illegal transition {frm.value} -> {to.value} (from {frm.value}: "
+                f"{', '.join(legal)}); the order is RESET -> INIT -> RTR -> RTS"
+            )
         need = rules[self.type]
         missing = [a for a in need if attrs.get(a) is None]
         if missing:
-            raise VerbsError(f"QP {self.qpn:#x} ({self.type}): {frm.value} -> {to.value} needs "
-                             f"{', '.join(missing)}")
+            raise VerbsError(f"QP {self.qpn:#x} ({self.type}): {frm.value} -> {to.value} needs {', '.join(missing)}")
         extra = sorted(set(attrs) - set(need))
         if extra:
-            raise VerbsError(f"QP {self.qpn:#x} ({self.type}): {frm.value} -> {to.value} does not set "
-                             f"{', '.join(extra)}")
+            raise VerbsError(
+                f"QP {self.qpn:#x} ({self.type}): {frm.value} -> {to.value} does not set {', '.join(extra)}"
+            )
         self._check(attrs)
         for k, v in attrs.items():
             setattr(self, k, v)
@@ -245,14 +262,20 @@ class QueuePair:
             raise VerbsError(f"L_Key {wr.lkey:#x} does not cover {wr.length} bytes at {wr.local_addr:#x}")
         if self.type == "UD":  # IBTA Vol. 1 Ch. 9: UD carries SENDs of one packet, each to the QP its WR names
             if wr.opcode != "SEND":
-                raise VerbsError(f"QP {self.qpn:#x} is UD: it sends SEND only, no {wr.opcode} (UD has no RDMA Write "
-                                 "or Read); use an RC or UC QP")
+                raise VerbsError(
+                    f"QP {self.qpn:#x} is UD: it sends SEND only, no {wr.opcode} (UD has no RDMA Write "
+                    "or Read); use an RC or UC QP"
+                )
             if wr.length > self.port_mtu:
-                raise VerbsError(f"QP {self.qpn:#x} is UD: a datagram carries at most the MTU ({self.port_mtu} B), "
-                                 f"not {wr.length:,} B; split the message or use an RC or UC QP")
+                raise VerbsError(
+                    f"QP {self.qpn:#x} is UD: a datagram carries at most the MTU ({self.port_mtu} B), "
+                    f"not {wr.length:,} B; split the message or use an RC or UC QP"
+                )
             if wr.remote_qpn is None:
-                raise VerbsError(f"QP {self.qpn:#x} is UD: each work request names its destination QP (address "
-                                 "handle, remote QPN, Q_Key)")
+                raise VerbsError(
+                    f"QP {self.qpn:#x} is UD: each work request names its destination QP (address "
+                    "handle, remote QPN, Q_Key)"
+                )
         elif wr.opcode not in ("RDMA_WRITE", "SEND"):
             raise VerbsError(f"unknown opcode {wr.opcode!r} (RDMA_WRITE or SEND)")
         if wr.wr_id in self.outstanding:
@@ -262,8 +285,7 @@ class QueuePair:
     def complete(self, wr: WorkRequest, status: WcStatus, t_s: float) -> WorkCompletion:
         """The NIC retires `wr`: a completion if it was signalled or failed (errors are always reported)."""
         self.outstanding.pop(wr.wr_id, None)
-        wc = WorkCompletion(wr.wr_id, status, wr.opcode, wr.length if status is WcStatus.SUCCESS else 0,
-                            self.qpn, t_s)
+        wc = WorkCompletion(wr.wr_id, status, wr.opcode, wr.length if status is WcStatus.SUCCESS else 0, self.qpn, t_s)
         if wr.signaled or status is not WcStatus.SUCCESS:
             self.send_cq.push(wc)
         return wc
@@ -295,8 +317,9 @@ class ProtectionDomain:
             self.by_rkey[mr.rkey] = mr
         return mr
 
-    def create_qp(self, qp_type: str, send_cq: CompletionQueue, qpn: int | None = None,
-                  recv_cq: CompletionQueue | None = None) -> QueuePair:
+    def create_qp(
+        self, qp_type: str, send_cq: CompletionQueue, qpn: int | None = None, recv_cq: CompletionQueue | None = None
+    ) -> QueuePair:
         qp = QueuePair(self, self.device.new_qpn() if qpn is None else qpn, qp_type, send_cq, recv_cq)
         self.device.qps.append(qp)
         return qp
@@ -309,8 +332,10 @@ class ProtectionDomain:
         if not mr.access & need:
             return f"R_Key {rkey:#x}: the region does not grant {ACCESS_NAMES[need]}"
         if not mr.covers(va, length):
-            return (f"R_Key {rkey:#x}: {length} bytes at {va:#x} fall outside the region "
-                    f"{mr.addr:#x}..{mr.addr + mr.length:#x}")
+            return (
+                f"R_Key {rkey:#x}: {length} bytes at {va:#x} fall outside the region "
+                f"{mr.addr:#x}..{mr.addr + mr.length:#x}"
+            )
         return None
 
 
@@ -348,6 +373,8 @@ class Device:
     def pkey_index(self, pkey: int) -> int:
         """`ibv_query_pkey` searched: the index of `pkey` in the port's table."""
         if pkey not in self.pkey_table:
-            raise VerbsError(f"P_Key {pkey:#06x} is not in {self.name}'s P_Key table "
-                             f"({', '.join(f'{k:#06x}' for k in self.pkey_table)})")
+            raise VerbsError(
+                f"P_Key {pkey:#06x} is not in {self.name}'s P_Key table "
+                f"({', '.join(f'{k:#06x}' for k in self.pkey_table)})"
+            )
         return self.pkey_table.index(pkey)

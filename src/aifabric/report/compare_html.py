@@ -73,8 +73,10 @@ def metrics_table(rows: list[RunRow]) -> str:
             cells.append(f"<td>{cell}</td>")
         cls = "" if differs(values) else " class='same'"
         body.append(f"<tr{cls}><th>{html.escape(k)}</th>{''.join(cells)}</tr>")
-    return (f"<table class='m'><tr><th>metric</th>{head}</tr>{''.join(body)}</table>"
-            "<p class='note'>Δ relative to the first run; grey rows: the same in every run.</p>")
+    return (
+        f"<table class='m'><tr><th>metric</th>{head}</tr>{''.join(body)}</table>"
+        "<p class='note'>Δ relative to the first run; grey rows: the same in every run.</p>"
+    )
 
 
 def bar_chart(key: str, rows: list[RunRow]) -> str:
@@ -82,18 +84,24 @@ def bar_chart(key: str, rows: list[RunRow]) -> str:
     values = [r.metrics.get(key) for r in rows]
     top = max((abs(v) for v in values if v is not None), default=0.0) or 1.0
     height = BAR_H * len(rows) + 8
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{LABEL_W + BAR_W + VALUE_W}' height='{height}' "
-             f"role='img' aria-label='{html.escape(key)}'>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{LABEL_W + BAR_W + VALUE_W}' height='{height}' "
+        f"role='img' aria-label='{html.escape(key)}'>"
+    ]
     for i, (r, v) in enumerate(zip(rows, values)):
         y = 4 + i * BAR_H
         w = 0 if v is None else max(1, round(BAR_W * abs(v) / top))
-        parts.append(f"<text x='{LABEL_W - 6}' y='{y + 13}' font-size='12' text-anchor='end'>"
-                     f"{html.escape(r.title[:28])}</text>")
-        parts.append(f"<rect x='{LABEL_W}' y='{y + 2}' width='{w}' height='{BAR_H - 4}' "
-                     f"fill='{PALETTE[i % len(PALETTE)]}'><title>{html.escape(r.label)}: "
-                     f"{html.escape(format_metric(key, v))}</title></rect>")
-        parts.append(f"<text x='{LABEL_W + w + 6}' y='{y + 13}' font-size='12'>"
-                     f"{html.escape(format_metric(key, v))}</text>")
+        parts.append(
+            f"<text x='{LABEL_W - 6}' y='{y + 13}' font-size='12' text-anchor='end'>{html.escape(r.title[:28])}</text>"
+        )
+        parts.append(
+            f"<rect x='{LABEL_W}' y='{y + 2}' width='{w}' height='{BAR_H - 4}' "
+            f"fill='{PALETTE[i % len(PALETTE)]}'><title>{html.escape(r.label)}: "
+            f"{html.escape(format_metric(key, v))}</title></rect>"
+        )
+        parts.append(
+            f"<text x='{LABEL_W + w + 6}' y='{y + 13}' font-size='12'>{html.escape(format_metric(key, v))}</text>"
+        )
     parts.append("</svg>")
     return f"<div class='chart'><h3>{html.escape(key)}</h3>{''.join(parts)}</div>"
 
@@ -105,14 +113,26 @@ def build_compare_html(title: str, rows: list[RunRow], notes: list[str]) -> str:
     if notes:
         parts.append("".join(f"<p class='note'><b>note:</b> {html.escape(n)}</p>" for n in notes))
     parts.append("<h2>Metrics</h2>" + metrics_table(rows))
-    parts.append("<h2>Per metric</h2><div class='charts'>" + "".join(bar_chart(k, rows) for k in changed or keys)
-                 + "</div>")
+    parts.append(
+        "<h2>Per metric</h2><div class='charts'>" + "".join(bar_chart(k, rows) for k in changed or keys) + "</div>"
+    )
     if changed and len(changed) < len(keys):
-        parts.append(f"<p class='note'>{len(keys) - len(changed)} metrics are the same in every run (grey in "
-                     "the table) and not charted.</p>")
-    parts.append("<h2>Runs</h2><ul>" + "".join(
-        f"<li><a href='{html.escape(r.report)}'>{html.escape(r.label)}</a>: its own report (timeline, link "
-        "load, traffic matrices, collectives)</li>" for r in rows) + "</ul>")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>aifabric compare — {html.escape(title)}</title><style>{CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>")
+        parts.append(
+            f"<p class='note'>{len(keys) - len(changed)} metrics are the same in every run (grey in "
+            "the table) and not charted.</p>"
+        )
+    parts.append(
+        "<h2>Runs</h2><ul>"
+        + "".join(
+            f"<li><a href='{html.escape(r.report)}'>{html.escape(r.label)}</a>: its own report (timeline, link "
+            "load, traffic matrices, collectives)</li>"
+            for r in rows
+        )
+        + "</ul>"
+    )
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>aifabric compare — {html.escape(title)}</title><style>{CSS}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>"
+    )

@@ -41,15 +41,23 @@ MAX_CDF_POINTS = 2000
 TIME_BINS = 120
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC"]
 # Gantt colors by category; "<dim> collectives" not listed take the palette in turn
-GANTT_COLORS = {"compute": "#4C78A8", FOLDED: "#F2B880", P2P: "#54A24B", "dp collectives": "#F58518",
-                "idle": "#D5D5D5", "bubble": "#E45756"}
+GANTT_COLORS = {
+    "compute": "#4C78A8",
+    FOLDED: "#F2B880",
+    P2P: "#54A24B",
+    "dp collectives": "#F58518",
+    "idle": "#D5D5D5",
+    "bubble": "#E45756",
+}
 NETWORK_LABELS = {"all": "all networks", "scale-up": "NVLink (scale-up)", "scale-out": "scale-out network"}
 
 
 def _fig_html(fig: go.Figure, div_id: str) -> str:
     m = fig.layout.margin  # defaults where the figure did not set its own
-    fig.update_layout(margin={k: getattr(m, k) if getattr(m, k) is not None else v
-                              for k, v in dict(l=60, r=20, t=40, b=40).items()}, template="plotly_white")
+    fig.update_layout(
+        margin={k: getattr(m, k) if getattr(m, k) is not None else v for k, v in dict(l=60, r=20, t=40, b=40).items()},
+        template="plotly_white",
+    )
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
@@ -88,22 +96,36 @@ def gantt_ranks(run: Run, limit: int | None = None) -> tuple[list[int], list[str
         stages = [int(p) for p in np.unique(np.linspace(0, lay.pp - 1, min(lay.pp, limit)).round())]
         replicas = max(1, min(lay.dp, limit // len(stages)))
         ranks = [lay.rank(dp=d, pp=p) for d in range(replicas) for p in stages]
-        labels = [f"rank {lay.rank(dp=d, pp=p)} · dp{d} pp{p}" if lay.pp > 1 else f"rank {lay.rank(dp=d)} · dp{d}"
-                  for d in range(replicas) for p in stages]
-        which = (f"every pipeline stage ({len(stages)} of {lay.pp})" if len(stages) < lay.pp
-                 else f"each of the {lay.pp} pipeline stages") if lay.pp > 1 else "one rank"
-        note = (f"{len(ranks)} of {world} ranks shown: {which} of data-parallel replicas 0–{replicas - 1}"
-                f" (of {lay.dp}), tensor-parallel rank 0 (of {lay.tp})"
-                + (", context-parallel rank 0" if lay.cp > 1 else "")
-                + ". Every rank is in trace.json, ranks.csv and summary.json.")
+        labels = [
+            f"rank {lay.rank(dp=d, pp=p)} · dp{d} pp{p}" if lay.pp > 1 else f"rank {lay.rank(dp=d)} · dp{d}"
+            for d in range(replicas)
+            for p in stages
+        ]
+        which = (
+            (
+                f"every pipeline stage ({len(stages)} of {lay.pp})"
+                if len(stages) < lay.pp
+                else f"each of the {lay.pp} pipeline stages"
+            )
+            if lay.pp > 1
+            else "one rank"
+        )
+        note = (
+            f"{len(ranks)} of {world} ranks shown: {which} of data-parallel replicas 0–{replicas - 1}"
+            f" (of {lay.dp}), tensor-parallel rank 0 (of {lay.tp})"
+            + (", context-parallel rank 0" if lay.cp > 1 else "")
+            + ". Every rank is in trace.json, ranks.csv and summary.json."
+        )
         return ranks, labels, note
     gps = run.fabric.gpus_per_server
     servers = (world + gps - 1) // gps
     picked = [int(s) for s in np.unique(np.linspace(0, servers - 1, min(servers, limit)).round())]
     ranks = [s * gps for s in picked]
-    note = (f"{len(ranks)} of {world} ranks shown: GPU 0 of {len(ranks)} servers spread over the cluster "
-            f"({', '.join(f'rank {r}' for r in ranks[:4])}, …, rank {ranks[-1]}). "
-            "Every rank is in trace.json, ranks.csv and summary.json.")
+    note = (
+        f"{len(ranks)} of {world} ranks shown: GPU 0 of {len(ranks)} servers spread over the cluster "
+        f"({', '.join(f'rank {r}' for r in ranks[:4])}, …, rank {ranks[-1]}). "
+        "Every rank is in trace.json, ranks.csv and summary.json."
+    )
     return ranks, [f"rank {r}" for r in ranks], note
 
 
@@ -127,31 +149,59 @@ def gantt(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
         dur = (rt.end_s[m] - rt.start_s[m]) * 1e3
         rows = row_of[rt.rank[m]]
         quiet = cat in ("idle", "bubble")
-        fig.add_trace(go.Bar(
-            name=cat, orientation="h", y=rows.astype(np.int16), x=dur.astype(np.float32), base=start,
-            customdata=rt.rank[m].astype(np.int32),
-            hovertext=None if quiet else rt.name[m],
-            marker=dict(color=GANTT_COLORS.get(cat) or next(spare), line=dict(width=0)),
-            hovertemplate="rank %{customdata}: " + ("" if quiet else "%{hovertext}<br>") + cat
-                          + "<br>start %{base:.4f} ms<br>duration %{x:.4f} ms<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Bar(
+                name=cat,
+                orientation="h",
+                y=rows.astype(np.int16),
+                x=dur.astype(np.float32),
+                base=start,
+                customdata=rt.rank[m].astype(np.int32),
+                hovertext=None if quiet else rt.name[m],
+                marker=dict(color=GANTT_COLORS.get(cat) or next(spare), line=dict(width=0)),
+                hovertemplate="rank %{customdata}: "
+                + ("" if quiet else "%{hovertext}<br>")
+                + cat
+                + "<br>start %{base:.4f} ms<br>duration %{x:.4f} ms<extra></extra>",
+            )
+        )
     its = rt.iterations
     bubble = f", pipeline bubble {fmt_time(float(rt.bubble_s[ranks].mean()))}" if rt.pipeline else ""
     fig.update_layout(
-        barmode="overlay", bargap=0.15, legend=dict(orientation="h", y=1.02, yanchor="bottom"),
-        title=dict(text=f"Timeline per rank — idle {fmt_time(float(rt.idle_s[ranks].mean()))}{bubble}"
-                        f" per rank shown and iteration{' (mean)' if len(ranks) > 1 else ''}",
-                   y=0.995, yanchor="top"),
-        xaxis_title="time (ms)", height=max(320, 20 * len(ranks) + 160),
-        yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(len(ranks))), ticktext=labels,
-                   range=[len(ranks) - 0.5, -0.5]),
-        margin=dict(t=90))
-    explain = ("Idle: the GPU neither computes nor communicates. "
-               + ("Bubble: idle before a rank's first and after its last compute of an iteration (pipeline fill "
-                  "and drain). " if rt.pipeline else "")
-               + ("Folded scale-up collectives run inside their merged compute task and are drawn at its end. "
-                  if (rt.category[shown] == FOLDED).any() else "")
-               + (f"{its} iterations." if its > 1 else ""))
+        barmode="overlay",
+        bargap=0.15,
+        legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        title=dict(
+            text=f"Timeline per rank — idle {fmt_time(float(rt.idle_s[ranks].mean()))}{bubble}"
+            f" per rank shown and iteration{' (mean)' if len(ranks) > 1 else ''}",
+            y=0.995,
+            yanchor="top",
+        ),
+        xaxis_title="time (ms)",
+        height=max(320, 20 * len(ranks) + 160),
+        yaxis=dict(
+            autorange="reversed",
+            tickmode="array",
+            tickvals=list(range(len(ranks))),
+            ticktext=labels,
+            range=[len(ranks) - 0.5, -0.5],
+        ),
+        margin=dict(t=90),
+    )
+    explain = (
+        "Idle: the GPU neither computes nor communicates. "
+        + (
+            "Bubble: idle before a rank's first and after its last compute of an iteration (pipeline fill and drain). "
+            if rt.pipeline
+            else ""
+        )
+        + (
+            "Folded scale-up collectives run inside their merged compute task and are drawn at its end. "
+            if (rt.category[shown] == FOLDED).any()
+            else ""
+        )
+        + (f"{its} iterations." if its > 1 else "")
+    )
     return fig, " ".join(x for x in (note, explain) if x)
 
 
@@ -174,14 +224,23 @@ def link_heatmaps(run: Run) -> list[tuple[go.Figure, str]]:
         if folded and tier == "nvlink":
             notes.append("collectives folded into GPU time are not in the load over time (they are in links.csv)")
         shown = sorted(idx[:MAX_HEATMAP_LINKS].tolist(), key=lambda i: fabric.links[i].id)
-        fig = go.Figure(go.Heatmap(
-            z=util[shown].astype(np.float32), x=((edges[:-1] + width / 2) * 1e3).astype(np.float32),
-            y=[fabric.links[i].id for i in shown],
-            zmin=0, zmax=100, colorscale="Viridis", colorbar=dict(title="%"),
-            hovertemplate="%{y}<br>t=%{x:.3f} ms<br>%{z:.1f}%<extra></extra>",
-        ))
-        fig.update_layout(title=f"Link utilization over time — {tier} tier", xaxis_title="time (ms)",
-                          height=max(260, 16 * len(shown) + 120))
+        fig = go.Figure(
+            go.Heatmap(
+                z=util[shown].astype(np.float32),
+                x=((edges[:-1] + width / 2) * 1e3).astype(np.float32),
+                y=[fabric.links[i].id for i in shown],
+                zmin=0,
+                zmax=100,
+                colorscale="Viridis",
+                colorbar=dict(title="%"),
+                hovertemplate="%{y}<br>t=%{x:.3f} ms<br>%{z:.1f}%<extra></extra>",
+            )
+        )
+        fig.update_layout(
+            title=f"Link utilization over time — {tier} tier",
+            xaxis_title="time (ms)",
+            height=max(260, 16 * len(shown) + 120),
+        )
         figs.append((fig, "; ".join(notes)))
     return figs
 
@@ -205,8 +264,12 @@ def matrix(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
     group, unit = matrix_grouping(world, run.fabric.gpus_per_server)
     gps = run.fabric.gpus_per_server
     n = (world + group - 1) // group
-    labels = [f"{unit} {i}" if group == 1 or unit == "server"
-              else f"servers {i * group // gps}–{min(world, (i + 1) * group) // gps - 1}" for i in range(n)]
+    labels = [
+        f"{unit} {i}"
+        if group == 1 or unit == "server"
+        else f"servers {i * group // gps}–{min(world, (i + 1) * group) // gps - 1}"
+        for i in range(n)
+    ]
     fig = go.Figure()
     buttons: list[tuple[str, float]] = []
     for dim in [None, *f.dims]:
@@ -216,31 +279,67 @@ def matrix(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
             if total <= 0 and (dim, network) != (None, "all"):
                 continue
             label = f"{dim or 'all dimensions'} · {NETWORK_LABELS[network]}"
-            unit_name, scale = next(((u, x) for u, x in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
-                                     if m.max() >= x), ("B", 1.0))
-            fig.add_trace(go.Heatmap(
-                z=(m / scale).astype(np.float32), x=labels, y=labels, colorscale="Blues",
-                colorbar=dict(title=unit_name), visible=False, name=label,
-                hovertemplate="%{y} → %{x}<br>%{z:.3g} " + unit_name + "<extra>" + html.escape(label) + "</extra>"))
+            unit_name, scale = next(
+                ((u, x) for u, x in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if m.max() >= x), ("B", 1.0)
+            )
+            fig.add_trace(
+                go.Heatmap(
+                    z=(m / scale).astype(np.float32),
+                    x=labels,
+                    y=labels,
+                    colorscale="Blues",
+                    colorbar=dict(title=unit_name),
+                    visible=False,
+                    name=label,
+                    hovertemplate="%{y} → %{x}<br>%{z:.3g} " + unit_name + "<extra>" + html.escape(label) + "</extra>",
+                )
+            )
             buttons.append((label, total))
     # grouped by server, everything inside a server sits on the diagonal: start with the network between them
-    first = next((i for i, (label, total) in enumerate(buttons)
-                  if group > 1 and label == f"all dimensions · {NETWORK_LABELS['scale-out']}"), 0)
+    first = next(
+        (
+            i
+            for i, (label, total) in enumerate(buttons)
+            if group > 1 and label == f"all dimensions · {NETWORK_LABELS['scale-out']}"
+        ),
+        0,
+    )
     fig.data[first].visible = True
     title = f"Traffic matrix per {unit} pair (source → destination)"
     fig.update_layout(
         title=dict(text=f"{title} — {buttons[first][0]}: {fmt_bytes(buttons[first][1])}", y=0.98, yanchor="top"),
-        xaxis_title="destination", yaxis_title="source", yaxis_autorange="reversed",
+        xaxis_title="destination",
+        yaxis_title="source",
+        yaxis_autorange="reversed",
         height=min(900, max(400, 14 * n + 200)),
-        updatemenus=[dict(
-            type="dropdown", x=0.0, xanchor="left", y=1.01, yanchor="bottom", showactive=True, active=first,
-            buttons=[dict(label=f"{label} ({fmt_bytes(total)})", method="update",
-                          args=[{"visible": [j == i for j in range(len(buttons))]},
-                                {"title.text": f"{title} — {label}: {fmt_bytes(total)}"}])
-                     for i, (label, total) in enumerate(buttons)])],
-        margin=dict(t=110))
-    note = ("The menu picks a parallel dimension and a network. Folded scale-up collectives count as NVLink traffic. "
-            + ("" if group == 1 else f"{world} ranks grouped by {unit}: traffic inside a group is on the diagonal."))
+        updatemenus=[
+            dict(
+                type="dropdown",
+                x=0.0,
+                xanchor="left",
+                y=1.01,
+                yanchor="bottom",
+                showactive=True,
+                active=first,
+                buttons=[
+                    dict(
+                        label=f"{label} ({fmt_bytes(total)})",
+                        method="update",
+                        args=[
+                            {"visible": [j == i for j in range(len(buttons))]},
+                            {"title.text": f"{title} — {label}: {fmt_bytes(total)}"},
+                        ],
+                    )
+                    for i, (label, total) in enumerate(buttons)
+                ],
+            )
+        ],
+        margin=dict(t=110),
+    )
+    note = (
+        "The menu picks a parallel dimension and a network. Folded scale-up collectives count as NVLink traffic. "
+        + ("" if group == 1 else f"{world} ranks grouped by {unit}: traffic inside a group is on the diagonal.")
+    )
     return fig, note
 
 
@@ -261,30 +360,51 @@ def flow_cdfs(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
             x, y = _quantiles(*cdf(f.size_bytes[mask]))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"size, {name}"))
             x, y = _quantiles(*cdf(f.completion_s[mask] * 1e6))
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"completion time (µs), {name}",
-                                     xaxis="x2"))
-    fig.update_layout(title="Flow sizes and flow completion times (CDF)", yaxis_title="fraction of flows",
-                      xaxis=dict(title="flow size (bytes)", type="log", domain=[0, 0.45]),
-                      xaxis2=dict(title="completion time (µs)", type="log", domain=[0.55, 1], anchor="y"),
-                      height=380)
-    note = (f"{len(f.src):,} flows; each curve drawn through at most {MAX_CDF_POINTS:,} quantiles."
-            if len(f.src) > MAX_CDF_POINTS else "")
+            fig.add_trace(
+                go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"completion time (µs), {name}", xaxis="x2")
+            )
+    fig.update_layout(
+        title="Flow sizes and flow completion times (CDF)",
+        yaxis_title="fraction of flows",
+        xaxis=dict(title="flow size (bytes)", type="log", domain=[0, 0.45]),
+        xaxis2=dict(title="completion time (µs)", type="log", domain=[0.55, 1], anchor="y"),
+        height=380,
+    )
+    note = (
+        f"{len(f.src):,} flows; each curve drawn through at most {MAX_CDF_POINTS:,} quantiles."
+        if len(f.src) > MAX_CDF_POINTS
+        else ""
+    )
     return fig, note
 
 
 def collective_breakdown(run: Run) -> go.Figure:
     cs = run.results.collectives
-    fig = go.Figure(go.Bar(
-        x=[c.key for c in cs], y=[c.time_s * 1e3 for c in cs],
-        customdata=[[c.op, c.algorithm, c.group_size, c.size_bytes / 1e6, c.algbw_bytes_per_s / 1e9,
-                     c.busbw_bytes_per_s / 1e9, c.count] for c in cs],
-        hovertemplate="%{x}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]} ranks, %{customdata[3]:.2f} MB"
-                      " ×%{customdata[6]}<br>%{y:.3f} ms, algbw %{customdata[4]:.2f} GB/s, busbw %{customdata[5]:.2f}"
-                      " GB/s<extra></extra>",
-        marker_color=PALETTE[1],
-    ))
-    fig.update_layout(title="Collectives: time per instance (folded: one instance of the kind)",
-                      yaxis_title="time (ms)", height=360)
+    fig = go.Figure(
+        go.Bar(
+            x=[c.key for c in cs],
+            y=[c.time_s * 1e3 for c in cs],
+            customdata=[
+                [
+                    c.op,
+                    c.algorithm,
+                    c.group_size,
+                    c.size_bytes / 1e6,
+                    c.algbw_bytes_per_s / 1e9,
+                    c.busbw_bytes_per_s / 1e9,
+                    c.count,
+                ]
+                for c in cs
+            ],
+            hovertemplate="%{x}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]} ranks, %{customdata[3]:.2f} MB"
+            " ×%{customdata[6]}<br>%{y:.3f} ms, algbw %{customdata[4]:.2f} GB/s, busbw %{customdata[5]:.2f}"
+            " GB/s<extra></extra>",
+            marker_color=PALETTE[1],
+        )
+    )
+    fig.update_layout(
+        title="Collectives: time per instance (folded: one instance of the kind)", yaxis_title="time (ms)", height=360
+    )
     return fig
 
 
@@ -293,14 +413,27 @@ def compute_kinds(run: Run) -> tuple[go.Figure, str]:
     from .terminal import KIND_NAMES
 
     kinds = [(KIND_NAMES.get(k, k), s) for k, s in run.results.compute_by_kind_s if s > 0]
-    fig = go.Figure(go.Bar(x=[s * 1e3 for _, s in kinds], y=[k for k, _ in kinds], orientation="h",
-                           text=[fmt_time(s) for _, s in kinds], textposition="auto"))
-    fig.update_layout(height=80 + 40 * len(kinds), margin=dict(l=170, r=20, t=20, b=40),
-                      xaxis_title="ms per iteration", yaxis=dict(autorange="reversed"))
+    fig = go.Figure(
+        go.Bar(
+            x=[s * 1e3 for _, s in kinds],
+            y=[k for k, _ in kinds],
+            orientation="h",
+            text=[fmt_time(s) for _, s in kinds],
+            textposition="auto",
+        )
+    )
+    fig.update_layout(
+        height=80 + 40 * len(kinds),
+        margin=dict(l=170, r=20, t=20, b=40),
+        xaxis_title="ms per iteration",
+        yaxis=dict(autorange="reversed"),
+    )
     r = run.results
-    note = (f"Compute time per iteration of the rank that computes longest, by kernel kind: GEMMs from their "
-            f"shapes, fused attention, memory-bound kernels over achievable HBM bandwidth, the optimizer step, "
-            f"and launch/gaps (docs/validation.md). {throughput_line(r)}.")
+    note = (
+        f"Compute time per iteration of the rank that computes longest, by kernel kind: GEMMs from their "
+        f"shapes, fused attention, memory-bound kernels over achievable HBM bandwidth, the optimizer step, "
+        f"and launch/gaps (docs/validation.md). {throughput_line(r)}."
+    )
     return fig, note
 
 
@@ -322,26 +455,44 @@ def _headline(run: Run, ctx: _Context) -> str:
 
     rows = [
         ("scenario", s.name),
-        ("cluster", f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu} = "
-                    f"{run.fabric.world_size} GPUs"),
+        (
+            "cluster",
+            f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu} = {run.fabric.world_size} GPUs",
+        ),
         ("fabric", f"{s.fabric.topology}, {s.fabric.spines} spines, {s.fabric.link_speed_gbps:g} Gb/s"),
         ("workload", run.workload.description),
         ("engine", r.engine),
         ("iteration time", fmt_time(r.iteration_time_s)),
-        ("compute", fmt_time(r.compute_time_s) + (f" ({compute_breakdown(r.compute_by_kind_s)})"
-                                                   if r.compute_by_kind_s else "")),
+        (
+            "compute",
+            fmt_time(r.compute_time_s)
+            + (f" ({compute_breakdown(r.compute_by_kind_s)})" if r.compute_by_kind_s else ""),
+        ),
         ("communication", fmt_time(r.communication_time_s)),
         ("exposed communication", fmt_time(r.exposed_communication_s)),
-        ("GPU idle (mean over ranks)", fmt_time(float(rt.idle_s.mean())) + pct(float(rt.idle_s.mean()))
-         + f"; most idle rank {fmt_time(float(rt.idle_s.max(initial=0.0)))}"),
+        (
+            "GPU idle (mean over ranks)",
+            fmt_time(float(rt.idle_s.mean()))
+            + pct(float(rt.idle_s.mean()))
+            + f"; most idle rank {fmt_time(float(rt.idle_s.max(initial=0.0)))}",
+        ),
     ]
     if rt.pipeline:
-        rows.append(("pipeline bubble (mean over ranks)", fmt_time(float(rt.bubble_s.mean()))
-                     + pct(float(rt.bubble_s.mean())) + f"; most {fmt_time(float(rt.bubble_s.max(initial=0.0)))}"))
+        rows.append(
+            (
+                "pipeline bubble (mean over ranks)",
+                fmt_time(float(rt.bubble_s.mean()))
+                + pct(float(rt.bubble_s.mean()))
+                + f"; most {fmt_time(float(rt.bubble_s.max(initial=0.0)))}",
+            )
+        )
     rows += [
         ("throughput", throughput_line(r)),
-        ("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)}, "
-                      f"network {fmt_bytes(r.scale_out_bytes)})"),
+        (
+            "transfers",
+            f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)}, "
+            f"network {fmt_bytes(r.scale_out_bytes)})",
+        ),
     ]
     rows += cost_lines(run.costs)
     rows.append(("reliability", reliability_line(run.reliability)))
@@ -366,21 +517,30 @@ table.bill td:first-child,table.bill th:first-child,table.bill td.note{text-alig
 
 def costs_tables(costs: dict) -> str:
     """The power and capital bills, line by line, each figure with its source (summary.json `costs`)."""
+
     def table(items: list[dict], unit: str, fmt) -> str:
         head = "<tr><th>item</th><th>count</th><th>each</th><th>total</th><th>source</th></tr>"
-        body = "".join(f"<tr><td>{html.escape(x['item'])}</td><td>{x['count']:,}</td>"
-                       f"<td>{html.escape(fmt(x[unit + '_each']))}</td><td>{html.escape(fmt(x[unit]))}</td>"
-                       f"<td class='note'>{html.escape(x['source'])}</td></tr>" for x in items)
+        body = "".join(
+            f"<tr><td>{html.escape(x['item'])}</td><td>{x['count']:,}</td>"
+            f"<td>{html.escape(fmt(x[unit + '_each']))}</td><td>{html.escape(fmt(x[unit]))}</td>"
+            f"<td class='note'>{html.escape(x['source'])}</td></tr>"
+            for x in items
+        )
         return f"<table class='bill'>{head}{body}</table>"
 
     inputs = costs["inputs"]
-    note = (f"Power: each component's maximum (datasheet) power, as Deep Learning for Network Engineers, Chapter 8, counts GPUs; "
-            f"facility power = IT power x PUE {inputs['pue']:g}. Energy at ${inputs['price_per_kwh']:g}/kWh; capital "
-            f"spread over {inputs['amortization_years']:g} years to price an iteration. Prices: "
-            f"{inputs['price_source']}. Change them in the scenario's costs: section (docs/summary-schema.md).")
-    return (f"<h2>Power and cost</h2><p class='note'>{html.escape(note)}</p><h3>Power</h3>"
-            + table(costs["power"]["items"], "w", fmt_watts) + "<h3>Capital</h3>"
-            + table(costs["capital"]["items"], "usd", fmt_usd))
+    note = (
+        f"Power: each component's maximum (datasheet) power, as Deep Learning for Network Engineers, Chapter 8, counts GPUs; "
+        f"facility power = IT power x PUE {inputs['pue']:g}. Energy at ${inputs['price_per_kwh']:g}/kWh; capital "
+        f"spread over {inputs['amortization_years']:g} years to price an iteration. Prices: "
+        f"{inputs['price_source']}. Change them in the scenario's costs: section (docs/summary-schema.md)."
+    )
+    return (
+        f"<h2>Power and cost</h2><p class='note'>{html.escape(note)}</p><h3>Power</h3>"
+        + table(costs["power"]["items"], "w", fmt_watts)
+        + "<h3>Capital</h3>"
+        + table(costs["capital"]["items"], "usd", fmt_usd)
+    )
 
 
 def plotly_script(plotly_src: str | None = None) -> str:
@@ -401,14 +561,26 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
 
         for w in run.packet_windows:
             if w.transfers:
-                fig.add_vrect(x0=w.t0_s * 1e3, x1=w.t1_s * 1e3, fillcolor="black", opacity=0.08, line_width=1,
-                              line_dash="dot",
-                              annotation_text=f"packet window {w.spec.text}", annotation_position="top left")
-        parts.append("<h2>Packet windows (hybrid engine)</h2><ul>" + "".join(
-            f"<li><b>{html.escape(w.spec.text)}</b>: {html.escape(packet_window_line(w))}</li>"
-            for w in run.packet_windows) + "</ul><p class='note'>The iteration ran on the flow engine; these spans "
+                fig.add_vrect(
+                    x0=w.t0_s * 1e3,
+                    x1=w.t1_s * 1e3,
+                    fillcolor="black",
+                    opacity=0.08,
+                    line_width=1,
+                    line_dash="dot",
+                    annotation_text=f"packet window {w.spec.text}",
+                    annotation_position="top left",
+                )
+        parts.append(
+            "<h2>Packet windows (hybrid engine)</h2><ul>"
+            + "".join(
+                f"<li><b>{html.escape(w.spec.text)}</b>: {html.escape(packet_window_line(w))}</li>"
+                for w in run.packet_windows
+            )
+            + "</ul><p class='note'>The iteration ran on the flow engine; these spans "
             "of it packet by packet, their outcome folded back into the iteration time. The packet figures below "
-            "are the windows' (queues, ECN, CNPs, PFC; times on the iteration's clock).</p>")
+            "are the windows' (queues, ECN, CNPs, PFC; times on the iteration's clock).</p>"
+        )
     figures.append(("Timeline", fig, note))
     for fig, note in link_heatmaps(run):
         figures.append(("", fig, note))
@@ -443,7 +615,5 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
         "<script>window.addEventListener('error',function(e){var d=document.getElementById('js-errors');"
         "if(d){d.textContent+=String(e.message)+'\\n';}});</script>"
         f"{plotly_script(plotly_src)}</head><body>"
-        "<div id='js-errors'></div>"
-        + "\n".join(parts)
-        + f"<p class='note'>{len(figures)} plots</p></body></html>"
+        "<div id='js-errors'></div>" + "\n".join(parts) + f"<p class='note'>{len(figures)} plots</p></body></html>"
     )

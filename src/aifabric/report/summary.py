@@ -44,12 +44,20 @@ def build_summary(run: Run) -> dict[str, Any]:
         "idle_time_mean_s": float(idle.mean()) if n_ranks else 0.0,
         "bubble_time_s": float(bubble.max(initial=0.0)),
         "bubble_time_mean_s": float(bubble.mean()) if n_ranks else 0.0,
-        "pipeline_bubble_fraction": (float(bubble.mean()) / r.iteration_time_s
-                                     if n_ranks and r.iteration_time_s > 0 else 0.0),
+        "pipeline_bubble_fraction": (
+            float(bubble.mean()) / r.iteration_time_s if n_ranks and r.iteration_time_s > 0 else 0.0
+        ),
         "ranks": [
             {"rank": k, "compute_s": c, "communication_s": m, "exposed_communication_s": e, "idle_s": i, "bubble_s": b}
-            for k, (c, m, e, i, b) in enumerate(zip(r.rank_compute_s.tolist(), r.rank_comm_s.tolist(),
-                                                    r.rank_exposed_s.tolist(), idle.tolist(), bubble.tolist()))
+            for k, (c, m, e, i, b) in enumerate(
+                zip(
+                    r.rank_compute_s.tolist(),
+                    r.rank_comm_s.tolist(),
+                    r.rank_exposed_s.tolist(),
+                    idle.tolist(),
+                    bubble.tolist(),
+                )
+            )
         ],
         "collectives": [
             {

@@ -40,31 +40,37 @@ def reliability_line(rel: dict) -> str:
     """One line of summary.json `reliability`: failures, MTBF, checkpoint interval, the run's lost fraction."""
     interval = "as set" if rel["checkpoint_interval_given"] else "the interval that loses least"
     lost = rel["lost_fraction"]
-    return (f"{rel['failures_per_day']:.3g} failures/day (MTBF {fmt_hours(rel['mtbf_s'])}); checkpoint of "
-            f"{fmt_bytes(rel['checkpoint_bytes'])} in {fmt_hours(rel['checkpoint_s'])} every "
-            f"{fmt_hours(rel['checkpoint_interval_s'])} ({interval}): {100 * lost['total']:.1f} % of the run lost "
-            f"(checkpoints {100 * lost['checkpointing']:.1f}, redone work {100 * lost['rework']:.1f}, restarts "
-            f"{100 * lost['restart']:.1f})")
+    return (
+        f"{rel['failures_per_day']:.3g} failures/day (MTBF {fmt_hours(rel['mtbf_s'])}); checkpoint of "
+        f"{fmt_bytes(rel['checkpoint_bytes'])} in {fmt_hours(rel['checkpoint_s'])} every "
+        f"{fmt_hours(rel['checkpoint_interval_s'])} ({interval}): {100 * lost['total']:.1f} % of the run lost "
+        f"(checkpoints {100 * lost['checkpointing']:.1f}, redone work {100 * lost['rework']:.1f}, restarts "
+        f"{100 * lost['restart']:.1f})"
+    )
 
 
 def connection_setup_line(cs: dict) -> str:
     """One line of summary.json `connection_setup`: the job's one-time RDMA connection setup."""
     if not cs["connections"]:
         return "no RDMA connection (every transfer stays inside a server)"
-    return (f"{fmt_time(cs['time_s'])} once, before the first collective (not in the iteration time): "
-            f"{cs['connections']:,} connections ({cs['queue_pairs']:,} QPs) over {cs['nics']} NICs, "
-            f"{fmt_time(cs['per_connection_s'])} each (QPs created, INIT -> RTR -> RTS, CM REQ -> REP -> RTU); busiest NIC {cs['busiest_nic']} sets up "
-            f"{cs['busiest_nic_connections']}, {'one' if cs['concurrency'] == 1 else cs['concurrency']} at a time")
+    return (
+        f"{fmt_time(cs['time_s'])} once, before the first collective (not in the iteration time): "
+        f"{cs['connections']:,} connections ({cs['queue_pairs']:,} QPs) over {cs['nics']} NICs, "
+        f"{fmt_time(cs['per_connection_s'])} each (QPs created, INIT -> RTR -> RTS, CM REQ -> REP -> RTU); busiest NIC {cs['busiest_nic']} sets up "
+        f"{cs['busiest_nic_connections']}, {'one' if cs['concurrency'] == 1 else cs['concurrency']} at a time"
+    )
 
 
 def faults_line(faults: dict) -> str:
     """One line of summary.json `faults`."""
     what = ", ".join(f"{f['kind'].replace('_', ' ')} {f['target']}" for f in faults["faults"][:4])
     more = f" and {len(faults['faults']) - 4} more" if len(faults["faults"]) > 4 else ""
-    return (f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
-            f"{fmt_time(faults['fault_free_iteration_time_s'])} without ({100 * (faults['slowdown'] - 1):+.1f} %); "
-            f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {faults['qps_rerouted']:,} "
-            "QPs on a new path" + _during_run(faults.get("during_run")))
+    return (
+        f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
+        f"{fmt_time(faults['fault_free_iteration_time_s'])} without ({100 * (faults['slowdown'] - 1):+.1f} %); "
+        f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {faults['qps_rerouted']:,} "
+        "QPs on a new path" + _during_run(faults.get("during_run"))
+    )
 
 
 def _during_run(d: dict | None) -> str:
@@ -72,9 +78,11 @@ def _during_run(d: dict | None) -> str:
     if not d:
         return ""
     n = len(d["events"])
-    return (f"; during the run: {n} event{'' if n == 1 else 's'}, {d['transfers_stopped']:,} transfers stopped (traffic "
-            f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
-            f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)")
+    return (
+        f"; during the run: {n} event{'' if n == 1 else 's'}, {d['transfers_stopped']:,} transfers stopped (traffic "
+        f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
+        f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)"
+    )
 
 
 def fmt_usd(x: float) -> str:
@@ -104,35 +112,56 @@ def fmt_energy_kwh(kwh: float) -> str:
 def power_line(c: dict) -> str:
     """A costs dict's power: IT power by part, facility power at its PUE."""
     p, kinds = c["power"], c["power"]["by_kind_w"]
-    return (f"{fmt_watts(p['it_w'])} IT (GPUs {fmt_watts(kinds.get('gpu', 0.0))}, servers "
-            f"{fmt_watts(kinds.get('server', 0.0))}, network {fmt_watts(p['network_w'])}); "
-            f"{fmt_watts(p['facility_w'])} at PUE {c['inputs']['pue']:g}")
+    return (
+        f"{fmt_watts(p['it_w'])} IT (GPUs {fmt_watts(kinds.get('gpu', 0.0))}, servers "
+        f"{fmt_watts(kinds.get('server', 0.0))}, network {fmt_watts(p['network_w'])}); "
+        f"{fmt_watts(p['facility_w'])} at PUE {c['inputs']['pue']:g}"
+    )
 
 
 def cost_lines(c: dict) -> list[tuple[str, str]]:
     """A run's costs dict (summary.json `costs`) as (label, text) rows for the terminal and the report."""
     cap, it, tr = c["capital"], c.get("per_iteration"), c.get("training")
-    rows = [("power", power_line(c)),
-            ("capital", f"{fmt_usd(cap['total_usd'])} (network {fmt_usd(cap['network_usd'])}: NICs, switches, "
-                        f"optics, cables; {100 * cap['network_usd'] / cap['total_usd']:.0f}%)"
-             if cap["total_usd"] else fmt_usd(0.0))]
+    rows = [
+        ("power", power_line(c)),
+        (
+            "capital",
+            f"{fmt_usd(cap['total_usd'])} (network {fmt_usd(cap['network_usd'])}: NICs, switches, "
+            f"optics, cables; {100 * cap['network_usd'] / cap['total_usd']:.0f}%)"
+            if cap["total_usd"]
+            else fmt_usd(0.0),
+        ),
+    ]
     if it is not None:
-        rows.append(("cost per iteration", f"{fmt_usd(it['total_usd'])} (energy {fmt_energy_kwh(it['energy_kwh'])} "
-                     f"= {fmt_usd(it['energy_usd'])} at ${c['inputs']['price_per_kwh']:.2f}/kWh, capital "
-                     f"{fmt_usd(it['capital_usd'])} over {c['inputs']['amortization_years']:g} years); "
-                     f"{c['tokens_per_s']:,.0f} {c['unit']}/s"))
+        rows.append(
+            (
+                "cost per iteration",
+                f"{fmt_usd(it['total_usd'])} (energy {fmt_energy_kwh(it['energy_kwh'])} "
+                f"= {fmt_usd(it['energy_usd'])} at ${c['inputs']['price_per_kwh']:.2f}/kWh, capital "
+                f"{fmt_usd(it['capital_usd'])} over {c['inputs']['amortization_years']:g} years); "
+                f"{c['tokens_per_s']:,.0f} {c['unit']}/s",
+            )
+        )
     if tr is not None:
-        rows.append(("training run", f"{tr['tokens']:.3g} {c['unit']}, {tr['iterations']:,.0f} iterations, "
-                     f"{tr['hours']:,.1f} h: energy {fmt_energy_kwh(tr['energy_mwh'] * 1e3)} = {fmt_usd(tr['energy_usd'])}, "
-                     f"capital share {fmt_usd(tr['capital_usd'])}, total {fmt_usd(tr['total_usd'])} "
-                     f"({tr['basis']})"))
+        rows.append(
+            (
+                "training run",
+                f"{tr['tokens']:.3g} {c['unit']}, {tr['iterations']:,.0f} iterations, "
+                f"{tr['hours']:,.1f} h: energy {fmt_energy_kwh(tr['energy_mwh'] * 1e3)} = {fmt_usd(tr['energy_usd'])}, "
+                f"capital share {fmt_usd(tr['capital_usd'])}, total {fmt_usd(tr['total_usd'])} "
+                f"({tr['basis']})",
+            )
+        )
     return rows
 
 
 def fabric_headline(fabric, topology: str) -> str:
     """'rail-optimized, 8 rail switches, 2 spines': the switches the fabric really has, by tier."""
-    names = {RAIL: ("rail switch", "rail switches"), SPINE: ("spine", "spines"),
-             SUPERSPINE: ("super-spine", "super-spines")}
+    names = {
+        RAIL: ("rail switch", "rail switches"),
+        SPINE: ("spine", "spines"),
+        SUPERSPINE: ("super-spine", "super-spines"),
+    }
     if topology == "single-switch":
         names[RAIL] = ("switch", "switches")
     parts = []
@@ -143,8 +172,14 @@ def fabric_headline(fabric, topology: str) -> str:
     return ", ".join([topology, *parts])
 
 
-KIND_NAMES = {"gemm": "GEMM", "attention": "attention", "memory": "memory-bound", "optimizer": "optimizer",
-              "launch": "launch/gaps", "all": "compute_efficiency override"}
+KIND_NAMES = {
+    "gemm": "GEMM",
+    "attention": "attention",
+    "memory": "memory-bound",
+    "optimizer": "optimizer",
+    "launch": "launch/gaps",
+    "all": "compute_efficiency override",
+}
 
 
 def compute_breakdown(by_kind) -> str:
@@ -156,8 +191,10 @@ def compute_breakdown(by_kind) -> str:
 
 
 def throughput_line(r) -> str:
-    return (f"MFU {100 * r.mfu:.1f}%, HFU {100 * r.hfu:.1f}%; {r.model_flops_per_gpu_s / 1e12:.0f} model / "
-            f"{r.hardware_flops_per_gpu_s / 1e12:.0f} hardware TFLOP/s per GPU")
+    return (
+        f"MFU {100 * r.mfu:.1f}%, HFU {100 * r.hfu:.1f}%; {r.model_flops_per_gpu_s / 1e12:.0f} model / "
+        f"{r.hardware_flops_per_gpu_s / 1e12:.0f} hardware TFLOP/s per GPU"
+    )
 
 
 def collective_groups(collectives) -> list[list]:
@@ -174,29 +211,42 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     head = Table(title=f"aifabric · {escape(s.name)} · {r.engine} engine", show_header=False, title_justify="left")
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("cluster", f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu}"
-                 f" = {run.fabric.world_size} GPUs, {fabric_headline(run.fabric, s.fabric.topology)}")
+    head.add_row(
+        "cluster",
+        f"{s.cluster.servers} servers × {s.cluster.gpus_per_server} {s.cluster.gpu}"
+        f" = {run.fabric.world_size} GPUs, {fabric_headline(run.fabric, s.fabric.topology)}",
+    )
     head.add_row("workload", run.workload.description)
     head.add_row("iteration time", fmt_time(r.iteration_time_s))
     split = compute_breakdown(r.compute_by_kind_s)
     head.add_row("compute", fmt_time(r.compute_time_s) + (f" ({split})" if split else ""))
     head.add_row("communication", fmt_time(r.communication_time_s))
     exposed_pct = 100 * r.exposed_communication_s / r.iteration_time_s if r.iteration_time_s else 0
-    head.add_row("exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)")
+    head.add_row(
+        "exposed communication", f"{fmt_time(r.exposed_communication_s)} ({exposed_pct:.0f}% of the iteration)"
+    )
     rt = run.rank_timeline
     if len(rt.idle_s) and r.iteration_time_s:
         n = len(r.rank_compute_s)
         idle, bubble = float(rt.idle_s[:n].mean()), float(rt.bubble_s[:n].mean())
         idle_max, bubble_max = float(rt.idle_s[:n].max()), float(rt.bubble_s[:n].max())
         it = r.iteration_time_s
-        head.add_row("GPU idle", f"mean {fmt_time(idle)} per rank ({100 * idle / it:.0f}%), max {fmt_time(idle_max)}"
-                     " (summary.json: idle_time_mean_s, idle_time_s)")
+        head.add_row(
+            "GPU idle",
+            f"mean {fmt_time(idle)} per rank ({100 * idle / it:.0f}%), max {fmt_time(idle_max)}"
+            " (summary.json: idle_time_mean_s, idle_time_s)",
+        )
         if rt.pipeline:
-            head.add_row("of which pipeline bubble", f"mean {fmt_time(bubble)} ({100 * bubble / it:.0f}%), max "
-                         f"{fmt_time(bubble_max)}")
+            head.add_row(
+                "of which pipeline bubble",
+                f"mean {fmt_time(bubble)} ({100 * bubble / it:.0f}%), max {fmt_time(bubble_max)}",
+            )
     head.add_row("throughput", throughput_line(r))
-    head.add_row("transfers", f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
-                 f" network {fmt_bytes(r.scale_out_bytes)})")
+    head.add_row(
+        "transfers",
+        f"{r.flow_count:,} ({fmt_bytes(r.flow_bytes)}; NVLink {fmt_bytes(r.scale_up_bytes)},"
+        f" network {fmt_bytes(r.scale_out_bytes)})",
+    )
     head.add_row("connection setup", connection_setup_line(run.connection_setup))
     for label, text in cost_lines(run.costs):
         head.add_row(label, text)
@@ -207,19 +257,29 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
         head.add_row(f"packet window {w.spec.text}", packet_window_line(w))
     if run.packet_stats is not None:
         tot = run.packet_stats.to_dict(series=False)["totals"]
-        head.add_row("fabric (packet engine)" if run.packet_windows is None else "fabric (packet windows)", f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"
-                     f" PFC pauses {tot['pfc_pause_frames']:,}, drops {tot['drops']:,},"
-                     f" retransmissions {tot['retransmissions']:,}")
+        head.add_row(
+            "fabric (packet engine)" if run.packet_windows is None else "fabric (packet windows)",
+            f"ECN marks {tot['ecn_marks']:,}, CNPs {tot['cnps']:,},"
+            f" PFC pauses {tot['pfc_pause_frames']:,}, drops {tot['drops']:,},"
+            f" retransmissions {tot['retransmissions']:,}",
+        )
     if not r.complete:
         head.add_row("[red]status", "[red]interrupted: partial results")
     console.print(head)
 
     groups = collective_groups(r.collectives)
-    coll = Table(title="collectives, alike instances in one row, by total time (time per instance; nccl-tests' "
-                 "busbw = size / time × 2(n−1)/n for AllReduce)", title_justify="left")
+    coll = Table(
+        title="collectives, alike instances in one row, by total time (time per instance; nccl-tests' "
+        "busbw = size / time × 2(n−1)/n for AllReduce)",
+        title_justify="left",
+    )
     for col in ("collective", "count", "op", "ranks", "size", "algorithm", "mean", "max", "busbw GB/s"):
-        coll.add_column(col, justify="right" if col not in ("collective", "op", "algorithm") else "left",
-                        no_wrap=True, max_width=30 if col == "collective" else None)
+        coll.add_column(
+            col,
+            justify="right" if col not in ("collective", "op", "algorithm") else "left",
+            no_wrap=True,
+            max_width=30 if col == "collective" else None,
+        )
     for g in groups[:20]:
         c = g[0]
         count = sum(x.count for x in g)
@@ -230,8 +290,17 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
             name = f"{c.key.split(':')[0]} {c.label} (folded)"
         else:
             name = c.key if len(g) == 1 else (c.label or c.key)
-        coll.add_row(name, f"{count:,}", c.op, str(c.group_size), fmt_bytes(c.size_bytes), c.algorithm,
-                     fmt_time(mean), fmt_time(worst), f"{algbw * busbw_factor(c.op, c.group_size) / 1e9:.2f}")
+        coll.add_row(
+            name,
+            f"{count:,}",
+            c.op,
+            str(c.group_size),
+            fmt_bytes(c.size_bytes),
+            c.algorithm,
+            fmt_time(mean),
+            fmt_time(worst),
+            f"{algbw * busbw_factor(c.op, c.group_size) / 1e9:.2f}",
+        )
     if len(groups) > 20:
         coll.caption = f"... and {len(groups) - 20} more kinds; every instance in summary.json and collectives.csv"
     console.print(coll)
@@ -240,9 +309,14 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     for col in ("link", "tier", "capacity Gb/s", "bytes", "utilization", "peak Gb/s"):
         links.add_column(col, justify="left" if col in ("link", "tier") else "right")
     for link in sorted(r.links, key=lambda x: -x.utilization)[:top_links]:
-        links.add_row(link.id, link.tier, f"{link.capacity_bytes_per_s * BITS_PER_BYTE / 1e9:.0f}",
-                      fmt_bytes(link.bytes), f"{100 * link.utilization:.1f}%",
-                      f"{link.peak_bytes_per_s * BITS_PER_BYTE / 1e9:.1f}")
+        links.add_row(
+            link.id,
+            link.tier,
+            f"{link.capacity_bytes_per_s * BITS_PER_BYTE / 1e9:.0f}",
+            fmt_bytes(link.bytes),
+            f"{100 * link.utilization:.1f}%",
+            f"{link.peak_bytes_per_s * BITS_PER_BYTE / 1e9:.1f}",
+        )
     console.print(links)
 
 
@@ -253,7 +327,9 @@ def packet_window_line(w) -> str:
     span = f"{fmt_time(w.t0_s)}-{fmt_time(w.t1_s)}"
     cap = f", the first {fmt_time(w.packet_s)} of it" if w.extrapolated else ""
     moved = w.packet_end_s - w.flow_end_s
-    line = (f"{span}{cap}: {w.transfers:,} transfers ({fmt_bytes(w.bytes)}) packet by packet"
-            f"{f', {w.extrapolated:,} of them finished at the goodput their packets reached' if w.extrapolated else ''};"
-            f" they end {fmt_time(abs(moved))} {'later' if moved >= 0 else 'earlier'} than on the flow engine")
+    line = (
+        f"{span}{cap}: {w.transfers:,} transfers ({fmt_bytes(w.bytes)}) packet by packet"
+        f"{f', {w.extrapolated:,} of them finished at the goodput their packets reached' if w.extrapolated else ''};"
+        f" they end {fmt_time(abs(moved))} {'later' if moved >= 0 else 'earlier'} than on the flow engine"
+    )
     return line

@@ -92,7 +92,7 @@ class Trace(Mapping):
         first = True
         for part in ([_dumps(e) for e in self.head], *self.bulk, [_dumps(e) for e in self.tail]):
             for k in range(0, len(part), CHUNK):
-                yield ("" if first else ",\n") + ",\n".join(part[k:k + CHUNK])
+                yield ("" if first else ",\n") + ",\n".join(part[k : k + CHUNK])
                 first = False
         yield '\n],"displayTimeUnit":"ns","otherData":' + _dumps(self.other) + "}\n"
 
@@ -142,8 +142,10 @@ def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
         return out
 
     cats = [_enc(KINDS[k]) for k in range(len(KINDS))]
-    lines = [f'{{"ph":"X","name":{q(n)},"cat":{cats[k]},"pid":{p},"tid":{r},"ts":{a},"dur":{d}}}'
-             for n, k, p, r, a, d in zip(names.tolist(), kinds.tolist(), pid, tid, ts, dur)]
+    lines = [
+        f'{{"ph":"X","name":{q(n)},"cat":{cats[k]},"pid":{p},"tid":{r},"ts":{a},"dur":{d}}}'
+        for n, k, p, r, a, d in zip(names.tolist(), kinds.tolist(), pid, tid, ts, dur)
+    ]
     other["rank_tracks"] = {
         "kinds": [KINDS[COMPUTE_K], KINDS[COMM_K], KINDS[BUBBLE_K]],
         "idle": "the gaps of a rank's track (ranks.csv and summary.json give idle_s per rank)",
@@ -151,8 +153,10 @@ def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
         "complete": kept_ranks is None,
     }
     if kept_ranks is not None:
-        other["rank_tracks"]["note"] = (f"more than {MAX_SEGMENT_EVENTS:,} events: segments of every "
-                                        f"{kept_ranks}th rank (rank % {kept_ranks} == 0) only")
+        other["rank_tracks"]["note"] = (
+            f"more than {MAX_SEGMENT_EVENTS:,} events: segments of every "
+            f"{kept_ranks}th rank (rank % {kept_ranks} == 0) only"
+        )
     return lines
 
 
@@ -174,9 +178,11 @@ def _transfer_lines(run: Run, other: dict[str, Any]) -> list[str]:
         p2p = coll[ids] < 0
         last = float(tl.start_s[ids][p2p].max()) if p2p.any() else 0.0
         other["transfer_events"] = {
-            "total": total, "written": len(ids), "limit": MAX_TRANSFER_EVENTS,
+            "total": total,
+            "written": len(ids),
+            "limit": MAX_TRANSFER_EVENTS,
             "rule": "every collective transfer first, then pipeline sends in order of start time "
-                    f"(those starting up to {last * 1e3:.3f} ms); every transfer is in flows.csv",
+            f"(those starting up to {last * 1e3:.3f} ms); every transfer is in flows.csv",
         }
     else:
         other["transfer_events"] = {"total": total, "written": total, "limit": MAX_TRANSFER_EVENTS}
@@ -186,10 +192,12 @@ def _transfer_lines(run: Run, other: dict[str, Any]) -> list[str]:
     gps = fabric.gpus_per_server
     size = sizes[ids].tolist()
     ts, dur = _span_us(tl.start_s[ids], tl.end_s[ids])
-    return [f'{{"ph":"X","name":"→ rank {d}","cat":"transfer","pid":{s // gps},"tid":{SEND_TID_OFFSET + s},'
-            f'"ts":{a},"dur":{u},"args":{{"bytes":{b!r},"op":{_enc(g.name[t])},'
-            f'"route":[{",".join(link_json[li] for li in g.route[t])}]}}}}'
-            for t, s, d, a, u, b in zip(ids.tolist(), src.tolist(), dst.tolist(), ts, dur, size)]
+    return [
+        f'{{"ph":"X","name":"→ rank {d}","cat":"transfer","pid":{s // gps},"tid":{SEND_TID_OFFSET + s},'
+        f'"ts":{a},"dur":{u},"args":{{"bytes":{b!r},"op":{_enc(g.name[t])},'
+        f'"route":[{",".join(link_json[li] for li in g.route[t])}]}}}}'
+        for t, s, d, a, u, b in zip(ids.tolist(), src.tolist(), dst.tolist(), ts, dur, size)
+    ]
 
 
 def _counter_events(run: Run) -> list[dict[str, Any]]:
@@ -223,9 +231,11 @@ def _counter_events(run: Run) -> list[dict[str, Any]]:
     lk = np.concatenate((li[changed], li[stops]))
     order = np.lexsort((np.concatenate((np.ones(int(changed.sum())), np.zeros(int(stops.sum())))), t, lk))
     names = [link.id for link in fabric.links]
-    return [{"ph": "C", "name": names[k], "pid": LINKS_PID, "ts": a, "args": {"Gb/s": g}}
-            for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())
-            if math.isfinite(a) and math.isfinite(g)]
+    return [
+        {"ph": "C", "name": names[k], "pid": LINKS_PID, "ts": a, "args": {"Gb/s": g}}
+        for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())
+        if math.isfinite(a) and math.isfinite(g)
+    ]
 
 
 def _has_finite_times(event: dict[str, Any]) -> bool:
@@ -247,18 +257,26 @@ def build_trace(run: Run) -> Trace:
         head.append({"ph": "M", "name": "process_sort_index", "pid": s, "args": {"sort_index": s}})
     for r in range(fabric.world_size):
         pid = fabric.server_of(r)
-        for k, (tid, name) in enumerate(((r, f"rank {r} (gpu{r % gps})"), (COMM_TID_OFFSET + r, f"rank {r} comm"),
-                                         (SEND_TID_OFFSET + r, f"rank {r} sends"))):
+        for k, (tid, name) in enumerate(
+            (
+                (r, f"rank {r} (gpu{r % gps})"),
+                (COMM_TID_OFFSET + r, f"rank {r} comm"),
+                (SEND_TID_OFFSET + r, f"rank {r} sends"),
+            )
+        ):
             head.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-            head.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                         "args": {"sort_index": 3 * r + k}})
+            head.append(
+                {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": 3 * r + k}}
+            )
     head.append({"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links (Gb/s)"}})
     other: dict[str, Any] = {"scenario": run.scenario.name, "engine": run.results.engine}
     bulk = [_segment_lines(run, other), _transfer_lines(run, other)]
     tail = _counter_events(run)
-    other["counter_links"] = {"limit": MAX_COUNTER_LINKS,
-                              "note": "the links that carried most bytes as transfers (collectives folded "
-                                      "into GPU time have no load over time)"}
+    other["counter_links"] = {
+        "limit": MAX_COUNTER_LINKS,
+        "note": "the links that carried most bytes as transfers (collectives folded "
+        "into GPU time have no load over time)",
+    }
     if run.packet_stats is not None:  # queue depth, DCQCN rate and PFC counters of the packet engine
         from ..packet.trace import packet_trace_events
 

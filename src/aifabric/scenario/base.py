@@ -37,7 +37,7 @@ class Strict(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _sane_magnitude(cls, value: Any) -> Any:
-        for x in (value if isinstance(value, (list, tuple)) else (value,)):
+        for x in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(x, float) and x != 0 and not MIN_MAGNITUDE <= abs(x) <= MAX_MAGNITUDE:
                 raise ValueError(f"must be 0 or of magnitude {MIN_MAGNITUDE:g} to {MAX_MAGNITUDE:g} (got {x!r})")
         return value

@@ -22,10 +22,15 @@ from .base import Strict
 
 class TierCalibration(Strict):
     bandwidth_efficiency: float = Field(
-        ..., gt=0, le=1, description="achievable fraction of the line rate for large messages (payload bytes per "
-        "second over the nominal rate), replacing the catalog's figure for this tier")
+        ...,
+        gt=0,
+        le=1,
+        description="achievable fraction of the line rate for large messages (payload bytes per "
+        "second over the nominal rate), replacing the catalog's figure for this tier",
+    )
     extra_latency_us: float = Field(
-        0.0, ge=-50, le=10_000, description="microseconds added to every step of a collective on this tier")
+        0.0, ge=-50, le=10_000, description="microseconds added to every step of a collective on this tier"
+    )
     source: str = Field("", description="what it was fitted from (files, op, ranks, sizes)")
 
 

@@ -20,7 +20,9 @@ NVL72_GPUS = 72
 
 def _speed(path: str, gbps: float) -> list[Problem]:
     if gbps not in ETHERNET_SPEEDS_GBPS:
-        return [Problem(path, f"{gbps:g} Gb/s is not an Ethernet port speed ({', '.join(map(str, ETHERNET_SPEEDS_GBPS))})")]
+        return [
+            Problem(path, f"{gbps:g} Gb/s is not an Ethernet port speed ({', '.join(map(str, ETHERNET_SPEEDS_GBPS))})")
+        ]
     return []
 
 
@@ -33,18 +35,30 @@ def _radix(path: str, what: str, needed: int, parts: str, radix: int) -> list[Pr
 def check_cluster(c: ClusterSpec) -> list[Problem]:
     out: list[Problem] = []
     if c.scale_up == "nvl72" and c.gpus_per_server != NVL72_GPUS:
-        out.append(Problem("cluster.gpus_per_server", f"an NVL72 scale-up domain has {NVL72_GPUS} GPUs "
-                                                      f"(got {c.gpus_per_server})"))
+        out.append(
+            Problem(
+                "cluster.gpus_per_server", f"an NVL72 scale-up domain has {NVL72_GPUS} GPUs (got {c.gpus_per_server})"
+            )
+        )
     if c.nic_layout == "per-gpu" and c.nics_per_server not in (None, c.gpus_per_server):
-        out.append(Problem("cluster.nics_per_server", f"nic_layout per-gpu means one NIC per GPU: "
-                                                      f"{c.gpus_per_server}, not {c.nics_per_server}"))
+        out.append(
+            Problem(
+                "cluster.nics_per_server",
+                f"nic_layout per-gpu means one NIC per GPU: {c.gpus_per_server}, not {c.nics_per_server}",
+            )
+        )
     if c.nic_layout == "shared":
         if c.nics > c.gpus_per_server:
-            out.append(Problem("cluster.nics_per_server", f"{c.nics} shared NICs for {c.gpus_per_server} GPUs: "
-                                                          "use nic_layout per-gpu"))
+            out.append(
+                Problem(
+                    "cluster.nics_per_server",
+                    f"{c.nics} shared NICs for {c.gpus_per_server} GPUs: use nic_layout per-gpu",
+                )
+            )
         elif c.gpus_per_server % c.nics:
-            out.append(Problem("cluster.nics_per_server", f"{c.gpus_per_server} GPUs do not share {c.nics} NICs "
-                                                          "evenly"))
+            out.append(
+                Problem("cluster.nics_per_server", f"{c.gpus_per_server} GPUs do not share {c.nics} NICs evenly")
+            )
         if c.pcie_switch is False:
             out.append(Problem("cluster.pcie_switch", "GPUs share NICs through a PCIe switch (Figure 13-1)"))
     if c.nic_speed_gbps is not None:
@@ -75,75 +89,126 @@ def _check_hardware(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
     if c.servers % d.pods:
         out.append(Problem("fabric.pods", f"{c.servers} servers do not fill {d.pods} pods evenly"))
     elif d.servers_per_pod % d.servers_per_segment:
-        out.append(Problem("fabric.servers_per_segment", f"{d.servers_per_pod} servers per pod do not fill host "
-                                                         f"segments of {d.servers_per_segment}"))
+        out.append(
+            Problem(
+                "fabric.servers_per_segment",
+                f"{d.servers_per_pod} servers per pod do not fill host segments of {d.servers_per_segment}",
+            )
+        )
     if d.nics_per_server % d.rails_per_switch:
-        out.append(Problem("fabric.rails_per_switch", f"{d.nics_per_server} rails do not fill switches of "
-                                                      f"{d.rails_per_switch} rails"))
+        out.append(
+            Problem(
+                "fabric.rails_per_switch",
+                f"{d.nics_per_server} rails do not fill switches of {d.rails_per_switch} rails",
+            )
+        )
     # spines
     if f.topology in TOPOLOGIES_WITH_SPINES:
         if d.spines_per_pod == 0 and d.leafs_per_pod > 1 and (not f.pxn or d.segments_per_pod > 1):
-            out.append(Problem("fabric.spines", "must be >= 1: cross-rail traffic between servers needs a spine "
-                                                "(or use topology: rail-only / pxn: true with one segment)"))
+            out.append(
+                Problem(
+                    "fabric.spines",
+                    "must be >= 1: cross-rail traffic between servers needs a spine "
+                    "(or use topology: rail-only / pxn: true with one segment)",
+                )
+            )
         if f.leaf_oversubscription is not None and "spines" in f.model_fields_set:
-            out.append(Problem("fabric.leaf_oversubscription", "give either spines or leaf_oversubscription, "
-                                                               "not both"))
+            out.append(Problem("fabric.leaf_oversubscription", "give either spines or leaf_oversubscription, not both"))
         if f.spine_cabling == "partial-mesh" and (f.spines_per_leaf is None or f.spines_per_leaf >= d.spines_per_pod):
-            out.append(Problem("fabric.spines_per_leaf", f"a partial mesh connects each leaf to fewer than the "
-                                                         f"{d.spines_per_pod} spines"))
+            out.append(
+                Problem(
+                    "fabric.spines_per_leaf",
+                    f"a partial mesh connects each leaf to fewer than the {d.spines_per_pod} spines",
+                )
+            )
         out += _speed("fabric.link_speed_gbps", f.link_speed_gbps)
         if d.spines_per_pod and f.link_speed_gbps < d.host_speed_gbps:
-            out.append(Problem("fabric.link_speed_gbps", f"{f.link_speed_gbps:g} Gb/s uplinks are slower than the "
-                                                         f"{d.host_speed_gbps:g} Gb/s NIC ports: one flow could "
-                                                         "not run at line rate"))
+            out.append(
+                Problem(
+                    "fabric.link_speed_gbps",
+                    f"{f.link_speed_gbps:g} Gb/s uplinks are slower than the "
+                    f"{d.host_speed_gbps:g} Gb/s NIC ports: one flow could "
+                    "not run at line rate",
+                )
+            )
     if f.topology == "multi-pod":
         if d.superspines == 0:
             out.append(Problem("fabric.superspines", "a multi-pod fabric needs super-spines"))
         elif d.superspines % d.superspine_planes:
-            out.append(Problem("fabric.superspines", f"{d.superspines} super-spines do not split into "
-                                                     f"{d.superspine_planes} planes"))
+            out.append(
+                Problem(
+                    "fabric.superspines", f"{d.superspines} super-spines do not split into {d.superspine_planes} planes"
+                )
+            )
         if f.superspine_link_speed_gbps is not None:
             out += _speed("fabric.superspine_link_speed_gbps", f.superspine_link_speed_gbps)
         if f.spine_oversubscription is not None and "superspines" in f.model_fields_set:
-            out.append(Problem("fabric.spine_oversubscription", "give either superspines or "
-                                                                "spine_oversubscription, not both"))
+            out.append(
+                Problem("fabric.spine_oversubscription", "give either superspines or spine_oversubscription, not both")
+            )
     elif f.pods > 1 or f.superspines:
         field = "fabric.pods" if f.pods > 1 else "fabric.superspines"
         out.append(Problem(field, f"pods and super-spines need topology: multi-pod (topology is {f.topology})"))
     if f.topology in ("single-switch", "rail-only") and f.servers_per_segment not in (None, c.servers):
-        out.append(Problem("fabric.servers_per_segment", f"a {f.topology} fabric has one segment of all "
-                                                         f"{c.servers} servers"))
+        out.append(
+            Problem("fabric.servers_per_segment", f"a {f.topology} fabric has one segment of all {c.servers} servers")
+        )
     # ports beyond radix
     up = f"{d.spines_per_leaf} spines x {d.links_per_spine} links" if d.spines_per_pod else "no uplinks"
     hosts = f"{d.servers_per_segment} servers x {d.rails_per_switch * d.ports_per_nic_per_plane} ports"
     what = "switch" if f.topology == "single-switch" else "rail switch"
-    out += _radix("fabric.switch_radix", what, d.leaf_host_ports + d.leaf_up_ports, f"{hosts} + {up}",
-                  d.leaf_radix)
+    out += _radix("fabric.switch_radix", what, d.leaf_host_ports + d.leaf_up_ports, f"{hosts} + {up}", d.leaf_radix)
     if d.spines_per_pod:
         ss = f" + {d.spine_up_ports} super-spine links" if d.superspines else ""
-        out += _radix("fabric.spine_radix" if f.spine_radix else "fabric.switch_radix", "spine",
-                      d.spine_down_ports + d.spine_up_ports,
-                      f"{d.spine_down_ports} rail-switch links{ss}", d.spine_radix)
+        out += _radix(
+            "fabric.spine_radix" if f.spine_radix else "fabric.switch_radix",
+            "spine",
+            d.spine_down_ports + d.spine_up_ports,
+            f"{d.spine_down_ports} rail-switch links{ss}",
+            d.spine_radix,
+        )
     if d.superspines:
-        out += _radix("fabric.superspine_radix" if f.superspine_radix else "fabric.switch_radix", "super-spine",
-                      d.superspine_down_ports, f"{d.pods} pods x spines of its plane x {d.links_per_superspine}",
-                      d.superspine_radix)
+        out += _radix(
+            "fabric.superspine_radix" if f.superspine_radix else "fabric.switch_radix",
+            "super-spine",
+            d.superspine_down_ports,
+            f"{d.pods} pods x spines of its plane x {d.links_per_superspine}",
+            d.superspine_radix,
+        )
     plan = AddressPlan.from_spec(d, f)
     if not plan.prefix_holds_hosts():
-        out.append(Problem("fabric.subnet_prefix_length",
-                           f"a /{plan.subnet_prefix} holds {(1 << (32 - plan.subnet_prefix)) - 3} hosts after the "
-                           f"network, gateway and broadcast addresses; a subnet here has {plan.hosts_per_subnet} "
-                           f"(/{plan.smallest_prefix} or shorter)"))
+        out.append(
+            Problem(
+                "fabric.subnet_prefix_length",
+                f"a /{plan.subnet_prefix} holds {(1 << (32 - plan.subnet_prefix)) - 3} hosts after the "
+                f"network, gateway and broadcast addresses; a subnet here has {plan.hosts_per_subnet} "
+                f"(/{plan.smallest_prefix} or shorter)",
+            )
+        )
     elif not plan.fits():
-        out.append(Problem("fabric.address_block", f"the rail subnets need {plan.addresses_needed:,} addresses; "
-                                                   f"{f.address_block} has {plan.block.num_addresses:,}"))
+        out.append(
+            Problem(
+                "fabric.address_block",
+                f"the rail subnets need {plan.addresses_needed:,} addresses; "
+                f"{f.address_block} has {plan.block.num_addresses:,}",
+            )
+        )
     underlay = ipaddress.IPv4Network(f.underlay_block)
     if underlay.overlaps(plan.block):
-        out.append(Problem("fabric.underlay_block", f"{f.underlay_block} overlaps address_block {f.address_block}: "
-                                                    "loopbacks and inter-switch links need their own block"))
+        out.append(
+            Problem(
+                "fabric.underlay_block",
+                f"{f.underlay_block} overlaps address_block {f.address_block}: "
+                "loopbacks and inter-switch links need their own block",
+            )
+        )
     elif underlay.prefixlen > 15:
-        out.append(Problem("fabric.underlay_block", f"must be a /15 or larger (a /16 of loopbacks, then the "
-                                                    f"inter-switch /31s; got /{underlay.prefixlen})"))
+        out.append(
+            Problem(
+                "fabric.underlay_block",
+                f"must be a /15 or larger (a /16 of loopbacks, then the inter-switch /31s; got /{underlay.prefixlen})",
+            )
+        )
     if plan.vlan(d.rails - 1) > 4094:
         out.append(Problem("fabric.vlan_base", f"rail VLANs would reach {plan.vlan(d.rails - 1)} (> 4094)"))
     return out
@@ -163,13 +228,20 @@ def _custom_ports(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
             out += _speed(f"fabric.custom.links[{i}].speed_gbps", link.speed_gbps)
             host = parse_nic(link.a) or parse_nic(link.b)
             if host and nic_gbps is not None and link.speed_gbps != nic_gbps:
-                out.append(Problem(f"fabric.custom.links[{i}].speed_gbps",
-                                   f"the NIC port runs at {nic_gbps:g} Gb/s, the cable at {link.speed_gbps:g}"))
+                out.append(
+                    Problem(
+                        f"fabric.custom.links[{i}].speed_gbps",
+                        f"the NIC port runs at {nic_gbps:g} Gb/s, the cable at {link.speed_gbps:g}",
+                    )
+                )
     out += _custom_islands(c, f)
     for i, sw in enumerate(f.custom.switches):
         if used[sw.id] > radix[sw.id]:
-            out.append(Problem(f"fabric.custom.switches[{i}].radix",
-                               f"{sw.id} needs {used[sw.id]} ports but has {radix[sw.id]}"))
+            out.append(
+                Problem(
+                    f"fabric.custom.switches[{i}].radix", f"{sw.id} needs {used[sw.id]} ports but has {radix[sw.id]}"
+                )
+            )
     return out
 
 
@@ -195,8 +267,13 @@ def _custom_islands(c: ClusterSpec, f: FabricSpec) -> list[Problem]:
             servers_on.setdefault(find(switch), set()).add(nic[0])
     islands = list(servers_on.values())
     if len(islands) > 1 and any(len(x) < c.servers for x in islands):
-        return [Problem("fabric.custom.links", f"the switches form {len(islands)} islands and some servers are not "
-                                               "on every island: they cannot reach each other")]
+        return [
+            Problem(
+                "fabric.custom.links",
+                f"the switches form {len(islands)} islands and some servers are not "
+                "on every island: they cannot reach each other",
+            )
+        ]
     return []
 
 

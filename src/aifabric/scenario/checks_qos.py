@@ -36,8 +36,9 @@ def threshold_order_problems(qos: QosSpec) -> list[Problem]:
         if q not in w.queues:
             out.append(Problem(f"{P}.wred.per_queue.{q}", f"queue {q} is not in wred.queues {w.queues}"))
         if not o.min_kb < o.max_kb:
-            out.append(Problem(f"{P}.wred.per_queue.{q}.max_kb", f"must be greater than min_kb ({o.max_kb:g} <= "
-                                                                 f"{o.min_kb:g})"))
+            out.append(
+                Problem(f"{P}.wred.per_queue.{q}.max_kb", f"must be greater than min_kb ({o.max_kb:g} <= {o.min_kb:g})")
+            )
     if not (p.enabled and w.ecn and w.queues and p.priorities):
         return out
     lossless = [q for q in w.queues if q in p.priorities]
@@ -51,13 +52,22 @@ def threshold_order_problems(qos: QosSpec) -> list[Problem]:
 
 def _chain(p, wmin: float, wmax: float, where: str) -> list[Problem]:
     out = []
-    chain = ((f"{P}.pfc.xon_kb", p.xon_kb), (f"{where}.min_kb", wmin), (f"{where}.max_kb", wmax),
-             (f"{P}.pfc.xoff_kb", p.xoff_kb))
+    chain = (
+        (f"{P}.pfc.xon_kb", p.xon_kb),
+        (f"{where}.min_kb", wmin),
+        (f"{where}.max_kb", wmax),
+        (f"{P}.pfc.xoff_kb", p.xoff_kb),
+    )
     for (a, va), (b, vb) in zip(chain, chain[1:]):
         if not va < vb and not (a.endswith("min_kb") and b.endswith("max_kb")):
-            out.append(Problem(b, f"must be greater than {a.removeprefix(P + '.')} ({vb:g} <= {va:g} KB): the rule is "
-                                  "xON < WRED min < WRED max < xOFF, so ECN slows the senders before PFC pauses "
-                                  "(Deep Learning for Network Engineers, Chapter 11)"))
+            out.append(
+                Problem(
+                    b,
+                    f"must be greater than {a.removeprefix(P + '.')} ({vb:g} <= {va:g} KB): the rule is "
+                    "xON < WRED min < WRED max < xOFF, so ECN slows the senders before PFC pauses "
+                    "(Deep Learning for Network Engineers, Chapter 11)",
+                )
+            )
     return out
 
 
@@ -73,9 +83,14 @@ def dlb_problems(qos: QosSpec, fabric=None) -> list[Problem]:
         out.append(Problem(f"{P}.dlb.flowlet_aging_us", "applies to dlb.mode: flowlet, not per-packet"))
     lb = getattr(fabric, "load_balancing", "ecmp")
     if lb != "ecmp":
-        out.append(Problem(f"{P}.dlb.mode", f"DLB {d.mode} chooses the uplinks in place of fabric.load_balancing "
-                                            f"({lb}): set load_balancing: ecmp (the groups DLB balances over) or "
-                                            "dlb.mode: off (Deep Learning for Network Engineers, Chapter 12)"))
+        out.append(
+            Problem(
+                f"{P}.dlb.mode",
+                f"DLB {d.mode} chooses the uplinks in place of fabric.load_balancing "
+                f"({lb}): set load_balancing: ecmp (the groups DLB balances over) or "
+                "dlb.mode: off (Deep Learning for Network Engineers, Chapter 12)",
+            )
+        )
     return out
 
 
@@ -90,9 +105,14 @@ def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) ->
         out.append(Problem(f"{P}.cnp_dscp", f"must differ from data_dscp ({qos.data_dscp}): CNPs need their own queue"))
     need_mtu = qos.roce_mtu_bytes + ROCE_HEADERS_BYTES
     if qos.mtu_bytes < need_mtu:
-        out.append(Problem(f"{P}.mtu_bytes", f"{qos.mtu_bytes} B does not carry a {qos.roce_mtu_bytes} B RoCE payload "
-                                             f"with its headers ({need_mtu} B): raise it (the book: 9216) or lower "
-                                             "roce_mtu_bytes"))
+        out.append(
+            Problem(
+                f"{P}.mtu_bytes",
+                f"{qos.mtu_bytes} B does not carry a {qos.roce_mtu_bytes} B RoCE payload "
+                f"with its headers ({need_mtu} B): raise it (the book: 9216) or lower "
+                "roce_mtu_bytes",
+            )
+        )
     out += dlb_problems(qos, fabric)
     p = qos.pfc
     if p.enabled and fabric is not None:
@@ -101,12 +121,22 @@ def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) ->
             speeds.append(fabric.superspine_link_speed_gbps)
         need = headroom_needed_bytes(qos, fabric.link_latency_ns, fabric.switch_latency_ns, max(speeds))
         if p.headroom_kb is not None and p.headroom_kb * KB < need:
-            out.append(Problem(f"{P}.pfc.headroom_kb", f"{p.headroom_kb:g} KB is less than what arrives after a pause "
-                                                       f"on a {max(speeds):g} Gb/s link with {fabric.link_latency_ns:g} "
-                                                       f"ns cables and {fabric.switch_latency_ns:g} ns switches: "
-                                                       f"{need / KB:,.1f} KB (2 x latency x speed + 3 frames)"))
+            out.append(
+                Problem(
+                    f"{P}.pfc.headroom_kb",
+                    f"{p.headroom_kb:g} KB is less than what arrives after a pause "
+                    f"on a {max(speeds):g} Gb/s link with {fabric.link_latency_ns:g} "
+                    f"ns cables and {fabric.switch_latency_ns:g} ns switches: "
+                    f"{need / KB:,.1f} KB (2 x latency x speed + 3 frames)",
+                )
+            )
         headroom = p.headroom_kb * KB if p.headroom_kb is not None else need
         if p.xoff_kb * KB + headroom > qos.buffer.shared_mib * (1 << 20):
-            out.append(Problem(f"{P}.pfc.xoff_kb", f"xOFF {p.xoff_kb:g} KB + headroom {headroom / KB:,.1f} KB exceed "
-                                                   f"the shared buffer ({qos.buffer.shared_mib:g} MiB)"))
+            out.append(
+                Problem(
+                    f"{P}.pfc.xoff_kb",
+                    f"xOFF {p.xoff_kb:g} KB + headroom {headroom / KB:,.1f} KB exceed "
+                    f"the shared buffer ({qos.buffer.shared_mib:g} MiB)",
+                )
+            )
     return out

@@ -33,15 +33,21 @@ def check_data_parallel(s: Scenario) -> list[Problem]:
     out: list[Problem] = []
     w, gpus = s.workload, s.cluster.total_gpus
     if w.model.layer_widths is None and w.model.name is None:
-        out.append(Problem("workload.model.layer_widths", "the data-parallel workload trains a feed-forward "
-                                                           "network (give its layer widths) or a zoo model (name)"))
+        out.append(
+            Problem(
+                "workload.model.layer_widths",
+                "the data-parallel workload trains a feed-forward "
+                "network (give its layer widths) or a zoo model (name)",
+            )
+        )
     elif w.model.layer_widths is None:
         from ..models import MODELS, Transformer
 
         m = MODELS.get((w.model.name or "").lower())  # a name here: the branch above took none
         if m is None:
-            out.append(Problem("workload.model.name", f"unknown model {w.model.name!r}; known: "
-                                                      f"{', '.join(sorted(MODELS))}"))
+            out.append(
+                Problem("workload.model.name", f"unknown model {w.model.name!r}; known: {', '.join(sorted(MODELS))}")
+            )
         elif isinstance(m, Transformer):
             out.append(Problem("workload.model.name", f"{w.model.name!r} is a transformer: use kind: llm-training"))
     if w.parallelism is not None:
@@ -80,18 +86,25 @@ def check_llm_training(s: Scenario) -> list[Problem]:
     if s.workload.precision not in spec.peak_tflops:
         out.append(Problem("workload.precision", f"{spec.name} has no {s.workload.precision} tensor cores"))
     if plan.micro_batches > MAX_MICRO_BATCHES:  # each a pass of tasks on every stage: past memory and patience
-        out.append(Problem("workload.global_batch_size", f"gives {plan.micro_batches:,} micro-batches per iteration "
-                           f"(at most {MAX_MICRO_BATCHES:,}): raise micro_batch_size or lower the batch"))
+        out.append(
+            Problem(
+                "workload.global_batch_size",
+                f"gives {plan.micro_batches:,} micro-batches per iteration "
+                f"(at most {MAX_MICRO_BATCHES:,}): raise micro_batch_size or lower the batch",
+            )
+        )
     if out or not s.workload.memory_check:
         return out
     est = memory_per_gpu(model, plan)
     if est.total_bytes > spec.hbm_gB * GB:
         g = est.as_gB()
-        out.append(Problem(
-            "workload.parallelism",
-            f"does not fit GPU memory: stage {est.stage} needs {g['total']:.1f} GB per GPU (weights "
-            f"{g['weights']:.1f}, gradients {g['gradients']:.1f}, optimizer states {g['optimizer']:.1f}, "
-            f"activations {g['activations']:.1f}) but a {spec.name} has {spec.hbm_gB:g} GB; raise tp/pp, "
-            "use zero/fsdp, sequence_parallel or recompute, or lower micro_batch_size",
-        ))
+        out.append(
+            Problem(
+                "workload.parallelism",
+                f"does not fit GPU memory: stage {est.stage} needs {g['total']:.1f} GB per GPU (weights "
+                f"{g['weights']:.1f}, gradients {g['gradients']:.1f}, optimizer states {g['optimizer']:.1f}, "
+                f"activations {g['activations']:.1f}) but a {spec.name} has {spec.hbm_gB:g} GB; raise tp/pp, "
+                "use zero/fsdp, sequence_parallel or recompute, or lower micro_batch_size",
+            )
+        )
     return out

@@ -43,12 +43,15 @@ class PriceTable(Strict):
 
     gpu_usd: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="per GPU, by catalog name")
     server_usd_per_gpu: dict[str, NonNegativeFloat] = Field(
-        default_factory=dict, description="the server without its GPUs and backend NICs (CPUs, memory, NVSwitch "
-        "baseboard, chassis, storage, front-end NIC), per GPU slot, by GPU name")
+        default_factory=dict,
+        description="the server without its GPUs and backend NICs (CPUs, memory, NVSwitch "
+        "baseboard, chassis, storage, front-end NIC), per GPU slot, by GPU name",
+    )
     nic_usd: BySpeed = Field(default_factory=dict, description="per NIC, by its bandwidth (port speed x ports)")
     switch_port_usd: BySpeed = Field(default_factory=dict, description="a switch per port (all its ports), by speed")
-    transceiver_usd: dict[Reach, BySpeed] = Field(default_factory=dict, description="per transceiver, by reach "
-                                                                                   "and speed")
+    transceiver_usd: dict[Reach, BySpeed] = Field(
+        default_factory=dict, description="per transceiver, by reach and speed"
+    )
     dac_cable_usd: BySpeed = Field(default_factory=dict, description="a passive copper cable, by speed")
     fiber_cable_usd: NonNegativeFloat | None = Field(None, description="a fiber cable (patch cord / trunk share)")
     source: str = Field("", description="where these prices come from (shown with them)")
@@ -59,26 +62,32 @@ class PowerTable(Strict):
 
     gpu_w: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="per GPU (default: its TDP)")
     server_overhead_w_per_gpu: dict[str, NonNegativeFloat] = Field(
-        default_factory=dict, description="the server without its GPUs and backend NICs, per GPU slot, by GPU name")
+        default_factory=dict, description="the server without its GPUs and backend NICs, per GPU slot, by GPU name"
+    )
     nic_w: BySpeed = Field(default_factory=dict, description="per NIC, by its bandwidth")
     switch_base_w: NonNegativeFloat | None = Field(None, description="a switch's CPU, fans and power supplies")
     switch_port_w: BySpeed = Field(default_factory=dict, description="a switch's ASIC and SerDes per port, by speed")
-    transceiver_w: dict[Reach, BySpeed] = Field(default_factory=dict, description="per transceiver, by reach and "
-                                                                                 "speed")
+    transceiver_w: dict[Reach, BySpeed] = Field(default_factory=dict, description="per transceiver, by reach and speed")
     source: str = Field("", description="where these figures come from (shown with them)")
 
 
 class CostsSpec(Strict):
-    price_per_kwh: NonNegativeFloat = Field(0.10, description="USD per kWh (Deep Learning for Network Engineers, Chapter 8: $0.10)")
+    price_per_kwh: NonNegativeFloat = Field(
+        0.10, description="USD per kWh (Deep Learning for Network Engineers, Chapter 8: $0.10)"
+    )
     pue: float = Field(1.2, ge=1, le=5, description="power usage effectiveness: facility power / IT power")
     tokens_to_train: PositiveFloat | None = Field(
-        None, description="the training run's length in tokens (samples for a data-parallel workload); default: "
-        "20 tokens per parameter (Chinchilla-optimal, Hoffmann et al. 2022)")
+        None,
+        description="the training run's length in tokens (samples for a data-parallel workload); default: "
+        "20 tokens per parameter (Chinchilla-optimal, Hoffmann et al. 2022)",
+    )
     training_hours: PositiveFloat | None = Field(
-        None, description="the training run's length in hours, instead of tokens_to_train (the book: 60 days = "
-        "1,440 hours)")
-    amortization_years: PositiveFloat = Field(4, le=30, description="the capital's life: an iteration costs its "
-                                                                   "time's share of it")
+        None,
+        description="the training run's length in hours, instead of tokens_to_train (the book: 60 days = 1,440 hours)",
+    )
+    amortization_years: PositiveFloat = Field(
+        4, le=30, description="the capital's life: an iteration costs its time's share of it"
+    )
     optics: OpticsSpec = OpticsSpec()
     prices: PriceTable = Field(PriceTable(), description="your prices over the defaults (or a file holding them)")
     power: PowerTable = Field(PowerTable(), description="your power figures over the defaults")

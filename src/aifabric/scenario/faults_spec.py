@@ -45,29 +45,55 @@ Rate = Annotated[float, Field(ge=0, le=1e6)]
 class FaultSpec(Strict):
     kind: FaultKind
     target: str | int | None = Field(None, description="a cable (A--B or A->B), a switch, a NIC, or a GPU's rank")
-    factor: float | None = Field(None, gt=0, le=1e3, description="link_degraded: the fraction of its rate left "
-                                 "(0 < f < 1); gpu_slow: how many times slower it computes (> 1)")
-    loss_rate: float | None = Field(None, ge=0, lt=1, description="link_degraded: the probability that a packet "
-                                    "on the cable is lost (CRC/FEC errors); the packet engine drops with it, the "
-                                    "flow engine runs the cable at go-back-N's goodput under it")
-    at_s: float = Field(0.0, ge=0, le=1e9, description="when, in seconds from the start of the run (0: from the "
-                        "start, routing converged around it)")
+    factor: float | None = Field(
+        None,
+        gt=0,
+        le=1e3,
+        description="link_degraded: the fraction of its rate left "
+        "(0 < f < 1); gpu_slow: how many times slower it computes (> 1)",
+    )
+    loss_rate: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="link_degraded: the probability that a packet "
+        "on the cable is lost (CRC/FEC errors); the packet engine drops with it, the "
+        "flow engine runs the cable at go-back-N's goodput under it",
+    )
+    at_s: float = Field(
+        0.0,
+        ge=0,
+        le=1e9,
+        description="when, in seconds from the start of the run (0: from the start, routing converged around it)",
+    )
     up_at_s: float | None = Field(None, gt=0, le=1e9, description="when it is whole again (default: never)")
     flaps: int = Field(1, ge=1, le=10_000, description="down-up cycles (a flapping link): at_s + k x flap_period_s")
     flap_period_s: float | None = Field(None, gt=0, le=1e9, description="seconds from one cycle's start to the next")
-    detection_s: float | None = Field(None, ge=0, le=1e6, description="from the fault to routing seeing it "
-                                      "(default: BFD, 3 x 100 ms)")
-    convergence_s: float | None = Field(None, ge=0, le=1e6, description="from detection to converged routing "
-                                        "(default: RFC 7938's sub-second eBGP convergence, 1 s)")
-    nccl_ib_timeout: int | None = Field(None, ge=1, le=31, description="NCCL_IB_TIMEOUT: the QPs' ACK timeout is "
-                                        "4.096 us x 2^this (NCCL's default 20: 4.3 s)")
-    nccl_ib_retry_cnt: int | None = Field(None, ge=0, le=7, description="NCCL_IB_RETRY_CNT: retransmissions before "
-                                          "a QP fails (NCCL's default 7)")
+    detection_s: float | None = Field(
+        None, ge=0, le=1e6, description="from the fault to routing seeing it (default: BFD, 3 x 100 ms)"
+    )
+    convergence_s: float | None = Field(
+        None,
+        ge=0,
+        le=1e6,
+        description="from detection to converged routing (default: RFC 7938's sub-second eBGP convergence, 1 s)",
+    )
+    nccl_ib_timeout: int | None = Field(
+        None,
+        ge=1,
+        le=31,
+        description="NCCL_IB_TIMEOUT: the QPs' ACK timeout is 4.096 us x 2^this (NCCL's default 20: 4.3 s)",
+    )
+    nccl_ib_retry_cnt: int | None = Field(
+        None, ge=0, le=7, description="NCCL_IB_RETRY_CNT: retransmissions before a QP fails (NCCL's default 7)"
+    )
     window_s: float | None = Field(None, gt=0, le=1e9, description="draw: the seconds over which faults are drawn")
-    rates: dict[DrawnKind, Rate] = Field(default_factory=dict, description="draw: failures per component-hour "
-                                         "(default: aifabric.reliability's)")
-    down_s: float | None = Field(None, gt=0, le=1e9, description="draw: how long each drawn fault lasts (default: "
-                                 "the rest of the run)")
+    rates: dict[DrawnKind, Rate] = Field(
+        default_factory=dict, description="draw: failures per component-hour (default: aifabric.reliability's)"
+    )
+    down_s: float | None = Field(
+        None, gt=0, le=1e9, description="draw: how long each drawn fault lasts (default: the rest of the run)"
+    )
 
     @model_validator(mode="after")
     def _fields(self):
@@ -75,17 +101,23 @@ class FaultSpec(Strict):
             if self.window_s is None:
                 raise ValueError("draw needs window_s: the seconds over which faults are drawn")
             if self.target is not None or self.factor is not None or self.at_s or self.up_at_s is not None:
-                raise ValueError("draw takes window_s, rates, down_s (and the timing fields), no target, factor, "
-                                 "at_s or up_at_s")
+                raise ValueError(
+                    "draw takes window_s, rates, down_s (and the timing fields), no target, factor, at_s or up_at_s"
+                )
             return self
         if self.window_s is not None or self.rates or self.down_s is not None:
             raise ValueError(f"{self.kind} takes no window_s, rates or down_s (those are draw's)")
         if self.target is None:
             raise ValueError(f"{self.kind} needs a target")
-        if self.kind == "link_degraded" and not (self.factor is not None and 0 < self.factor < 1) and \
-                not (self.factor is None and self.loss_rate):
-            raise ValueError("link_degraded needs factor (the fraction of the rate left, between 0 and 1) or "
-                             "loss_rate (the probability a packet is lost, between 0 and 1), or both")
+        if (
+            self.kind == "link_degraded"
+            and not (self.factor is not None and 0 < self.factor < 1)
+            and not (self.factor is None and self.loss_rate)
+        ):
+            raise ValueError(
+                "link_degraded needs factor (the fraction of the rate left, between 0 and 1) or "
+                "loss_rate (the probability a packet is lost, between 0 and 1), or both"
+            )
         if self.loss_rate is not None and self.kind != "link_degraded":
             raise ValueError(f"{self.kind} takes no loss_rate (link_degraded's)")
         if self.kind == "gpu_slow" and not (self.factor is not None and self.factor >= 1):

@@ -178,8 +178,9 @@ def resolve_costs(data: dict, base: Path | None, source: str) -> dict:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError([Problem(f"costs.{key}", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")],
-                             source) from None
+            raise InputError(
+                [Problem(f"costs.{key}", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")], source
+            ) from None
         loaded = table_data(read_yaml(text, str(path)), str(path), key, f"costs.{key}")
         costs[key] = {"source": str(path), **loaded} if "source" not in loaded else loaded
     return {**data, "costs": costs}
@@ -227,8 +228,9 @@ def load_scenario(scenario: str | os.PathLike | Mapping[str, Any] | Scenario, so
         source = source or "<scenario text>"
         return parse_scenario(read_yaml(scenario, source), source)
     if not isinstance(scenario, (str, os.PathLike)):
-        raise InputError(f"a scenario is a file's path, YAML text, a mapping or a Scenario "
-                         f"(got {type(scenario).__name__})", source)
+        raise InputError(
+            f"a scenario is a file's path, YAML text, a mapping or a Scenario (got {type(scenario).__name__})", source
+        )
     path = Path(scenario)
     if not path.exists():
         raise InputError(f"{path}: no such file", str(path))

@@ -31,8 +31,13 @@ DLB_MAC = "00:CC:CC:CC:CC:CC"  # Cisco's default DLB MAC (Chapter 12)
 class TrafficClass(Strict):
     """One `class-map type qos match-any NAME` + `set qos-group N` (Examples 11-1, 11-2)."""
 
-    name: str = Field(..., min_length=1, max_length=40, pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$",
-                      description="class-map name, e.g. ROCEv2, CNP")
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=40,
+        pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$",
+        description="class-map name, e.g. ROCEv2, CNP",
+    )
     dscp: list[int] = Field(..., min_length=1, max_length=64, description="DSCP values it matches (0..63)")
     qos_group: int = Field(..., ge=0, le=QUEUES - 1, description="internal QoS group = egress queue (0..7)")
 
@@ -61,12 +66,18 @@ class WredSpec(Strict):
     min_kb: float = Field(150, gt=0, le=1_000_000, description="WRED minimum threshold, KB")
     max_kb: float = Field(3000, gt=0, le=1_000_000, description="WRED maximum threshold, KB")
     drop_probability_percent: float = Field(7, ge=0, le=100, description="marking probability at the maximum, %")
-    weight: int = Field(0, ge=0, le=15, description="exponential weight n of the average queue depth WRED compares "
-                                                    "with its thresholds: avg <- (1 - 2^-n) avg + 2^-n depth at each "
-                                                    "arrival; 0 = instantaneous depth (the book's)")
+    weight: int = Field(
+        0,
+        ge=0,
+        le=15,
+        description="exponential weight n of the average queue depth WRED compares "
+        "with its thresholds: avg <- (1 - 2^-n) avg + 2^-n depth at each "
+        "arrival; 0 = instantaneous depth (the book's)",
+    )
     ecn: bool = Field(True, description="mark ECN 11 instead of dropping (without it WRED drops)")
-    drop_threshold_kb: float | None = Field(None, gt=0, le=1_000_000, description="drop above this depth even when "
-                                                                                  "marking (default: none)")
+    drop_threshold_kb: float | None = Field(
+        None, gt=0, le=1_000_000, description="drop above this depth even when marking (default: none)"
+    )
     per_queue: dict[int, WredQueueSpec] = Field({}, description="queues of `queues` with thresholds of their own")
 
     @field_validator("per_queue")
@@ -93,8 +104,13 @@ class PfcSpec(Strict):
     priorities: list[int] = Field([3], max_length=QUEUES, description="lossless CoS values (the book: 3)")
     xon_kb: float = Field(100, gt=0, le=1_000_000, description="resume below this ingress level, KB")
     xoff_kb: float = Field(3200, gt=0, le=1_000_000, description="pause above this ingress level, KB")
-    headroom_kb: float | None = Field(None, gt=0, le=1_000_000, description="buffer above xOFF for what is in flight "
-                                      "(default: 2 x (cable + switch latency) x speed + 3 frames)")
+    headroom_kb: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="buffer above xOFF for what is in flight "
+        "(default: 2 x (cable + switch latency) x speed + 3 frames)",
+    )
     quanta: int = Field(0xFFFF, ge=1, le=0xFFFF, description="pause time in quanta of 512 bit times")
     watchdog_ms: float | None = Field(100, gt=0, le=100_000, description="PFC watchdog interval, ms (null: off)")
 
@@ -103,8 +119,12 @@ class BufferSpec(Strict):
     shared_mib: float = Field(64, gt=0, le=1_000_000, description="shared packet buffer per switch, MiB")
     lossy_queue_limit_mib: float = Field(8, gt=0, le=1_000_000, description="a lossy queue drops above this, MiB")
     dynamic_threshold_alpha: float | None = Field(
-        None, gt=0, le=64, description="lossy queues also drop above alpha x the free shared buffer (dynamic "
-                                       "threshold; default: off, the static limit alone)")
+        None,
+        gt=0,
+        le=64,
+        description="lossy queues also drop above alpha x the free shared buffer (dynamic "
+        "threshold; default: off, the static limit alone)",
+    )
 
 
 class DcqcnSpec(Strict):
@@ -129,15 +149,24 @@ class DlbSpec(Strict):
     packet, over the ECMP groups the routing gives them. Off: the ECMP hash alone (or `fabric.load_balancing`)."""
 
     mode: Literal["off", "flowlet", "per-packet"] = Field(
-        "off", description="flowlet: the least-loaded uplink at each new flowlet (an idle gap longer than "
-                           "flowlet_aging_us); per-packet: the least-loaded uplink for every packet")
-    flowlet_aging_us: float | None = Field(None, gt=0, le=1_000_000, description="mode flowlet: the idle gap that "
-                                           "ends a flowlet, µs (NX-OS `flowlet-aging`; default fabric.flowlet_gap_us); "
-                                           "the packet engine's: the flow engine has no gaps and spreads every "
-                                           "transfer over the equal-cost paths, the flowlets' long-run share")
-    mac_address: str = Field(DLB_MAC, pattern=r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$",
-                             description="the DLB virtual next-hop MAC, the same on every switch (Cisco's default "
-                                         "00:CC:CC:CC:CC:CC)")
+        "off",
+        description="flowlet: the least-loaded uplink at each new flowlet (an idle gap longer than "
+        "flowlet_aging_us); per-packet: the least-loaded uplink for every packet",
+    )
+    flowlet_aging_us: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="mode flowlet: the idle gap that "
+        "ends a flowlet, µs (NX-OS `flowlet-aging`; default fabric.flowlet_gap_us); "
+        "the packet engine's: the flow engine has no gaps and spreads every "
+        "transfer over the equal-cost paths, the flowlets' long-run share",
+    )
+    mac_address: str = Field(
+        DLB_MAC,
+        pattern=r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$",
+        description="the DLB virtual next-hop MAC, the same on every switch (Cisco's default 00:CC:CC:CC:CC:CC)",
+    )
 
     @field_validator("mac_address")
     @classmethod
@@ -152,11 +181,14 @@ class QosSpec(Strict):
 
     classes: list[TrafficClass] = Field(
         [TrafficClass(name="ROCEv2", dscp=[24], qos_group=3), TrafficClass(name="CNP", dscp=[48], qos_group=7)],
-        max_length=QUEUES, description="DSCP -> QoS group (anything else: default_qos_group)")
+        max_length=QUEUES,
+        description="DSCP -> QoS group (anything else: default_qos_group)",
+    )
     default_qos_group: int = Field(0, ge=0, le=QUEUES - 1)
     strict_priority_queues: list[int] = Field([7], max_length=QUEUES, description="`priority level 1` queues")
     bandwidth_remaining_percent: dict[int, int] = Field(
-        {0: 50, 3: 50}, description="queue -> `bandwidth remaining percent` (others 0)")
+        {0: 50, 3: 50}, description="queue -> `bandwidth remaining percent` (others 0)"
+    )
     wred: WredSpec = WredSpec()
     pfc: PfcSpec = PfcSpec()
     buffer: BufferSpec = BufferSpec()

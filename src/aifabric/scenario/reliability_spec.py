@@ -27,11 +27,15 @@ Rate = Annotated[float, Field(ge=0, le=1)]
 
 class ReliabilitySpec(Strict):
     failures_per_hour: dict[FailureKind, Rate] = Field(
-        default_factory=dict, description="failures per component-hour, overriding the Llama 3 defaults by kind")
+        default_factory=dict, description="failures per component-hour, overriding the Llama 3 defaults by kind"
+    )
     checkpoint_write_gBps: PositiveFloat | None = Field(
-        None, le=1e9, description="aggregate checkpoint write bandwidth, GB/s (default: 2 TB/s per 16,384 GPUs)")
+        None, le=1e9, description="aggregate checkpoint write bandwidth, GB/s (default: 2 TB/s per 16,384 GPUs)"
+    )
     checkpoint_bytes_per_param: PositiveFloat | None = Field(
-        None, le=1e3, description="bytes written per parameter (default 14: bf16 weights, fp32 master, Adam moments)")
+        None, le=1e3, description="bytes written per parameter (default 14: bf16 weights, fp32 master, Adam moments)"
+    )
     checkpoint_interval_s: PositiveFloat | None = Field(
-        None, le=1e9, description="seconds of work between checkpoints (default: the interval that loses least)")
+        None, le=1e9, description="seconds of work between checkpoints (default: the interval that loses least)"
+    )
     restart_s: float | None = Field(None, ge=0, le=1e9, description="seconds from a failure to training again")

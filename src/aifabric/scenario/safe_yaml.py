@@ -57,8 +57,11 @@ class _Bounds:
                 key = (key_node.tag, key_node.value)
                 if key in seen:
                     first = seen[key].start_mark
-                    raise YamlLimit(f"key {shorten(key_node.value)!r} given twice (first at line {first.line + 1}: "
-                                    "YAML would silently keep only the last), again", key_node.start_mark)
+                    raise YamlLimit(
+                        f"key {shorten(key_node.value)!r} given twice (first at line {first.line + 1}: "
+                        "YAML would silently keep only the last), again",
+                        key_node.start_mark,
+                    )
                 seen[key] = key_node
         return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 

@@ -25,12 +25,16 @@ class FidelitySpec(Strict):
     """How much of the run is simulated flow by flow (docs/validation.md, "Fidelity")."""
 
     scale_up_collectives: Literal["analytic", "flows"] | None = Field(
-        None, description="collectives inside one server's NVLink domain: analytic = timed once on their own "
+        None,
+        description="collectives inside one server's NVLink domain: analytic = timed once on their own "
         "and folded into their GPUs' time (engines/fold.py); flows = every transfer simulated. "
-        "Default: analytic for llm-training, flows for data-parallel")
+        "Default: analytic for llm-training, flows for data-parallel",
+    )
     ring_steps: Literal["merged", "each"] | None = Field(
-        None, description="ring collectives between servers: merged = one transfer per ring edge for the "
-        "whole collective; each = one transfer per step. Default: merged for llm-training, each for data-parallel")
+        None,
+        description="ring collectives between servers: merged = one transfer per ring edge for the "
+        "whole collective; each = one transfer per step. Default: merged for llm-training, each for data-parallel",
+    )
 
 
 class Scenario(Strict):
@@ -43,18 +47,26 @@ class Scenario(Strict):
     engine: Literal["flow", "analytic", "packet", "hybrid"] = "flow"
     fidelity: FidelitySpec = FidelitySpec()
     calibration: CalibrationSpec = Field(
-        CalibrationSpec(), description="the user's own measurements in place of the catalog's: a GEMM table "
+        CalibrationSpec(),
+        description="the user's own measurements in place of the catalog's: a GEMM table "
         "(`aifabric calibrate gemm`), achievable NVLink and network rates and latencies (`aifabric calibrate "
-        "nccl-tests`); or the name of a file holding this block")
+        "nccl-tests`); or the name of a file holding this block",
+    )
     costs: CostsSpec = Field(
-        CostsSpec(), description="what the cluster costs to buy and to run: price per kWh, PUE, the training run's "
-        "length, your prices and power figures over the documented defaults (aifabric.costs)")
+        CostsSpec(),
+        description="what the cluster costs to buy and to run: price per kWh, PUE, the training run's "
+        "length, your prices and power figures over the documented defaults (aifabric.costs)",
+    )
     faults: list[FaultSpec] = Field(
-        default_factory=list, max_length=10_000, description="links, switches, NICs down or degraded, slow GPUs, "
-        "during the iteration (aifabric.faults)")
+        default_factory=list,
+        max_length=10_000,
+        description="links, switches, NICs down or degraded, slow GPUs, during the iteration (aifabric.faults)",
+    )
     reliability: ReliabilitySpec = Field(
-        ReliabilitySpec(), description="failure rates by component, checkpoint size, bandwidth and interval, restart "
-        "time: what failures cost the training run (aifabric.reliability)")
+        ReliabilitySpec(),
+        description="failure rates by component, checkpoint size, bandwidth and interval, restart "
+        "time: what failures cost the training run (aifabric.reliability)",
+    )
 
     def applicable_dump(self) -> dict:
         """The scenario as JSON data with every default that applies to it filled in, and what does not apply
@@ -70,14 +82,44 @@ class Scenario(Strict):
         return {"fold_scale_up": up == "analytic", "merge_ring_steps": ring == "merged"}
 
 
-_TRANSFORMER_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "gated_mlp", "bias", "experts",
-                       "top_k", "expert_ffn_hidden", "shared_experts")
+_TRANSFORMER_FIELDS = (
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "ffn_hidden",
+    "vocab",
+    "gated_mlp",
+    "bias",
+    "experts",
+    "top_k",
+    "expert_ffn_hidden",
+    "shared_experts",
+)
 _MOE_FIELDS = ("top_k", "expert_ffn_hidden", "shared_experts")
-_SUPERSPINE_FIELDS = ("pods", "superspines", "superspine_planes", "superspine_link_speed_gbps",
-                      "links_per_superspine", "superspine_radix", "spine_oversubscription")
-_SPINE_FIELDS = ("spines", "link_speed_gbps", "links_per_spine", "spine_radix", "spine_cabling", "spines_per_leaf",
-                 "leaf_oversubscription", "load_balancing", "flowlet_gap_us", "ecmp_hash_seed",
-                 "per_switch_hash_seed", "ecmp_hash_fields")
+_SUPERSPINE_FIELDS = (
+    "pods",
+    "superspines",
+    "superspine_planes",
+    "superspine_link_speed_gbps",
+    "links_per_superspine",
+    "superspine_radix",
+    "spine_oversubscription",
+)
+_SPINE_FIELDS = (
+    "spines",
+    "link_speed_gbps",
+    "links_per_spine",
+    "spine_radix",
+    "spine_cabling",
+    "spines_per_leaf",
+    "leaf_oversubscription",
+    "load_balancing",
+    "flowlet_gap_us",
+    "ecmp_hash_seed",
+    "per_switch_hash_seed",
+    "ecmp_hash_fields",
+)
 
 
 def _drop_none(d: dict) -> dict:
@@ -120,5 +162,15 @@ def _applicable(s: Scenario) -> dict:
     return _drop_none(data)
 
 
-__all__ = ["SCHEMA_VERSION", "CalibrationSpec", "ClusterSpec", "CostsSpec", "FabricSpec", "FeedForwardSpec", "FidelitySpec", "Scenario",
-           "TierCalibration", "WorkloadSpec"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "CalibrationSpec",
+    "ClusterSpec",
+    "CostsSpec",
+    "FabricSpec",
+    "FeedForwardSpec",
+    "FidelitySpec",
+    "Scenario",
+    "TierCalibration",
+    "WorkloadSpec",
+]

@@ -29,7 +29,10 @@ class ModelSpec(Strict):
     )
     name: str | None = Field(None, description="a model of the zoo, e.g. gpt3-175b, llama3-70b, mixtral-8x7b")
     layer_widths: list[int] | None = Field(
-        None, min_length=2, max_length=10_000, description="feed-forward: neurons per layer, input first, e.g. [784, 128, 10]"
+        None,
+        min_length=2,
+        max_length=10_000,
+        description="feed-forward: neurons per layer, input first, e.g. [784, 128, 10]",
     )
     bias: bool = True
     # transformer dimensions (custom models)
@@ -55,8 +58,10 @@ class ModelSpec(Strict):
         if self.name is not None:  # a zoo model: its own architecture; other fields would be silently ignored
             extra = sorted(self.model_fields_set - {"name", "kind"})
             if extra:
-                raise ValueError(f"{', '.join(extra)}: describe a custom model (kind: transformer or "
-                                 f"feed-forward, without name); the zoo's {self.name!r} has its own architecture")
+                raise ValueError(
+                    f"{', '.join(extra)}: describe a custom model (kind: transformer or "
+                    f"feed-forward, without name); the zoo's {self.name!r} has its own architecture"
+                )
         if self.kind is None and self.name is None:
             object.__setattr__(self, "kind", "feed-forward")
         if self.kind == "feed-forward" and self.layer_widths is None:
@@ -93,51 +98,74 @@ class ParallelismSpec(Strict):
     chunks: int = Field(1, ge=1, le=1024, description="model chunks per stage (interleaved 1F1B)")
     micro_batch_size: int = Field(1, ge=1, le=1 << 24, description="sequences per micro-batch")
     micro_batches: int | None = Field(
-        None, ge=1, le=MAX_MICRO_BATCHES, description="micro-batches per iteration (default: global batch / (dp x micro_batch_size))"
+        None,
+        ge=1,
+        le=MAX_MICRO_BATCHES,
+        description="micro-batches per iteration (default: global batch / (dp x micro_batch_size))",
     )
     sequence_parallel: bool = False
     zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 + weights")
     fsdp: bool = Field(False, description="PyTorch FSDP full shard (= ZeRO-3)")
     recompute: Literal["none", "selective", "full"] = "none"
     bucket_mb: float | None = Field(
-        None, gt=0, description="gradient bucket size, MiB; default: Megatron-core's, max(40 M, 1 M x dp) "
-        "parameters (PyTorch DDP's default is 25)")
+        None,
+        gt=0,
+        description="gradient bucket size, MiB; default: Megatron-core's, max(40 M, 1 M x dp) "
+        "parameters (PyTorch DDP's default is 25)",
+    )
     overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
     grad_reduce_precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
-        "auto", description="precision the data-parallel gradient reductions move; auto: fp32 when training in bf16 "
-        "or fp8 (Megatron-LM accumulates and all-reduces those gradients in fp32), else the training precision")
+        "auto",
+        description="precision the data-parallel gradient reductions move; auto: fp32 when training in bf16 "
+        "or fp8 (Megatron-LM accumulates and all-reduces those gradients in fp32), else the training precision",
+    )
     order: str = Field("tp-cp-dp-pp", description="rank order, fastest-varying dimension first (Megatron)")
     layers_per_stage: list[int] | None = Field(
-        None, description="decoder blocks of each pipeline stage (of each virtual stage, in order, with the "
+        None,
+        description="decoder blocks of each pipeline stage (of each virtual stage, in order, with the "
         "interleaved schedule), when not an even split: Llama 3 405B puts 126 blocks on 16 stages, one fewer on "
-        "the first and the last ([7, 8, ..., 8, 7])")
+        "the first and the last ([7, 8, ..., 8, 7])",
+    )
     pipeline_scatter_gather: bool | None = Field(
-        None, description="Megatron's scatter/gather of pipeline tensors: with tp > 1 and no sequence parallelism "
+        None,
+        description="Megatron's scatter/gather of pipeline tensors: with tp > 1 and no sequence parallelism "
         "each tensor-parallel rank sends 1/tp of the activation to the next stage, which all-gathers it over "
-        "NVLink (default: on whenever it applies, as Megatron-LM)")
+        "NVLink (default: on whenever it applies, as Megatron-LM)",
+    )
 
 
 class WorkloadSpec(Strict):
     kind: Literal["data-parallel", "llm-training"] = "data-parallel"
     model: ModelSpec
-    global_batch_size: int = Field(..., ge=1, le=1 << 24, description="samples (sequences) per iteration across all GPUs")
+    global_batch_size: int = Field(
+        ..., ge=1, le=1 << 24, description="samples (sequences) per iteration across all GPUs"
+    )
     data_parallel: int | None = Field(None, ge=1, le=1 << 24, description="data-parallel ranks (default: every GPU)")
     parallelism: ParallelismSpec | None = Field(None, description="llm-training: the parallelism plan")
-    seq_len: int | None = Field(None, ge=1, le=1 << 24, description="llm-training: tokens per sequence (default: the model's)")
+    seq_len: int | None = Field(
+        None, ge=1, le=1 << 24, description="llm-training: tokens per sequence (default: the model's)"
+    )
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
     compute_efficiency: float | None = Field(
-        None, ge=0.001, le=1, description="override of the kernel model: every compute op takes its FLOPs / (the GPU's "
+        None,
+        ge=0.001,
+        le=1,
+        description="override of the kernel model: every compute op takes its FLOPs / (the GPU's "
         "dense peak FLOP/s at the precision x this fraction), recomputation included, no optimizer step on "
-        "data-parallel workloads (default: none, each kernel timed from its shape; docs/validation.md)"
+        "data-parallel workloads (default: none, each kernel timed from its shape; docs/validation.md)",
     )
     attention: Literal["flash", "unfused"] = Field(
-        "flash", description="attention kernels: flash (a fused FlashAttention kernel) or unfused (Megatron-LM "
-        "before FlashAttention: batched GEMMs around a fused softmax and a dropout)")
+        "flash",
+        description="attention kernels: flash (a fused FlashAttention kernel) or unfused (Megatron-LM "
+        "before FlashAttention: batched GEMMs around a fused softmax and a dropout)",
+    )
     software: Literal["current", "megatron-2022", "megatron-2021"] = Field(
-        "current", description="the kernels the run is made with: current (GEMMs at the GPU's maximum achievable "
+        "current",
+        description="the kernels the run is made with: current (GEMMs at the GPU's maximum achievable "
         "matmul throughput, 2025 software; norms at the achievable HBM bandwidth), megatron-2022 (GEMMs at the "
         "GPU's CUDA 11.7 measurement: A100 only), megatron-2021 (that, and Megatron-LM's 2021 fused LayerNorm "
-        "at its measured bandwidth); kernels/model.py, docs/validation.md")
+        "at its measured bandwidth); kernels/model.py, docs/validation.md",
+    )
 
     memory_check: bool = Field(True, description="llm-training: refuse a plan that does not fit GPU memory")
     iterations: int = Field(1, ge=1, le=1000)

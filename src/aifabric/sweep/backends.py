@@ -163,18 +163,32 @@ class LocalPool:
             if w.conn in ready or w.proc.sentinel in ready or not w.proc.is_alive():
                 w.proc.join(timeout=2)  # the pipe closes as the process dies: reap it for its exit code
                 code = w.proc.exitcode
-                why = (f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}")
+                why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 payload = w.payload
                 self._replace(w)
                 if attempt <= CRASH_RETRIES:
                     self.queue.appendleft((case_id, payload, attempt + 1))
                 else:
-                    out.append(Outcome(case_id, "crashed", error=f"worker process died ({why}) on each of "
-                                       f"{attempt} attempts", attempts=attempt, wall_s=now - w.started))
+                    out.append(
+                        Outcome(
+                            case_id,
+                            "crashed",
+                            error=f"worker process died ({why}) on each of {attempt} attempts",
+                            attempts=attempt,
+                            wall_s=now - w.started,
+                        )
+                    )
             elif self.timeout_s and now - w.started > self.timeout_s:
                 self._replace(w)
-                out.append(Outcome(case_id, "timeout", error=f"ran longer than {self.timeout_s:g} s: stopped",
-                                   attempts=attempt, wall_s=now - w.started))
+                out.append(
+                    Outcome(
+                        case_id,
+                        "timeout",
+                        error=f"ran longer than {self.timeout_s:g} s: stopped",
+                        attempts=attempt,
+                        wall_s=now - w.started,
+                    )
+                )
         self._dispatch()
         return out
 
@@ -197,8 +211,9 @@ class LocalPool:
 def _outcome(case_id: str, msg: tuple, attempt: int, wall_s: float) -> Outcome:
     if msg[0] == "ok":
         return Outcome(case_id, "ok", result=msg[1], attempts=attempt, wall_s=wall_s)
-    return Outcome(case_id, "failed", error=msg[1], detail=msg[2] if len(msg) > 2 else "", attempts=attempt,
-                   wall_s=wall_s)
+    return Outcome(
+        case_id, "failed", error=msg[1], detail=msg[2] if len(msg) > 2 else "", attempts=attempt, wall_s=wall_s
+    )
 
 
 # ---------------------------------------------------------------------------------------------- Ray
@@ -213,8 +228,13 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     if address == "auto":  # the cluster `ray start --head` started on this machine, as Ray finds it
         found = current_cluster()
         if found is None:
-            raise InputError(Problem("--address", "auto: no Ray cluster started on this machine (`ray start --head "
-                                     "--port=6379` starts one; or give HOST:PORT)"))
+            raise InputError(
+                Problem(
+                    "--address",
+                    "auto: no Ray cluster started on this machine (`ray start --head "
+                    "--port=6379` starts one; or give HOST:PORT)",
+                )
+            )
         given, address = f"auto ({found}, the last cluster `ray start --head` started here)", found
     else:
         given = address
@@ -224,9 +244,13 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except (OSError, ValueError) as exc:
-        raise InputError(Problem("--address", f"nothing answers at {given} ({getattr(exc, 'strerror', None) or exc}"
-                                 "): is the cluster started (`ray start --head --port=PORT` on its head node)?")) \
-            from None
+        raise InputError(
+            Problem(
+                "--address",
+                f"nothing answers at {given} ({getattr(exc, 'strerror', None) or exc}"
+                "): is the cluster started (`ray start --head --port=PORT` on its head node)?",
+            )
+        ) from None
 
 
 def current_cluster() -> str | None:
@@ -243,9 +267,11 @@ def current_cluster() -> str | None:
     return text or None
 
 
-AUTH_HINT = ("if the cluster authenticates with a token (recent Ray versions do by default), run with "
-             "RAY_AUTH_MODE=token and the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN (`ray get-auth-token` "
-             "on the head node prints it)")
+AUTH_HINT = (
+    "if the cluster authenticates with a token (recent Ray versions do by default), run with "
+    "RAY_AUTH_MODE=token and the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN (`ray get-auth-token` "
+    "on the head node prints it)"
+)
 
 
 class RayPool:
@@ -255,8 +281,9 @@ class RayPool:
 
     name = "ray"
 
-    def __init__(self, fn: Callable, workers: int | None = None, timeout_s: float | None = None,
-                 address: str | None = None):
+    def __init__(
+        self, fn: Callable, workers: int | None = None, timeout_s: float | None = None, address: str | None = None
+    ):
         self.fn, self.requested, self.timeout_s, self.address = fn, workers, timeout_s, address
         self.queue: deque[tuple[str, Any]] = deque()
         self.inflight: dict[Any, tuple[str, float]] = {}  # ref -> (case id, submitted)
@@ -271,17 +298,25 @@ class RayPool:
         import ray
 
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                      "logging_level": logging.ERROR}
+            kwargs: dict[str, Any] = {
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "logging_level": logging.ERROR,
+            }
             if self.address:
                 check_reachable(self.address)
                 try:
                     ray.init(address=self.address, **kwargs)
                 except ConnectionError as exc:
-                    hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" or self.address == "auto" else \
-                        f"; {AUTH_HINT}"
-                    raise InputError(Problem("--address", f"cannot connect to the Ray cluster at {self.address}: "
-                                             f"{str(exc).splitlines()[0]}{hint}")) from None
+                    hint = (
+                        "" if os.environ.get("RAY_AUTH_MODE") == "token" or self.address == "auto" else f"; {AUTH_HINT}"
+                    )
+                    raise InputError(
+                        Problem(
+                            "--address",
+                            f"cannot connect to the Ray cluster at {self.address}: {str(exc).splitlines()[0]}{hint}",
+                        )
+                    ) from None
             else:
                 # a new instance on this machine, never a cluster `ray start` left running (that is --address auto)
                 ray.init(address="local", num_cpus=self.requested, **kwargs)
@@ -332,13 +367,22 @@ class RayPool:
             try:
                 msg = ray.get(ref)
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
-                out.append(Outcome(case_id, "crashed", error=f"worker process died on each of "
-                                   f"{CRASH_RETRIES + 1} attempts ({type(exc).__name__})",
-                                   attempts=CRASH_RETRIES + 1, wall_s=now - t0))
+                out.append(
+                    Outcome(
+                        case_id,
+                        "crashed",
+                        error=f"worker process died on each of {CRASH_RETRIES + 1} attempts ({type(exc).__name__})",
+                        attempts=CRASH_RETRIES + 1,
+                        wall_s=now - t0,
+                    )
+                )
                 continue
             except ray.exceptions.RayError as exc:
-                out.append(Outcome(case_id, "failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
-                                   wall_s=now - t0))
+                out.append(
+                    Outcome(
+                        case_id, "failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}", wall_s=now - t0
+                    )
+                )
                 continue
             out.append(_outcome(case_id, msg, 1, now - t0))
         if self.timeout_s:
@@ -346,8 +390,11 @@ class RayPool:
                 if now - t0 > self.timeout_s and ref not in self.cancelled:
                     ray.cancel(ref, force=True)
                     self.cancelled.add(ref)
-                    out.append(Outcome(case_id, "timeout", error=f"ran longer than {self.timeout_s:g} s: stopped",
-                                       wall_s=now - t0))
+                    out.append(
+                        Outcome(
+                            case_id, "timeout", error=f"ran longer than {self.timeout_s:g} s: stopped", wall_s=now - t0
+                        )
+                    )
         self._dispatch()
         return out
 

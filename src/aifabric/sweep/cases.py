@@ -50,8 +50,9 @@ def scenario_key(v: Variant) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
-def build_cases(file: Path, vary: list[str], grid: bool = False, skip_invalid: bool = False
-                ) -> tuple[list[Case], list[str]]:
+def build_cases(
+    file: Path, vary: list[str], grid: bool = False, skip_invalid: bool = False
+) -> tuple[list[Case], list[str]]:
     """The sweep's cases and notes (duplicates dropped, invalid cases kept). Raises InputError listing every
     problem (invalid combinations, duplicates) unless `skip_invalid`."""
     if not vary:
@@ -66,8 +67,16 @@ def build_cases(file: Path, vary: list[str], grid: bool = False, skip_invalid: b
     cases: list[Case] = []
     for i, v in enumerate(built):
         if isinstance(v, Invalid):
-            cases.append(Case(i + 1, v.label, v.varied, None, tuple(str(p) for p in v.problems),
-                              key="invalid-" + hashlib.sha256(v.label.encode()).hexdigest()[:16]))
+            cases.append(
+                Case(
+                    i + 1,
+                    v.label,
+                    v.varied,
+                    None,
+                    tuple(str(p) for p in v.problems),
+                    key="invalid-" + hashlib.sha256(v.label.encode()).hexdigest()[:16],
+                )
+            )
             continue
         key = scenario_key(v)
         if key in seen:
@@ -78,8 +87,7 @@ def build_cases(file: Path, vary: list[str], grid: bool = False, skip_invalid: b
                 problems.append(Problem("--vary", msg))
             continue
         seen[key] = v.label
-        cases.append(Case(i + 1, v.label, v.varied, v.scenario.model_dump(mode="json", exclude_unset=True),
-                          key=key))
+        cases.append(Case(i + 1, v.label, v.varied, v.scenario.model_dump(mode="json", exclude_unset=True), key=key))
     if not skip_invalid:
         problems = invalid_problems(bad) + problems
         if problems:

@@ -32,17 +32,51 @@ from ..errors import InputError, Problem
 from ..scenario import load_scenario
 from .cases import Case, scenario_key
 
-ALIASES = {"cost": "capex_usd", "capex": "capex_usd", "capital": "capex_usd", "network_cost": "network_capex_usd",
-           "iteration_time": "iteration_time_s", "time": "iteration_time_s", "power": "it_power_w",
-           "network_power": "network_power_w", "training_cost": "training_cost_usd",
-           "cost_per_iteration": "cost_per_iteration_usd", "throughput": "tokens_per_s",
-           "tokens_per_s_per_dollar": "tokens_per_s_per_musd", "exposed_communication": "exposed_communication_s"}
-MAXIMIZE = {"tokens_per_s", "tokens_per_s_per_musd", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
-            "min_busbw_GBps"}
-METRICS = {"iteration_time_s", "compute_time_s", "communication_time_s", "exposed_communication_s", "idle_time_s",
-           "idle_time_mean_s", "bubble_time_s", "bubble_time_mean_s", "pipeline_bubble_fraction", "network_bytes",
-           "nvlink_bytes", "capex_usd", "network_capex_usd", "it_power_w", "network_power_w",
-           "cost_per_iteration_usd", "training_cost_usd", "training_hours", *MAXIMIZE}
+ALIASES = {
+    "cost": "capex_usd",
+    "capex": "capex_usd",
+    "capital": "capex_usd",
+    "network_cost": "network_capex_usd",
+    "iteration_time": "iteration_time_s",
+    "time": "iteration_time_s",
+    "power": "it_power_w",
+    "network_power": "network_power_w",
+    "training_cost": "training_cost_usd",
+    "cost_per_iteration": "cost_per_iteration_usd",
+    "throughput": "tokens_per_s",
+    "tokens_per_s_per_dollar": "tokens_per_s_per_musd",
+    "exposed_communication": "exposed_communication_s",
+}
+MAXIMIZE = {
+    "tokens_per_s",
+    "tokens_per_s_per_musd",
+    "mfu",
+    "hfu",
+    "model_tflops_per_gpu",
+    "hardware_tflops_per_gpu",
+    "min_busbw_GBps",
+}
+METRICS = {
+    "iteration_time_s",
+    "compute_time_s",
+    "communication_time_s",
+    "exposed_communication_s",
+    "idle_time_s",
+    "idle_time_mean_s",
+    "bubble_time_s",
+    "bubble_time_mean_s",
+    "pipeline_bubble_fraction",
+    "network_bytes",
+    "nvlink_bytes",
+    "capex_usd",
+    "network_capex_usd",
+    "it_power_w",
+    "network_power_w",
+    "cost_per_iteration_usd",
+    "training_cost_usd",
+    "training_hours",
+    *MAXIMIZE,
+}
 
 
 def metric_name(name: str, flag: str) -> str:
@@ -76,8 +110,10 @@ def parse_objective(spec: str) -> Objective:
 
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_CONSTRAINT = re.compile(rf"^\s*([A-Za-z_]\w*)\s*(<=|>=|<|>)\s*(?:({_NUM})\s*\*\s*)?(best|{_NUM})"
-                         rf"(?:\s*\*\s*({_NUM}))?\s*$")
+_CONSTRAINT = re.compile(
+    rf"^\s*([A-Za-z_]\w*)\s*(<=|>=|<|>)\s*(?:({_NUM})\s*\*\s*)?(best|{_NUM})"
+    rf"(?:\s*\*\s*({_NUM}))?\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -105,8 +141,13 @@ def parse_constraint(spec: str) -> Constraint:
     """'iteration_time <= 1.02 * best', 'mfu >= 0.4', 'power < 2e6'."""
     m = _CONSTRAINT.match(spec)
     if not m:
-        raise InputError(Problem("--constraint", f"expected METRIC <=|>=|<|> [NUMBER *] best|NUMBER, e.g. "
-                                                 f"'iteration_time <= 1.02 * best' (got {spec!r})"))
+        raise InputError(
+            Problem(
+                "--constraint",
+                f"expected METRIC <=|>=|<|> [NUMBER *] best|NUMBER, e.g. "
+                f"'iteration_time <= 1.02 * best' (got {spec!r})",
+            )
+        )
     name, op, pre, rhs, post = m.groups()
     metric = metric_name(name, "--constraint")
     relative = rhs == "best"
@@ -167,11 +208,22 @@ class Space:
             row = tuple(vals[k] for vals, k in zip(self.values, combo))
             (v,) = build_variants(self.base, self.paths, [row], str(self.file))
             if isinstance(v, Invalid):
-                self.cases[combo] = Case(self.index(combo), v.label, v.varied, None,
-                                         tuple(str(p) for p in v.problems), key=f"invalid-{self.index(combo)}")
+                self.cases[combo] = Case(
+                    self.index(combo),
+                    v.label,
+                    v.varied,
+                    None,
+                    tuple(str(p) for p in v.problems),
+                    key=f"invalid-{self.index(combo)}",
+                )
             else:
-                self.cases[combo] = Case(self.index(combo), v.label, v.varied,
-                                         v.scenario.model_dump(mode="json", exclude_unset=True), key=scenario_key(v))
+                self.cases[combo] = Case(
+                    self.index(combo),
+                    v.label,
+                    v.varied,
+                    v.scenario.model_dump(mode="json", exclude_unset=True),
+                    key=scenario_key(v),
+                )
         return self.cases[combo]
 
 
@@ -184,9 +236,14 @@ class Phase:
     best: dict | None = None  # the best row meeting the constraints
 
     def to_dict(self) -> dict:
-        return {"goal": self.goal.text, "constraints": [c.text for c in self.constraints], "runs": self.runs,
-                "proposals": self.proposals, "best_case": self.best["case"] if self.best else None,
-                "best_value": self.best.get(self.goal.metric) if self.best else None}
+        return {
+            "goal": self.goal.text,
+            "constraints": [c.text for c in self.constraints],
+            "runs": self.runs,
+            "proposals": self.proposals,
+            "best_case": self.best["case"] if self.best else None,
+            "best_value": self.best.get(self.goal.metric) if self.best else None,
+        }
 
 
 @dataclass
@@ -203,15 +260,19 @@ class SearchResult:
     interrupted: bool = False
 
     def to_dict(self) -> dict:
-        return {"objective": self.objective.text, "constraints": [c.text for c in self.constraints],
-                "best": {m: {"value": v, "case": self.best_case.get(m)} for m, v in self.best.items()},
-                "bounds": {c.text: c.bound(self.best) for c in self.constraints if not c.relative or
-                           c.metric in self.best},
-                "method": self.method, "space": self.space_size,
-                "runs": sum(r.get("status") != "invalid" for r in self.rows),
-                "invalid": sum(r.get("status") == "invalid" for r in self.rows),
-                "phases": [p.to_dict() for p in self.phases], "interrupted": self.interrupted,
-                "answer": self.answer}
+        return {
+            "objective": self.objective.text,
+            "constraints": [c.text for c in self.constraints],
+            "best": {m: {"value": v, "case": self.best_case.get(m)} for m, v in self.best.items()},
+            "bounds": {c.text: c.bound(self.best) for c in self.constraints if not c.relative or c.metric in self.best},
+            "method": self.method,
+            "space": self.space_size,
+            "runs": sum(r.get("status") != "invalid" for r in self.rows),
+            "invalid": sum(r.get("status") == "invalid" for r in self.rows),
+            "phases": [p.to_dict() for p in self.phases],
+            "interrupted": self.interrupted,
+            "answer": self.answer,
+        }
 
 
 def _feasible(row: dict, constraints: list[Constraint], best: dict[str, float]) -> bool:
@@ -232,8 +293,15 @@ def best_row(rows: list[dict], goal: Objective, constraints: list[Constraint], b
 class _Proposer:
     """Combinations to try: Optuna's TPE sampler (when installed) or uniform at random, told every result."""
 
-    def __init__(self, space: Space, goal: Objective, constraints: list[Constraint], best: dict[str, float],
-                 seed: int, known: list[tuple[tuple[int, ...], dict]]):
+    def __init__(
+        self,
+        space: Space,
+        goal: Objective,
+        constraints: list[Constraint],
+        best: dict[str, float],
+        seed: int,
+        known: list[tuple[tuple[int, ...], dict]],
+    ):
         self.space, self.goal, self.constraints, self.best = space, goal, constraints, best
         self.rng = np.random.default_rng(seed)
         self.pending: dict[int, Any] = {}
@@ -246,8 +314,10 @@ class _Proposer:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # Optuna >= 5: a trial's constraints are set on it (set_constraint); before: the sampler's constraints_func
         self.new_api = hasattr(optuna.trial.Trial, "set_constraint")
-        self.dists = {f: optuna.distributions.CategoricalDistribution(list(range(len(v))))
-                      for f, v in zip(space.fields, space.values)}
+        self.dists = {
+            f: optuna.distributions.CategoricalDistribution(list(range(len(v))))
+            for f, v in zip(space.fields, space.values)
+        }
         kwargs: dict[str, Any] = {}
         if constraints and not self.new_api:
             kwargs["constraints_func"] = lambda t: t.user_attrs.get("constraint", [1.0] * len(constraints))
@@ -275,8 +345,9 @@ class _Proposer:
             extra["constraints"] = {f"c{i}": x for i, x in enumerate(slack)}
         elif slack:
             extra["user_attrs"] = {"constraint": slack}
-        return self.optuna.trial.create_trial(params=dict(zip(self.space.fields, combo)), distributions=self.dists,
-                                              value=value, state=state, **extra)
+        return self.optuna.trial.create_trial(
+            params=dict(zip(self.space.fields, combo)), distributions=self.dists, value=value, state=state, **extra
+        )
 
     def propose(self, evaluated: set) -> tuple[int, tuple[int, ...]]:
         """(a token for `tell`, a combination)."""
@@ -308,9 +379,16 @@ class _Proposer:
             self.study.tell(trial, value)
 
 
-def search(space: Space, objective: Objective, constraints: list[Constraint], trials: int,
-           run_batch: Callable[[list[Case]], list[dict]], seed: int = 0, batch: int = 1,
-           on_phase: Callable[[Phase], None] = lambda p: None) -> SearchResult:
+def search(
+    space: Space,
+    objective: Objective,
+    constraints: list[Constraint],
+    trials: int,
+    run_batch: Callable[[list[Case]], list[dict]],
+    seed: int = 0,
+    batch: int = 1,
+    on_phase: Callable[[Phase], None] = lambda p: None,
+) -> SearchResult:
     """Phases of at most `trials` runs each (a phase for the best of each metric a constraint is relative to,
     then the objective under the constraints); `run_batch` runs cases and returns their rows."""
     results: dict[tuple[int, ...], dict] = {}  # combination -> its row
@@ -319,7 +397,9 @@ def search(space: Space, objective: Objective, constraints: list[Constraint], tr
     best_case: dict[str, str] = {}
     phases: list[Phase] = []
     interrupted = False
-    goals: list[tuple[Objective, list[Constraint]]] = [(Objective(m, m in MAXIMIZE), []) for m in dict.fromkeys(c.metric for c in constraints if c.relative)]
+    goals: list[tuple[Objective, list[Constraint]]] = [
+        (Objective(m, m in MAXIMIZE), []) for m in dict.fromkeys(c.metric for c in constraints if c.relative)
+    ]
     relative = [g for g, _ in goals]
     goals.append((objective, constraints))
 
@@ -341,8 +421,12 @@ def search(space: Space, objective: Objective, constraints: list[Constraint], tr
         while phase.runs < trials and len(results) < space.size and stale < limit and not interrupted:
             todo: list[tuple[int, tuple[int, ...]]] = []
             later: list[tuple[int, tuple[int, ...]]] = []  # proposed again within the batch
-            while (len(todo) < batch and len(todo) + phase.runs < trials and stale < limit
-                   and len(results) + len(todo) < space.size):
+            while (
+                len(todo) < batch
+                and len(todo) + phase.runs < trials
+                and stale < limit
+                and len(results) + len(todo) < space.size
+            ):
                 token, combo = proposer.propose(set(results) | {c for _, c in todo})
                 phase.proposals += 1
                 case = space.case(combo)
@@ -385,5 +469,4 @@ def search(space: Space, objective: Objective, constraints: list[Constraint], tr
     rows = sorted({r["case"]: r for r in results.values()}.values(), key=lambda r: r["case"])
     complete = len(phases) == len(goals)
     answer = best_row(rows, objective, constraints, best) if complete else None
-    return SearchResult(objective, constraints, best, best_case, phases, rows, answer, method, space.size,
-                        interrupted)
+    return SearchResult(objective, constraints, best, best_case, phases, rows, answer, method, space.size, interrupted)

@@ -21,8 +21,13 @@ BACKENDS = ("auto", "ray", "local")
 INSTALL_HINT = 'pip install -e ".[sweep]"'
 
 
-def make_backend(kind: str, workers: int | None = None, timeout_s: float | None = None,
-                 address: str | None = None, fn: Callable = run_case):
+def make_backend(
+    kind: str,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+    address: str | None = None,
+    fn: Callable = run_case,
+):
     """(backend, note): Ray when installed (a local instance, or the cluster at `address`), else a local pool,
     saying so."""
     problems = []
@@ -37,8 +42,11 @@ def make_backend(kind: str, workers: int | None = None, timeout_s: float | None 
         flag = "--address" if address is not None else "--backend"
         raise InputError(Problem(flag, f"needs Ray, which is not installed here: {INSTALL_HINT}"))
     if kind == "local" or (kind == "auto" and not has_ray):
-        note = "" if kind == "local" else ("Ray is not installed: running the cases in a local process pool "
-                                           f"({INSTALL_HINT} for Ray)")
+        note = (
+            ""
+            if kind == "local"
+            else (f"Ray is not installed: running the cases in a local process pool ({INSTALL_HINT} for Ray)")
+        )
         return LocalPool(fn, workers, timeout_s), note
     if address is not None:
         check_reachable(address)  # before anything is written: Ray itself retries for minutes
@@ -49,8 +57,13 @@ def invalid_row(out: Path, case: Case) -> dict:
     return record(out, case, "invalid", error="; ".join(case.problems))
 
 
-def execute(backend, cases: list[Case], out: Path, payload: Callable[[Case], dict],
-            on_row: Callable[[dict], None] = lambda row: None) -> list[dict]:
+def execute(
+    backend,
+    cases: list[Case],
+    out: Path,
+    payload: Callable[[Case], dict],
+    on_row: Callable[[dict], None] = lambda row: None,
+) -> list[dict]:
     """Run `cases` on a started backend; record each outcome as it comes (invalid cases at once, not run).
     KeyboardInterrupt propagates after what finished is recorded."""
     rows = []
@@ -83,28 +96,42 @@ def todo_cases(out: Path, cases: list[Case], resume: bool, retry_failed: bool) -
     if not resume:
         return cases, 0
     done = read_rows(out, cases)
-    skip = {cid for cid, r in done.items() if r.get("status") == "ok" or
-            (r.get("status") in DONE and not retry_failed)}
+    skip = {cid for cid, r in done.items() if r.get("status") == "ok" or (r.get("status") in DONE and not retry_failed)}
     return [c for c in cases if c.id not in skip], len(skip)
 
 
 def case_payload(engine: str | None, reports: bool, plotly_src: str | None) -> Callable[[Case], dict]:
     def payload(c: Case) -> dict:
-        return {"scenario": c.scenario, "label": c.label, "engine": engine, "reports": reports,
-                "plotly_src": plotly_src}
+        return {
+            "scenario": c.scenario,
+            "label": c.label,
+            "engine": engine,
+            "reports": reports,
+            "plotly_src": plotly_src,
+        }
 
     return payload
 
 
-def run_sweep(cases: list[Case], out: Path, backend, *, engine: str | None = None, reports: bool = True,
-              resume: bool = False, retry_failed: bool = False, title: str = "",
-              on_start: Callable[[str, int, int], None] = lambda where, todo, skipped: None,
-              on_row: Callable[[dict], None] = lambda row: None) -> SweepResult:
+def run_sweep(
+    cases: list[Case],
+    out: Path,
+    backend,
+    *,
+    engine: str | None = None,
+    reports: bool = True,
+    resume: bool = False,
+    retry_failed: bool = False,
+    title: str = "",
+    on_start: Callable[[str, int, int], None] = lambda where, todo, skipped: None,
+    on_row: Callable[[dict], None] = lambda row: None,
+) -> SweepResult:
     """Every case not yet done, on `backend`; then results.parquet/.csv and sweep.html for all of them."""
     todo, skipped = todo_cases(out, cases, resume, retry_failed)
     plotly = write_plotly(out)
     result = SweepResult([], skipped=skipped)
     if todo:
+
         def counted(row: dict) -> None:
             result.ran += 1
             on_row(row)
@@ -113,8 +140,7 @@ def run_sweep(cases: list[Case], out: Path, backend, *, engine: str | None = Non
         result.where = backend.where
         on_start(backend.where, len(todo), skipped)
         try:
-            execute(backend, todo, out, case_payload(engine, reports, f"../../{plotly}" if plotly else None),
-                    counted)
+            execute(backend, todo, out, case_payload(engine, reports, f"../../{plotly}" if plotly else None), counted)
         except KeyboardInterrupt:
             result.interrupted = True
         finally:
@@ -124,8 +150,15 @@ def run_sweep(cases: list[Case], out: Path, backend, *, engine: str | None = Non
     return result
 
 
-def write_outputs(out: Path, cases: list[Case], rows: list[dict], title: str, plotly: str | None,
-                  extra_html: str = "", name: str = "sweep") -> list[Path]:
+def write_outputs(
+    out: Path,
+    cases: list[Case],
+    rows: list[dict],
+    title: str,
+    plotly: str | None,
+    extra_html: str = "",
+    name: str = "sweep",
+) -> list[Path]:
     """The table (Parquet and CSV) and the page of every recorded case."""
     from ..report.sweep_html import build_sweep_html
 

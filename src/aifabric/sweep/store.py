@@ -29,12 +29,22 @@ FRONT = ("case", "label", "status", "error", "attempts", "wall_s")
 DONE = ("ok", "failed", "crashed", "timeout", "invalid")
 
 
-def definition(kind: str, file: Path, vary: list[str], grid: bool, engine: str | None, cases: list[Case],
-               extra: dict | None = None) -> dict:
-    return {"schema_version": SWEEP_SCHEMA_VERSION, "kind": kind, "scenario": str(file), "vary": list(vary),
-            "grid": grid, "engine": engine,
-            "cases": [{"id": c.id, "slug": c.slug, "label": c.label, "key": c.key,
-                       "varied": {p: v for p, v in c.varied}} for c in cases], **(extra or {})}
+def definition(
+    kind: str, file: Path, vary: list[str], grid: bool, engine: str | None, cases: list[Case], extra: dict | None = None
+) -> dict:
+    return {
+        "schema_version": SWEEP_SCHEMA_VERSION,
+        "kind": kind,
+        "scenario": str(file),
+        "vary": list(vary),
+        "grid": grid,
+        "engine": engine,
+        "cases": [
+            {"id": c.id, "slug": c.slug, "label": c.label, "key": c.key, "varied": {p: v for p, v in c.varied}}
+            for c in cases
+        ],
+        **(extra or {}),
+    }
 
 
 def check_resume(out: Path, new: dict) -> None:
@@ -48,11 +58,17 @@ def check_resume(out: Path, new: dict) -> None:
         raise InputError(Problem("--resume", f"{path}: cannot read: {exc}")) from None
     if old.get("kind") != new["kind"]:
         raise InputError(Problem("--resume", f"{out} holds an `{old.get('kind')}` run, not a {new['kind']}"))
-    if [c["key"] for c in old.get("cases", [])] != [c["key"] for c in new["cases"]] \
-            or old.get("engine") != new["engine"]:
-        raise InputError(Problem("--resume", f"{out} holds a different sweep ({len(old.get('cases', []))} cases "
-                                 f"of {old.get('scenario')} with {' '.join(old.get('vary', []))}): give the same "
-                                 "scenario, --vary, --grid and --engine, or another --out"))
+    if [c["key"] for c in old.get("cases", [])] != [c["key"] for c in new["cases"]] or old.get("engine") != new[
+        "engine"
+    ]:
+        raise InputError(
+            Problem(
+                "--resume",
+                f"{out} holds a different sweep ({len(old.get('cases', []))} cases "
+                f"of {old.get('scenario')} with {' '.join(old.get('vary', []))}): give the same "
+                "scenario, --vary, --grid and --engine, or another --out",
+            )
+        )
 
 
 def case_dir(out: Path, case: Case) -> Path:
@@ -72,13 +88,28 @@ def read_rows(out: Path, cases: list[Case]) -> dict[str, dict]:
     return rows
 
 
-def record(out: Path, case: Case, status: str, result: dict | None = None, error: str = "", attempts: int = 1,
-           wall_s: float = 0.0, detail: str = "") -> dict:
+def record(
+    out: Path,
+    case: Case,
+    status: str,
+    result: dict | None = None,
+    error: str = "",
+    attempts: int = 1,
+    wall_s: float = 0.0,
+    detail: str = "",
+) -> dict:
     """A case's files and its row (row.json last)."""
     d = case_dir(out, case)
     d.mkdir(parents=True, exist_ok=True)
-    row: dict[str, Any] = {"case": case.id, "label": case.label, "status": status, "error": error,
-                           "attempts": attempts, "wall_s": round(wall_s, 4), **{p: v for p, v in case.varied}}
+    row: dict[str, Any] = {
+        "case": case.id,
+        "label": case.label,
+        "status": status,
+        "error": error,
+        "attempts": attempts,
+        "wall_s": round(wall_s, 4),
+        **{p: v for p, v in case.varied},
+    }
     if result is not None:
         for name, text in result["files"].items():
             write_atomic(d / name, text)

@@ -15,8 +15,11 @@ SKIP_SUMMARY_KEYS = ("schema_version",)
 def summary_metrics(summary: dict) -> dict[str, float]:
     """The scalar figures of a run's summary.json (iteration, compute, communication, idle and bubble times,
     MFU, HFU, TFLOP/s per GPU, world size)."""
-    return {k: v for k, v in summary.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in SKIP_SUMMARY_KEYS}
+    return {
+        k: v
+        for k, v in summary.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in SKIP_SUMMARY_KEYS
+    }
 
 
 def run_case(payload: dict) -> dict[str, Any]:
@@ -34,8 +37,10 @@ def run_case(payload: dict) -> dict[str, Any]:
     run = simulate(scenario, payload.get("engine"))
     summary = build_summary(run)
     row = {**summary_metrics(summary), **metrics(run)}
-    files = {"scenario.yaml": yaml.safe_dump(payload["scenario"], sort_keys=False),
-             "summary.json": json.dumps(summary, indent=2) + "\n"}
+    files = {
+        "scenario.yaml": yaml.safe_dump(payload["scenario"], sort_keys=False),
+        "summary.json": json.dumps(summary, indent=2) + "\n",
+    }
     if payload.get("reports", True):
         from ..report.html import build_html
 

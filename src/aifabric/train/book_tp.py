@@ -77,7 +77,7 @@ class _BookLinearFn(torch.autograd.Function):
         flat = torch.cat(parts)
         ctx.tp.comm.all_reduce(flat, ctx.tp.group, f"{ctx.tag}/bwd/weight-grad")
         gw = flat[: weight.numel()].view_as(weight)
-        gb = flat[weight.numel():] if ctx.has_bias else None
+        gb = flat[weight.numel() :] if ctx.has_bias else None
         gx = g @ weight if ctx.needs_input_grad[0] else None
         return gx, gw, gb, None, None
 
@@ -150,7 +150,7 @@ def attention_core(Q, K, v_cols, heads: int, cols: tuple[int, int]):
     p = torch.softmax(scores.masked_fill(mask, float("-inf")), -1)
     a, b = cols
     v = v_cols.reshape(bsz, steps, (b - a) // hd, hd).transpose(1, 2)
-    return (p[:, a // hd: b // hd] @ v).transpose(1, 2).reshape(bsz, steps, b - a)
+    return (p[:, a // hd : b // hd] @ v).transpose(1, 2).reshape(bsz, steps, b - a)
 
 
 class _BookAttentionFn(torch.autograd.Function):
@@ -174,8 +174,13 @@ class _BookAttentionFn(torch.autograd.Function):
         K = tp.comm.all_gather(k, tp.group, f"tp/L{name}/attn-k/bwd/all-gather")
         with torch.enable_grad():
             ql, kl, vl = (t.detach().requires_grad_(True) for t in (q, k, v))
-            out = attention_core(torch.cat([Q[..., :a], ql, Q[..., b:]], -1),
-                                 torch.cat([K[..., :a], kl, K[..., b:]], -1), vl, heads, (a, b))
+            out = attention_core(
+                torch.cat([Q[..., :a], ql, Q[..., b:]], -1),
+                torch.cat([K[..., :a], kl, K[..., b:]], -1),
+                vl,
+                heads,
+                (a, b),
+            )
             dq, dk, dv = torch.autograd.grad(out, (ql, kl, vl), g)
         hf = h.reshape(-1, h.shape[-1])
         grads = []
@@ -190,7 +195,7 @@ class _BookAttentionFn(torch.autograd.Function):
         tp.comm.all_reduce(flat, tp.group, f"tp/L{name}/attn-qkv/bwd/weight-grad")
         out_grads, offset = [], 0
         for t in grads:
-            out_grads.append(flat[offset: offset + t.numel()].view_as(t))
+            out_grads.append(flat[offset : offset + t.numel()].view_as(t))
             offset += t.numel()
         dh = (dq @ wq[a:b] + dk @ wk[a:b] + dv @ wv[a:b]).contiguous()
         tp.comm.all_reduce(dh, tp.group, f"tp/L{name}/attn-in/bwd/all-reduce")

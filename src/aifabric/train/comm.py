@@ -44,8 +44,7 @@ class Comm:
         return self._groups[tuple(group)]
 
     # collectives -------------------------------------------------------------------------------------
-    def all_reduce(self, t: torch.Tensor, group: tuple[int, ...], tag: str, async_op: bool = False,
-                   op: str = "sum"):
+    def all_reduce(self, t: torch.Tensor, group: tuple[int, ...], tag: str, async_op: bool = False, op: str = "sum"):
         """Sum (or with op="max", the maximum) over the group, in place. The trace does not record the
         reduction operator (it moves the same bytes); the tag says what is reduced."""
         ev = self.tracer.begin("all-reduce", group, _dtype(t), t.numel(), t.numel() * t.element_size(), tag)
@@ -74,17 +73,18 @@ class Comm:
         return t
 
     # point to point ----------------------------------------------------------------------------------
-    def exchange(self, sends: list[tuple[torch.Tensor, int, str]],
-                 recvs: list[tuple[torch.Tensor, int, str]]) -> None:
+    def exchange(self, sends: list[tuple[torch.Tensor, int, str]], recvs: list[tuple[torch.Tensor, int, str]]) -> None:
         """Post all sends and receives at once (no ordering deadlock), then wait for all of them."""
         ops, evs = [], []
         for t, peer, tag in sends:
-            evs.append(self.tracer.begin("send", (self.rank, peer), _dtype(t), t.numel(),
-                                         t.numel() * t.element_size(), tag))
+            evs.append(
+                self.tracer.begin("send", (self.rank, peer), _dtype(t), t.numel(), t.numel() * t.element_size(), tag)
+            )
             ops.append(dist.P2POp(dist.isend, t.contiguous(), peer))
         for t, peer, tag in recvs:
-            evs.append(self.tracer.begin("recv", (peer, self.rank), _dtype(t), t.numel(),
-                                         t.numel() * t.element_size(), tag))
+            evs.append(
+                self.tracer.begin("recv", (peer, self.rank), _dtype(t), t.numel(), t.numel() * t.element_size(), tag)
+            )
             ops.append(dist.P2POp(dist.irecv, t, peer))
         if not ops:
             return
@@ -95,6 +95,7 @@ class Comm:
 
 
 # tensor-parallel autograd operators ------------------------------------------------------------------
+
 
 class CopyToTP(torch.autograd.Function):
     """f: identity forward; backward sums the partial input gradients of the TP ranks (AllReduce)."""
@@ -137,7 +138,7 @@ class GatherFromTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         a = ctx.index * ctx.width
-        return g[..., a:a + ctx.width].contiguous(), None, None, None
+        return g[..., a : a + ctx.width].contiguous(), None, None, None
 
 
 def copy_to_tp(x, comm: Comm | None, group: tuple[int, ...], tag: str = "tp/bwd/all-reduce"):

@@ -13,8 +13,28 @@ from pathlib import Path
 
 import numpy as np
 
-WORDS = ("the", "gpu", "sends", "gradients", "over", "rail", "spine", "leaf", "ring", "all", "reduce",
-         "gather", "nic", "queue", "pause", "packet", "loss", "layer", "token", "model")
+WORDS = (
+    "the",
+    "gpu",
+    "sends",
+    "gradients",
+    "over",
+    "rail",
+    "spine",
+    "leaf",
+    "ring",
+    "all",
+    "reduce",
+    "gather",
+    "nic",
+    "queue",
+    "pause",
+    "packet",
+    "loss",
+    "layer",
+    "token",
+    "model",
+)
 
 
 def digits() -> tuple[np.ndarray, np.ndarray]:

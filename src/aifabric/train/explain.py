@@ -22,22 +22,27 @@ def describe(tag: str, op: str, group: list[int]) -> str:
         return "Broadcast of the initial weights from the first replica (Chapter 14), before the first step"
     m = re.fullmatch(r"grad-bucket(\d+)", tag)
     if m:
-        return (f"AllReduce of gradient bucket {m.group(1)} over the {n} replicas: each gets the sum and divides "
-                f"it by {n}, the averaging of Chapter 2 (Chapter 14: ReduceScatter + AllGather)")
+        return (
+            f"AllReduce of gradient bucket {m.group(1)} over the {n} replicas: each gets the sum and divides "
+            f"it by {n}, the averaging of Chapter 2 (Chapter 14: ReduceScatter + AllGather)"
+        )
     if tag == "pp/act":
         return ("activations to the next pipeline stage" if op == "send" else "activations from the previous stage") + (
-            " (Chapter 8; NVLink inside a server, RDMA between servers)")
+            " (Chapter 8; NVLink inside a server, RDMA between servers)"
+        )
     if tag == "pp/grad":
-        return ("the error (activation gradient) back to the previous stage" if op == "send" else
-                "the error (activation gradient) from the next stage") + " (Chapter 8)"
+        return (
+            "the error (activation gradient) back to the previous stage"
+            if op == "send"
+            else "the error (activation gradient) from the next stage"
+        ) + " (Chapter 8)"
     parts = tag.split("/")
     what = "/".join(parts[2:] if len(parts) > 1 and re.fullmatch(r"L\d+", parts[1]) else parts[1:])
     table = {
         "fwd/all-gather": "AllGather of the partial output vectors of the tensor-parallel GPUs (Chapter 8)",
         "fwd/all-reduce": "AllReduce summing the row-parallel partial outputs (Megatron-LM's tensor parallelism)",
         "bwd/all-reduce": "AllReduce of the input gradient, the error sent to the layer below (Megatron-LM)",
-        "bwd/weight-grad": "AllReduce of the weight gradients across the tensor-parallel GPUs (the book's "
-                           "Chapter 8)",
+        "bwd/weight-grad": "AllReduce of the weight gradients across the tensor-parallel GPUs (the book's Chapter 8)",
         "embed/fwd/broadcast": "Broadcast of the word vectors from the GPU holding the embedding (Chapter 8)",
         "embed/fwd/all-reduce": "AllReduce of the vocabulary-parallel embedding's partial lookups (Megatron-LM)",
         "attn-q/fwd/all-gather": "AllGather of Q (Chapter 8: only Q and K are synchronized, V stays local)",
@@ -73,8 +78,7 @@ def describe(tag: str, op: str, group: list[int]) -> str:
 
 
 # the trainer's GPT layers named in the book's way (tags tp/L<unit>/<layer>/...)
-LAYERS = {"proj": "the attention's output projection", "fc": "the FFN's first layer",
-          "out": "the FFN's second layer"}
+LAYERS = {"proj": "the attention's output projection", "fc": "the FFN's first layer", "out": "the FFN's second layer"}
 
 
 def _head(t) -> list[float]:
@@ -107,10 +111,18 @@ class StepRecorder:
             x = inputs[0] if inputs else None
             first = next(iter(mod.parameters()), None)
             unit = first.full_name.split(".")[0] if first is not None and hasattr(first, "full_name") else str(i)
-            self.layers.append({
-                "index": i, "unit": unit, "module": type(mod).__name__, "name": _layer_name(mod),
-                "in_shape": list(x.shape) if hasattr(x, "shape") else None,
-                "out_shape": list(output.shape), "sample": _head(_first(output))})
+            self.layers.append(
+                {
+                    "index": i,
+                    "unit": unit,
+                    "module": type(mod).__name__,
+                    "name": _layer_name(mod),
+                    "in_shape": list(x.shape) if hasattr(x, "shape") else None,
+                    "out_shape": list(output.shape),
+                    "sample": _head(_first(output)),
+                }
+            )
+
         return hook
 
     def loss_fn(self, out, target):
@@ -118,13 +130,20 @@ class StepRecorder:
         if self.loss is None:
             import torch
 
-            rec = {"value": float(loss.detach()), "kind": "mse" if self.data_loss == "mse" else "cross-entropy",
-                   "samples": int(target.shape[0])}
+            rec = {
+                "value": float(loss.detach()),
+                "kind": "mse" if self.data_loss == "mse" else "cross-entropy",
+                "samples": int(target.shape[0]),
+            }
             if self.data_loss != "mse" and out.dim() == 2:  # a classifier: the first sample's probabilities
                 p = torch.softmax(out[0].detach().float(), -1)
                 label = int(target[0])
-                rec.update(label=label, p_label=float(p[label]), predicted=int(p.argmax()),
-                           probabilities=[round(float(x), 4) for x in p.tolist()][:10])
+                rec.update(
+                    label=label,
+                    p_label=float(p[label]),
+                    predicted=int(p.argmax()),
+                    probabilities=[round(float(x), 4) for x in p.tolist()][:10],
+                )
             self.loss = rec
         return loss
 
@@ -166,23 +185,56 @@ def gradient_rows(local, averaged, before, after) -> dict[str, dict[str, Any]]:
         for d in reversed(final.shape):
             idx.append(rest % d)
             rest //= d
-        rows[name] = {"shape": list(g.shape), "index": list(reversed(idx)), "local": float(g.reshape(-1)[i]),
-                      "averaged": float(flat[i]) if averaged else None, "before": float(before[name].reshape(-1)[i]),
-                      "after": float(after[name].reshape(-1)[i]), "local_norm": float(g.norm()),
-                      "averaged_norm": float(final.norm())}
+        rows[name] = {
+            "shape": list(g.shape),
+            "index": list(reversed(idx)),
+            "local": float(g.reshape(-1)[i]),
+            "averaged": float(flat[i]) if averaged else None,
+            "before": float(before[name].reshape(-1)[i]),
+            "after": float(after[name].reshape(-1)[i]),
+            "local_norm": float(g.norm()),
+            "averaged_norm": float(final.norm()),
+        }
     return rows
 
 
-def build_record(cfg, rank: int, coords, samples: int, recorder: StepRecorder, local, averaged, before, after,
-                 events: list[dict[str, Any]], buckets: list[list[str]] | None) -> dict[str, Any]:
+def build_record(
+    cfg,
+    rank: int,
+    coords,
+    samples: int,
+    recorder: StepRecorder,
+    local,
+    averaged,
+    before,
+    after,
+    events: list[dict[str, Any]],
+    buckets: list[list[str]] | None,
+) -> dict[str, Any]:
     return {
-        "rank": rank, "step": 0, "coords": {"dp": coords.dp, "pp": coords.pp, "tp": coords.tp},
+        "rank": rank,
+        "step": 0,
+        "coords": {"dp": coords.dp, "pp": coords.pp, "tp": coords.tp},
         "plan": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp, "tp_style": cfg.tp_style, "micro_batches": cfg.n_micro},
-        "model": cfg.model, "lr": cfg.lr, "samples": samples, "global_batch": cfg.global_batch,
-        "layers": sorted(recorder.layers, key=lambda r: r["index"]), "loss": recorder.loss,
+        "model": cfg.model,
+        "lr": cfg.lr,
+        "samples": samples,
+        "global_batch": cfg.global_batch,
+        "layers": sorted(recorder.layers, key=lambda r: r["index"]),
+        "loss": recorder.loss,
         "gradients": gradient_rows(local, averaged, before, after),
         "buckets": buckets,
-        "communication": [{"seq": e["seq"], "op": e["op"], "tag": e["tag"], "group": e["group"], "bytes": e["bytes"],
-                           "async_op": e["async_op"], "what": describe(e["tag"], e["op"], e["group"])}
-                          for e in events if e.get("kind") == "comm" and e["step"] == 0],
+        "communication": [
+            {
+                "seq": e["seq"],
+                "op": e["op"],
+                "tag": e["tag"],
+                "group": e["group"],
+                "bytes": e["bytes"],
+                "async_op": e["async_op"],
+                "what": describe(e["tag"], e["op"], e["group"]),
+            }
+            for e in events
+            if e.get("kind") == "comm" and e["step"] == 0
+        ],
     }

@@ -46,6 +46,7 @@ class GradSync:
             while self._next < len(self.buckets) and self._ready[self._next] == len(self.buckets[self._next]):
                 self._launch(self._next)
                 self._next += 1
+
         return hook
 
     def _launch(self, b: int) -> None:
@@ -66,7 +67,7 @@ class GradSync:
             offset = 0
             for i in self.buckets[b]:
                 g = self.params[i].grad
-                g.copy_(flat[offset: offset + g.numel()].view_as(g) / n)
+                g.copy_(flat[offset : offset + g.numel()].view_as(g) / n)
                 offset += g.numel()
         self._pending.clear()
         self._ready = [0] * len(self.buckets)

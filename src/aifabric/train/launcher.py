@@ -85,11 +85,20 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.tp_style not in TP_STYLES:
         problems.append(Problem("--tp-style", f"must be one of {', '.join(TP_STYLES)} (got {cfg.tp_style!r})"))
     elif cfg.tp_style == "book" and cfg.model not in ("fnn", "gpt"):
-        problems.append(Problem("--tp-style", "the book's tensor parallelism (Chapter 8) splits feed-forward layers "
-                                              f"and attention: --model fnn or gpt (got {cfg.model})"))
+        problems.append(
+            Problem(
+                "--tp-style",
+                "the book's tensor parallelism (Chapter 8) splits feed-forward layers "
+                f"and attention: --model fnn or gpt (got {cfg.model})",
+            )
+        )
     if not 0 <= cfg.explain_rank < max(1, cfg.layout.world_size) and cfg.explain:
-        problems.append(Problem("--explain-rank", f"must be a rank of the run, 0 to {cfg.layout.world_size - 1} "
-                                                  f"(got {cfg.explain_rank})"))
+        problems.append(
+            Problem(
+                "--explain-rank",
+                f"must be a rank of the run, 0 to {cfg.layout.world_size - 1} (got {cfg.explain_rank})",
+            )
+        )
     for flag, v in (("--dp", cfg.dp), ("--tp", cfg.tp), ("--pp", cfg.pp), ("--steps", cfg.steps)):
         if v < 1:
             problems.append(Problem(flag, f"must be >= 1 (got {v})"))
@@ -100,12 +109,20 @@ def check_config(cfg: TrainConfig) -> None:
     data = dataset(cfg.model, cfg.seed, cfg.layer_widths)
     units = full_units(cfg.model, cfg.seed, data.vocab_size, cfg.layer_widths, cfg.cell)
     if cfg.pp > len(units):
-        problems.append(Problem("--pp", f"{cfg.model} has {len(units)} layers to place; at most {len(units)} "
-                                        f"pipeline stages (got {cfg.pp})"))
+        problems.append(
+            Problem(
+                "--pp",
+                f"{cfg.model} has {len(units)} layers to place; at most {len(units)} pipeline stages (got {cfg.pp})",
+            )
+        )
     per_micro = cfg.global_batch / (cfg.dp * cfg.n_micro)
     if per_micro != int(per_micro) or per_micro < 1:
-        problems.append(Problem("--batch-size", f"global batch {cfg.global_batch} must split evenly into "
-                                               f"dp {cfg.dp} x micro-batches {cfg.n_micro}"))
+        problems.append(
+            Problem(
+                "--batch-size",
+                f"global batch {cfg.global_batch} must split evenly into dp {cfg.dp} x micro-batches {cfg.n_micro}",
+            )
+        )
     if not problems:
         for s in range(cfg.pp):
             a, b = stage_bounds(len(units), cfg.pp, s)
@@ -113,9 +130,14 @@ def check_config(cfg: TrainConfig) -> None:
                 for t in sorted({0, cfg.tp - 1}):
                     stage = build_stage(units, a, b, TP(None, tuple(range(cfg.tp)), t), cfg.tp_style)
                     if not list(stage.parameters()):
-                        problems.append(Problem("--pp", f"stage {s} would hold no weights on tensor-parallel rank "
-                                                        f"{t} (the book's style keeps the embedding on the first "
-                                                        "rank): fewer pipeline stages"))
+                        problems.append(
+                            Problem(
+                                "--pp",
+                                f"stage {s} would hold no weights on tensor-parallel rank "
+                                f"{t} (the book's style keeps the embedding on the first "
+                                "rank): fewer pipeline stages",
+                            )
+                        )
             except ValueError as exc:
                 problems.append(Problem("--tp", f"stage {s} of {cfg.model}: {exc}"))
                 break
@@ -153,9 +175,16 @@ def _run_processes(cfg: TrainConfig, world: int, timeout_s: float, poll_s: float
     out = Path(cfg.out)
     try:
         for r in range(world):
-            env = {"RANK": str(r), "WORLD_SIZE": str(world), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(world),
-                   "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                   "OMP_NUM_THREADS": "1"}
+            env = {
+                "RANK": str(r),
+                "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(r),
+                "LOCAL_WORLD_SIZE": str(world),
+                "GROUP_RANK": "0",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "OMP_NUM_THREADS": "1",
+            }
             p = ctx.Process(target=spawn_entry, args=(r, env, cfg, progress), name=f"aifabric-rank{r}")
             p.start()
             procs.append(p)
@@ -189,7 +218,9 @@ def _run_processes(cfg: TrainConfig, world: int, timeout_s: float, poll_s: float
                     f"no progress for {timeout_s:g} s: rank{'s' if len(stuck) > 1 else ''} "
                     f"{', '.join(map(str, stuck))} hung at step {seen[2 * stuck[0] + 1]} after "
                     f"{ops[stuck[0]]} communication ops (the others wait in op {max(ops.values())}); "
-                    f"all ranks were stopped", stuck)
+                    f"all ranks were stopped",
+                    stuck,
+                )
             time.sleep(poll_s)
     except TrainFailure as exc:
         exc.pids = [p.pid for p in procs if p.pid is not None]  # every one started

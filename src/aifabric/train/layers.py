@@ -66,8 +66,7 @@ class ColumnLinear(nn.Module):
         self.bias = param(full.bias[a:b], f"{name}.bias", 0) if full.bias is not None else None
 
     def forward(self, x):
-        y = F.linear(copy_to_tp(x, self.tp.comm, self.tp.group, f"{self.tag}/bwd/all-reduce"), self.weight,
-                     self.bias)
+        y = F.linear(copy_to_tp(x, self.tp.comm, self.tp.group, f"{self.tag}/bwd/all-reduce"), self.weight, self.bias)
         y = activation(y, self.act)
         return _gather(y, self.tp, -1, f"{self.tag}/fwd/all-gather") if self.gather else y
 
@@ -123,8 +122,9 @@ class TPLSTM(nn.Module):
         self.hidden = full["i"].out_features
         a, b = tp.bounds(self.hidden)
         self.w = nn.ParameterDict({k: param(full[k].weight[a:b], f"{name}.{k}.weight", 0) for k in self.GATES})
-        self.b = nn.ParameterDict({k: param(full[k].bias[a:b], f"{name}.{k}.bias", 0) for k in self.GATES
-                                   if full[k].bias is not None})
+        self.b = nn.ParameterDict(
+            {k: param(full[k].bias[a:b], f"{name}.{k}.bias", 0) for k in self.GATES if full[k].bias is not None}
+        )
 
     def forward(self, x):
         bsz, steps, _ = x.shape
@@ -182,8 +182,10 @@ class TPBlock(nn.Module):
         h = self.ln1(x)
         # one f for Q, K and V together: their input gradients are summed by a single AllReduce
         h = copy_to_tp(h, self.tp.comm, self.tp.group, f"tp/L{self.name}/attn-in/bwd/all-reduce")
-        q, k, v = (F.linear(h, m.weight, m.bias).view(bsz, steps, self.local_heads, -1).transpose(1, 2)
-                   for m in (self.q, self.k, self.v))
+        q, k, v = (
+            F.linear(h, m.weight, m.bias).view(bsz, steps, self.local_heads, -1).transpose(1, 2)
+            for m in (self.q, self.k, self.v)
+        )
         att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(att.transpose(1, 2).reshape(bsz, steps, -1))
         return x + self.out(self.fc(self.ln2(x)))
@@ -199,7 +201,7 @@ class VocabEmbedding(nn.Module):
         super().__init__()
         self.lo, self.hi = tp.bounds(full.num_embeddings)
         self.tp, self.tag = tp, tag
-        self.weight = param(full.weight[self.lo:self.hi], f"{name}.weight", 0)
+        self.weight = param(full.weight[self.lo : self.hi], f"{name}.weight", 0)
 
     def forward(self, idx):
         if self.tp.comm is None or self.tp.size == 1:

@@ -53,34 +53,53 @@ class Unit:
     act: str = ""
 
 
-def full_units(model: str, seed: int, vocab_size: int = 0, layers: tuple[int, ...] = (),
-               cell: str = "standard") -> list[Unit]:
+def full_units(
+    model: str, seed: int, vocab_size: int = 0, layers: tuple[int, ...] = (), cell: str = "standard"
+) -> list[Unit]:
     torch.manual_seed(seed)
     if model == "fnn":
         w = tuple(layers) or TRAINER_LAYERS["fnn"]
-        return [Unit("linear", nn.Linear(a, b), "relu" if i < len(w) - 2 else "")
-                for i, (a, b) in enumerate(zip(w, w[1:]))]
+        return [
+            Unit("linear", nn.Linear(a, b), "relu" if i < len(w) - 2 else "") for i, (a, b) in enumerate(zip(w, w[1:]))
+        ]
     if model == "cnn":
         kernels, *hidden = tuple(layers) or TRAINER_LAYERS["cnn"]
         widths = (kernels * 3 * 3, *hidden, DIGITS_CLASSES)  # 8x8 -> conv 3 -> 6x6 -> pool 2 -> 3x3
         return [Unit("conv", nn.Conv2d(1, kernels, 3))] + [
             Unit("linear", nn.Linear(a, b), "relu" if i < len(widths) - 2 else "")
-            for i, (a, b) in enumerate(zip(widths, widths[1:]))]
+            for i, (a, b) in enumerate(zip(widths, widths[1:]))
+        ]
     if model == "lstm":
         (width,) = tuple(layers) or TRAINER_LAYERS["lstm"]
         gates = nn.ModuleDict({k: nn.Linear(8 + width, width, bias=cell != "book") for k in TPLSTM.GATES})
         # the book's cell writes no biases (nor does its SoftMax layer here: the zoo's LSTM has one bias switch)
-        return [Unit("lstm", gates, "book" if cell == "book" else ""),
-                Unit("linear", nn.Linear(width, 10, bias=cell != "book"))]
+        return [
+            Unit("lstm", gates, "book" if cell == "book" else ""),
+            Unit("linear", nn.Linear(width, 10, bias=cell != "book")),
+        ]
     if model == "gpt":
         d = GPT_WIDTH
-        units = [Unit("embed", nn.ModuleDict({"tok": nn.Embedding(vocab_size, d),
-                                              "pos": nn.Embedding(GPT_CONTEXT, d)}))]
+        units = [
+            Unit("embed", nn.ModuleDict({"tok": nn.Embedding(vocab_size, d), "pos": nn.Embedding(GPT_CONTEXT, d)}))
+        ]
         for _ in range(GPT_LAYERS):
-            units.append(Unit("block", nn.ModuleDict({
-                "ln1": nn.LayerNorm(d), "q": nn.Linear(d, d), "k": nn.Linear(d, d), "v": nn.Linear(d, d),
-                "proj": nn.Linear(d, d), "ln2": nn.LayerNorm(d), "fc": nn.Linear(d, 4 * d),
-                "out": nn.Linear(4 * d, d)})))
+            units.append(
+                Unit(
+                    "block",
+                    nn.ModuleDict(
+                        {
+                            "ln1": nn.LayerNorm(d),
+                            "q": nn.Linear(d, d),
+                            "k": nn.Linear(d, d),
+                            "v": nn.Linear(d, d),
+                            "proj": nn.Linear(d, d),
+                            "ln2": nn.LayerNorm(d),
+                            "fc": nn.Linear(d, 4 * d),
+                            "out": nn.Linear(4 * d, d),
+                        }
+                    ),
+                )
+            )
         units.append(Unit("head", nn.ModuleDict({"ln": nn.LayerNorm(d), "lm": nn.Linear(d, vocab_size, bias=False)})))
         return units
     raise ValueError(f"unknown model {model!r}")

@@ -70,8 +70,9 @@ def trace_to_workload(trace: Trace, compute: str = "measured", name: str = "repl
             else:
                 key = f"{','.join(map(str, group))} #{coll_count[group]}"
                 coll_count[group] += 1
-                ops.append(Collective(key, op, group, e["elements"], bpe, tag, blocking=not e.get("async_op"),
-                                      dim=_dim(tag)))
+                ops.append(
+                    Collective(key, op, group, e["elements"], bpe, tag, blocking=not e.get("async_op"), dim=_dim(tag))
+                )
             cursor = t if e.get("async_op") else e["end_s"]
     meta = next(iter(trace.meta.values()), {})
     layout = meta.get("layout", {})
@@ -89,8 +90,13 @@ def trace_to_workload(trace: Trace, compute: str = "measured", name: str = "repl
 
 def check_fits(trace: Trace, gpus: int) -> None:
     if trace.world_size > gpus:
-        raise InputError(Problem("cluster", f"the trace has {trace.world_size} ranks but the scenario has "
-                                            f"{gpus} GPUs (cluster.servers x cluster.gpus_per_server)"))
+        raise InputError(
+            Problem(
+                "cluster",
+                f"the trace has {trace.world_size} ranks but the scenario has "
+                f"{gpus} GPUs (cluster.servers x cluster.gpus_per_server)",
+            )
+        )
 
 
 def unsupported_ops(workload: Workload, fabric, router) -> set[str]:
@@ -111,8 +117,14 @@ def unsupported_ops(workload: Workload, fabric, router) -> set[str]:
 
 def without_ops(workload: Workload, kinds: set[str]) -> Workload:
     ranks = [[op for op in ops if not (isinstance(op, Collective) and op.op in kinds)] for ops in workload.ranks]
-    return Workload(workload.name, ranks, workload.params, workload.iterations, workload.flops_per_iteration,
-                    workload.description + f" (left out, not supported by the engines yet: {', '.join(sorted(kinds))})")
+    return Workload(
+        workload.name,
+        ranks,
+        workload.params,
+        workload.iterations,
+        workload.flops_per_iteration,
+        workload.description + f" (left out, not supported by the engines yet: {', '.join(sorted(kinds))})",
+    )
 
 
 PLACEMENTS = ("packed", "spread")
@@ -131,6 +143,7 @@ def placement(ranks: int, servers: int, gpus_per_server: int, how: str = "packed
 
 def place(trace: Trace, gpu_of: list[int], world: int) -> Trace:
     """The trace with rank r renamed `gpu_of[r]` in a world of `world` GPUs (the others idle)."""
+
     def rec(r: dict) -> dict:
         out = dict(r, rank=gpu_of[int(r["rank"])])
         if "group" in out:

@@ -15,10 +15,20 @@ from .names import SCHEDULES  # noqa: F401  (re-exported)
 class Pipe:
     """One stage's view: what to run, whom to talk to, and the shape of what crosses each boundary."""
 
-    def __init__(self, stage: torch.nn.Module, comm, prev: int | None, next_: int | None,
-                 in_shape: tuple[int, ...] | None, out_shape: tuple[int, ...] | None,
-                 m: int, inputs: list[torch.Tensor], targets: list[torch.Tensor],
-                 loss_fn: Callable, on_last_backward: Callable[[], None]):
+    def __init__(
+        self,
+        stage: torch.nn.Module,
+        comm,
+        prev: int | None,
+        next_: int | None,
+        in_shape: tuple[int, ...] | None,
+        out_shape: tuple[int, ...] | None,
+        m: int,
+        inputs: list[torch.Tensor],
+        targets: list[torch.Tensor],
+        loss_fn: Callable,
+        on_last_backward: Callable[[], None],
+    ):
         self.stage, self.comm, self.prev, self.next = stage, comm, prev, next_
         self.in_shape, self.out_shape = in_shape, out_shape
         self.inputs, self.targets, self.loss_fn = inputs, targets, loss_fn

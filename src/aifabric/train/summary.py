@@ -43,8 +43,9 @@ def comm_table(run: TrainRun) -> list[dict[str, Any]]:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for events in trace.comms.values():
         for e in events:
-            row = rows.setdefault((e["op"], e["tag"]), {"op": e["op"], "tag": e["tag"], "count": 0, "bytes": 0,
-                                                        "time_s": 0.0})
+            row = rows.setdefault(
+                (e["op"], e["tag"]), {"op": e["op"], "tag": e["tag"], "count": 0, "bytes": 0, "time_s": 0.0}
+            )
             row["count"] += 1
             row["bytes"] += e["bytes"]
             row["time_s"] += e["end_s"] - e["start_s"]
@@ -59,8 +60,14 @@ def build_train_summary(run: TrainRun, overhead: dict[str, float] | None = None)
         "schema_version": TRAIN_SCHEMA_VERSION,
         "aifabric_version": __version__,
         "model": cfg.model,
-        "plan": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp, "schedule": cfg.schedule,
-                 "micro_batches": cfg.n_micro, "global_batch": cfg.global_batch},
+        "plan": {
+            "dp": cfg.dp,
+            "tp": cfg.tp,
+            "pp": cfg.pp,
+            "schedule": cfg.schedule,
+            "micro_batches": cfg.n_micro,
+            "global_batch": cfg.global_batch,
+        },
         "variant": {"layers": list(cfg.layer_widths), "cell": cfg.cell, "tp_style": cfg.tp_style},
         "world_size": cfg.layout.world_size,
         "steps": cfg.steps,
@@ -85,6 +92,12 @@ def tracing_overhead(run: TrainRun) -> dict[str, float]:
 
     ops = max(r["comm_ops"] for r in run.results) / run.config.steps  # per rank and step
     per_op = tracer_cost_s()
-    return {"untraced_step_s": a, "traced_step_s": b, "overhead_fraction": (b - a) / a if a else 0.0,
-            "steps_each": min(len(traced), len(untraced)), "tracer_cost_per_op_s": per_op,
-            "ops_per_step": ops, "tracer_cost_fraction": ops * per_op / a if a else 0.0}
+    return {
+        "untraced_step_s": a,
+        "traced_step_s": b,
+        "overhead_fraction": (b - a) / a if a else 0.0,
+        "steps_each": min(len(traced), len(untraced)),
+        "tracer_cost_per_op_s": per_op,
+        "ops_per_step": ops,
+        "tracer_cost_fraction": ops * per_op / a if a else 0.0,
+    }

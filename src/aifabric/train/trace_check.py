@@ -72,8 +72,10 @@ def record_problems(rec: Any, ops: tuple[str, ...]) -> list[str]:
         elif op in COLLECTIVES and len(set(group)) != len(group):
             out.append(f"group: a rank given twice (got {_short(group)})")
         elif op == "send" and rec.get("rank") != group[0] or op == "recv" and rec.get("rank") != group[1]:
-            out.append(f"group: a {op} on rank {_short(rec.get('rank'))} is [source, destination] with this rank "
-                       f"{'first' if op == 'send' else 'second'} (got {_short(group)})")
+            out.append(
+                f"group: a {op} on rank {_short(rec.get('rank'))} is [source, destination] with this rank "
+                f"{'first' if op == 'send' else 'second'} (got {_short(group)})"
+            )
         elif _is_int(rec.get("rank")) and rec["rank"] not in group:
             out.append(f"group: does not hold the record's own rank {rec['rank']} (got {_short(group)})")
         for key in ("dtype", "tag"):
@@ -103,8 +105,11 @@ def trace_problems(meta: dict[int, dict], comms: dict[int, list[dict]], steps: d
     world = max(sizes) if sizes else (max(comms, default=-1) + 1)
     if not any(comms.values()):
         out.append(Problem("", "no comm records: nothing to replay"))
-    for rank, recs in [*meta.items(), *((r, x) for r, lst in comms.items() for x in lst),
-                       *((r, x) for r, lst in steps.items() for x in lst)]:
+    for rank, recs in [
+        *meta.items(),
+        *((r, x) for r, lst in comms.items() for x in lst),
+        *((r, x) for r, lst in steps.items() for x in lst),
+    ]:
         rec_list = recs if isinstance(recs, list) else [recs]
         for rec in rec_list:
             if rank >= world:
@@ -122,8 +127,9 @@ def trace_problems(meta: dict[int, dict], comms: dict[int, list[dict]], steps: d
         p2p_count: dict[tuple, int] = defaultdict(int)
         for rec in lst:
             if rec["seq"] in seen:
-                out.append(Problem(where(rec), f"seq: {rec['seq']} again on rank {rank} (first at "
-                                               f"{where(seen[rec['seq']])})"))
+                out.append(
+                    Problem(where(rec), f"seq: {rec['seq']} again on rank {rank} (first at {where(seen[rec['seq']])})")
+                )
             seen[rec["seq"]] = rec
             group = tuple(rec["group"])
             if rec["op"] in ("send", "recv"):
@@ -138,26 +144,46 @@ def trace_problems(meta: dict[int, dict], comms: dict[int, list[dict]], steps: d
         first = next(iter(by_rank.values()))
         missing = sorted(set(group) - set(by_rank))
         if missing:
-            out.append(Problem(where(first), f"{first['op']} #{k} over ranks {list(group)} has no match on rank"
-                                             f"{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:8]))}: "
-                                             "the replay would wait for it forever"))
+            out.append(
+                Problem(
+                    where(first),
+                    f"{first['op']} #{k} over ranks {list(group)} has no match on rank"
+                    f"{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:8]))}: "
+                    "the replay would wait for it forever",
+                )
+            )
             continue
         for rec in by_rank.values():
             if (rec["op"], rec["elements"]) != (first["op"], first["elements"]):
-                out.append(Problem(where(rec), f"{rec['op']} of {rec['elements']} elements, but rank {first['rank']} "
-                                               f"has {first['op']} of {first['elements']} as #{k} over ranks "
-                                               f"{list(group)} ({where(first)})"))
+                out.append(
+                    Problem(
+                        where(rec),
+                        f"{rec['op']} of {rec['elements']} elements, but rank {first['rank']} "
+                        f"has {first['op']} of {first['elements']} as #{k} over ranks "
+                        f"{list(group)} ({where(first)})",
+                    )
+                )
                 break
     for (group, k), pair in p2p.items():
         if len(pair) == 1:
-            (op, rec), = pair.items()
+            ((op, rec),) = pair.items()
             other = "recv" if op == "send" else "send"
             peer = group[1] if op == "send" else group[0]
-            out.append(Problem(where(rec), f"{op} #{k} from rank {group[0]} to rank {group[1]} has no {other} on rank "
-                                           f"{peer}: the replay would wait for it forever"))
+            out.append(
+                Problem(
+                    where(rec),
+                    f"{op} #{k} from rank {group[0]} to rank {group[1]} has no {other} on rank "
+                    f"{peer}: the replay would wait for it forever",
+                )
+            )
         elif pair["send"]["bytes"] != pair["recv"]["bytes"]:
-            out.append(Problem(where(pair["recv"]), f"recv of {pair['recv']['bytes']} bytes, but the send "
-                                                    f"({where(pair['send'])}) has {pair['send']['bytes']}"))
+            out.append(
+                Problem(
+                    where(pair["recv"]),
+                    f"recv of {pair['recv']['bytes']} bytes, but the send "
+                    f"({where(pair['send'])}) has {pair['send']['bytes']}",
+                )
+            )
     return out
 
 

@@ -40,16 +40,29 @@ class Tracer:
     seq: int = 0
     progress: Any = None  # shared array [ops entered, step] per rank, set by the launcher
 
-    def begin(self, op: str, group: tuple[int, ...], dtype: str, elements: int, size_bytes: int,
-              tag: str) -> dict[str, Any] | None:
+    def begin(
+        self, op: str, group: tuple[int, ...], dtype: str, elements: int, size_bytes: int, tag: str
+    ) -> dict[str, Any] | None:
         self.seq += 1
         if self.progress is not None:
             self.progress[2 * self.rank] = self.seq
         if not self.enabled:
             return None
-        return {"rank": self.rank, "seq": self.seq, "op": op, "group": list(group), "dtype": dtype,
-                "elements": elements, "bytes": size_bytes, "tag": tag, "step": self.step,
-                "start_s": time.time(), "end_s": 0.0, "async_op": False, "kind": "comm"}
+        return {
+            "rank": self.rank,
+            "seq": self.seq,
+            "op": op,
+            "group": list(group),
+            "dtype": dtype,
+            "elements": elements,
+            "bytes": size_bytes,
+            "tag": tag,
+            "step": self.step,
+            "start_s": time.time(),
+            "end_s": 0.0,
+            "async_op": False,
+            "kind": "comm",
+        }
 
     def end(self, ev: dict[str, Any] | None) -> None:
         if ev is None:
@@ -63,8 +76,9 @@ class Tracer:
             self.progress[2 * self.rank + 1] = step
 
     def record_step(self, step: int, start_s: float, end_s: float, loss: float | None) -> None:
-        self.events.append({"kind": "step", "rank": self.rank, "step": step, "start_s": start_s,
-                            "end_s": end_s, "loss": loss})
+        self.events.append(
+            {"kind": "step", "rank": self.rank, "step": step, "start_s": start_s, "end_s": end_s, "loss": loss}
+        )
 
     def write(self, out_dir: Path) -> Path:
         path = Path(out_dir) / f"trace-rank{self.rank}.jsonl"
@@ -109,7 +123,7 @@ def read_trace(path: str | Path) -> Trace:
         try:
             return f.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            line = f.read_bytes()[:exc.start].count(b"\n") + 1
+            line = f.read_bytes()[: exc.start].count(b"\n") + 1
             raise InputError(f"{f} line {line}: not UTF-8 text ({exc.reason}): not a trace file") from None
         except OSError as exc:
             raise InputError(f"{f}: cannot read: {exc.strerror or exc}") from None
@@ -118,8 +132,9 @@ def read_trace(path: str | Path) -> Trace:
     if path.is_dir():
         rank_files = sorted(path.glob("trace-rank*.jsonl"))
         if not (path / TRACE_FILE).exists() and rank_files:  # straight from torchrun: one file per rank
-            return _read_lines(path, [(f, n, line) for f in rank_files
-                                      for n, line in enumerate(text(f).splitlines(), 1)])
+            return _read_lines(
+                path, [(f, n, line) for f in rank_files for n, line in enumerate(text(f).splitlines(), 1)]
+            )
         path = path / TRACE_FILE
     if not path.exists():
         raise InputError(f"{path}: no such trace file")

@@ -107,9 +107,17 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
         raise ValueError(f"dp x tp x pp = {layout.world_size} but WORLD_SIZE = {world}")
     c = layout.coords(rank)
     out = Path(cfg.out)
-    tracer = Tracer(rank, enabled=cfg.trace, progress=progress,
-                    meta={"world_size": world, "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp},
-                          "config": asdict(cfg), "backend": dist.get_backend() if world > 1 else "none"})
+    tracer = Tracer(
+        rank,
+        enabled=cfg.trace,
+        progress=progress,
+        meta={
+            "world_size": world,
+            "layout": {"dp": cfg.dp, "tp": cfg.tp, "pp": cfg.pp},
+            "config": asdict(cfg),
+            "backend": dist.get_backend() if world > 1 else "none",
+        },
+    )
     comm = Comm(layout, rank, tracer) if world > 1 else None
     data = dataset(cfg.model, cfg.seed, cfg.layer_widths)
     # replicas other than the first start elsewhere: the Broadcast must fix that
@@ -146,10 +154,19 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
 
             rec = StepRecorder(stage, params, loss_fn, data.loss)
             loss_fn = rec.loss_fn
-        pipe = Pipe(stage, comm, layout.prev_stage(rank), layout.next_stage(rank),
-                    shapes[start] if start > 0 else None, shapes[stop] if c.pp < cfg.pp - 1 else None,
-                    cfg.n_micro, xs if c.pp == 0 else [], ys if c.pp == cfg.pp - 1 else [], loss_fn,
-                    (lambda: setattr(sync, "final", True)) if sync else (lambda: None))
+        pipe = Pipe(
+            stage,
+            comm,
+            layout.prev_stage(rank),
+            layout.next_stage(rank),
+            shapes[start] if start > 0 else None,
+            shapes[stop] if c.pp < cfg.pp - 1 else None,
+            cfg.n_micro,
+            xs if c.pp == 0 else [],
+            ys if c.pp == cfg.pp - 1 else [],
+            loss_fn,
+            (lambda: setattr(sync, "final", True)) if sync else (lambda: None),
+        )
         loss = run_schedule(cfg.schedule, pipe, c.pp, cfg.pp)
         local = rec.snapshot("grad") if rec else None
         if sync:
@@ -168,8 +185,7 @@ def train(cfg: TrainConfig, rank: int, world: int, progress=None) -> dict:
     tracer.write(out)
     shards = {p.full_name: (p.detach().cpu().clone(), p.shard_dim) for p in params}
     torch.save(shards, out / f"weights-rank{rank}.pt")
-    result = {"rank": rank, "coords": asdict(c), "losses": losses, "step_times_s": step_times,
-              "comm_ops": tracer.seq}
+    result = {"rank": rank, "coords": asdict(c), "losses": losses, "step_times_s": step_times, "comm_ops": tracer.seq}
     (out / f"result-rank{rank}.json").write_text(json.dumps(result), encoding="utf-8")
     return result
 
@@ -179,8 +195,9 @@ def _write_explain(cfg, rank, coords, samples, rec, local, averaged, before, tra
 
     rec.detach_hooks()
     buckets = [[params[i].full_name for i in b] for b in sync.buckets] if sync else None
-    record = build_record(cfg, rank, coords, samples, rec, local, averaged, before, rec.snapshot("weights"),
-                          tracer.events, buckets)
+    record = build_record(
+        cfg, rank, coords, samples, rec, local, averaged, before, rec.snapshot("weights"), tracer.events, buckets
+    )
     (out / f"explain-rank{rank}.json").write_text(json.dumps(record), encoding="utf-8")
 
 
@@ -243,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="aifabric training worker (run under torchrun)")
     for f in TrainConfig.__dataclass_fields__.values():
         kind: Any = {"int": int, "float": float, "bool": lambda s: s.lower() in ("1", "true", "yes")}.get(
-            f.type if isinstance(f.type, str) else f.type.__name__, str)
+            f.type if isinstance(f.type, str) else f.type.__name__, str
+        )
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
     cfg = TrainConfig(**vars(ap.parse_args(argv)))
     Path(cfg.out).mkdir(parents=True, exist_ok=True)

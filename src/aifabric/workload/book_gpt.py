@@ -48,10 +48,19 @@ def check_book_gpt(model: Transformer, plan: Plan) -> list[str]:
         out.append("the book's tensor parallelism is modelled with data, tensor and pipeline parallelism only")
     if plan.schedule not in ("gpipe", "1f1b") or plan.chunks != 1:
         out.append("schedule: gpipe or 1f1b (no interleaving)")
-    if model.moe or model.mla or model.gated_mlp or model.kv_heads not in (None, model.heads) \
-            or model.tied_embeddings or not model.learned_positions or model.norm != "layernorm":
-        out.append("the book's tensor parallelism is modelled for a GPT-2-like decoder (multi-head attention, "
-                   "learned positions, LayerNorm, untied output layer)")
+    if (
+        model.moe
+        or model.mla
+        or model.gated_mlp
+        or model.kv_heads not in (None, model.heads)
+        or model.tied_embeddings
+        or not model.learned_positions
+        or model.norm != "layernorm"
+    ):
+        out.append(
+            "the book's tensor parallelism is modelled for a GPT-2-like decoder (multi-head attention, "
+            "learned positions, LayerNorm, untied output layer)"
+        )
     units = model.layers + 2
     if plan.pp > units:
         out.append(f"pp={plan.pp} exceeds the model's {units} units (embedding, {model.layers} blocks, head)")
@@ -163,8 +172,9 @@ class _Buckets(DdpBuckets):
         self.launch_ready()
 
 
-def build_book_gpt_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str = "book-gpt-training",
-                            iterations: int = 1) -> Workload:
+def build_book_gpt_training(
+    model: Transformer, plan: Plan, gpu: GpuSpec, name: str = "book-gpt-training", iterations: int = 1
+) -> Workload:
     """Every rank's ops for `iterations` training steps of `model` in the book's tensor parallelism with the
     plan's data and pipeline parallelism (rank order: `plan.order`; the trainer's is tp-cp-pp-dp)."""
     problems = check_book_gpt(model, plan)
@@ -179,10 +189,15 @@ def build_book_gpt_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: 
     tokens = plan.global_batch_size * plan.seq_len
     flops = 3.0 * 2.0 * tokens * (model.params - model.embedding_params - model.position_params)
     return Workload(
-        name=name, ranks=ranks, params=model.params, iterations=iterations, flops_per_iteration=flops,
+        name=name,
+        ranks=ranks,
+        params=model.params,
+        iterations=iterations,
+        flops_per_iteration=flops,
         description=f"{model.name}, {model.params:,} parameters, tp{plan.tp} (the book's style) pp{plan.pp} "
-                    f"dp{plan.dp}, {plan.schedule}, m={plan.micro_batches}, batch {plan.global_batch_size} x "
-                    f"{plan.seq_len} tokens, {plan.precision}")
+        f"dp{plan.dp}, {plan.schedule}, m={plan.micro_batches}, batch {plan.global_batch_size} x "
+        f"{plan.seq_len} tokens, {plan.precision}",
+    )
 
 
 __all__ = ["build_book_gpt_training", "check_book_gpt"]

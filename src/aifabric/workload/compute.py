@@ -42,8 +42,7 @@ class LayerFlops:
         return 0.0
 
 
-def layer_flops(model: Transformer, tokens: int, seq_len: int, moe_layer: bool, tp: int = 1,
-                cp: int = 1) -> LayerFlops:
+def layer_flops(model: Transformer, tokens: int, seq_len: int, moe_layer: bool, tp: int = 1, cp: int = 1) -> LayerFlops:
     """`tokens` = sequences x seq_len of the micro-batch; context parallelism splits the tokens."""
     t = tokens / (tp * cp)
     core = model.attention_core_flops_per_token(seq_len) * t

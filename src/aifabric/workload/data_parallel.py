@@ -32,8 +32,9 @@ def build_data_parallel(s: Scenario, kernels: KernelModel | None = None) -> Work
     else:
         model = get_model(w.model.name or "", "workload.model.name")  # a name: the checks refuse neither
         if isinstance(model, Transformer):
-            raise InputError(Problem("workload.model.name", f"{w.model.name!r} is a transformer: use "
-                                                            "kind: llm-training"))
+            raise InputError(
+                Problem("workload.model.name", f"{w.model.name!r} is a transformer: use kind: llm-training")
+            )
     world = s.cluster.total_gpus
     samples = w.global_batch_size // world
     fwd = model.forward_flops(samples)
@@ -41,8 +42,10 @@ def build_data_parallel(s: Scenario, kernels: KernelModel | None = None) -> Work
     spec = gpu(s.cluster.gpu)
     if w.compute_efficiency is not None:
         flops_per_s = spec.peak_flops(w.precision) * w.compute_efficiency
-        passes: list[tuple] = [("forward", fwd, fwd / flops_per_s, (("all", fwd / flops_per_s),)),
-                  ("backward", bwd, bwd / flops_per_s, (("all", bwd / flops_per_s),))]
+        passes: list[tuple] = [
+            ("forward", fwd, fwd / flops_per_s, (("all", fwd / flops_per_s),)),
+            ("backward", bwd, bwd / flops_per_s, (("all", bwd / flops_per_s),)),
+        ]
         after: list[tuple] = []
     else:
         km = kernels or KernelModel(spec, w.precision)
@@ -55,8 +58,17 @@ def build_data_parallel(s: Scenario, kernels: KernelModel | None = None) -> Work
     for it in range(w.iterations):
         ops: list[Op] = [Compute(f"it{it}/{name}", fl, t, k) for name, fl, t, k in passes]
         if world > 1:
-            ops.append(Collective(f"it{it}/grad-allreduce", "all-reduce", group, model.params,
-                                  BYTES_PER_ELEMENT[w.precision], "gradients", dim="dp"))
+            ops.append(
+                Collective(
+                    f"it{it}/grad-allreduce",
+                    "all-reduce",
+                    group,
+                    model.params,
+                    BYTES_PER_ELEMENT[w.precision],
+                    "gradients",
+                    dim="dp",
+                )
+            )
         ops += [Compute(f"it{it}/{name}", fl, t, k) for name, fl, t, k in after]
         for r in range(world):
             ranks[r] += ops

@@ -11,13 +11,13 @@ from .ranks import parse_order
 P = "workload.parallelism"
 
 
-
 def megatron_bucket_mb(dp: int, precision: str) -> float:
     """Megatron-core's default gradient bucket (DistributedDataParallel: `bucket_size = max(40_000_000,
     1_000_000 * data_parallel_world_size)` parameters), in MiB of gradients of `precision`."""
     from ..units import BYTES_PER_ELEMENT
 
     return max(40_000_000, 1_000_000 * dp) * BYTES_PER_ELEMENT[precision] / 2**20
+
 
 def resolve_model(spec, field: str = "workload.model") -> Transformer:
     """The transformer a `workload.model` section names or describes."""
@@ -33,10 +33,21 @@ def resolve_model(spec, field: str = "workload.model") -> Transformer:
         raise InputError(Problem(f"{field}.kind", "llm-training needs a transformer: a zoo name or kind: transformer"))
     moe = None
     if spec.experts:
-        moe = MoE(spec.experts, spec.top_k, spec.expert_ffn_hidden or spec.ffn_hidden or 4 * spec.hidden,
-                  spec.shared_experts)
-    return Transformer("custom", spec.layers, spec.hidden, spec.heads, spec.ffn_hidden or 4 * spec.hidden, spec.vocab,
-                       kv_heads=spec.kv_heads, gated_mlp=spec.gated_mlp, bias=spec.bias, moe=moe)
+        moe = MoE(
+            spec.experts, spec.top_k, spec.expert_ffn_hidden or spec.ffn_hidden or 4 * spec.hidden, spec.shared_experts
+        )
+    return Transformer(
+        "custom",
+        spec.layers,
+        spec.hidden,
+        spec.heads,
+        spec.ffn_hidden or 4 * spec.hidden,
+        spec.vocab,
+        kv_heads=spec.kv_heads,
+        gated_mlp=spec.gated_mlp,
+        bias=spec.bias,
+        moe=moe,
+    )
 
 
 def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
@@ -56,14 +67,24 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
     per_replica = par.tp * par.pp * par.cp
     dp = par.dp if par.dp is not None else max(1, gpus // per_replica)
     if per_replica * dp != gpus:
-        out.append(Problem(P, f"tp x pp x dp x cp = {par.tp} x {par.pp} x {dp} x {par.cp} = {per_replica * dp} "
-                              f"must equal the cluster's {gpus} GPUs"))
+        out.append(
+            Problem(
+                P,
+                f"tp x pp x dp x cp = {par.tp} x {par.pp} x {dp} x {par.cp} = {per_replica * dp} "
+                f"must equal the cluster's {gpus} GPUs",
+            )
+        )
     if w.data_parallel is not None:
         out.append(Problem("workload.data_parallel", "llm-training takes the data-parallel size from parallelism.dp"))
     gps = s.cluster.gpus_per_server
     if par.tp > gps or gps % par.tp:
-        out.append(Problem(f"{P}.tp", f"tp={par.tp} must divide the {gps} GPUs per server so that each "
-                                      "tensor-parallel group stays on NVLink inside one server"))
+        out.append(
+            Problem(
+                f"{P}.tp",
+                f"tp={par.tp} must divide the {gps} GPUs per server so that each "
+                "tensor-parallel group stays on NVLink inside one server",
+            )
+        )
     if model.heads % par.tp:
         out.append(Problem(f"{P}.tp", f"tp={par.tp} must divide the model's {model.heads} attention heads"))
     chunks = par.chunks if par.schedule == "interleaved" else 1
@@ -73,14 +94,28 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
     if par.layers_per_stage is not None:
         counts = par.layers_per_stage
         if len(counts) != stages:
-            out.append(Problem(f"{P}.layers_per_stage", f"needs one count per (virtual) stage: pp x chunks = {stages} "
-                                                       f"(got {len(counts)})"))
+            out.append(
+                Problem(
+                    f"{P}.layers_per_stage",
+                    f"needs one count per (virtual) stage: pp x chunks = {stages} (got {len(counts)})",
+                )
+            )
         elif sum(counts) != model.layers or min(counts) < 1:
-            out.append(Problem(f"{P}.layers_per_stage", f"counts of at least 1 summing to the model's {model.layers} "
-                                                       f"layers (got {sum(counts)}, smallest {min(counts)})"))
+            out.append(
+                Problem(
+                    f"{P}.layers_per_stage",
+                    f"counts of at least 1 summing to the model's {model.layers} "
+                    f"layers (got {sum(counts)}, smallest {min(counts)})",
+                )
+            )
     elif model.layers % stages:
-        out.append(Problem(f"{P}.pp", f"pp x chunks = {stages} must divide the model's {model.layers} layers "
-                                      "(or give parallelism.layers_per_stage)"))
+        out.append(
+            Problem(
+                f"{P}.pp",
+                f"pp x chunks = {stages} must divide the model's {model.layers} layers "
+                "(or give parallelism.layers_per_stage)",
+            )
+        )
     if par.ep > 1:
         if model.moe is None:
             out.append(Problem(f"{P}.ep", f"ep={par.ep} needs a mixture-of-experts model ({model.name} is dense)"))
@@ -90,32 +125,66 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
             out.append(Problem(f"{P}.ep", f"ep={par.ep} must divide the data-parallel size {dp}"))
     seq = w.seq_len or model.max_seq_len
     if model.learned_positions and seq > model.max_seq_len:
-        out.append(Problem("workload.seq_len", f"{model.name} has learned positions for {model.max_seq_len} tokens "
-                                               f"(got {seq})"))
+        out.append(
+            Problem(
+                "workload.seq_len", f"{model.name} has learned positions for {model.max_seq_len} tokens (got {seq})"
+            )
+        )
     if seq % par.cp:
         out.append(Problem("workload.seq_len", f"must be divisible by cp={par.cp} (got {seq})"))
     per_step = dp * par.micro_batch_size
     if w.global_batch_size % per_step:
-        out.append(Problem("workload.global_batch_size", f"must be divisible by dp x micro_batch_size = {dp} x "
-                                                         f"{par.micro_batch_size} = {per_step} (got {w.global_batch_size})"))
+        out.append(
+            Problem(
+                "workload.global_batch_size",
+                f"must be divisible by dp x micro_batch_size = {dp} x "
+                f"{par.micro_batch_size} = {per_step} (got {w.global_batch_size})",
+            )
+        )
     m = w.global_batch_size // per_step if per_step else 0
     if par.micro_batches is not None and par.micro_batches != m:
-        out.append(Problem(f"{P}.micro_batches", f"global batch {w.global_batch_size} / (dp {dp} x micro_batch_size "
-                                                 f"{par.micro_batch_size}) gives {m} micro-batches, not {par.micro_batches}"))
+        out.append(
+            Problem(
+                f"{P}.micro_batches",
+                f"global batch {w.global_batch_size} / (dp {dp} x micro_batch_size "
+                f"{par.micro_batch_size}) gives {m} micro-batches, not {par.micro_batches}",
+            )
+        )
     if par.schedule == "interleaved" and m % par.pp:
-        out.append(Problem(f"{P}.micro_batches", f"the interleaved schedule needs micro-batches ({m}) divisible by "
-                                                 f"pp ({par.pp})"))
+        out.append(
+            Problem(
+                f"{P}.micro_batches", f"the interleaved schedule needs micro-batches ({m}) divisible by pp ({par.pp})"
+            )
+        )
     if (par.zero or par.fsdp) and dp * par.cp == 1:
         out.append(Problem(f"{P}.zero", "ZeRO / FSDP shard over data-parallel ranks: dp is 1"))
-    plan = Plan(tp=par.tp, pp=par.pp, dp=dp, cp=par.cp, ep=par.ep, schedule=par.schedule, chunks=chunks,
-                micro_batch_size=par.micro_batch_size, global_batch_size=w.global_batch_size, seq_len=seq,
-                precision=w.precision, recompute=par.recompute, sequence_parallel=par.sequence_parallel and par.tp > 1,
-                zero=3 if par.fsdp else par.zero, bucket_mb=par.bucket_mb or megatron_bucket_mb(
-                    dp, Plan(precision=w.precision, grad_reduce_precision=par.grad_reduce_precision).grad_precision),
-                overlap_grad_reduce=par.overlap_grad_reduce, grad_reduce_precision=par.grad_reduce_precision,
-                order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
-                compute_efficiency=w.compute_efficiency, attention=w.attention,
-                layers_per_stage=tuple(par.layers_per_stage or ()),
-                pipeline_scatter_gather=(par.pipeline_scatter_gather if par.pipeline_scatter_gather is not None
-                                         else True) and par.tp > 1 and not par.sequence_parallel)
+    plan = Plan(
+        tp=par.tp,
+        pp=par.pp,
+        dp=dp,
+        cp=par.cp,
+        ep=par.ep,
+        schedule=par.schedule,
+        chunks=chunks,
+        micro_batch_size=par.micro_batch_size,
+        global_batch_size=w.global_batch_size,
+        seq_len=seq,
+        precision=w.precision,
+        recompute=par.recompute,
+        sequence_parallel=par.sequence_parallel and par.tp > 1,
+        zero=3 if par.fsdp else par.zero,
+        bucket_mb=par.bucket_mb
+        or megatron_bucket_mb(
+            dp, Plan(precision=w.precision, grad_reduce_precision=par.grad_reduce_precision).grad_precision
+        ),
+        overlap_grad_reduce=par.overlap_grad_reduce,
+        grad_reduce_precision=par.grad_reduce_precision,
+        order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
+        compute_efficiency=w.compute_efficiency,
+        attention=w.attention,
+        layers_per_stage=tuple(par.layers_per_stage or ()),
+        pipeline_scatter_gather=(par.pipeline_scatter_gather if par.pipeline_scatter_gather is not None else True)
+        and par.tp > 1
+        and not par.sequence_parallel,
+    )
     return model, plan, out

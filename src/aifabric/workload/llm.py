@@ -74,13 +74,32 @@ class _Placeholder:
 class _StageBuilder:
     """Builds the op list of one rank (the template of its pipeline stage; see build_llm_training)."""
 
-    def __init__(self, model: Transformer, plan: Plan, gpu: GpuSpec, rank: int, lay: RankLayout,
-                 kernels: KernelModel | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        plan: Plan,
+        gpu: GpuSpec,
+        rank: int,
+        lay: RankLayout,
+        kernels: KernelModel | None = None,
+    ):
         self.m, self.p, self.gpu = model, plan, gpu
         self.km = kernels
-        self.tk = None if kernels is None else TransformerKernels(
-            kernels, model, tp=plan.tp, cp=plan.cp, micro_batch=plan.micro_batch_size, seq_len=plan.seq_len,
-            sequence_parallel=plan.sequence_parallel, attention=plan.attention, ep=plan.ep)
+        self.tk = (
+            None
+            if kernels is None
+            else TransformerKernels(
+                kernels,
+                model,
+                tp=plan.tp,
+                cp=plan.cp,
+                micro_batch=plan.micro_batch_size,
+                seq_len=plan.seq_len,
+                sequence_parallel=plan.sequence_parallel,
+                attention=plan.attention,
+                ep=plan.ep,
+            )
+        )
         self.c = lay.coords(rank)
         self.stage = self.c["pp"]
         self.tp_group = lay.group(rank, "tp")
@@ -95,8 +114,10 @@ class _StageBuilder:
         self.eff = plan.compute_efficiency
         self.stage_bounds = plan.virtual_stage_layers(model.layers)
         self.layers = stage_layers(model, plan, self.stage)
-        self.flops = {moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
-                      for moe in ((False, True) if model.moe else (False,))}
+        self.flops = {
+            moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
+            for moe in ((False, True) if model.moe else (False,))
+        }
         self._compute_cache: dict[tuple[str, float], Compute] = {}
         # outside the blocks: token embedding + positions (first stage), final norm + output layer (last)
         self.first_params, self.last_params = outer_params_per_gpu(model, plan, self.stage)
@@ -128,11 +149,22 @@ class _StageBuilder:
         seq = optimizer_kernels(self.km, shard_params, local_params, loss_scaling=self.p.precision == "fp16")
         self.ops.append(Compute("optimizer", flops, seq.time_s, seq.by_kind()))
 
-    def coll(self, key: str, op: str, group: tuple[int, ...], elements: float, label: str, dim: str,
-             blocking: bool = True, stream: str = "comm", bpe: int = 0) -> None:
+    def coll(
+        self,
+        key: str,
+        op: str,
+        group: tuple[int, ...],
+        elements: float,
+        label: str,
+        dim: str,
+        blocking: bool = True,
+        stream: str = "comm",
+        bpe: int = 0,
+    ) -> None:
         if len(group) > 1 and elements > 0:
-            self.ops.append(Collective(f"{key}@{group[0]}", op, group, int(elements), bpe or self.bpe, label,
-                                       blocking, stream, dim))
+            self.ops.append(
+                Collective(f"{key}@{group[0]}", op, group, int(elements), bpe or self.bpe, label, blocking, stream, dim)
+            )
 
     # ---- per-block exchanges --------------------------------------------------------------
     def tp_exchange(self, key: str, before: bool, label: str = "activations") -> None:
@@ -150,8 +182,15 @@ class _StageBuilder:
         the maximum logit, AllReduce (SUM) of the target's logit, AllReduce (SUM) of the sum of the
         exponentials, one fp32 value per token each. Its backward is local."""
         for part in ("max-logit", "target-logit", "sum-exp"):
-            self.coll(f"{pre}/xent-{part}", "all-reduce", self.tp_group, self.tokens / self.p.cp,
-                      f"cross-entropy {part}", "tp", bpe=BYTES_PER_ELEMENT["fp32"])
+            self.coll(
+                f"{pre}/xent-{part}",
+                "all-reduce",
+                self.tp_group,
+                self.tokens / self.p.cp,
+                f"cross-entropy {part}",
+                "tp",
+                bpe=BYTES_PER_ELEMENT["fp32"],
+            )
 
     def cp_exchange(self, key: str, backward: bool) -> None:
         elements = 2 * self.tokens * self.m.kv_dim / self.p.tp  # K and V of the whole sequence
@@ -228,10 +267,28 @@ class _StageBuilder:
             buckets.add(attn)
         self.tp_exchange(f"{pre}/L{layer}/attn-in", False)
         if p.zero >= 3:  # FSDP: each unit's gradients reduce-scattered right after its backward
-            self.coll(f"{pre}/L{layer}/zero3-rs", "reduce-scatter", self.dp_group, dense, "gradients", "zero",
-                      blocking=False, stream="dp", bpe=self.grad_bpe)
-            self.coll(f"{pre}/L{layer}/zero3-rs-experts", "reduce-scatter", self.edp_group, expert, "gradients",
-                      "zero", blocking=False, stream="dp", bpe=self.grad_bpe)
+            self.coll(
+                f"{pre}/L{layer}/zero3-rs",
+                "reduce-scatter",
+                self.dp_group,
+                dense,
+                "gradients",
+                "zero",
+                blocking=False,
+                stream="dp",
+                bpe=self.grad_bpe,
+            )
+            self.coll(
+                f"{pre}/L{layer}/zero3-rs-experts",
+                "reduce-scatter",
+                self.edp_group,
+                expert,
+                "gradients",
+                "zero",
+                blocking=False,
+                stream="dp",
+                bpe=self.grad_bpe,
+            )
         elif buckets is not None:
             buckets.add(norm1)
 
@@ -312,8 +369,17 @@ class _StageBuilder:
         if vs > 0 and p.pp > 1:
             self.ops.append(_Placeholder("send", f"{pre}/grad{vs}to{vs - 1}", vs - 1, size, "activation gradients"))
         if zero3_extra:
-            self.coll(f"{pre}/extra-zero3-rs", "reduce-scatter", self.dp_group, self.extra_params, "gradients", "zero",
-                      blocking=False, stream="dp", bpe=self.grad_bpe)
+            self.coll(
+                f"{pre}/extra-zero3-rs",
+                "reduce-scatter",
+                self.dp_group,
+                self.extra_params,
+                "gradients",
+                "zero",
+                blocking=False,
+                stream="dp",
+                bpe=self.grad_bpe,
+            )
 
     def iteration(self, it: int) -> None:
         p = self.p
@@ -332,8 +398,15 @@ class _StageBuilder:
             self.ops.append(Wait("dp"))
             self.ops.append(Wait("edp"))
         if self.m.tied_embeddings and p.pp > 1:  # the first and last stage sum their copies' gradients
-            self.coll(f"it{it}/embedding-grad", "all-reduce", self.embd_group, self.m.embedding_params / p.tp,
-                      "embedding gradients", "pp", bpe=self.grad_bpe)
+            self.coll(
+                f"it{it}/embedding-grad",
+                "all-reduce",
+                self.embd_group,
+                self.m.embedding_params / p.tp,
+                "embedding gradients",
+                "pp",
+                bpe=self.grad_bpe,
+            )
         self.optimizer((dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1), dense + expert)
         if 1 <= p.zero <= 2:
             self.coll(f"it{it}/zero-ag-dense", "all-gather", self.dp_group, dense, "weights", "zero")
@@ -386,7 +459,6 @@ class _Buckets:
         self.deferred.clear()
 
 
-
 def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]]:
     """A stage's op list cut into items (lo, hi, shape, compute seconds, first collective): a maximal run ops[lo:hi] of
     compute ops and blocking tensor-parallel collectives that holds at least one collective (a `Block`),
@@ -404,8 +476,9 @@ def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]
             j += 1
         first = next((k for k in range(i, j) if isinstance(ops[k], Collective)), -1)
         if first >= 0:
-            sig = tuple((op.name, op.duration_s) if isinstance(op, Compute) else (op.op, op.elements)
-                        for op in ops[i:j])
+            sig = tuple(
+                (op.name, op.duration_s) if isinstance(op, Compute) else (op.op, op.elements) for op in ops[i:j]
+            )
             shape = shapes.setdefault(sig, len(shapes)) + template * 1_000_000
             items.append((i, j, shape, sum(op.duration_s for op in ops[i:j] if isinstance(op, Compute)), first))
             i = j
@@ -456,10 +529,19 @@ def _groups(lay: RankLayout, rank: int) -> dict[str, tuple[int, ...]]:
 
 
 def _moved(op: Collective, group: tuple[int, ...]) -> Collective:
-    key = f"{op.key[:op.key.rindex('@')]}@{group[0]}"
-    return _new(Collective, key=key, op=op.op, group=group, elements=op.elements,
-                bytes_per_element=op.bytes_per_element, label=op.label, blocking=op.blocking, stream=op.stream,
-                dim=op.dim)
+    key = f"{op.key[: op.key.rindex('@')]}@{group[0]}"
+    return _new(
+        Collective,
+        key=key,
+        op=op.op,
+        group=group,
+        elements=op.elements,
+        bytes_per_element=op.bytes_per_element,
+        label=op.label,
+        blocking=op.blocking,
+        stream=op.stream,
+        dim=op.dim,
+    )
 
 
 def _new(cls, **fields):
@@ -469,8 +551,14 @@ def _new(cls, **fields):
     return obj
 
 
-def build_llm_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str = "llm-training",
-                       iterations: int = 1, kernels: KernelModel | None = None) -> Workload:
+def build_llm_training(
+    model: Transformer,
+    plan: Plan,
+    gpu: GpuSpec,
+    name: str = "llm-training",
+    iterations: int = 1,
+    kernels: KernelModel | None = None,
+) -> Workload:
     """Every rank's ops. The op list is built once per pipeline stage (for its first rank) and then moved to
     the stage's other ranks: tensor-parallel collectives to each tensor-parallel group (whose members share
     the list), then per rank the few other collectives (data, context, expert parallel; one instance per
@@ -492,8 +580,9 @@ def build_llm_training(model: Transformer, plan: Plan, gpu: GpuSpec, name: str =
             gc.enable()
 
 
-def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: int,
-           kernels: KernelModel | None) -> Workload:
+def _build(
+    model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: int, kernels: KernelModel | None
+) -> Workload:
     lay = plan.layout
     world = lay.world_size
     recipes: list[tuple] = [()] * world  # per rank: (template stage, its TP group, {index: rank-specific op})
@@ -507,16 +596,28 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
             for it in range(iterations):
                 b.iteration(it)
             tp_idx = [i for i, op in enumerate(b.ops) if isinstance(op, Collective) and op.dim == "tp"]
-            rank_idx = [i for i, op in enumerate(b.ops) if isinstance(op, _Placeholder)
-                        or (isinstance(op, Collective) and op.dim != "tp")]
+            rank_idx = [
+                i
+                for i, op in enumerate(b.ops)
+                if isinstance(op, _Placeholder) or (isinstance(op, Collective) and op.dim != "tp")
+            ]
             templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx, _skeleton(b.ops, len(templates)))
         b, base, tp_idx, rank_idx, skeleton = templates[stage]
         # a block holds the template's ops: its members come from `group` (the folder times the block on the
         # group's own GPUs); the collectives moved to each group are built only if `ranks` is read
         at = f"@{group[0]}"
-        blocks = {k: _new(Block, key=f"{b.ops[first].key[:b.ops[first].key.rindex('@')]}{at}+{hi - lo - 1}",
-                          group=group, ops=tuple(b.ops[lo:hi]), shape=shape, compute_s=compute_s)
-                  for k, (lo, hi, shape, compute_s, first) in enumerate(skeleton) if hi > lo}
+        blocks = {
+            k: _new(
+                Block,
+                key=f"{b.ops[first].key[: b.ops[first].key.rindex('@')]}{at}+{hi - lo - 1}",
+                group=group,
+                ops=tuple(b.ops[lo:hi]),
+                shape=shape,
+                compute_s=compute_s,
+            )
+            for k, (lo, hi, shape, compute_s, first) in enumerate(skeleton)
+            if hi > lo
+        }
         for r in group:
             target = _groups(lay, r)
             mapping = {base[d]: target[d] for d in base}
@@ -534,16 +635,27 @@ def _build(model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: 
                     continue
                 peer = peers[op.vstage % plan.pp]
                 if op.kind == "send":
-                    own[i] = _new(Send, key=f"{op.key}@{r}", src=r, dst=peer, size_bytes=op.size_bytes,
-                                  label=op.label, dim="pp")
+                    own[i] = _new(
+                        Send, key=f"{op.key}@{r}", src=r, dst=peer, size_bytes=op.size_bytes, label=op.label, dim="pp"
+                    )
                 else:
-                    own[i] = _new(Recv, key=f"{op.key}@{peer}", src=peer, dst=r, size_bytes=op.size_bytes,
-                                  label=op.label, dim="pp")
+                    own[i] = _new(
+                        Recv,
+                        key=f"{op.key}@{peer}",
+                        src=peer,
+                        dst=r,
+                        size_bytes=op.size_bytes,
+                        label=op.label,
+                        dim="pp",
+                    )
             recipes[r] = (stage, group, own)
             blocked[r] = [blocks[k] if lo < hi else own.get(lo, b.ops[lo]) for k, (lo, hi, *_) in enumerate(skeleton)]
     ranks = LazyRanks(recipes, templates)
-    par = f"tp{plan.tp} pp{plan.pp} dp{plan.dp}" + (f" cp{plan.cp}" if plan.cp > 1 else "") + \
-        (f" ep{plan.ep}" if plan.ep > 1 else "")
+    par = (
+        f"tp{plan.tp} pp{plan.pp} dp{plan.dp}"
+        + (f" cp{plan.cp}" if plan.cp > 1 else "")
+        + (f" ep{plan.ep}" if plan.ep > 1 else "")
+    )
     extras = [plan.schedule, f"m={plan.micro_batches}"]
     if plan.sequence_parallel:
         extras.append("sp")

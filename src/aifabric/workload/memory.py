@@ -67,9 +67,11 @@ def state_bytes_per_param(precision: str) -> tuple[int, int, int]:
 
 def model_state_bytes(params: float, precision: str, zero: int, dp: int) -> tuple[float, float, float]:
     w, g, o = state_bytes_per_param(precision)
-    return (params * w / (dp if zero >= 3 else 1),
-            params * g / (dp if zero >= 2 else 1),
-            params * o / (dp if zero >= 1 else 1))
+    return (
+        params * w / (dp if zero >= 3 else 1),
+        params * g / (dp if zero >= 2 else 1),
+        params * o / (dp if zero >= 1 else 1),
+    )
 
 
 def stage_layers(model: Transformer, plan: Plan, stage: int) -> list[int]:
@@ -127,8 +129,9 @@ def block_param_tensors(model: Transformer, plan: Plan, layer: int) -> tuple[lis
     if model.mla:
         attn = [_attention_params_per_gpu(model, plan)]
     else:
-        attn = [h if bias else 0, h * h / t] + [kv / t if bias else 0, kv * h / t] * 2 + [h / t if bias else 0,
-                                                                                       h * h / t]
+        attn = (
+            [h if bias else 0, h * h / t] + [kv / t if bias else 0, kv * h / t] * 2 + [h / t if bias else 0, h * h / t]
+        )
     keep = lambda xs: [x for x in xs if x]  # noqa: E731
     return keep(mlp), keep(attn + norm[::-1]), keep(norm[::-1])
 
@@ -145,7 +148,9 @@ def outer_param_tensors(model: Transformer, plan: Plan, stage: int) -> tuple[lis
     first, last = outer_params_per_gpu(model, plan, stage)
     norm = model.norm_params if stage == plan.pp - 1 else 0
     head = [last - norm] if last - norm else []
-    final_norm: list[float] = ([model.hidden, model.hidden] if model.norm == "layernorm" else [model.hidden]) if norm else []
+    final_norm: list[float] = (
+        ([model.hidden, model.hidden] if model.norm == "layernorm" else [model.hidden]) if norm else []
+    )
     embed: list[float] = [x for x in ((model.position_params, first - model.position_params) if first else ()) if x]
     return head, final_norm, embed
 
@@ -216,8 +221,13 @@ def in_flight_micro_batches(plan: Plan, stage: int) -> float:
 
 def activation_bytes(model: Transformer, plan: Plan, stage: int) -> float:
     tokens = plan.micro_batch_size * plan.seq_len / plan.cp
-    per_mb = sum(layer_activation_bytes_per_token(model, plan, is_moe_layer(model, layer))
-                 for layer in stage_layers(model, plan, stage)) * tokens
+    per_mb = (
+        sum(
+            layer_activation_bytes_per_token(model, plan, is_moe_layer(model, layer))
+            for layer in stage_layers(model, plan, stage)
+        )
+        * tokens
+    )
     chunks = plan.chunks if plan.schedule == "interleaved" else 1
     in_flight = in_flight_micro_batches(plan, stage)
     total = per_mb / chunks * in_flight  # interleaved: one chunk's layers per pass in flight

@@ -67,7 +67,7 @@ def stage_order(schedule: str, p: int, m: int, stage: int, v: int = 1) -> list[P
     order = fwd[:warmup]
     for i in range(total - warmup):
         order += [fwd[warmup + i], bwd[i]]
-    return order + bwd[total - warmup:]
+    return order + bwd[total - warmup :]
 
 
 def stage_bounds(n_units: int, pp: int, stage: int) -> tuple[int, int]:

@@ -94,8 +94,9 @@ def trainer_model(model: str, layers: tuple[int, ...] = (), cell: str = "standar
     if model == "cnn":
         return CNN("digits-cnn", 8, 1, (Conv(layers[0], 3, 1, pool=2),), (*layers[1:], DIGITS_CLASSES), bias=True)
     if model == "lstm":
-        return LSTM("digits-lstm", input_size=8, hidden=layers[0], output_size=DIGITS_CLASSES, time_steps=8,
-                    bias=cell != "book")
+        return LSTM(
+            "digits-lstm", input_size=8, hidden=layers[0], output_size=DIGITS_CLASSES, time_steps=8, bias=cell != "book"
+        )
     raise ValueError(f"no small model {model!r}")
 
 
@@ -126,9 +127,17 @@ def units_of(model: SmallModel) -> list[Unit]:
         for c in model.convs:
             o = conv_output_side(side, c.size, c.stride)
             pooled = o // c.pool if c.pool else o
-            out.append(Unit("conv", side * side * ch, pooled * pooled * c.kernels,
-                            2.0 * o * o * c.kernels * c.size * c.size * ch, c.kernels,
-                            c.kernels * c.size * c.size * ch, c.kernels if model.bias else 0))
+            out.append(
+                Unit(
+                    "conv",
+                    side * side * ch,
+                    pooled * pooled * c.kernels,
+                    2.0 * o * o * c.kernels * c.size * c.size * ch,
+                    c.kernels,
+                    c.kernels * c.size * c.size * ch,
+                    c.kernels if model.bias else 0,
+                )
+            )
             side, ch = pooled, c.kernels
         widths = (model.flatten_width, *model.dense)
         return out + [_linear(a, b, model.bias) for a, b in zip(widths, widths[1:])]
@@ -137,9 +146,19 @@ def units_of(model: SmallModel) -> list[Unit]:
         for _ in range(model.layers):
             h = model.hidden
             params = model.layer_params(width)
-            out.append(Unit("lstm", model.time_steps * width, h, 2.0 * params * model.time_steps, h,
-                            GATES * h * (width + h), params - GATES * h * (width + h),
-                            steps=model.time_steps, hidden=h))
+            out.append(
+                Unit(
+                    "lstm",
+                    model.time_steps * width,
+                    h,
+                    2.0 * params * model.time_steps,
+                    h,
+                    GATES * h * (width + h),
+                    params - GATES * h * (width + h),
+                    steps=model.time_steps,
+                    hidden=h,
+                )
+            )
             width = h
         if model.output_size:
             out.append(_linear(model.hidden, model.output_size, model.bias))
@@ -208,12 +227,17 @@ def check_plan(model: SmallModel, plan: Plan, tp_style: str = "megatron") -> lis
     if plan.pp > len(units):
         out.append(f"pp={plan.pp} exceeds the model's {len(units)} layers")
     for stage in range(min(plan.pp, len(units))):
-        for mod in stage_modules(units, *stage_bounds(len(units), plan.pp, stage),
-                                 tp_style if tp_style in TP_STYLES and not out else "megatron"):
+        for mod in stage_modules(
+            units,
+            *stage_bounds(len(units), plan.pp, stage),
+            tp_style if tp_style in TP_STYLES and not out else "megatron",
+        ):
             u = units[mod.units[0]]  # the column-parallel part (a pair's row-parallel part splits its input)
             if u.split % plan.tp:
-                out.append(f"tp={plan.tp} must divide layer {mod.units[0]}'s {u.split} "
-                           f"{'channels' if u.kind == 'conv' else 'outputs'}")
+                out.append(
+                    f"tp={plan.tp} must divide layer {mod.units[0]}'s {u.split} "
+                    f"{'channels' if u.kind == 'conv' else 'outputs'}"
+                )
     if plan.global_batch_size % (plan.dp * plan.micro_batch_size):
         out.append(f"global batch {plan.global_batch_size} must be divisible by dp x micro-batch size")
     return out
@@ -242,13 +266,19 @@ class StageRank:
 
     # ---- emitters ---------------------------------------------------------------------------------
     def compute(self, name: str, flops: float) -> None:
-        self.ops.append(Compute(name, flops, duration_s(flops, self.gpu, self.p.precision,
-                                                        self.p.compute_efficiency or SMALL_MODEL_EFFICIENCY)))
+        self.ops.append(
+            Compute(
+                name,
+                flops,
+                duration_s(flops, self.gpu, self.p.precision, self.p.compute_efficiency or SMALL_MODEL_EFFICIENCY),
+            )
+        )
 
     def tp(self, key: str, op: str, elements: int, label: str) -> None:
         if self.p.tp > 1:
-            self.ops.append(Collective(f"{key}@{self.tp_group[0]}", op, self.tp_group, int(elements), self.bpe,
-                                       label, dim="tp"))
+            self.ops.append(
+                Collective(f"{key}@{self.tp_group[0]}", op, self.tp_group, int(elements), self.bpe, label, dim="tp")
+            )
 
     def send(self, key: str, stage: int, size: int, label: str) -> None:
         self.ops.append(Send(f"{key}@{self.rank}", self.rank, self.peers[stage], size, label))
@@ -313,9 +343,19 @@ class DdpBuckets:
     def launch_ready(self) -> None:
         while self.launched < len(self.buckets) and self.buckets[self.launched][-1] < self.done:
             idx, r = self.buckets[self.launched], self.r
-            r.ops.append(Collective(f"it{self.it}/dp-bucket{self.launched}@{r.dp_group[0]}", "all-reduce",
-                                    r.dp_group, int(sum(self.sizes[i] for i in idx)), r.bpe, "gradients",
-                                    blocking=False, stream="dp", dim="dp"))
+            r.ops.append(
+                Collective(
+                    f"it{self.it}/dp-bucket{self.launched}@{r.dp_group[0]}",
+                    "all-reduce",
+                    r.dp_group,
+                    int(sum(self.sizes[i] for i in idx)),
+                    r.bpe,
+                    "gradients",
+                    blocking=False,
+                    stream="dp",
+                    dim="dp",
+                )
+            )
             self.launched += 1
 
 
@@ -329,8 +369,10 @@ class _Rank(StageRank):
         self.params = [module_params(self.units, m, plan.tp) for m in self.mods]
 
     def boundary_bytes(self) -> tuple[int, int]:
-        return (self.units[self.start].in_width * self.b * self.bpe,
-                self.units[self.stop - 1].out_width * self.b * self.bpe)
+        return (
+            self.units[self.start].in_width * self.b * self.bpe,
+            self.units[self.stop - 1].out_width * self.b * self.bpe,
+        )
 
     def buckets(self, it: int) -> _Buckets:
         return _Buckets(self, it)
@@ -378,7 +420,6 @@ class _Rank(StageRank):
                 self.tp(f"{pre}/u{k}/bwd-ar", "all-reduce", b * u.in_width, "input gradient")
 
 
-
 class _Buckets(DdpBuckets):
     """`add(j)`: module j's gradients are accumulated, so every bucket whose last gradient that was is launched."""
 
@@ -388,8 +429,14 @@ class _Buckets(DdpBuckets):
         self.launch_ready()
 
 
-def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str = "small-training",
-                         iterations: int = 1, tp_style: str = "megatron") -> Workload:
+def build_small_training(
+    model: SmallModel,
+    plan: Plan,
+    gpu: GpuSpec,
+    name: str = "small-training",
+    iterations: int = 1,
+    tp_style: str = "megatron",
+) -> Workload:
     """Every rank's ops for `iterations` training steps of a feed-forward network, CNN or LSTM under the
     plan's data, tensor and pipeline parallelism (rank order: `plan.order`; the trainer's is tp-cp-pp-dp).
     `tp_style`: "megatron" (column -> row pairs) or "book" (Chapter 8: AllGather forward, AllReduce of the
@@ -418,5 +465,16 @@ def build_small_training(model: SmallModel, plan: Plan, gpu: GpuSpec, name: str 
     )
 
 
-__all__ = ["TP_STYLES", "TRAINER_LAYERS", "DdpBuckets", "StageRank", "Unit", "build_small_training", "check_plan",
-           "layers_problem", "stage_modules", "trainer_model", "units_of"]
+__all__ = [
+    "TP_STYLES",
+    "TRAINER_LAYERS",
+    "DdpBuckets",
+    "StageRank",
+    "Unit",
+    "build_small_training",
+    "check_plan",
+    "layers_problem",
+    "stage_modules",
+    "trainer_model",
+    "units_of",
+]

@@ -81,8 +81,9 @@ def traffic_summary(w: Workload, gpus_per_server: int) -> dict[str, DimTraffic]:
             per_rank[dim][r] = b
     result: dict[str, DimTraffic] = {}
     for dim, sent in per_rank.items():
-        result[dim] = DimTraffic((up[dim] + out[dim]) / its, up[dim] / its, out[dim] / its, max(sent) / its,
-                                 sum(sent) / world / its)
+        result[dim] = DimTraffic(
+            (up[dim] + out[dim]) / its, up[dim] / its, out[dim] / its, max(sent) / its, sum(sent) / world / its
+        )
     if result:
         totals = [sum(per_rank[d][r] for d in per_rank) for r in range(world)]
         u, o = sum(up.values()), sum(out.values())
