@@ -163,3 +163,10 @@ def test_the_command_line_runs_the_hybrid_engine_and_refuses_bad_windows(tmp_pat
         assert run_app(app, ["simulate", str(path), *args, "--out", str(tmp_path / "bad")]) == 2
         assert option in capsys.readouterr().err
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_ctrl_c_in_a_window_leaves_the_flow_run_marked_incomplete(runs, packet_interrupted_at_once):
+    s, flow, _ = runs
+    hyb = simulate(s, "hybrid", packet_windows=["ep"])
+    assert hyb.results.complete is False and hyb.packet_windows is None
+    assert np.array_equal(hyb.timeline.end_s, flow.timeline.end_s)

@@ -248,7 +248,7 @@ def simulate(
         if engine == "packet":
             _run_packet(ran, s, graph, fabric, router, fx, progress, packet_options, lb, seed)
         elif engine == "hybrid":
-            _run_hybrid(ran, s, graph, fabric, router, progress, specs, packet_options, packet_max_s, sprayed)
+            _run_hybrid(ran, s, graph, fabric, router, progress, specs, packet_options, packet_max_s, sprayed, phase)
         else:
             _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
     except Interrupted as exc:
@@ -412,6 +412,7 @@ def _run_hybrid(
     packet_options,
     packet_max_s: float | None,
     sprayed: bool,
+    phase: Callable[[str], None],
 ) -> None:
     from .engines.hybrid import run_hybrid
     from .engines.packet import packet_config
@@ -432,5 +433,6 @@ def _run_hybrid(
         queue_pairs=router.queue_pairs(),
         packet_max_s=packet_max_s,
         progress=progress,
+        phase=phase,
     )
     ran.timeline, ran.stats, ran.windows = hr.timeline, hr.stats, hr.windows

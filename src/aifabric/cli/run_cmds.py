@@ -103,6 +103,7 @@ def simulate_into(
         "report": "writing the report ...",
         "done": "done",
         "fault-free run": "the same iteration without the faults (what they cost) ...",
+        "packet windows": "the flow run is done; its packet windows, packet by packet ...",
     }
 
     stage = ["starting"]
@@ -111,7 +112,7 @@ def simulate_into(
 
     def on_phase(name: str) -> None:
         stage[0] = name
-        if (verbose or name == "fault-free run") and name in words:  # the event loop has its bar
+        if (verbose or name in ("fault-free run", "packet windows")) and name in words:  # the event loop has its bar
             err_console.print(f"[dim]{time.perf_counter() - t0:7.1f} s[/] {words[name]}", highlight=False)
 
     folder = claim_out(out, force)

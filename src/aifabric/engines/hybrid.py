@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..fabric.graph import TIER_HOST, TIER_SPINE, TIER_SUPERSPINE, Fabric
-from .executor import Timeline, run
+from .executor import Interrupted, Timeline, run
 from .taskgraph import COMPUTE, TaskGraph
 
 if TYPE_CHECKING:
@@ -247,15 +247,52 @@ def run_hybrid(
     flow_engine: str = "flow",
     packet_max_s: float | None = PACKET_MAX_S,
     progress: Callable[[int, int], None] | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> HybridRun:
     """The iteration of `graph` on the flow engine with `windows` packet by packet (module docstring).
     `packet_max_s`: at most this much of each window simulated packet by packet (None: all of it); a transfer
     still in flight then finishes its remaining bytes at the goodput its packets reached.
     `packet_routes`: each task's route for the packet engine when the flow engine's differ (sprayed transfers
-    spread over every path on the flow engine; the packet engine balances packet by packet)."""
+    spread over every path on the flow engine; the packet engine balances packet by packet). `phase("packet
+    windows")` is told when the flow run is done and the windows begin. A Ctrl-C (Interrupted) after the flow run
+    raises Interrupted with the flow run's timeline."""
+    flow_tl = run(graph, fabric, flow_engine, progress)
+    if phase is not None:
+        phase("packet windows")
+    try:
+        return _windows(
+            graph,
+            fabric,
+            flow_tl,
+            windows,
+            cfg,
+            packet_routes,
+            hash_seed,
+            per_switch_seed,
+            queue_pairs,
+            flow_engine,
+            packet_max_s,
+        )
+    except Interrupted:  # a Ctrl-C in a window or in the folded run: the flow run is the iteration there is
+        raise Interrupted(flow_tl) from None
+
+
+def _windows(
+    graph: TaskGraph,
+    fabric: Fabric,
+    flow_tl: Timeline,
+    windows: list[WindowSpec],
+    cfg,
+    packet_routes,
+    hash_seed: int,
+    per_switch_seed: bool,
+    queue_pairs,
+    flow_engine: str,
+    packet_max_s: float | None,
+) -> HybridRun:
+    """`run_hybrid` after its flow run: each window packet by packet, then the folded run."""
     from .packet import run_packet
 
-    flow_tl = run(graph, fabric, flow_engine, progress)
     net = network_transfers(graph, fabric)
     pgraph = graph if packet_routes is None else replace(graph, route=packet_routes)
     fixed: dict[int, float] = {}  # packet-simulated transfer -> its duration packet by packet
