@@ -90,7 +90,7 @@ def test_load_scenario_refuses_what_is_not_a_scenario():
 
 def test_simulate_names_an_unknown_engine():
     assert _problems(lambda: aifabric.simulate(ch14_scenario(), engine="fluid")) == [
-        ("engine", "must be one of flow, analytic, packet (got 'fluid')")
+        ("engine", "must be one of flow, analytic, packet, hybrid (got 'fluid')")
     ]
 
 

@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,13 @@ import pytest
 from aifabric.report import build_summary
 from aifabric.scenario import ch14_scenario, demo_scenario
 from aifabric.simulate import simulate
+
+
+def _sigint_at_its_default() -> None:
+    """`preexec_fn` of a child a test interrupts: SIGINT at its default action, as a terminal starts a command,
+    whatever the test runner inherited (a background job starts with SIGINT ignored, and Python then installs no
+    handler: the Ctrl-C would do nothing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +169,7 @@ def test_ctrl_c_on_the_command_leaves_a_readable_folder(ch14_data, write_scenari
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_sigint_at_its_default,
     )
     # wait until the event loop runs (the CLI says so on stderr), then interrupt it
     line = before = proc.stderr.readline()

@@ -19,6 +19,13 @@ from aifabric.cli.app import app
 from aifabric.scenario import ch14_scenario_text
 
 
+def _sigint_at_its_default() -> None:
+    """`preexec_fn` of a child a test interrupts: SIGINT at its default action, as a terminal starts a command,
+    whatever the test runner inherited (a background job starts with SIGINT ignored, and Python then installs no
+    handler: the Ctrl-C would do nothing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _scenario(tmp_path: Path) -> Path:
     path = tmp_path / "s.yaml"
     path.write_text(ch14_scenario_text())
@@ -232,6 +239,7 @@ def test_a_real_ctrl_c_at_some_moment_of_demo(tmp_path, delay_s):
         text=True,
         start_new_session=True,
         cwd=tmp_path,
+        preexec_fn=_sigint_at_its_default,
     )
     time.sleep(delay_s)
     os.killpg(proc.pid, signal.SIGINT)
@@ -263,6 +271,7 @@ def test_a_real_ctrl_c_while_training(tmp_path, after_s):
         text=True,
         start_new_session=True,
         cwd=tmp_path,
+        preexec_fn=_sigint_at_its_default,
     )
     deadline = time.monotonic() + 120
     while not any(".partial-" in p.name for p in tmp_path.iterdir()):  # claimed: the imports are done
@@ -337,6 +346,7 @@ def test_a_ctrl_c_while_the_interpreter_cleans_up_after_a_finished_command(tmp_p
 
     probe = (
         "import signal, sys\nfrom aifabric.cli import main\nsys.argv = ['aifabric', 'validate', sys.argv[1]]\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as a terminal starts it (not a background job)
         "try:\n    main({args})\nexcept SystemExit as e:\n"
         "    print(e.code, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
     )

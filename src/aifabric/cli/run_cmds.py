@@ -271,19 +271,19 @@ def hybrid_options(engine: str, windows: list[str] | None, packet_max: str) -> d
     from ..engines.hybrid import parse_duration, parse_window
     from ..errors import InputError
 
-    if engine != "hybrid":
-        if windows:
-            raise InputError("--packet-window: only with --engine hybrid (the flow engine with packet windows)")
-        return None
+    try:  # read whatever the engine: a bad value is refused, not ignored
+        max_s = None if packet_max.strip().lower() == "all" else parse_duration(packet_max)
+    except ValueError as exc:
+        raise InputError(f"--packet-max: {exc}") from None
     try:
         for w in windows or ():
             parse_window(w)
     except ValueError as exc:
         raise InputError(f"--packet-window: {exc}") from None
-    try:
-        max_s = None if packet_max.strip().lower() == "all" else parse_duration(packet_max)
-    except ValueError as exc:
-        raise InputError(f"--packet-max: {exc}") from None
+    if engine != "hybrid":
+        if windows:
+            raise InputError("--packet-window: only with --engine hybrid (the flow engine with packet windows)")
+        return None
     return {"packet_windows": list(windows or ["auto"]), "packet_max_s": max_s}
 
 
