@@ -47,7 +47,8 @@ class ScaleUpFolder:
         self.router = router
         self.gps = fabric.gpus_per_server
         self._cost: dict[Collective, FoldedCost] = {}
-        self._link_index = {link.id: link.index for link in fabric.links}
+        # a server's nodes by what they are (kind, local index), to find another server's copy of a link
+        self._placed = {(n.kind, n.index, n.server): n.id for n in fabric.nodes.values() if n.server is not None}
         self._translated: dict[tuple[int, int], int] = {}
         self.link_bytes = np.zeros(len(fabric.links))  # every folded collective's bytes, per link
         self.link_peak = np.zeros(len(fabric.links))  # the highest rate a folded collective put on each link
@@ -182,14 +183,18 @@ class ScaleUpFolder:
         return g, (run(g, self.fabric, "flow") if len(g) else None)
 
     def _on_server(self, li: int, server: int) -> int:
+        """Server `server`'s copy of link `li` of server 0: the link between the nodes that are, there, what its
+        ends are on server 0 (same kind and local index), found from the nodes' places, not their names."""
         if server == 0:
             return li
         key = (li, server)
         out = self._translated.get(key)
         if out is None:
-            link = self.fabric.links[li]
-            name = f"s{server}/" + link.src[3:] + "->" + f"s{server}/" + link.dst[3:]
-            out = self._translated[key] = self._link_index[name]
+            link, nodes = self.fabric.links[li], self.fabric.nodes
+            a, b = nodes[link.src], nodes[link.dst]
+            out = self._translated[key] = self.fabric.link_between(
+                self._placed[(a.kind, a.index, server)], self._placed[(b.kind, b.index, server)]
+            )
         return out
 
     def _run(self, op: Collective) -> FoldedCost:
