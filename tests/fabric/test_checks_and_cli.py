@@ -5,7 +5,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -16,7 +15,6 @@ from aifabric.cli.app import app
 from aifabric.fabric import Router, build
 from aifabric.fabric.design import resolve
 from aifabric.fabric.draw import fabric_svg
-from aifabric.fabric.policy import PathPolicy
 from aifabric.scenario.checks_fabric import check_fabric_spec
 from aifabric.scenario.fabric_spec import ClusterSpec, FabricSpec
 
@@ -194,22 +192,6 @@ def test_draw_command_and_collapsed_svg(tmp_path):
 def test_rail_map_command(capsys):
     assert run_app(app, ["fabric", "rail-map", "--ports", "48", "--hosts", "4", "--rails", "8"]) == 0
     assert "25, 28, 31, 34" in capsys.readouterr().out
-
-
-def test_policies_split_and_choose():
-    f = build(ClusterSpec(servers=2, gpus_per_server=2), FabricSpec(spines=4))
-    router = Router(f)
-    assert len(PathPolicy("ecmp").split(router, 0, 3)) == 1
-    spray = PathPolicy("spray").split(router, 0, 3)
-    assert len(spray) == 4 and sum(s for _, s in spray) == pytest.approx(1)
-    chosen = {PathPolicy("spray").choose(router, 0, 3, unit).links for unit in range(64)}
-    assert len(chosen) == 4  # packets use every path
-    load = np.zeros(len(f.links))
-    first = spray[0][0]
-    load[list(first.links)] = 1.0
-    assert PathPolicy("flowlet").choose(router, 0, 3, 0, link_load=load).links != first.links
-    with pytest.raises(ValueError):
-        PathPolicy("nope")
 
 
 def test_custom_islands_that_cannot_reach_each_other():

@@ -170,7 +170,3 @@ def chain_reduce(ring: Sequence[int] | np.ndarray, elements: int, root: int, pie
         root=root,
         notes=f"chain towards the root, {pieces} piece(s) pipelined",
     )
-
-
-def owned_chunk_after_reduce_scatter(position: int, n: int) -> int:
-    return (position + 1) % n

@@ -37,11 +37,6 @@ def covering_aggregate(networks: Iterable[ipaddress.IPv4Network | str]) -> ipadd
     return ipaddress.IPv4Network((lo >> (32 - prefix) << (32 - prefix), prefix))
 
 
-def exact_summary(networks: Iterable[ipaddress.IPv4Network | str]) -> list[ipaddress.IPv4Network]:
-    """The fewest prefixes covering exactly these networks (no extra address space)."""
-    return list(ipaddress.collapse_addresses(ipaddress.IPv4Network(n) for n in networks))
-
-
 def prefix_for_hosts(hosts: int) -> int:
     """Longest prefix with room for `hosts` addresses plus network, gateway and broadcast."""
     return 32 - max(2, math.ceil(math.log2(hosts + RESERVED_ADDRESSES)))

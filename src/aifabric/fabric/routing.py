@@ -409,6 +409,3 @@ class Router:
                         nxt[v] = nxt.get(v, 0.0) + mass / len(down)
             frontier = nxt
         return share
-
-    def path_count(self, src_rank: int, dst_rank: int) -> int:
-        return len(self.paths(src_rank, dst_rank))

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..errors import InputError, Problem
-from .headers import PFC_MAX_QUANTA, QPN_MAX
+from .headers import PFC_MAX_QUANTA
 
 LB_MODES = ("ecmp", "flowlet", "spray", "adaptive")
 TRANSPORTS = ("rc", "uc", "ud", "uet")  # RoCEv2 RC, UC, UD (IBTA Vol. 1 Ch. 9); Ultra Ethernet
@@ -227,9 +227,3 @@ def validate(cfg: PacketConfig) -> PacketConfig:
     if p:
         raise InputError(p)
     return cfg
-
-
-def check_qpn(qpn: int) -> None:
-    """BTH DestQP is 24 bits (spec §10 #7: the book's 0x12345678 cannot be encoded)."""
-    if not 0 <= qpn <= QPN_MAX:
-        raise InputError(Problem("qpn", f"{qpn:#x} does not fit the 24-bit BTH DestQP field"))
