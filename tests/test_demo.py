@@ -80,7 +80,7 @@ def test_demo_prints_the_summary_and_writes_summary_json(demo_run):
     assert "wrote" in text and "summary.json" in text
     summary = json.loads((out / "summary.json").read_text())
     assert REQUIRED <= summary.keys()
-    assert summary["schema_version"] == 1
+    assert summary["schema_version"] == 2
     assert summary["complete"] is True
     assert summary["world_size"] == 8
 
@@ -90,7 +90,7 @@ def test_summary_fields(demo_run):
     (coll,) = summary["collectives"]
     assert coll["op"] == "all-reduce" and coll["algorithm"] == "ring" and coll["group_size"] == 8
     assert coll["bytes_per_rank"] == summary["workload"]["params"] * 2  # bf16 gradients
-    assert coll["busbw_GBps"] == pytest.approx(coll["algbw_GBps"] * 2 * 7 / 8)
+    assert coll["busbw_gBps"] == pytest.approx(coll["algbw_gBps"] * 2 * 7 / 8)
     assert summary["iteration_time_s"] == pytest.approx(
         summary["compute_time_s"] + summary["exposed_communication_s"], rel=1e-6
     )

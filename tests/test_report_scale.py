@@ -348,7 +348,7 @@ def test_flows_table_cap_is_stated_in_the_summary(pp_run, monkeypatch, tmp_path)
 
 def test_summary_and_ranks_csv_report_idle_and_bubble_per_rank(pp_run, tmp_path):
     s = build_summary(pp_run)
-    assert s["schema_version"] == 1
+    assert s["schema_version"] == 2
     assert [r["rank"] for r in s["ranks"]] == list(range(WORLD))
     idle = np.array([r["idle_s"] for r in s["ranks"]])
     bubble = np.array([r["bubble_s"] for r in s["ranks"]])

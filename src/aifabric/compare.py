@@ -281,7 +281,7 @@ def metrics(run: Run) -> dict[str, float]:
         "nvlink_bytes": r.scale_up_bytes,
     }
     if r.collectives:
-        out["min_busbw_GBps"] = min(c.busbw_bytes_per_s for c in r.collectives) / 1e9
+        out["min_busbw_gBps"] = min(c.busbw_bytes_per_s for c in r.collectives) / 1e9
     for tier, utils in sorted(tiers.items()):
         out[f"max_util_{tier}"] = max(utils)
     out.update(cost_metrics(run.costs))

@@ -25,7 +25,7 @@ table.m td{text-align:right} table.m th{text-align:left} tr.same td,tr.same th{c
 """
 
 # metrics where more is better (a rise is good news): their changes are colored the other way
-HIGHER_IS_BETTER = ("mfu", "min_busbw_GBps", "tokens_per_s", "tokens_per_s_per_musd")
+HIGHER_IS_BETTER = ("mfu", "min_busbw_gBps", "tokens_per_s", "tokens_per_s_per_musd")
 
 
 @dataclass(frozen=True)

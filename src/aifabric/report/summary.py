@@ -10,7 +10,7 @@ from ..simulate import Run
 from ..units import BITS_PER_BYTE
 from .tables import flow_rows
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2  # 2: algbw_gBps, busbw_gBps (were _GBps), packet_windows
 
 
 def _gB(x: float) -> float:
@@ -72,8 +72,8 @@ def build_summary(run: Run) -> dict[str, Any]:
                 "transfers": c.transfers,
                 "start_s": c.start_s,
                 "time_s": c.time_s,
-                "algbw_GBps": _gB(c.algbw_bytes_per_s),
-                "busbw_GBps": _gB(c.busbw_bytes_per_s),
+                "algbw_gBps": _gB(c.algbw_bytes_per_s),
+                "busbw_gBps": _gB(c.busbw_bytes_per_s),
             }
             for c in r.collectives
         ],

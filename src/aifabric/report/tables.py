@@ -67,8 +67,8 @@ def table_columns(run: Run) -> dict[str, Columns]:
             "count": [c.count for c in r.collectives],
             "start_s": [c.start_s for c in r.collectives],
             "time_s": [c.time_s for c in r.collectives],
-            "algbw_GBps": [c.algbw_bytes_per_s / 1e9 for c in r.collectives],
-            "busbw_GBps": [c.busbw_bytes_per_s / 1e9 for c in r.collectives],
+            "algbw_gBps": [c.algbw_bytes_per_s / 1e9 for c in r.collectives],
+            "busbw_gBps": [c.busbw_bytes_per_s / 1e9 for c in r.collectives],
         },
         "ranks": {
             "rank": list(range(n_ranks)),

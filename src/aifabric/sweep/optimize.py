@@ -54,7 +54,7 @@ MAXIMIZE = {
     "hfu",
     "model_tflops_per_gpu",
     "hardware_tflops_per_gpu",
-    "min_busbw_GBps",
+    "min_busbw_gBps",
 }
 METRICS = {
     "iteration_time_s",
