@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, Problem
+from ..estimate import duration
 from ..units import BYTES_PER_ELEMENT
 
 BASE_BYTES = 0.5e9  # the interpreter, numpy, numba and the libraries: a small run's peak
@@ -54,16 +55,6 @@ class Estimate:
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:,.1f} GB" if n < 1e12 else f"{n / 1e12:,.1f} TB"
-
-
-def _duration(s: float) -> str:
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 2 * 3600:
-        return f"{s / 60:.0f} min"
-    if s < 2 * 86400:
-        return f"{s / 3600:.0f} h"
-    return f"{s / 86400:,.0f} days"
 
 
 def _of(tasks: float, gpus: int, counted: str, field: str, reduce: str) -> Estimate:
@@ -192,7 +183,7 @@ def check_work(
                 Problem(
                     est.field,
                     (
-                        f"the packet engine would take about {_duration(est.seconds)} on this scenario ({est.tasks:,} "
+                        f"the packet engine would take about {duration(est.seconds)} on this scenario ({est.tasks:,} "
                         f"packets: {est.counted}). To reduce it: {est.reduce}. --force runs it anyway"
                     ),
                 )
@@ -207,7 +198,7 @@ def check_work(
             Problem(
                 est.field,
                 (
-                    f"this scenario would take about {_gb(est.memory_bytes)} of memory and {_duration(est.seconds)} to "
+                    f"this scenario would take about {_gb(est.memory_bytes)} of memory and {duration(est.seconds)} to "
                     f"simulate ({est.tasks:,} tasks: {est.counted}); this machine has {_gb(limit)}. To reduce it: "
                     f"{est.reduce}. --force runs it anyway"
                 ),
@@ -217,4 +208,4 @@ def check_work(
 
 
 def describe(est: Estimate) -> str:
-    return f"about {est.tasks:,} tasks, {_gb(est.memory_bytes)} of memory, {_duration(est.seconds)}"
+    return f"about {est.tasks:,} tasks, {_gb(est.memory_bytes)} of memory, {duration(est.seconds)}"
