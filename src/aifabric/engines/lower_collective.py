@@ -128,6 +128,13 @@ def _choose(
 
 def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choice | None]:
     """The schedule of one collective on this fabric, and the tuner's choice when it was asked."""
+    sched, base, choice, _ = _plan(op, fabric, router)
+    return sched.shifted(base), choice
+
+
+def _plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, int, Choice | None, tuple | None]:
+    """(schedule, base, choice, key): the schedule on the group shifted down by `base` ranks (whole servers),
+    and the key it is cached under in `router.cache` (None when it is built for this call alone)."""
     layout = Layout(fabric.gpus_per_server)
     call = hasattr(op, "algorithm")
     algorithm = (getattr(op, "algorithm", "") or DEFAULT_ALGORITHM.get(op.op, "ring")) if call else "nccl"
@@ -147,7 +154,7 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
     pieces = min(MAX_PIECES_NVLS if algorithm == "nvls" else MAX_PIECES_LOWERED, max(1, pieces))
     root = getattr(op, "root", -1)
     if counts or op.op in ("broadcast", "reduce"):  # AllToAllv's counts; a root (named in the schedule's notes)
-        return build_schedule(
+        sched = build_schedule(
             op.op,
             algorithm,
             op.group,
@@ -157,7 +164,8 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
             pieces=pieces,
             root=root,
             counts=np.array(counts).reshape(n, n) if counts else None,
-        ), choice
+        )
+        return sched, 0, choice, None
     # a schedule depends on the group only through its ranks relative to the first one's server: built once,
     # shifted onto every translate of the group by whole servers (data-parallel groups, their buckets)
     g0 = op.group[0]
@@ -169,7 +177,7 @@ def plan(op: Collective, fabric: Fabric, router: Router) -> tuple[Schedule, Choi
         sched = router.cache[key] = build_schedule(
             op.op, algorithm, relative, op.elements, layout, channels=max(1, channels), pieces=pieces
         )
-    return sched.shifted(base), choice
+    return sched, base, choice, key
 
 
 def transfers(sched: Schedule) -> tuple[np.ndarray, ...]:
@@ -333,10 +341,33 @@ def _lower_in_switch(
             done[r] = finals[r]
 
 
+def _ring_edges(sched: Schedule) -> list[tuple[int, int, int, int, int]]:
+    """(src, dst, channel, elements, steps) of every ring edge, in order of first appearance."""
+    steps, srcs, dsts, chans, elems = transfers(sched)
+    n = int(max(srcs.max(), dsts.max())) + 1 if len(srcs) else 0
+    ch = int(chans.max()) + 1 if len(chans) else 1
+    key = (srcs.astype(np.int64) * n + dsts) * ch + chans
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    edge_elements = np.rint(np.bincount(inverse, weights=elems, minlength=len(uniq))).astype(np.int64)
+    edge_steps = np.bincount(inverse, minlength=len(uniq))
+    order = np.argsort(first, kind="stable")  # in order of first appearance
+    at = first[order]
+    return list(
+        zip(
+            srcs[at].tolist(),
+            dsts[at].tolist(),
+            chans[at].tolist(),
+            edge_elements[order].tolist(),
+            edge_steps[order].tolist(),
+        )
+    )
+
+
 def _lower_ring_edges(
     g: TaskGraph,
     op: Collective,
-    sched: Schedule,
+    edges: list[tuple[int, int, int, int, int]],
+    base: int,
     fabric: Fabric,
     router: Router,
     done: list[list[int]],
@@ -345,7 +376,8 @@ def _lower_ring_edges(
     wire: _Wire,
 ) -> None:
     """A ring as one transfer per ring edge (src, dst, channel) carrying the bytes of all its steps, with
-    the latency of all its steps; it starts when both ends have reached the collective.
+    the latency of all its steps; it starts when both ends have reached the collective. `edges` are
+    `_ring_edges` of the schedule on the group shifted down by `base` ranks.
 
     On its own an edge then takes steps x alpha + bytes / bandwidth, the ring's alpha-beta time, and
     edges that share a link share it max-min fairly for the whole collective. What is lost is the
@@ -353,34 +385,29 @@ def _lower_ring_edges(
     other edges finish early and free their links (a mildly optimistic approximation, used for
     `fidelity.ring_steps: merged`, the default of LLM workloads where rings have thousands of steps).
     """
-    steps, srcs, dsts, chans, elems = transfers(sched)
     layout = Layout(fabric.gpus_per_server)
-    n = int(max(srcs.max(), dsts.max())) + 1 if len(srcs) else 0
-    ch = int(chans.max()) + 1 if len(chans) else 1
-    key = (srcs.astype(np.int64) * n + dsts) * ch + chans
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    edge_elements = np.bincount(inverse, weights=elems, minlength=len(uniq))
-    edge_steps = np.bincount(inverse, minlength=len(uniq))
     finals: dict[int, list[int]] = {r: [] for r in op.group}
-    for k in np.argsort(first, kind="stable"):  # in order of first appearance
-        src, dst, channel = int(srcs[first[k]]), int(dsts[first[k]]), int(chans[first[k]])
-        elements, n_steps = int(round(edge_elements[k])), int(edge_steps[k])
-        route = router.route(src, dst, channel)
-        net = network_of(src, dst, layout)
-        t = g.add(
+    name = f"{op.key}/ring ["
+    bpe, factor, base_s = op.bytes_per_element, wire.factor, wire.base_s
+    route_of, add, tasks = router.route, g.add, inst.tasks
+    for src, dst, channel, elements, n_steps in edges:
+        src += base
+        dst += base
+        route = route_of(src, dst, channel)
+        t = add(
             TRANSFER,
             src,
             dst,
-            f"{op.key}/ring [{net}]",
+            f"{name}{network_of(src, dst, layout)}]",
             sorted(set(done[src] + done[dst])),
-            size_bytes=elements * op.bytes_per_element * wire.factor,
+            size_bytes=elements * bpe * factor,
             route=route.links,
-            latency_s=n_steps * (route.latency_s + wire.step_s(route)) + wire.base_s,
+            latency_s=n_steps * (route.latency_s + wire.step_s(route)) + base_s,
             step=-1,
             collective=ci,
-            wire=wire.factor,
+            wire=factor,
         )
-        inst.tasks.append(t)
+        tasks.append(t)
         finals[src].append(t)
         finals[dst].append(t)
     for r in op.group:
@@ -391,9 +418,23 @@ def _lower_ring_edges(
 def lower_collective(
     g: TaskGraph, op: Collective, fabric: Fabric, router: Router, done: list[list[int]], merge_ring_steps: bool = False
 ) -> int:
-    sched, choice = plan(op, fabric, router)
+    sched, base, choice, key = _plan(op, fabric, router)
     wire = _Wire(op, choice, sched.algorithm)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
+    if merge_ring_steps and sched.algorithm == "ring" and not pxn:
+        ci = len(g.collectives)
+        g.collectives.append(
+            CollectiveInstance(op.key, op.op, sched.algorithm, op.group, op.size_bytes, op.label, n_steps=sched.n_steps)
+        )
+        # the edges depend on the group only through its shape: computed once per cached schedule
+        edges = router.cache.get(("ring-edges", key)) if key is not None else None
+        if edges is None:
+            edges = _ring_edges(sched)
+            if key is not None:
+                router.cache[("ring-edges", key)] = edges
+        _lower_ring_edges(g, op, edges, base, fabric, router, done, ci, g.collectives[ci], wire)
+        return ci
+    sched = sched.shifted(base)
     layout = Layout(fabric.gpus_per_server)
     gps = fabric.gpus_per_server
     ci = len(g.collectives)
@@ -401,9 +442,6 @@ def lower_collective(
     g.collectives.append(inst)
     if sched.algorithm == "nvls":
         _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire)
-        return ci
-    if merge_ring_steps and sched.algorithm == "ring" and not pxn:
-        _lower_ring_edges(g, op, sched, fabric, router, done, ci, inst, wire)
         return ci
     last_in: dict[int, list[int]] = {}
     last_out: dict[int, list[int]] = {}
