@@ -153,9 +153,10 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
         a, b = float(timeline.start_s[t]), float(timeline.end_s[t])
         if not b > a:  # did not run (interrupted) or took no time
             continue
-        links = np.concatenate([p[0] for p in parts])
-        values = np.concatenate([p[1] for p in parts])
-        items.append((a, b, links, values))
+        if len(parts) == 1:
+            items.append((a, b, parts[0][0], parts[0][1]))
+        else:
+            items.append((a, b, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])))
     if items:
         timeline.link_load.add_spread(items)
 
