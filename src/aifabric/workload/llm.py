@@ -589,6 +589,8 @@ def _build(
     blocked: list[list] = [[] for _ in range(world)]
     templates: dict[int, tuple] = {}
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
+    items: dict[int, tuple[list, list]] = {}  # stage -> (its non-TP collectives, its pipeline sends and receives)
+    new_object, set_fields = object.__new__, object.__setattr__
     for group in lay.groups("tp"):
         stage = lay.coords(group[0])["pp"]
         if stage not in templates:
@@ -602,7 +604,15 @@ def _build(
                 if isinstance(op, _Placeholder) or (isinstance(op, Collective) and op.dim != "tp")
             ]
             templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx, _skeleton(b.ops, len(templates)))
+            colls = [(i, b.ops[i]) for i in rank_idx if not isinstance(b.ops[i], _Placeholder)]
+            p2p = [
+                (i, op.kind == "send", op.key, op.vstage % plan.pp, op.size_bytes, op.label)
+                for i, op in ((i, b.ops[i]) for i in rank_idx)
+                if isinstance(op, _Placeholder)
+            ]
+            items[stage] = (colls, p2p)
         b, base, tp_idx, rank_idx, skeleton = templates[stage]
+        colls, p2p = items[stage]
         # a block holds the template's ops: its members come from `group` (the folder times the block on the
         # group's own GPUs); the collectives moved to each group are built only if `ranks` is read
         at = f"@{group[0]}"
@@ -624,30 +634,37 @@ def _build(
             c = lay.coords(r)
             peers = [lay.rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=s) for s in range(plan.pp)]
             own: dict[int, Op] = {}
-            for i in rank_idx:
-                op = b.ops[i]
-                if isinstance(op, Collective):
-                    g = mapping[op.group]
-                    inst = shared.get((i, g))
-                    if inst is None:
-                        inst = shared[(i, g)] = op if g == op.group else _moved(op, g)
-                    own[i] = inst
-                    continue
-                peer = peers[op.vstage % plan.pp]
-                if op.kind == "send":
-                    own[i] = _new(
-                        Send, key=f"{op.key}@{r}", src=r, dst=peer, size_bytes=op.size_bytes, label=op.label, dim="pp"
+            for i, op in colls:
+                g = mapping[op.group]
+                inst = shared.get((i, g))
+                if inst is None:
+                    inst = shared[(i, g)] = op if g == op.group else _moved(op, g)
+                own[i] = inst
+            # the pipeline sends and receives: objects made as _new makes them, their fields set at once
+            for i, send, key, vstage, size, label in p2p:
+                peer = peers[vstage]
+                if send:
+                    obj = new_object(Send)
+                    set_fields(
+                        obj,
+                        "__dict__",
+                        {"key": f"{key}@{r}", "src": r, "dst": peer, "size_bytes": size, "label": label, "dim": "pp"},
                     )
                 else:
-                    own[i] = _new(
-                        Recv,
-                        key=f"{op.key}@{peer}",
-                        src=peer,
-                        dst=r,
-                        size_bytes=op.size_bytes,
-                        label=op.label,
-                        dim="pp",
+                    obj = new_object(Recv)
+                    set_fields(
+                        obj,
+                        "__dict__",
+                        {
+                            "key": f"{key}@{peer}",
+                            "src": peer,
+                            "dst": r,
+                            "size_bytes": size,
+                            "label": label,
+                            "dim": "pp",
+                        },
                     )
+                own[i] = obj
             recipes[r] = (stage, group, own)
             blocked[r] = [blocks[k] if lo < hi else own.get(lo, b.ops[lo]) for k, (lo, hi, *_) in enumerate(skeleton)]
     ranks = LazyRanks(recipes, templates)
