@@ -96,6 +96,55 @@ def test_a_capped_gradient_window_extrapolates_and_stays_within_two_percent(runs
     assert hyb.results.iteration_time_s == pytest.approx(packet.results.iteration_time_s, rel=0.02)
 
 
+def test_packet_windows_report_their_progress_against_their_horizon(runs):
+    """A callback that takes `window` hears each packet window's own progress: which window, how much simulated time
+    it is to run packet by packet (at most the cap), and the simulated time inside it; one that does not take it
+    hears the flow runs only."""
+    s = runs[0]
+    heard: list = []
+    simulate(
+        s,
+        "hybrid",
+        lambda done, total, t_s=None, window=None: heard.append((done, total, t_s, window)),
+        packet_windows=["ep", "dp"],
+        packet_max_s=2e-4,
+    )
+    windows = [w for *_, w in heard if w is not None]
+    assert {(w.index, w.count, w.label) for w in windows} == {(1, 2, "ep"), (2, 2, "dp")}
+    for index in (1, 2):
+        reports = [(d, n, t) for d, n, t, w in heard if w is not None and w.index == index]
+        (window,) = {w for *_, w in heard if w is not None and w.index == index}
+        assert 0 < window.horizon_s <= 2e-4 and window.start_s > 0
+        times = [t for _, _, t in reports]
+        assert times == sorted(times) and times[-1] <= 2e-4 + 1e-12  # the window's own clock, up to the cap
+        assert all(n == reports[0][1] for _, n, _ in reports)  # the window's tasks, not the iteration's
+    # the window reports come after the flow run's and before the folded run's
+    first = next(i for i, h in enumerate(heard) if h[3] is not None)
+    assert any(h[3] is None for h in heard[:first])
+    plain: list = []
+    simulate(s, "hybrid", lambda done, total: plain.append((done, total)), packet_windows=["ep"], packet_max_s=2e-4)
+    assert plain  # the flow runs' reports; nothing breaks for a callback without t_s or window
+
+
+def test_the_progress_line_of_a_packet_window():
+    from aifabric.cli.run_cmds import ProgressLine
+    from aifabric.engines.progress import PacketWindowProgress
+
+    bar = ProgressLine("hybrid")
+    try:
+        w = PacketWindowProgress(1, 2, "dp", 0.8, 1e-3)
+        for done, t in [(0, 0.0), (3, 5e-4)]:
+            bar.on_progress(done, 10, t_s=t, window=w)
+        task = bar.bar.tasks[0]
+        assert task.fields["sim"] == "window 1/2 (dp), packets: 0.5 ms of ~1 ms"
+        assert task.completed == 500 and task.fields["tasks"] == "3/10 tasks"
+        bar.on_progress(0, 4, t_s=2e-5, window=PacketWindowProgress(2, 2, "ep", 0.9, 4e-5))
+        assert task.fields["sim"] == "window 2/2 (ep), packets: 20 µs of ~40 µs"
+        assert task.completed == 500 and task.fields["left"] == "left: estimating…"  # a new window: a new pace
+    finally:
+        bar.stop()
+
+
 def test_a_window_with_no_network_traffic_leaves_the_flow_run(runs):
     s, flow, _ = runs
     hyb = simulate(s, "hybrid", packet_windows=["tp"])

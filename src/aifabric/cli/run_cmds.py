@@ -174,8 +174,12 @@ class ProgressLine:
         self.min_tasks = 1 if engine == "packet" else PROGRESS_MIN_TASKS
         self.task_id: TaskID | None = None
         self.shown = 0
+        self.window: tuple[int, int] | None = None  # the hybrid engine's packet window being reported
 
-    def on_progress(self, done: int, total: int, t_s: float | None = None) -> None:
+    def on_progress(self, done: int, total: int, t_s: float | None = None, window=None) -> None:
+        if window is not None:  # a hybrid run's packet window: its own bar, against the window's horizon
+            self._on_window(done, total, t_s, window)
+            return
         if total < self.min_tasks:
             return
         if self.task_id is None:
@@ -198,8 +202,36 @@ class ProgressLine:
             )
             self.shown = done
 
+    def _on_window(self, done: int, total: int, t_s: float | None, window) -> None:
+        """A packet window's report (engines/progress.py, PacketWindowProgress): the bar restarts for each window
+        and shows the simulated time inside the window against what it should run packet by packet."""
+        from ..estimate import RunProgress
+
+        if self.window != (window.index, window.count):
+            self.window = (window.index, window.count)
+            self.pace = RunProgress(iteration_s=window.horizon_s)
+            if self.task_id is None:
+                self.bar.start()
+                self.task_id = self.bar.add_task("sim", total=1000, sim="", tasks="", left="")
+        assert self.task_id is not None
+        view = self.pace.update(done, total, t_s)
+        self.bar.update(
+            self.task_id,
+            completed=round(1000 * view.fraction),
+            sim=f"window {window.index}/{window.count} ({window.label}), packets: "
+            f"{_window_time(view.t_s, window.horizon_s)}",
+            tasks=f"{done:,}/{total:,} tasks",
+            left=view.left(),
+        )
+
     def stop(self) -> None:
         self.bar.stop()
+
+
+def _window_time(t_s: float, horizon_s: float) -> str:
+    """`t of ~horizon` inside a packet window, both in the horizon's unit: milliseconds, or microseconds below one."""
+    scale, unit = (1e3, "ms") if horizon_s >= 1e-3 else (1e6, "µs")
+    return f"{t_s * scale:.3g} {unit} of ~{horizon_s * scale:.3g} {unit}"
 
 
 def warn_if_long(scenario: Scenario, engine: str, est, workload):

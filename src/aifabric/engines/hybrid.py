@@ -272,6 +272,7 @@ def run_hybrid(
             queue_pairs,
             flow_engine,
             packet_max_s,
+            progress,
         )
     except Interrupted:  # a Ctrl-C in a window or in the folded run: the flow run is the iteration there is
         raise Interrupted(flow_tl) from None
@@ -289,16 +290,21 @@ def _windows(
     queue_pairs,
     flow_engine: str,
     packet_max_s: float | None,
+    progress: Callable | None = None,
 ) -> HybridRun:
-    """`run_hybrid` after its flow run: each window packet by packet, then the folded run."""
+    """`run_hybrid` after its flow run: each window packet by packet (reported to `progress` with the window, when
+    it takes one: engines/progress.py), then the folded run."""
     from .packet import run_packet
+    from .progress import PacketWindowProgress, window_reporter
+
+    for_window = window_reporter(progress)
 
     net = network_transfers(graph, fabric)
     pgraph = graph if packet_routes is None else replace(graph, route=packet_routes)
     fixed: dict[int, float] = {}  # packet-simulated transfer -> its duration packet by packet
     out: list[PacketWindow] = []
     stats: list[tuple[float, PacketStats]] = []
-    for spec in windows:
+    for index, spec in enumerate(windows, start=1):
         t0, t1, note = resolve_window(spec, graph, flow_tl, net)
         wire, span, a = _window_tasks(graph, flow_tl, net, t0, t1) if t1 > t0 else (np.zeros(0, int),) * 2 + (t0,)
         wire = np.array([t for t in wire if int(t) not in fixed], dtype=np.int64)
@@ -331,10 +337,16 @@ def _windows(
                 for k in range(1, LOOKS)
             ]
         )
+        window_progress = None
+        if for_window is not None:
+            span_s = max(t1, float(flow_tl.end_s[wire].max())) - a  # on the flow engine
+            horizon_s = span_s if packet_max_s is None else min(packet_max_s, span_s)
+            window_progress = for_window(PacketWindowProgress(index, len(windows), spec.text, a, horizon_s))
         pr = run_packet(
             sub,
             fabric,
             cfg,
+            progress=window_progress,
             hash_seed=hash_seed,
             per_switch_seed=per_switch_seed,
             queue_pairs=queue_pairs,

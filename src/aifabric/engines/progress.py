@@ -1,5 +1,7 @@
 """How the engines report progress: `progress(done, total)`, and the simulated time reached when the callback
-takes it (`progress(done, total, t_s=...)`, a parameter named `t_s`, or `**kwargs`).
+takes it (`progress(done, total, t_s=...)`, a parameter named `t_s`, or `**kwargs`). The hybrid engine's packet
+windows report the same way, with the window they are in (`window=PacketWindowProgress(...)`) when the callback
+takes a parameter named `window` (or `**kwargs`): `done`, `total` and `t_s` are then the window's own.
 
 One mechanism for every engine (executor.run_reference, fastloop.run, packet.run_packet): a callback written for
 `(done, total)` keeps working; one that also wants the simulated time says so by its signature.
@@ -9,20 +11,52 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Reporter = Callable[[int, int, float], None]
 
 
-def takes_sim_time(progress: Callable) -> bool:
-    """Whether `progress` accepts the simulated time as the keyword `t_s`."""
+@dataclass(frozen=True)
+class PacketWindowProgress:
+    """Which packet window of a hybrid run a report comes from: the `index`-th of `count` (from 1), named `label`
+    (the user's `--packet-window`), starting at `start_s` on the iteration's clock; `horizon_s` is how much
+    simulated time the window is expected to run packet by packet (the cap, or the window's span on the flow
+    engine), what its `t_s` counts towards."""
+
+    index: int
+    count: int
+    label: str
+    start_s: float
+    horizon_s: float
+
+
+def _takes(progress: Callable, name: str) -> bool:
+    """Whether `progress` accepts the keyword `name` (or any keyword)."""
     try:
         params = inspect.signature(progress).parameters.values()
     except (TypeError, ValueError):  # a builtin or C callable: called with (done, total) alone
         return False
     return any(
-        p.name == "t_s" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.kind == p.VAR_KEYWORD
+        p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.kind == p.VAR_KEYWORD
         for p in params
     )
+
+
+def takes_sim_time(progress: Callable) -> bool:
+    """Whether `progress` accepts the simulated time as the keyword `t_s`."""
+    return _takes(progress, "t_s")
+
+
+def window_reporter(progress: Callable | None) -> Callable[[PacketWindowProgress], Reporter] | None:
+    """For a callback that takes `window` (and `t_s`): per packet window, the reporter the packet engine calls
+    (`(done, total, t_s)`) that passes the window along; None otherwise (the windows then report nothing)."""
+    if progress is None or not (_takes(progress, "window") and takes_sim_time(progress)):
+        return None
+
+    def for_window(window: PacketWindowProgress) -> Reporter:
+        return lambda done, total, t_s=None: progress(done, total, t_s=t_s, window=window)
+
+    return for_window
 
 
 def reporter(progress: Callable | None) -> Reporter | None:
