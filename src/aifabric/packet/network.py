@@ -278,7 +278,7 @@ class Network:
                 last_sw = self.node_index[f.links[li].src]
         dst = self.node_index[f.links[links[-1]].dst]
         h = zlib.crc32(repr(key).encode())
-        return Path(links, next_at, last_sw, dst, h, key, spray)
+        return Path(links, next_at, last_sw, dst, h, key, spray, {n: self.ports[li] for n, li in next_at.items()})
 
     def add_transfer(
         self,
