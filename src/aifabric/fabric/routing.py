@@ -11,7 +11,9 @@ rail, then sent from that NIC (seeds §6.5; NCCL's PXN). The route then shows th
 rail hop.
 
 Shortest paths are hop counts over switch-to-switch links, one breadth-first search per destination
-switch set (in C, scipy.sparse.csgraph), cached: never per pair, and never over server internals.
+switch set (in C, scipy.sparse.csgraph), cached: never per pair, and never over server internals. The packet
+engine routes with this router too: a flow's links between two NICs (`nic_route`, packet/topo.py) and every
+switch's ECMP group with the links routing knows are down left out (`next_hops`, packet/network.py).
 
 Queue pairs are allocated per (source rank, destination rank, channel), with QP numbers drawn from
 the scenario's seeded generator; a QP's UDP source port is its ECMP entropy.
@@ -64,7 +66,13 @@ class QueuePairs:
 
 class Router:
     def __init__(
-        self, fabric: Fabric, hash_seed: int = 0, per_switch_seed: bool = False, seed: int = 0, pxn: bool | None = None
+        self,
+        fabric: Fabric,
+        hash_seed: int = 0,
+        per_switch_seed: bool = False,
+        seed: int = 0,
+        pxn: bool | None = None,
+        down: frozenset[int] = frozenset(),
     ):
         self.fabric = fabric
         self.hash_seed = hash_seed
@@ -83,7 +91,9 @@ class Router:
         self._groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         self.cache: dict = {}  # what layers above compute once per fabric (measured paths, tuner choices)
         self._egress: dict[tuple[str, str], tuple[list[int], tuple[str, ...]] | None] = {}
-        self.down: frozenset[int] = frozenset()  # failed links (aifabric.faults)
+        self.down: frozenset[int] = frozenset(
+            down
+        )  # failed links (aifabric.faults; the packet engine's converged view)
         self.healthy: Router | None = None  # the same fabric before the failures: what each flow hashed to then
         self.rerouted: set[tuple[int, int, int]] = set()  # QPs whose path the failures changed
 
@@ -111,19 +121,21 @@ class Router:
     # -- switch graph ---------------------------------------------------------------------------
     def _switch_graph(self) -> None:
         f = self.fabric
-        ids = [n for n, node in f.nodes.items() if f.is_switch(n)]
+        ids = [n for n in f.nodes if f.is_switch(n)]
         index = {n: i for i, n in enumerate(ids)}
-        rows, cols = [], []
+        cols: list[int] = []
+        indptr = [0]
         self._nbr: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for n in ids:
             out = [li for li in f.out_links[n] if li not in self.down]
-            nbr = np.array([index.get(f.links[li].dst, -1) for li in out], dtype=np.int64)
-            self._nbr[n] = (np.array(out, dtype=np.int64), nbr)
-            ok = nbr >= 0
-            rows.extend([index[n]] * int(ok.sum()))
-            cols.extend(nbr[ok].tolist())
+            nbr = [index.get(f.links[li].dst, -1) for li in out]
+            self._nbr[n] = (np.array(out, dtype=np.int64), np.array(nbr, dtype=np.int64))
+            cols.extend(j for j in nbr if j >= 0)
+            indptr.append(len(cols))
         size = len(ids)
-        self._csr = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(size, size))
+        self._csr = csr_matrix(
+            (np.ones(len(cols)), np.array(cols, dtype=np.int32), np.array(indptr, dtype=np.int32)), shape=(size, size)
+        )
         self._sw_index = index
 
     def _distances(self, targets: tuple[str, ...]) -> tuple[dict[str, int], np.ndarray]:
@@ -150,7 +162,7 @@ class Router:
 
     def next_hops(self, switch: str, target: str | tuple[str, ...]) -> list[int]:
         """Out-links of `switch` on a shortest path to switch `target` (or the nearest of several): the ECMP
-        group, in cabling order."""
+        group, in cabling order; empty when `switch` has no path to it (links down)."""
         targets = (target,) if isinstance(target, str) else target
         cached = self._groups.get((switch, targets))
         if cached is not None:
@@ -158,7 +170,7 @@ class Router:
         index, dist = self._distances(targets)
         out, nbr = self._nbr[switch]
         here = dist[index[switch]]
-        group = out[dist[nbr] == here - 1].tolist()
+        group = out[dist[nbr] == here - 1].tolist() if np.isfinite(here) else []
         self._groups[switch, targets] = group
         return group
 
@@ -318,6 +330,11 @@ class Router:
         if cached is None:
             cached = self._routes[key] = self._build(src_rank, dst_rank, channel)
         return cached
+
+    def nic_route(self, src_nic: str, dst_nic: str, flow: FiveTuple) -> tuple[int, ...]:
+        """The links from NIC `src_nic` to NIC `dst_nic` that the 5-tuple `flow` hashes to (NIC port, switches by
+        ECMP, the destination's switch port): the route of a flow between two NICs, whatever rank sends it."""
+        return tuple(self._network_links(src_nic, dst_nic, flow))
 
     def route_with_source_port(self, src_rank: int, dst_rank: int, udp_sport: int) -> Route:
         """The route the ECMP hash gives this pair for another UDP source port (Monte Carlo over QPs)."""

@@ -35,19 +35,23 @@ def wred_decision(
 
 class ClassQueues:
     """Eight FIFO queues, one per traffic class: the packets (`fifos`), each queue's depth (`depth_bytes`), their
-    sum (`backlog`, bytes) and WRED's average depth per queue (`red_avg_bytes`)."""
+    sum (`backlog`, bytes), the queues holding packets (`nonempty`, bit q for queue q) and WRED's average depth per
+    queue (`red_avg_bytes`). A port's hot path (port.py: enqueue, kick) does push and pop itself, keeping the same
+    fields."""
 
-    __slots__ = ("backlog", "depth_bytes", "fifos", "red_avg_bytes")
+    __slots__ = ("backlog", "depth_bytes", "fifos", "nonempty", "red_avg_bytes")
 
     def __init__(self) -> None:
         self.fifos: list[deque[Pkt]] = [deque() for _ in range(CLASSES)]
         self.depth_bytes = [0] * CLASSES
         self.red_avg_bytes = [0.0] * CLASSES
         self.backlog = 0
+        self.nonempty = 0
 
     def push(self, pkt: Pkt, q: int) -> int:
         """Append `pkt` to queue `q`; its depth after, bytes."""
         self.fifos[q].append(pkt)
+        self.nonempty |= 1 << q
         size = pkt.size
         d = self.depth_bytes[q] + size
         self.depth_bytes[q] = d
@@ -56,7 +60,10 @@ class ClassQueues:
 
     def pop(self, q: int) -> Pkt:
         """The head of queue `q`, taken off it."""
-        pkt = self.fifos[q].popleft()
+        fifo = self.fifos[q]
+        pkt = fifo.popleft()
+        if not fifo:
+            self.nonempty &= ~(1 << q)
         self.depth_bytes[q] -= pkt.size
         self.backlog -= pkt.size
         return pkt

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..fabric.ecmp import roce_udp_source_port, switch_seed
 from ..fabric.graph import TIER_PCIE, Fabric
+from ..fabric.routing import Router
 from .config import PacketConfig, validate
 from .connection import Connection, Rnic, psn_generator
 from .headers import PFC_FRAME_BYTES, pfc_pause_s
@@ -27,7 +28,6 @@ from .port_monitors import DepthSampler, PortNarrator
 from .sim import DATA, Sim
 from .stats import PacketStats
 from .switch import Switch
-from .topo import next_hops, switch_distances
 
 LOG_LIMIT = 4000
 
@@ -111,7 +111,7 @@ class Network:
             back = parallel.get((b, a), [])
             for j, li in enumerate(lis):
                 self.reverse[li] = back[j] if j < len(back) else -1
-        self._dist: dict[int, dict[str, int]] = {}
+        self.router = Router(fabric, hash_seed, per_switch_seed)  # the switches' ECMP groups (next_hops)
         # PFC deadlock detection (packet/deadlock.py)
         self.deadlocked = False  # a deadlock with no watchdog to break it: the run stopped
         self.deadlock_last_check: dict[int, float] = {}  # per paused port: the last search from it
@@ -139,16 +139,13 @@ class Network:
 
     def next_hops(self, sw: int, target: int) -> list[int]:
         """Out-links of switch `sw` on shortest switch paths to switch `target` (the ECMP group)."""
-        dist = self._dist.get(target)
-        if dist is None:
-            dist = self._dist[target] = switch_distances(self.fabric, self.devices[target].id, self.routing_down)
-        return next_hops(self.fabric, self.devices[sw].id, dist, self.routing_down)
+        return self.router.next_hops(self.devices[sw].id, self.devices[target].id)
 
     def converge(self, down: frozenset[int]) -> None:
         """Routing has converged around `down` (links it knows are down): the switches' next-hop groups leave them
         out (flowlet, adaptive, spray); each QP's own route is the caller's (`reroute`)."""
         self.routing_down = frozenset(down)
-        self._dist = {}
+        self.router = Router(self.fabric, self.hash_seed, self.per_switch_seed, down=self.routing_down)
         for d in self.devices:
             if isinstance(d, Switch):
                 d.groups = {}
@@ -281,7 +278,7 @@ class Network:
                 last_sw = self.node_index[f.links[li].src]
         dst = self.node_index[f.links[links[-1]].dst]
         h = zlib.crc32(repr(key).encode())
-        return Path(links, next_at, last_sw, dst, h, key, spray)
+        return Path(links, next_at, last_sw, dst, h, key, spray, {n: self.ports[li] for n, li in next_at.items()})
 
     def add_transfer(
         self,

@@ -74,13 +74,22 @@ class Path:
     """How a flow's packets (or its ACKs/CNPs) are forwarded: the static next link at every node (the
     Router's ECMP route), the last switch (where load balancing stops), a hash for fallbacks."""
 
-    __slots__ = ("dst", "hash", "key", "last_sw", "links", "next_at", "spray")
+    __slots__ = ("dst", "hash", "key", "last_sw", "links", "next_at", "port_at", "spray")
 
     def __init__(
-        self, links: list[int], next_at: dict[int, int], last_sw: int, dst: int, hash_: int, key, spray: bool = False
+        self,
+        links: list[int],
+        next_at: dict[int, int],
+        last_sw: int,
+        dst: int,
+        hash_: int,
+        key,
+        spray: bool = False,
+        port_at: dict | None = None,
     ):
         self.links = links
         self.next_at = next_at
+        self.port_at = port_at if port_at is not None else {}  # node -> the Port of next_at's link there
         self.last_sw = last_sw
         self.dst = dst
         self.hash = hash_

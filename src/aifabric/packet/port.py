@@ -50,6 +50,7 @@ class Port:
 
     __slots__ = (
         "_at",
+        "_at2",
         "_wake_cb",
         "bps",
         "busy_until",
@@ -86,6 +87,7 @@ class Port:
         self.net = net
         self.sim = net.sim
         self._at = net.sim.at
+        self._at2 = net.sim.at2
         self.peer_receive = peer.receive
         self._wake_cb = self.kick
         self.link = link.index
@@ -166,22 +168,43 @@ class Port:
 
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, pkt: Pkt, q: int) -> None:
-        d = self.queue.push(pkt, q)
+        # the queue's push (ClassQueues.push), written out: this is the hot path of every queued hop
+        queue = self.queue
+        queue.fifos[q].append(pkt)
+        queue.nonempty |= 1 << q
+        size = pkt.size
+        d = queue.depth_bytes[q] + size
+        queue.depth_bytes[q] = d
+        queue.backlog += size
+        now = self.sim.now
         if self.depth_watchers:
-            now = self.sim.now
             for w in self.depth_watchers:
-                w.rose(q, d, pkt.size, now)
-        if self.busy_until <= self.sim.now:
+                w.rose(q, d, size, now)
+        busy = self.busy_until
+        if busy <= now:
             self.kick()
-        elif self.wake_t > self.busy_until or self.wake_t <= self.sim.now:
-            self.wake_at(self.busy_until)
+        elif self.wake_t > busy or self.wake_t <= now:  # wake_at(busy), which would schedule it
+            self.wake_t = busy
+            self._at(busy, self._wake_cb)
 
-    def send_direct(self, pkt: Pkt) -> None:
-        """Enqueue + dequeue at once: the port is idle with empty queues (the common uncongested hop)."""
-        end = self._transmit(pkt, self.sim.now)
+    def send_direct(self, pkt: Pkt, now: float) -> None:
+        """Enqueue + dequeue at once: the port is idle with empty queues (the common uncongested hop). `now`: the
+        simulator's time. `_transmit`, written out."""
+        size = pkt.size
+        end = now + size * self.s_per_byte
+        self.busy_until = end
+        self.tx_bytes += size
+        self.tx_packets += 1
+        if self.load_record is not None:
+            self.load_record.sent(now, end, size)
+        if self.dre is not None:
+            self.dre.sent(now, self.queue.backlog, size)
+        pkt.in_link = self.link
         if self.source is not None:
             self.wake_t = end
-            self._at(end, self._wake_cb)
+            self._at2(end + self.delay, self.peer_receive, pkt, end, self._wake_cb)
+        else:
+            self._at(end + self.delay, self.peer_receive, pkt)
 
     def _dequeue(self, q: int) -> Pkt:
         pkt = self.queue.pop(q)
@@ -201,25 +224,41 @@ class Port:
             self._at(t, self._wake_cb)
 
     def kick(self, _=None) -> None:
-        """Start the next frame if the port is free (also the wake-up callback)."""
+        """Start the next frame if the port is free (also the wake-up callback). The hot path: `_dequeue` and
+        `_transmit` are written out here."""
         now = self.sim.now
-        if self.wake_t <= now:
-            self.wake_t = inf
+        wake = self.wake_t
+        if wake <= now:
+            self.wake_t = wake = inf
         busy = self.busy_until
         if busy > now:
-            if busy < self.wake_t or self.wake_t <= now:
-                self.wake_at(busy)
+            if busy < wake:  # wake_at(busy)
+                self.wake_t = busy
+                self._at(busy, self._wake_cb)
             return
         pkt = None
         source = self.source
-        if self.src_turn and source is not None:  # a NIC sends its own QPs and relayed data (PXN) in turns
+        if source is not None and self.src_turn:  # a NIC sends its own QPs and relayed data (PXN) in turns
             self.src_turn = False
             pkt = source.pull(now, self.paused_until)
-        if pkt is None and self.queue.backlog:
-            q = self.scheduler.pick(self.queues, self.paused_until, now)
+        queue = self.queue
+        if queue.backlog and pkt is None:
+            q = self.scheduler.pick_from(queue, self.paused_until, now)
             if q >= 0:
-                pkt = self._dequeue(q)
-                if pkt.kind == DATA and source is not None and not self.is_switch_port:
+                fifo = queue.fifos[q]
+                pkt = fifo.popleft()  # ClassQueues.pop
+                if not fifo:
+                    queue.nonempty &= ~(1 << q)
+                size = pkt.size
+                d = queue.depth_bytes[q] - size
+                queue.depth_bytes[q] = d
+                queue.backlog -= size
+                if self.is_switch_port:
+                    if self.depth_watchers:
+                        for w in self.depth_watchers:
+                            w.fell(q, d, size, now)
+                    self.owner.released(pkt)
+                elif pkt.kind == DATA and source is not None:
                     self.src_turn = True
         if pkt is None:
             if source is not None:
@@ -227,10 +266,21 @@ class Port:
             if pkt is None:
                 self._wake_for_blocked(now)
                 return
-        end = self._transmit(pkt, now)
-        if self.queue.backlog or source is not None:
+        size = pkt.size
+        end = now + size * self.s_per_byte
+        self.busy_until = end
+        self.tx_bytes += size
+        self.tx_packets += 1
+        if self.load_record is not None:
+            self.load_record.sent(now, end, size)
+        if self.dre is not None:
+            self.dre.sent(now, queue.backlog, size)
+        pkt.in_link = self.link
+        if queue.backlog or source is not None:
             self.wake_t = end
-            self._at(end, self._wake_cb)
+            self._at2(end + self.delay, self.peer_receive, pkt, end, self._wake_cb)
+        else:
+            self._at(end + self.delay, self.peer_receive, pkt)
 
     def _transmit(self, pkt: Pkt, now: float) -> float:
         """Put `pkt` on the wire now: count it, schedule its arrival; when the port is free again."""

@@ -7,6 +7,7 @@ pops events in time order (ties in scheduling order, so runs are deterministic).
 from __future__ import annotations
 
 from heapq import heappop, heappush
+from itertools import count
 from math import inf
 
 IP_TTL = 64  # the IPv4 TTL a RoCEv2 packet starts with (Linux's default, net.ipv4.ip_default_ttl); only a switch whose
@@ -18,17 +19,24 @@ KIND_NAMES = ("data", "ack", "nak", "cnp", "chunk", "nak-remote-access", "mad")
 
 
 class Sim:
-    __slots__ = ("events", "heap", "now", "seq")
+    __slots__ = ("_seq", "events", "heap", "now")
 
     def __init__(self) -> None:
         self.now = 0.0
         self.heap: list = []
-        self.seq = 0
+        self._seq = count(1).__next__  # the events' sequence numbers: 1, 2, ... in scheduling order
         self.events = 0
 
     def at(self, t: float, fn, arg=None) -> None:
-        self.seq += 1
-        heappush(self.heap, (t, self.seq, fn, arg))
+        heappush(self.heap, (t, self._seq(), fn, arg))
+
+    def at2(self, t: float, fn, arg, t2: float, fn2, arg2=None) -> None:
+        """`at(t, fn, arg)` then `at(t2, fn2, arg2)` in one call (a port's frame arriving at the far end and its own
+        wake-up when the frame is out)."""
+        seq = self._seq
+        heap = self.heap
+        heappush(heap, (t, seq(), fn, arg))
+        heappush(heap, (t2, seq(), fn2, arg2))
 
     def run(self, until: float = inf) -> None:
         heap = self.heap

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .class_queues import DROP, FORWARD, MARK, wred_decision
+from .class_queues import CLASSES, DROP, FORWARD, MARK, wred_decision
 from .deadlock import check as check_deadlock
 from .headers import ECN_CE, ECN_NOT_ECT, PFC_FRAME_BYTES, pfc_pause_s
 from .lb import spray_index
@@ -66,6 +66,8 @@ class Switch:
         self.buffer_bytes = c.buffer_bytes
         # per ECN queue: (WRED min, max, pmax, drop threshold)
         self.wred = {q: net.cfg.wred_of(q) for q in self.ecn_queues}
+        self.wred_q = [self.wred.get(q) for q in range(CLASSES)]  # the same by queue (None: no WRED), and:
+        self.lossless_q = [q in self.lossless for q in range(CLASSES)]  # PFC on the queue's priority
         self.wred_gain = 2.0**-c.wred_weight if c.wred_weight else 0.0  # 0: the instantaneous depth
         self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
         self.queue_limit = c.queue_limit_bytes
@@ -123,61 +125,66 @@ class Switch:
 
     # -- receive / admit ------------------------------------------------------------------------
     def receive(self, pkt: Pkt) -> None:
-        net = self.net
         now = self.sim.now
         q = self.dscp_map.get(pkt.dscp, self.default_queue)
         pkt.prio = q
         path = pkt.path
-        li: int | None
-        if self.fib is not None and path.last_sw in self.fib:  # forwarding state of its own (packet/deadlock.py)
+        fib = self.fib
+        if fib is not None and path.last_sw in fib:  # forwarding state of its own (packet/deadlock.py)
             pkt.ttl -= 1
-            li = self.fib[path.last_sw]
+            li = fib[path.last_sw]
             if pkt.ttl <= 0:
-                net.drop(self.ports[li], pkt, "ttl-expired")
+                self.net.drop(self.ports[li], pkt, "ttl-expired")
                 return
+            port = self.ports[li]
+        elif self.static_lb and not path.spray:
+            port = path.port_at.get(self.idx)  # the route's next link's port (Path.next_at), or None
+            if port is None:
+                port = self.ports[self.next_link(pkt)]
         else:
-            li = path.next_at.get(self.idx) if self.static_lb and not path.spray else None
-        port = self.ports[li if li is not None else self.next_link(pkt)]
+            port = self.ports[self.next_link(pkt)]
         size = pkt.size
         if self.buffer_used + size > self.buffer_bytes:
-            net.drop(port, pkt, "buffer-full")
+            self.net.drop(port, pkt, "buffer-full")
             return
         queue = port.queue
         depth = queue.depth_bytes[q]
-        w = self.wred.get(q)
-        level, drop_at = depth, None if w is None else w[3]  # what WRED compares; its drop threshold there
-        if w is not None and self.wred_gain:  # the average, updated on every arrival; the drop threshold stays on
-            level = queue.average(q, self.wred_gain)  # the instantaneous depth (it guards the buffer)
-            drop_at = None
-            if w[3] is not None and depth > w[3]:
-                net.drop(port, pkt, "wred-drop-threshold")
-                return
-        if w is not None and level > w[0] and pkt.kind == DATA:
-            u = net.uniform() if level <= w[1] else 1.0
-            act = wred_decision(level, w[0], w[1], w[2], drop_at, u)
-            if act == DROP:
-                net.drop(port, pkt, "wred-drop-threshold")
-                return
-            if act == MARK:
-                if not self.wred_ecn:  # WRED without `ecn`: the switch drops where it would mark
-                    net.drop(port, pkt, "wred")
+        w = self.wred_q[q]
+        if w is not None:
+            level, drop_at = depth, w[3]  # what WRED compares; its drop threshold there
+            if self.wred_gain:  # the average, updated on every arrival; the drop threshold stays on
+                level = queue.average(q, self.wred_gain)  # the instantaneous depth (it guards the buffer)
+                drop_at = None
+                if w[3] is not None and depth > w[3]:
+                    self.net.drop(port, pkt, "wred-drop-threshold")
                     return
-                if pkt.ecn != ECN_NOT_ECT:
-                    if pkt.ecn != ECN_CE:
-                        pkt.ecn = ECN_CE
-                        net.ecn_mark(port, q, level)
-                elif q not in self.lossless:
-                    net.drop(port, pkt, "wred")  # not ECN-capable: WRED drops instead of marking
+            if level > w[0] and pkt.kind == DATA:
+                net = self.net
+                u = net.uniform() if level <= w[1] else 1.0
+                act = wred_decision(level, w[0], w[1], w[2], drop_at, u)
+                if act == DROP:
+                    net.drop(port, pkt, "wred-drop-threshold")
                     return
-        elif w is not None and w[3] is not None and depth > w[3]:
-            net.drop(port, pkt, "wred-drop-threshold")
-            return
-        if q in self.lossless:
+                if act == MARK:
+                    if not self.wred_ecn:  # WRED without `ecn`: the switch drops where it would mark
+                        net.drop(port, pkt, "wred")
+                        return
+                    if pkt.ecn != ECN_NOT_ECT:
+                        if pkt.ecn != ECN_CE:
+                            pkt.ecn = ECN_CE
+                            net.ecn_mark(port, q, level)
+                    elif not self.lossless_q[q]:
+                        net.drop(port, pkt, "wred")  # not ECN-capable: WRED drops instead of marking
+                        return
+            elif w[3] is not None and depth > w[3]:
+                self.net.drop(port, pkt, "wred-drop-threshold")
+                return
+        if self.lossless_q[q]:
             key = pkt.in_link * 8 + q
             level = self.ingress.get(key, 0) + size
             if level > self.xoff:
                 if level > self.xoff + self._headroom(pkt.in_link):
-                    net.drop(port, pkt, "pfc-headroom-overrun")
+                    self.net.drop(port, pkt, "pfc-headroom-overrun")
                     return
                 if not self.paused_up.get(key):
                     self.ingress[key] = level
@@ -187,28 +194,29 @@ class Switch:
                     port.enqueue(pkt, q)
                     return
             if not queue.backlog and port.busy_until <= now and port.paused_until[q] <= now:
-                port.send_direct(pkt)  # straight through: the ingress count rises and falls at once
+                port.send_direct(pkt, now)  # straight through: the ingress count rises and falls at once
                 return
             self.ingress[key] = level
             pkt.ikey = key
         elif depth + size > self.queue_limit:
-            net.drop(port, pkt, "queue-limit")
+            self.net.drop(port, pkt, "queue-limit")
             return
         elif self.dt_alpha is not None and depth + size > self.dt_alpha * (self.buffer_bytes - self.buffer_used):
-            net.drop(port, pkt, "dynamic-threshold")
+            self.net.drop(port, pkt, "dynamic-threshold")
             return
         elif not queue.backlog and port.busy_until <= now and port.paused_until[q] <= now:
-            port.send_direct(pkt)
+            port.send_direct(pkt, now)
             return
         self.buffer_used += size
         port.enqueue(pkt, q)
 
     def released(self, pkt: Pkt) -> None:
         """The packet left (or was discarded from) an egress queue: free its buffer and ingress count."""
-        self.buffer_used -= pkt.size
+        size = pkt.size
+        self.buffer_used -= size
         key = pkt.ikey
         if key >= 0:
-            level = self.ingress[key] - pkt.size
+            level = self.ingress[key] - size
             self.ingress[key] = level
             pkt.ikey = -1
             if level < self.xon and self.paused_up.get(key):

@@ -6,10 +6,9 @@ documented ECMP hash (fabric/ecmp.py) over the shortest switch paths (fabric/rou
 
 from __future__ import annotations
 
-from collections import deque
-
-from ..fabric.ecmp import FiveTuple, ecmp_hash, roce_udp_source_port, switch_seed
+from ..fabric.ecmp import FiveTuple, roce_udp_source_port
 from ..fabric.graph import NIC, RAIL, SPINE, TIER_HOST, TIER_SPINE, Fabric, Node
+from ..fabric.routing import Router
 from ..units import gbps_to_bytes_per_s, ns_to_s
 
 
@@ -61,51 +60,14 @@ def link_between(f: Fabric, a: str, b: str) -> int:
     raise KeyError(f"no link {a}->{b}")
 
 
-def host_switch(f: Fabric, host: str) -> str:
-    return next(f.links[li].dst for li in f.out_links[host] if f.is_switch(f.links[li].dst))
-
-
 def five_tuple(f: Fabric, src: str, dst: str, src_qpn: int, dst_qpn: int) -> FiveTuple:
     return FiveTuple(f.nodes[src].ip or 0, f.nodes[dst].ip or 0, roce_udp_source_port(src_qpn, dst_qpn))
-
-
-def switch_distances(f: Fabric, target: str, down: frozenset[int] = frozenset()) -> dict[str, int]:
-    """Hop count from every switch to switch `target` over switch-to-switch links (BFS), leaving out `down`."""
-    dist = {target: 0}
-    queue = deque([target])
-    while queue:
-        u = queue.popleft()
-        for li in f.out_links[u]:
-            v = f.links[li].dst
-            if down and (li in down or any(lj in down for lj in f.out_links[v] if f.links[lj].dst == u)):
-                continue
-            if f.is_switch(v) and v not in dist:
-                dist[v] = dist[u] + 1
-                queue.append(v)
-    return dist
-
-
-def next_hops(f: Fabric, switch: str, dist: dict[str, int], down: frozenset[int] = frozenset()) -> list[int]:
-    """Out-links of `switch` one hop closer to the target of `dist` (the ECMP group, in port order), not `down`."""
-    here = dist.get(switch)
-    if here is None:
-        return []
-    return [li for li in f.out_links[switch] if dist.get(f.links[li].dst, -1) == here - 1 and li not in down]
 
 
 def ecmp_route(
     f: Fabric, src: str, dst: str, flow: FiveTuple, hash_seed: int = 0, per_switch_seed: bool = False
 ) -> tuple[int, ...]:
-    """Host -> its switch -> ECMP switch path (the flow's 5-tuple hash at every switch) -> host, with the
-    hash of fabric/ecmp.py: port = group[ecmp_hash(5-tuple, switch seed) mod len(group)]."""
-    a, b = host_switch(f, src), host_switch(f, dst)
-    dist = switch_distances(f, b)
-    links = [link_between(f, src, a)]
-    node = a
-    while node != b:
-        group = next_hops(f, node, dist)
-        li = group[ecmp_hash(flow, switch_seed(hash_seed, node, per_switch_seed)) % len(group)]
-        links.append(li)
-        node = f.links[li].dst
-    links.append(link_between(f, b, dst))
-    return tuple(links)
+    """Host -> its switch -> ECMP switch path (the flow's 5-tuple hash at every switch) -> host: the fabric's
+    Router (fabric/routing.py), with the hash of fabric/ecmp.py: port = group[ecmp_hash(5-tuple, switch seed) mod
+    len(group)]."""
+    return Router(f, hash_seed, per_switch_seed).nic_route(src, dst, flow)

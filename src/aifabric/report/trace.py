@@ -30,6 +30,7 @@ from ..analysis import BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS
 from ..engines.taskgraph import TRANSFER
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
+from . import _fast
 
 LINKS_PID = 1_000_000
 MAX_COUNTER_LINKS = 64
@@ -74,12 +75,25 @@ def _span_us(start_s: np.ndarray, end_s: np.ndarray) -> tuple[list[float], list[
     return a.tolist(), np.round(b - a, 3).tolist()
 
 
+class Block:
+    """Events already encoded: `n` JSON objects joined by ",\\n" in one string."""
+
+    __slots__ = ("n", "text")
+
+    def __init__(self, text: str, n: int):
+        self.text, self.n = text, n
+
+    def __len__(self) -> int:
+        return self.n
+
+
 class Trace(Mapping):
     """The trace: small events as dicts (metadata, counters, the packet engine's tracks) and the bulk as
-    pre-encoded JSON lines. `json_chunks()` streams the file; as a mapping it reads like the JSON object
-    (`trace["traceEvents"]` decodes the bulk on first use: fine for small runs and tests)."""
+    pre-encoded JSON: lists of lines, or `Block`s of lines already joined. `json_chunks()` streams the file; as a
+    mapping it reads like the JSON object (`trace["traceEvents"]` decodes the bulk on first use: fine for small
+    runs and tests)."""
 
-    def __init__(self, head: list[dict], bulk: list[list[str]], tail: list[dict], other: dict[str, Any]):
+    def __init__(self, head: list[dict], bulk: list[list[str] | Block], tail: list[dict], other: dict[str, Any]):
         self.head, self.bulk, self.tail, self.other = head, bulk, tail, other
         self._dict: dict[str, Any] | None = None
 
@@ -91,6 +105,11 @@ class Trace(Mapping):
         yield '{"traceEvents":[\n'
         first = True
         for part in ([_dumps(e) for e in self.head], *self.bulk, [_dumps(e) for e in self.tail]):
+            if isinstance(part, Block):
+                if part.n:
+                    yield ("" if first else ",\n") + part.text
+                    first = False
+                continue
             for k in range(0, len(part), CHUNK):
                 yield ("" if first else ",\n") + ",\n".join(part[k : k + CHUNK])
                 first = False
@@ -111,7 +130,26 @@ class Trace(Mapping):
         return 3
 
 
-def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
+def _segment_lines_python(
+    names: list[str], kinds: list[int], cats: list[str], pid: list[int], tid: list[int], ts: np.ndarray, dur: np.ndarray
+) -> list[str]:
+    """The rank-timeline segments' lines, one f-string each (the definition; report/_fast.py writes the same
+    text compiled)."""
+    cache: dict[str, str] = {}
+
+    def q(s: str) -> str:
+        out = cache.get(s)
+        if out is None:
+            out = cache[s] = _enc(s)
+        return out
+
+    return [
+        f'{{"ph":"X","name":{q(n)},"cat":{cats[k]},"pid":{p},"tid":{r},"ts":{a},"dur":{d}}}'
+        for n, k, p, r, a, d in zip(names, kinds, pid, tid, ts.tolist(), dur.tolist())
+    ]
+
+
+def _segment_lines(run: Run, other: dict[str, Any]) -> list[str] | Block:
     fabric = run.fabric
     rt = run.rank_timeline
     keep = rt.kind != 2  # idle: the gaps of the track
@@ -124,28 +162,25 @@ def _segment_lines(run: Run, other: dict[str, Any]) -> list[str]:
         keep &= rt.rank % stride == 0
         kept_ranks = stride
     idx = np.flatnonzero(keep)
-    pid = (rt.rank[idx] // fabric.gpus_per_server).tolist()
+    pid = rt.rank[idx] // fabric.gpus_per_server
     kinds = rt.kind[idx]
     folded = rt.category[idx] == FOLDED
-    tid = (rt.rank[idx] + np.where((kinds == COMM_K) & ~folded, COMM_TID_OFFSET, 0)).tolist()
-    ts, dur = _span_us(rt.start_s[idx], rt.end_s[idx])
+    tid = rt.rank[idx] + np.where((kinds == COMM_K) & ~folded, COMM_TID_OFFSET, 0)
     # names: compute and collectives by their task or key; folded collectives and bubbles by their kind
     names = rt.name[idx].copy()
     names[folded] = "folded collectives"
     names[kinds == BUBBLE_K] = "bubble"
-    cache: dict[str, str] = {}
-
-    def q(s: str) -> str:
-        out = cache.get(s)
-        if out is None:
-            out = cache[s] = _enc(s)
-        return out
-
     cats = [_enc(KINDS[k]) for k in range(len(KINDS))]
-    lines = [
-        f'{{"ph":"X","name":{q(n)},"cat":{cats[k]},"pid":{p},"tid":{r},"ts":{a},"dur":{d}}}'
-        for n, k, p, r, a, d in zip(names.tolist(), kinds.tolist(), pid, tid, ts, dur)
-    ]
+    a, b = np.round(rt.start_s[idx] * 1e6, 3), np.round(rt.end_s[idx] * 1e6, 3)
+    d = np.round(b - a, 3)  # as _span_us: back-to-back spans stay back to back
+    lines: list[str] | Block | None = None
+    if _fast.use_compiled(len(idx)):
+        ts_k, dur_k = _fast.exact_thousandths(a), _fast.exact_thousandths(d)
+        if ts_k is not None and dur_k is not None:
+            text = _fast.segment_text(names.tolist(), kinds, cats, pid, tid, ts_k, dur_k, _enc)
+            lines = Block(text, len(idx))
+    if lines is None:
+        lines = _segment_lines_python(names.tolist(), kinds.tolist(), cats, pid.tolist(), tid.tolist(), a, d)
     other["rank_tracks"] = {
         "kinds": [KINDS[COMPUTE_K], KINDS[COMM_K], KINDS[BUBBLE_K]],
         "idle": "the gaps of a rank's track (ranks.csv and summary.json give idle_s per rank)",

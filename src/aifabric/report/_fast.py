@@ -1,0 +1,198 @@
+"""Compiled writers of the report's bulk text (numba), byte for byte what the pure-Python writers produce.
+
+trace.json's rank-timeline segments are millions of short JSON lines; an f-string per line costs ~8 µs at
+3.5 million tasks. Here the lines are written by a compiled loop into one byte buffer: each distinct string
+(a task name, a category) JSON-encoded once by Python's own encoder, rows as integer codes into them, and the
+times (microseconds rounded to the nanosecond) as fixed-point numbers: a value v = k / 1000 with |k| < 10**15
+has at most 15 significant digits, so Python's repr of it (the shortest string that reads back as v) is k / 1000
+written out with trailing zeros dropped ("12.5", "3.0"). `exact_thousandths` checks that every value is of
+that form; where one is not, the caller keeps the pure-Python writer.
+
+The compiled path is used when numba is installed, the rows are at least `MIN_ROWS`, and AIFABRIC_PURE_PYTHON
+is not set (as for engines/fastloop.py); tests compare the two writers byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from itertools import count
+
+import numpy as np
+
+try:
+    from numba import njit
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - exercised only where numba is missing
+    AVAILABLE = False
+
+    def njit(*args, **kwargs):  # type: ignore[no-redef]
+        return (lambda f: f) if not args or not callable(args[0]) else args[0]
+
+
+MIN_ROWS = 20_000
+_MAX_K = 10**15
+
+
+def use_compiled(n_rows: int) -> bool:
+    """Whether n_rows go through the compiled writer."""
+    if n_rows < MIN_ROWS or os.environ.get("AIFABRIC_PURE_PYTHON", "") not in ("", "0"):
+        return False
+    return AVAILABLE
+
+
+def factorize(values: Iterable) -> tuple[np.ndarray, list]:
+    """(codes, uniques): codes[i] indexes uniques, uniques in order of first appearance (hashing, no sort)."""
+    first: dict = {}
+    at = np.fromiter(map(first.setdefault, values, count()), dtype=np.int64)
+    # `at` holds each value's first position; renumber 0, 1, 2, ... in that order
+    starts = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+    lookup = np.zeros(len(at), dtype=np.int64)
+    lookup[starts] = np.arange(len(starts))
+    return lookup[at], list(first)
+
+
+def byte_table(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """ASCII strings as one uint8 array and offsets (len(texts) + 1)."""
+    data = [t.encode("ascii") for t in texts]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)))
+    return np.frombuffer(b"".join(data), dtype=np.uint8).copy(), offsets
+
+
+def exact_thousandths(v: np.ndarray) -> np.ndarray | None:
+    """k (int64) with k / 1000 == v exactly for every value, |k| < 10**15 and no -0.0; None if any is not."""
+    v = np.asarray(v, dtype=float)
+    if not np.isfinite(v).all():
+        return None
+    k = np.rint(v * 1000.0)
+    if len(k) and (np.abs(k).max() >= _MAX_K or (k / 1000.0 != v).any() or np.signbit(v[v == 0]).any()):
+        return None
+    return k.astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _put(buf, pos, src):
+    for i in range(len(src)):
+        buf[pos + i] = src[i]
+    return pos + len(src)
+
+
+@njit(cache=True, nogil=True)
+def _put_int(buf, pos, x):
+    if x < 0:
+        buf[pos] = 45  # '-'
+        pos += 1
+        x = -x
+    n = 1
+    y = x
+    while y >= 10:
+        y //= 10
+        n += 1
+    for i in range(n - 1, -1, -1):
+        buf[pos + i] = 48 + x % 10
+        x //= 10
+    return pos + n
+
+
+@njit(cache=True, nogil=True)
+def _put_thousandths(buf, pos, k):
+    """k / 1000 as Python's repr writes it (|k| < 10**15): '12.5', '3.0', '-0.25'."""
+    if k < 0:
+        buf[pos] = 45
+        pos += 1
+        k = -k
+    pos = _put_int(buf, pos, k // 1000)
+    buf[pos] = 46  # '.'
+    pos += 1
+    f = k % 1000
+    if f == 0:
+        buf[pos] = 48
+        return pos + 1
+    d0, d1, d2 = f // 100, (f // 10) % 10, f % 10
+    buf[pos] = 48 + d0
+    pos += 1
+    if d1 or d2:
+        buf[pos] = 48 + d1
+        pos += 1
+        if d2:
+            buf[pos] = 48 + d2
+            pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _segment_text(keys, name_bytes, name_off, codes, cat_bytes, cat_off, kinds, pid, tid, ts_k, dur_k):
+    """Lines '{"ph":"X","name":N,"cat":C,"pid":P,"tid":T,"ts":A,"dur":D}' joined by ',\\n'; `keys`: the
+    text before N, C, P, T, A and D."""
+    n = len(codes)
+    prefix, mid, pid_key, tid_key, ts_key, dur_key = keys
+    size = 0
+    for i in range(n):
+        c = codes[i]
+        k = kinds[i]
+        size += name_off[c + 1] - name_off[c] + cat_off[k + 1] - cat_off[k]
+    fixed = 0
+    for key in keys:
+        fixed += len(key)
+    size += n * (fixed + 1 + 2 + 4 * 22)
+    buf = np.empty(size, dtype=np.uint8)
+    pos = 0
+    for i in range(n):
+        if i:
+            buf[pos] = 44  # ','
+            buf[pos + 1] = 10  # '\n'
+            pos += 2
+        pos = _put(buf, pos, prefix)
+        c = codes[i]
+        pos = _put(buf, pos, name_bytes[name_off[c] : name_off[c + 1]])
+        pos = _put(buf, pos, mid)
+        k = kinds[i]
+        pos = _put(buf, pos, cat_bytes[cat_off[k] : cat_off[k + 1]])
+        pos = _put(buf, pos, pid_key)
+        pos = _put_int(buf, pos, pid[i])
+        pos = _put(buf, pos, tid_key)
+        pos = _put_int(buf, pos, tid[i])
+        pos = _put(buf, pos, ts_key)
+        pos = _put_thousandths(buf, pos, ts_k[i])
+        pos = _put(buf, pos, dur_key)
+        pos = _put_thousandths(buf, pos, dur_k[i])
+        buf[pos] = 125  # '}'
+        pos += 1
+    return buf[:pos]
+
+
+_SEGMENT_KEYS = (b'{"ph":"X","name":', b',"cat":', b',"pid":', b',"tid":', b',"ts":', b',"dur":')
+
+
+def segment_text(
+    names: list[str],
+    kinds: np.ndarray,
+    cats: list[str],
+    pid: np.ndarray,
+    tid: np.ndarray,
+    ts_k: np.ndarray,
+    dur_k: np.ndarray,
+    encode,
+) -> str:
+    """The segment lines (see `_segment_text`), joined by ',\\n'. `cats`: JSON-encoded category per kind;
+    `encode`: the JSON string encoder of names; ts_k, dur_k: times in thousandths (`exact_thousandths`)."""
+    codes, uniques = factorize(names)
+    name_bytes, name_off = byte_table([encode(s) for s in uniques])
+    cat_bytes, cat_off = byte_table(cats)
+    keys = tuple(np.frombuffer(k, dtype=np.uint8).copy() for k in _SEGMENT_KEYS)
+    out = _segment_text(
+        keys,
+        name_bytes,
+        name_off,
+        codes,
+        cat_bytes,
+        cat_off,
+        np.ascontiguousarray(kinds, dtype=np.int64),
+        np.ascontiguousarray(pid, dtype=np.int64),
+        np.ascontiguousarray(tid, dtype=np.int64),
+        np.ascontiguousarray(ts_k, dtype=np.int64),
+        np.ascontiguousarray(dur_k, dtype=np.int64),
+    )
+    return out.tobytes().decode("ascii")
