@@ -150,7 +150,7 @@ def test_unequal_members_do_not_merge():
     w = Workload("t", ranks, params=0, iterations=1, flops_per_iteration=0.0)
     g = lower(w, fabric, router, fold_scale_up=True)
     tl = run(g, fabric, "flow")
-    t_coll = g.folded[("all-reduce", "tp", 2, 2 << 20, "")].time_s
+    t_coll = g.folded.kinds[("all-reduce", "tp", 2, 2 << 20, "")].time_s
     assert tl.makespan_s == pytest.approx(1e-3 + t_coll + 3e-3 + t_coll, rel=1e-9)
     assert len(g.members) == 2  # one group task per collective: the second could not extend the first
 

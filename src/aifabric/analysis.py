@@ -403,7 +403,7 @@ def _flows(graph: TaskGraph, tl: Timeline, fabric: Fabric) -> Flows:
     src = np.fromiter(graph.rank, dtype=np.int64, count=n)
     dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
     size = graph.payload_array()  # what the workload moved (the links carry the protocol's wire bytes)
-    pairs = graph.folded_pairs
+    pairs = graph.folded.pairs
     return Flows(
         task=ids,
         src=src[ids],

@@ -184,7 +184,7 @@ def summarize(
                 inst.n_steps,
             )
         )
-    for (op, dim, n, size, label), kind in graph.folded.items():
+    for (op, dim, n, size, label), kind in graph.folded.kinds.items():
         collectives.append(
             CollectiveResult(
                 f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label, 0.0, kind.time_s, 0, 0, kind.count
@@ -228,7 +228,7 @@ def summarize(
             up = route_up[route] = bool(up_link[list(route)].all())
         on_scale_up[i] = up
     scale_up = float(payload[transfers][on_scale_up].sum())
-    folded = float(sum(kind.count * kind.payload_bytes for kind in graph.folded.values()))
+    folded = float(sum(kind.count * kind.payload_bytes for kind in graph.folded.kinds.values()))
     scale_up += folded
     total = float(payload[transfers].sum()) + folded
     return Results(

@@ -144,12 +144,13 @@ def build_workload(s: Scenario) -> Workload:
 def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
     """The collectives folded at lowering (engines/fold.py) onto their links: bytes, peak rates, and load
     over time (each task's folded bytes spread evenly over the time the task ran)."""
-    if graph.folded_link_bytes is not None:
-        timeline.link_bytes = timeline.link_bytes + graph.folded_link_bytes
-    if graph.folded_link_peak is not None:
-        timeline.link_peak_bytes_per_s = np.maximum(timeline.link_peak_bytes_per_s, graph.folded_link_peak)
+    folded = graph.folded
+    if folded.link_bytes is not None:
+        timeline.link_bytes = timeline.link_bytes + folded.link_bytes
+    if folded.link_peak is not None:
+        timeline.link_peak_bytes_per_s = np.maximum(timeline.link_peak_bytes_per_s, folded.link_peak)
     items = []
-    for t, parts in graph.folded_task_bytes.items():
+    for t, parts in folded.task_bytes.items():
         a, b = float(timeline.start_s[t]), float(timeline.end_s[t])
         if not b > a:  # did not run (interrupted) or took no time
             continue

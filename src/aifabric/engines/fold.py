@@ -28,7 +28,8 @@ import numpy as np
 from ..fabric.graph import Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Collective
-from .taskgraph import TRANSFER, FoldedKind, TaskGraph
+from .folded import FoldedKind
+from .taskgraph import TRANSFER, TaskGraph
 
 
 @dataclass(frozen=True)

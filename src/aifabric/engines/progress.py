@@ -47,14 +47,19 @@ def takes_sim_time(progress: Callable) -> bool:
     return _takes(progress, "t_s")
 
 
-def window_reporter(progress: Callable | None) -> Callable[[PacketWindowProgress], Reporter] | None:
-    """For a callback that takes `window` (and `t_s`): per packet window, the reporter the packet engine calls
-    (`(done, total, t_s)`) that passes the window along; None otherwise (the windows then report nothing)."""
+def window_reporter(progress: Callable | None) -> Callable[[PacketWindowProgress], Callable[..., None]] | None:
+    """For a callback that takes `window` (and `t_s`): per packet window, the progress callback to give the packet
+    engine (`(done, total, t_s=...)`), which passes the window along; None otherwise (the windows then report
+    nothing)."""
     if progress is None or not (_takes(progress, "window") and takes_sim_time(progress)):
         return None
+    callback = progress
 
-    def for_window(window: PacketWindowProgress) -> Reporter:
-        return lambda done, total, t_s=None: progress(done, total, t_s=t_s, window=window)
+    def for_window(window: PacketWindowProgress) -> Callable[..., None]:
+        def report(done: int, total: int, t_s: float | None = None) -> None:
+            callback(done, total, t_s=t_s, window=window)
+
+        return report
 
     return for_window
 

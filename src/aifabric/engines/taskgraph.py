@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import numpy as np
+from .folded import FoldedCollectives
 
 COMPUTE, TRANSFER = 0, 1
 
@@ -22,17 +20,6 @@ class CollectiveInstance:
     tasks: list[int] = field(default_factory=list)
     n_steps: int = 0
     dim: str = ""  # parallel dimension it serves: dp, tp, pp, ep, cp, zero ("" if unknown)
-
-
-@dataclass
-class FoldedKind:
-    """One kind of collective folded into its GPUs' time (engines/fold.py): how many ran, and the time, label and
-    payload bytes of one."""
-
-    count: int
-    time_s: float
-    label: str
-    payload_bytes: float
 
 
 @dataclass
@@ -57,12 +44,7 @@ class TaskGraph:
     # sprayed transfers (load balancing other than ECMP on the flow/analytic engines): the route holds every
     # link of every equal-cost path, and this the share of the transfer's rate on each (absent: 1 each)
     route_weight: dict[int, tuple[float, ...]] = field(default_factory=dict)
-    folded: dict[tuple[str, str, int, int, str], FoldedKind] = field(default_factory=dict)
-    # (op, dim, group size, bytes, label) -> the collectives of that kind folded into their GPUs' time
-    folded_link_bytes: np.ndarray | None = None  # numpy array per link: the folded collectives' bytes, or None
-    folded_pairs: dict[tuple[int, int, str], float] = field(default_factory=dict)  # (src, dst, dim) -> bytes
-    folded_link_peak: np.ndarray | None = None  # numpy array per link: the highest rate a folded collective reached
-    folded_task_bytes: dict[int, list] = field(default_factory=dict)  # task -> [(links, bytes)] folded into it
+    folded: FoldedCollectives = field(default_factory=FoldedCollectives)  # the scale-up collectives folded at lowering
     # a collective's protocol puts more bytes on the wire than its payload (LL: 2 x, LL128: 1 / 0.92, NVLS):
     # transfer -> wire bytes per payload byte (absent: 1); `payload_bytes` gives what the workload moved
     wire: dict[int, float] = field(default_factory=dict)

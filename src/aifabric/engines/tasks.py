@@ -17,8 +17,9 @@ from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Block, Collective, Compute, Recv, Send, Wait, Workload
 from .fold import ScaleUpFolder
+from .folded import FoldedKind
 from .lower_collective import lower_collective
-from .taskgraph import COMPUTE, TRANSFER, FoldedKind, TaskGraph
+from .taskgraph import COMPUTE, TRANSFER, TaskGraph
 
 
 class _Merger:
@@ -242,17 +243,17 @@ def lower(
                 arrived.pop(op.key, None)
                 if cls is Block:
                     assert folder is not None  # blocks exist only where scale-up collectives fold
-                    comm_s = folder.fold_block(op, g.folded)
+                    comm_s = folder.fold_block(op, g.folded.kinds)
                     merge.lockstep(group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
-                    g.folded_task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
+                    g.folded.task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
                 elif folder is not None and folder.foldable(op):
                     time_s = folder.fold(op)
                     merge.collective(op, time_s)
-                    g.folded_task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
+                    g.folded.task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
                     key = (op.op, op.dim, len(group), op.size_bytes, op.label)
-                    entry = g.folded.get(key)
+                    entry = g.folded.kinds.get(key)
                     if entry is None:
-                        entry = g.folded[key] = FoldedKind(0, time_s, op.label, folder.payload_bytes(op))
+                        entry = g.folded.kinds[key] = FoldedKind(0, time_s, op.label, folder.payload_bytes(op))
                     entry.count += 1
                 else:
                     for m in group:
@@ -286,9 +287,9 @@ def lower(
         spread_over_paths(g, fabric, router)
     if folder is not None:
         folder.finish()
-        g.folded_link_bytes = folder.link_bytes
-        g.folded_link_peak = folder.link_peak
-        g.folded_pairs = folder.pairs
+        g.folded.link_bytes = folder.link_bytes
+        g.folded.link_peak = folder.link_peak
+        g.folded.pairs = folder.pairs
     stuck = [r for r in range(world) if cursor[r] < len(program[r])]
     if stuck:
         op = program[stuck[0]][cursor[stuck[0]]]

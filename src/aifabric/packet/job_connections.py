@@ -112,8 +112,8 @@ def job_pairs(graph, fabric) -> JobPairs:
     rtt = np.zeros(len(pairs))
     np.maximum.at(rtt, pair_of_task, r_rtt[rid])
     p_src, p_dst = r_src[rid[first]], r_dst[rid[first]]
-    # folded collectives: no transfers, their pairs from folded_pairs
-    folded = [(s, d) for (s, d, _dim) in graph.folded_pairs if fabric.server_of(s) != fabric.server_of(d)]
+    # folded collectives: no transfers, their pairs from graph.folded.pairs
+    folded = [(s, d) for (s, d, _dim) in graph.folded.pairs if fabric.server_of(s) != fabric.server_of(d)]
     if folded:
         f_rtt = float(rtt.max()) if len(rtt) else _one_rtt_s(fabric)
         f_src = np.array([nic_id.setdefault(fabric.rank_nic(s), len(nic_id)) for s, _ in folded], dtype=np.int64)

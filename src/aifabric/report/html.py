@@ -213,7 +213,7 @@ def link_heatmaps(run: Run) -> list[tuple[go.Figure, str]]:
     util = 100 * bytes_ / (cap[:, None] * width) if width > 0 else bytes_
     over_time = bytes_.sum(axis=1)  # what the load over time shows (folded collectives are not in it)
     tier_of = np.array([link.tier for link in fabric.links], dtype=object)
-    folded = getattr(run.graph, "folded_link_bytes", None) is not None and bool(run.graph.folded)
+    folded = run.graph.folded.link_bytes is not None and bool(run.graph.folded.kinds)
     figs = []
     for tier in TIERS:
         idx = np.flatnonzero((tier_of == tier) & (over_time > 0))
