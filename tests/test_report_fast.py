@@ -146,3 +146,50 @@ def test_dims_and_bytes_by_dimension_as_defined(seed, n, n_folded):
 def test_bytes_by_dimension_of_runs(run):
     assert run.flows.dims == _dims_reference(run.flows)
     assert bytes_by_dimension(run.flows) == _bytes_by_dimension_reference(run.flows)
+
+
+# --- summary.json's indented JSON ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        [],
+        {"a": [], "b": {}, "c": [[]], "d": [{}]},
+        [1, 2.5, "x", None, True, False, -0.0, 1e300, 5e-324],
+        {"a": {"b": [1, {"c": [], "d": {"e": 1.0}}], "f": 'é\n"→', "g": (1, [2, (3,)])}},
+        {"ranks": [{"rank": k, "idle_s": k / 7, "name": f"r{k}"} for k in range(50)]},
+        {1: 2, "a": {2.5: "x", None: 1}},  # keys json converts: left to json.dumps
+        "text",
+        3,
+        None,
+    ],
+)
+def test_dumps_indented_is_json_dumps(data):
+    import json
+
+    from aifabric.report.files import dumps_indented
+
+    assert dumps_indented(data) == json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
+
+
+def test_dumps_indented_refuses_what_json_refuses():
+    from aifabric.report.files import dumps_indented
+
+    for bad in (float("nan"), {"a": [float("inf")]}, {"a": {"b": -float("inf")}}):
+        with pytest.raises(ValueError):
+            dumps_indented(bad)
+    with pytest.raises(TypeError):
+        dumps_indented({"a": [np.int64(1)]})
+
+
+def test_summary_json_as_json_dumps_writes_it(run, tmp_path):
+    import json
+
+    from aifabric.report.files import write_json
+    from aifabric.report.summary import build_summary
+
+    summary = build_summary(run)
+    text = write_json(tmp_path / "summary.json", summary).read_text()
+    assert text == json.dumps(summary, indent=2, sort_keys=False, allow_nan=False) + "\n"

@@ -35,9 +35,14 @@ MIN_ROWS = 20_000
 _MAX_K = 10**15
 
 
+def pure_python() -> bool:
+    """AIFABRIC_PURE_PYTHON=1: the report's reference paths only (the tests compare the fast ones with them)."""
+    return os.environ.get("AIFABRIC_PURE_PYTHON", "") not in ("", "0")
+
+
 def use_compiled(n_rows: int) -> bool:
     """Whether n_rows go through the compiled writer."""
-    if n_rows < MIN_ROWS or os.environ.get("AIFABRIC_PURE_PYTHON", "") not in ("", "0"):
+    if n_rows < MIN_ROWS or pure_python():
         return False
     return AVAILABLE
 

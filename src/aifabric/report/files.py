@@ -47,10 +47,63 @@ def write_json(path: Path, data: Any) -> Path:
     if hasattr(data, "json_chunks"):
         return write_atomic(path, data.json_chunks())
     try:
-        text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
+        text = dumps_indented(data)
     except ValueError:  # NaN or Infinity somewhere: Python would write them, no JSON reader takes them
-        text = json.dumps(_finite(data), indent=2, sort_keys=False, allow_nan=False)
+        text = dumps_indented(_finite(data))
     return write_atomic(path, text + "\n")
+
+
+class _Unusual(Exception):
+    """Something `dumps_indented` leaves to json.dumps (a key that is not a string, a type json converts)."""
+
+
+_SCALARS = (str, int, float, type(None))
+_encoders: dict[int, json.JSONEncoder] = {}
+
+
+def _leaf_encoder(level: int) -> json.JSONEncoder:
+    """json's C encoder writing a container of scalars at `level` with its items on lines of their own (but for
+    the brackets: see `_encode`)."""
+    enc = _encoders.get(level)
+    if enc is None:
+        enc = _encoders[level] = json.JSONEncoder(separators=(",\n" + "  " * (level + 1), ": "), allow_nan=False)
+    return enc
+
+
+def _encode(o: Any, level: int) -> str:
+    if isinstance(o, dict):
+        if not o:
+            return "{}"
+        inner = "\n" + "  " * (level + 1)
+        if all(type(k) is str for k in o) and all(isinstance(v, _SCALARS) for v in o.values()):
+            text = _leaf_encoder(level).encode(o)  # '{"a": 1,<inner>"b": 2}'
+            return "{" + inner + text[1:-1] + "\n" + "  " * level + "}"
+        items = []
+        for k, v in o.items():
+            if type(k) is not str:
+                raise _Unusual
+            items.append(json.encoder.encode_basestring_ascii(k) + ": " + _encode(v, level + 1))
+        return "{" + inner + ("," + inner).join(items) + "\n" + "  " * level + "}"
+    if isinstance(o, (list, tuple)):
+        if not o:
+            return "[]"
+        inner = "\n" + "  " * (level + 1)
+        if all(isinstance(v, _SCALARS) for v in o):
+            text = _leaf_encoder(level).encode(list(o))
+            return "[" + inner + text[1:-1] + "\n" + "  " * level + "]"
+        return "[" + inner + ("," + inner).join(_encode(v, level + 1) for v in o) + "\n" + "  " * level + "]"
+    if isinstance(o, _SCALARS):
+        return _leaf_encoder(level).encode(o)
+    raise _Unusual
+
+
+def dumps_indented(data: Any) -> str:
+    """json.dumps(data, indent=2, allow_nan=False), the same text, with every container of scalars (a summary's
+    thousands of per-rank and per-link objects) written by json's C encoder instead of its Python one."""
+    try:
+        return _encode(data, 0)
+    except _Unusual:
+        return json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
 
 
 def _finite(data: Any) -> Any:

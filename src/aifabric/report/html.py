@@ -16,12 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import yaml
+from _plotly_utils.utils import convert_to_base64
 from plotly.offline import get_plotlyjs
 
 from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, traffic_matrix
 from ..fabric.graph import TIERS
 from ..simulate import Run
+from ._fast import pure_python
 from .terminal import (
     compute_breakdown,
     cost_lines,
@@ -52,13 +55,38 @@ GANTT_COLORS = {
 NETWORK_LABELS = {"all": "all networks", "scale-up": "NVLink (scale-up)", "scale-out": "scale-out network"}
 
 
-def _fig_html(fig: go.Figure, div_id: str) -> str:
+def _fig_html(fig: go.Figure, div_id: str, full: Full | None = None) -> str:
     m = fig.layout.margin  # defaults where the figure did not set its own
     fig.update_layout(
         margin={k: getattr(m, k) if getattr(m, k) is not None else v for k, v in dict(l=60, r=20, t=40, b=40).items()},
         template="plotly_white",
     )
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    config = {"displaylogo": False}
+    if not full:
+        return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config)
+    # the dict fig.to_html would build, with each stand-in replaced by its full array as the trace's own validator
+    # and to_dict's base64 step leave it
+    d = fig.to_dict()
+    for (i, prop), value in full.items():
+        v = {prop: fig.data[i]._get_validator(prop).validate_coerce(value)}
+        convert_to_base64(v)
+        d["data"][i][prop] = v[prop]
+    return pio.to_html(d, full_html=False, include_plotlyjs=False, div_id=div_id, config=config, validate=False)
+
+
+Full = dict[tuple[int, str], object]
+"""Large arrays of a figure's traces, by (trace index, property), held outside the figure: plotly validates and
+deep-copies every value it holds, several times (the Gantt of 64 ranks at 3.5 million tasks: seconds). The figure
+holds one-element stand-ins in their place (so each property keeps its place in the trace), `_fig_html` puts
+the arrays into the figure's dict: the same page, byte for byte."""
+
+
+def _hold(full: Full | None, trace: int, prop: str, value):
+    """`value` for the figure (full is None), or a one-element stand-in, `value` kept in `full`."""
+    if full is None or len(value) < 2:
+        return value
+    full[(trace, prop)] = value
+    return value[:1]
 
 
 @dataclass
@@ -129,22 +157,25 @@ def gantt_ranks(run: Run, limit: int | None = None) -> tuple[list[int], list[str
     return ranks, [f"rank {r}" for r in ranks], note
 
 
-def gantt(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
+def gantt(run: Run, ctx: _Context | None = None, full: Full | None = None) -> tuple[go.Figure, str]:
     """Per shown rank: compute, communication (by kind), idle and pipeline-bubble segments, one trace per
-    category (a few traces whatever the run's size)."""
+    category (a few traces whatever the run's size). `full`: the traces' arrays are kept there, the figure
+    holds stand-ins (see `Full`)."""
     ctx = ctx or _context(run)
     rt = ctx.timeline
     ranks, labels, note = gantt_ranks(run)
     row_of = np.full(rt.world, -1, dtype=np.int64)
     row_of[ranks] = np.arange(len(ranks))
-    shown = row_of[rt.rank] >= 0
+    shown = np.flatnonzero(row_of[rt.rank] >= 0)  # the segments of the ranks shown, in order
+    shown_cat = rt.category[shown]
+    present = set(shown_cat.tolist())
     fig = go.Figure()
-    cats = [c for c in ("compute", FOLDED, P2P) if (rt.category[shown] == c).any()]
-    cats += sorted({c for c in np.unique(rt.category[shown]).tolist()} - set(cats) - {"idle", "bubble"})
-    cats += [c for c in ("idle", "bubble") if (rt.category[shown] == c).any()]
+    cats = [c for c in ("compute", FOLDED, P2P) if c in present]
+    cats += sorted(present - set(cats) - {"idle", "bubble"})
+    cats += [c for c in ("idle", "bubble") if c in present]
     spare = iter(PALETTE[4:] * 4)
-    for cat in cats:
-        m = shown & (rt.category == cat)
+    for k, cat in enumerate(cats):
+        m = shown[shown_cat == cat]
         start = rt.start_s[m] * 1e3
         dur = (rt.end_s[m] - rt.start_s[m]) * 1e3
         rows = row_of[rt.rank[m]]
@@ -153,11 +184,11 @@ def gantt(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
             go.Bar(
                 name=cat,
                 orientation="h",
-                y=rows.astype(np.int16),
-                x=dur.astype(np.float32),
-                base=start,
-                customdata=rt.rank[m].astype(np.int32),
-                hovertext=None if quiet else rt.name[m],
+                y=_hold(full, k, "y", rows.astype(np.int16)),
+                x=_hold(full, k, "x", dur.astype(np.float32)),
+                base=_hold(full, k, "base", start),
+                customdata=_hold(full, k, "customdata", rt.rank[m].astype(np.int32)),
+                hovertext=None if quiet else _hold(full, k, "hovertext", rt.name[m]),
                 marker=dict(color=GANTT_COLORS.get(cat) or next(spare), line=dict(width=0)),
                 hovertemplate="rank %{customdata}: "
                 + ("" if quiet else "%{hovertext}<br>")
@@ -197,7 +228,7 @@ def gantt(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
         )
         + (
             "Folded scale-up collectives run inside their merged compute task and are drawn at its end. "
-            if (rt.category[shown] == FOLDED).any()
+            if FOLDED in present
             else ""
         )
         + (f"{its} iterations." if its > 1 else "")
@@ -555,7 +586,9 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
     ctx = _context(run)
     parts = [f"<h1>aifabric report — {html.escape(run.scenario.name)}</h1>", _headline(run, ctx)]
     figures: list[tuple[str, go.Figure, str]] = []
-    fig, note = gantt(run, ctx)
+    light = not pure_python()  # the Gantt's arrays beside the figure, not in it (same page)
+    gantt_full: Full | None = {} if light else None
+    fig, note = gantt(run, ctx, gantt_full)
     if run.packet_windows:  # the hybrid engine's windows, shaded on the timeline (its x axis is in ms)
         from .terminal import packet_window_line
 
@@ -602,7 +635,7 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
             parts.append(f"<h2>{html.escape(title)}</h2>")
         if note:
             parts.append(f"<p class='note'>{html.escape(note)}</p>")
-        parts.append(_fig_html(fig, f"plot{k}"))
+        parts.append(_fig_html(fig, f"plot{k}", gantt_full if k == 0 else None))
     parts.append(costs_tables(run.costs))
     svg = topology_svg(run)
     if svg:

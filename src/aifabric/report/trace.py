@@ -43,14 +43,17 @@ CHUNK = 50_000
 _enc = json.encoder.encode_basestring_ascii
 
 
+_compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # json.dumps' own, made once
+
+
 def _dumps(obj: Any) -> str:
     """Compact strict JSON: NaN and Infinity (which Python would write, and no JSON reader takes) become null."""
     try:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+        return _compact(obj)
     except ValueError:
         from .files import _finite
 
-        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
+        return _compact(_finite(obj))
 
 
 def _finite_spans(start_s: np.ndarray, end_s: np.ndarray) -> np.ndarray:
