@@ -34,7 +34,7 @@ from .fabric_events import JobFailed
 from .linkload import LinkLoad
 from .maxmin import bottleneck_pairs, max_min_pairs
 from .progress import reporter
-from .taskgraph import COMPUTE, TaskGraph
+from .taskgraph import COMPUTE, Readiness, TaskGraph
 
 if TYPE_CHECKING:
     from .fabric_events import FabricTimeline
@@ -182,7 +182,7 @@ def run_reference(
     for t, w in graph.route_weight.items():
         weight_flat[route_ptr[t] : route_ptr[t + 1]] = w
     weighted = bool(graph.route_weight)
-    waiting, dependents = graph.dependency_counts()
+    readiness = Readiness(graph)
 
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
@@ -206,9 +206,8 @@ def run_reference(
         else:
             started.append(t)
 
-    for t in range(n):
-        if waiting[t] == 0:
-            begin(t, 0.0)
+    for t in readiness.initial():
+        begin(t, 0.0)
 
     now = 0.0
     dirty = bool(started)
@@ -282,10 +281,8 @@ def run_reference(
                     continue
                 end[t] = now
                 state["completed"] += 1
-                for d in dependents[t]:
-                    waiting[d] -= 1
-                    if waiting[d] == 0:
-                        begin(d, now)
+                for d in readiness.finished(t):
+                    begin(d, now)
             if report is not None:
                 report(state["completed"], n, now)
     except KeyboardInterrupt:

@@ -29,7 +29,7 @@ from ..packet.stats import PacketStats
 from .executor import FaultLog, Interrupted, Timeline
 from .linkload import LinkLoad
 from .progress import reporter
-from .taskgraph import COMPUTE, TaskGraph
+from .taskgraph import COMPUTE, Readiness, TaskGraph
 
 if TYPE_CHECKING:
     from .fabric_events import Rerouter
@@ -106,7 +106,7 @@ def run_packet(
     n = len(graph)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
-    waiting, dependents = graph.dependency_counts()
+    readiness = Readiness(graph)
     pcie_bytes = np.zeros(len(fabric.links))
     pcie_spans: list[tuple[float, float, list[int], int]] = []  # (first packet out, last byte in, links, bytes)
     state = {"completed": 0}
@@ -118,10 +118,8 @@ def run_packet(
     def complete(t: int) -> None:
         end[t] = sim.now
         state["completed"] += 1
-        for d in dependents[t]:
-            waiting[d] -= 1
-            if waiting[d] == 0:
-                begin(d)
+        for d in readiness.finished(t):
+            begin(d)
         if report is not None:
             report(state["completed"], n, sim.now)
 
@@ -169,9 +167,8 @@ def run_packet(
 
     if faults is not None:
         fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n)
-    for t in range(n):
-        if waiting[t] == 0:
-            sim.at(0.0, lambda t: begin(t), t)
+    for t in readiness.initial():
+        sim.at(0.0, lambda t: begin(t), t)
     for t_s, fn in marks:
         sim.at(t_s, lambda _, fn=fn: fn(net))
     try:

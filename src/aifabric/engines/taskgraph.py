@@ -144,3 +144,28 @@ class TaskGraph:
         self.collective.append(collective)
         self.dim.append(dim)
         return len(self.kind) - 1
+
+
+class Readiness:
+    """Which tasks may start, as an event loop asks: every task's count of dependencies not yet finished, counted
+    down as tasks finish (the bookkeeping of executor.run_reference and packet.run_packet; engines/fastloop.py keeps
+    the same counts in arrays)."""
+
+    __slots__ = ("dependents", "waiting")
+
+    def __init__(self, graph: TaskGraph) -> None:
+        self.waiting, self.dependents = graph.dependency_counts()
+
+    def initial(self) -> list[int]:
+        """The tasks that wait for nothing, in task order."""
+        return [t for t, w in enumerate(self.waiting) if w == 0]
+
+    def finished(self, t: int) -> list[int]:
+        """Task t has finished: the tasks that were waiting only for it, in the order they depend on it."""
+        waiting = self.waiting
+        ready = []
+        for d in self.dependents[t]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+        return ready
