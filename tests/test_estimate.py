@@ -213,3 +213,47 @@ def test_the_progress_line_of_a_large_flow_run():
         assert task.fields["tasks"] == f"{n:,}/{n:,} tasks" and task.fields["left"] == "left ~0 s"
     finally:
         bar.stop()
+
+
+def test_the_progress_line_while_a_large_plan_lowers():
+    from aifabric.cli.run_cmds import PROGRESS_MIN_TASKS, ProgressLine
+
+    bar = ProgressLine("flow")
+    n = PROGRESS_MIN_TASKS
+    bar.on_progress(10, n - 1, stage="task graph")  # a small plan: no bar
+    assert bar.task_id is None
+    try:
+        bar.on_progress(n // 4, n, stage="task graph")
+        task = bar.bar.tasks[0]
+        assert task.fields["sim"] == "lowering to a task graph" and task.completed == 250
+        assert task.fields["tasks"] == f"{n // 4:,}/{n:,} ops"
+        bar.on_progress(n, n, stage="task graph")  # done: the event loop's bar begins afresh
+        assert bar.task_id is None
+        bar.on_progress(n // 2, n, t_s=0.5)
+        assert bar.bar.tasks[-1].fields["sim"] == "0.5 s simulated" and bar.bar.tasks[-1].completed == 500
+    finally:
+        bar.stop()
+
+
+def test_building_a_large_workload_reports_the_ranks_built():
+    """simulate() tells a callback that takes `stage` how many ranks of an LLM plan are built, then how many ops are
+    lowered, before the event loop's reports."""
+    import sys
+    from pathlib import Path
+
+    from aifabric import simulate
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_iteration import scenario
+
+    heard: list = []
+    simulate(
+        scenario(128, "flow", "gpt3"),
+        progress=lambda done, total, t_s=None, stage=None: heard.append((stage, done, total)),
+    )
+    stages = [st for st, _, _ in heard]
+    assert stages.index("workload") < stages.index("task graph") < stages.index(None)
+    built = [(d, n) for st, d, n in heard if st == "workload"]
+    assert built[-1] == (128, 128) and [d for d, _ in built] == sorted(d for d, _ in built)
+    lowered = [(d, n) for st, d, n in heard if st == "task graph"]
+    assert lowered[-1][0] == lowered[-1][1] > 0

@@ -13,6 +13,7 @@ import numpy as np
 from .catalog import gpu
 from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
 from .engines.fabric_events import JobFailed
+from .engines.progress import stage_reporter
 from .fabric import Fabric, Router, build
 from .results import Results, summarize
 from .scenario.schema import Scenario
@@ -121,9 +122,10 @@ def kernel_model(s: Scenario):
     return km
 
 
-def build_workload(s: Scenario) -> Workload:
+def build_workload(s: Scenario, progress: Callable[[int, int], None] | None = None) -> Workload:
     """The scenario's workload: data-parallel feed-forward (the demo) or LLM training (model + plan). The
-    workload's checks against the cluster run first (batch against ranks, plan against GPUs, memory, ...)."""
+    workload's checks against the cluster run first (batch against ranks, plan against GPUs, memory, ...).
+    `progress(ranks built, ranks)` while an LLM plan's ranks are built."""
     from .scenario.checks_workload import check_workload
 
     _refuse(check_workload(s), s)
@@ -136,7 +138,7 @@ def build_workload(s: Scenario) -> Workload:
         model, plan, problems = resolve_plan(s)
         if problems:
             raise InputError(problems)
-        workload = build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations, km)
+        workload = build_llm_training(model, plan, gpu(s.cluster.gpu), s.name, s.workload.iterations, km, progress)
         return replace(workload, layout=plan.layout)  # the plan travels with the workload (the report's Gantt)
     return build_data_parallel(s, km)
 
@@ -183,7 +185,8 @@ def simulate(
 
     `engine` (flow | analytic | packet | hybrid) overrides the scenario's; `workload` replaces the one the scenario
     describes (e.g. a replayed trace). `progress(done, total)` follows the event loop (with the simulated time
-    reached, `t_s=`, when the callback takes it: engines/progress.py); `phase(name)` is told when each stage begins
+    reached, `t_s=`, when the callback takes it; and the lowering's ops with `stage="task graph"` when it takes
+    `stage`: engines/progress.py); `phase(name)` is told when each stage begins
     ("fabric", "workload", "task graph", "event loop", "results", "fault-free run").
     Packet engine: `packet_options` (a packet.config.PacketConfig: explain, tracing, capture, transport) under the
     scenario's switch profile; `lb` overrides `fabric.load_balancing` (also "adaptive"), `seed` the seed of the WRED
@@ -225,14 +228,19 @@ def simulate(
             apply_to_fabric(fabric, router, fx)
     if workload is None:
         phase("workload")
-        workload = build_workload(s)
+        workload = build_workload(s, stage_reporter(progress, "workload"))
     phase("task graph")
     # the flow and analytic engines spread sprayed transfers over every path (fluid); the packet engine balances
     # packet by packet; the hybrid engine does both, on routes of its own for each
     sprayed = s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off"
     try:
         graph = lower(
-            workload, fabric, router, **s.lowering_options(), spread_paths=sprayed and engine in ("flow", "analytic")
+            workload,
+            fabric,
+            router,
+            **s.lowering_options(),
+            spread_paths=sprayed and engine in ("flow", "analytic"),
+            progress=stage_reporter(progress, "task graph"),
         )
     except ValueError as exc:
         if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):

@@ -30,6 +30,11 @@ FOLDER_FORCE_HELP = (
 )
 FORCE_HELP = FOLDER_FORCE_HELP[:-1] + "), and simulate a scenario whose estimated memory is past what this machine has"
 PROGRESS_MIN_TASKS = 20_000
+STAGE_WORDS = {"workload": "building the workload", "task graph": "lowering to a task graph"}
+STAGE_UNITS = {"workload": "ranks", "task graph": "ops"}
+STAGE_MIN = {
+    "workload": 1024
+}  # the least work a stage's bar is shown for (others: PROGRESS_MIN_TASKS)  # what the progress line says during a stage
 
 
 def run_and_report(
@@ -175,10 +180,15 @@ class ProgressLine:
         self.task_id: TaskID | None = None
         self.shown = 0
         self.window: tuple[int, int] | None = None  # the hybrid engine's packet window being reported
+        self.stage: str | None = None  # the stage before the event loop being reported (lowering)
+        self.stage_pace = RunProgress()
 
-    def on_progress(self, done: int, total: int, t_s: float | None = None, window=None) -> None:
+    def on_progress(self, done: int, total: int, t_s: float | None = None, window=None, stage=None) -> None:
         if window is not None:  # a hybrid run's packet window: its own bar, against the window's horizon
             self._on_window(done, total, t_s, window)
+            return
+        if stage is not None:  # a stage before the event loop (the lowering): its ops
+            self._on_stage(done, total, stage)
             return
         if total < self.min_tasks:
             return
@@ -223,6 +233,33 @@ class ProgressLine:
             tasks=f"{done:,}/{total:,} tasks",
             left=view.left(),
         )
+
+    def _on_stage(self, done: int, total: int, stage: str) -> None:
+        """A stage before the event loop (engines/progress.py `stage_reporter`: building the workload, lowering it):
+        its work done against all, with the time left at its pace; shown from STAGE_MIN (ranks) or
+        PROGRESS_MIN_TASKS (ops) on. The next stage's or the event loop's bar starts afresh after it."""
+        from ..estimate import RunProgress
+
+        if total < STAGE_MIN.get(stage, PROGRESS_MIN_TASKS):
+            return
+        if self.stage != stage:
+            self.stage = stage
+            self.stage_pace = RunProgress()
+            if self.task_id is None:
+                self.bar.start()
+                self.task_id = self.bar.add_task("sim", total=1000, sim="", tasks="", left="")
+        assert self.task_id is not None
+        view = self.stage_pace.update(done, total)
+        self.bar.update(
+            self.task_id,
+            completed=round(1000 * view.fraction),
+            sim=STAGE_WORDS.get(stage, stage),
+            tasks=f"{done:,}/{total:,} {STAGE_UNITS.get(stage, 'ops')}",
+            left=view.left(),
+        )
+        if done >= total:  # the event loop's bar, when it comes, begins again
+            self.bar.remove_task(self.task_id)
+            self.task_id = None
 
     def stop(self) -> None:
         self.bar.stop()

@@ -1,7 +1,9 @@
 """How the engines report progress: `progress(done, total)`, and the simulated time reached when the callback
 takes it (`progress(done, total, t_s=...)`, a parameter named `t_s`, or `**kwargs`). The hybrid engine's packet
 windows report the same way, with the window they are in (`window=PacketWindowProgress(...)`) when the callback
-takes a parameter named `window` (or `**kwargs`): `done`, `total` and `t_s` are then the window's own.
+takes a parameter named `window` (or `**kwargs`): `done`, `total` and `t_s` are then the window's own. The stages
+before the event loop that take long on large plans (lowering the workload to a task graph) report with
+`stage=<the stage's name>` to callbacks that take `stage`: `done` and `total` count that stage's work (ops).
 
 One mechanism for every engine (executor.run_reference, fastloop.run, packet.run_packet): a callback written for
 `(done, total)` keeps working; one that also wants the simulated time says so by its signature.
@@ -62,6 +64,19 @@ def window_reporter(progress: Callable | None) -> Callable[[PacketWindowProgress
         return report
 
     return for_window
+
+
+def stage_reporter(progress: Callable | None, stage: str) -> Callable[[int, int], None] | None:
+    """For a callback that takes `stage`: the `(done, total)` callback a stage before the event loop reports to,
+    which names the stage; None otherwise."""
+    if progress is None or not _takes(progress, "stage"):
+        return None
+    callback = progress
+
+    def report(done: int, total: int) -> None:
+        callback(done, total, stage=stage)
+
+    return report
 
 
 def reporter(progress: Callable | None) -> Reporter | None:

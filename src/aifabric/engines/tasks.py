@@ -11,6 +11,7 @@ receiver until that transfer has arrived.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
@@ -116,6 +117,9 @@ class _Merger:
                 self.g.name[t] = f"{self.g.name[t]} (+{n - 1} ops)"
 
 
+PROGRESS_OPS = 200_000  # ops lowered between progress reports (a few tenths of a second)
+
+
 def _first_blocks(blocked: list[list]) -> list[Block]:
     """A block of every group (a rank's blocks all belong to its group)."""
     out: dict[tuple[int, ...], Block] = {}
@@ -157,6 +161,7 @@ def lower(
     fold_scale_up: bool = False,
     merge_ring_steps: bool = False,
     spread_paths: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> TaskGraph:
     """The task graph of `workload` on `fabric`.
 
@@ -169,6 +174,7 @@ def lower(
     (engines/lower_collective.py).
     spread_paths: transfers split over every equal-cost path (`spread_over_paths`; the flow and analytic
     engines' model of spraying, flowlets and adaptive routing; the packet engine balances per packet).
+    progress: `progress(ops lowered, ops in all)` about every PROGRESS_OPS ops and at the end.
     """
     g = TaskGraph()
     world = workload.world_size
@@ -191,6 +197,9 @@ def lower(
     # a collective (or block) until its last member arrives, which lowers it once and wakes the others.
     queue = deque(range(world))
     queued = [True] * world
+    total_ops = sum(map(len, program)) if progress is not None else 0
+    lowered = 0  # ops passed, every rank's (progress)
+    next_report = PROGRESS_OPS
     arrived: dict[str, int] = {}  # collective / block key -> members waiting at it
     waiting_recv: dict[str, int] = {}  # Send key -> the rank waiting in its Recv
 
@@ -277,11 +286,19 @@ def lower(
                 for m in group:
                     if m != r:
                         cursor[m] += 1
+                        lowered += 1
                         if not queued[m]:
                             queued[m] = True
                             push(m)
             c += 1
+        if progress is not None:
+            lowered += c - cursor[r]
+            if lowered >= next_report:
+                progress(lowered, total_ops)
+                next_report = lowered + PROGRESS_OPS
         cursor[r] = c
+    if progress is not None:
+        progress(total_ops, total_ops)
     merge.finish()
     if spread_paths:
         spread_over_paths(g, fabric, router)

@@ -6,7 +6,7 @@ forbids unknown fields, so a typo is an error, not a silently ignored setting.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import Field
 
@@ -19,6 +19,13 @@ from .reliability_spec import ReliabilitySpec
 from .workload_spec import FeedForwardSpec, WorkloadSpec
 
 SCHEMA_VERSION = 1
+
+
+class LoweringOptions(TypedDict):
+    """`engines.lower`'s keyword arguments that a scenario's `fidelity` decides."""
+
+    fold_scale_up: bool
+    merge_ring_steps: bool
 
 
 class FidelitySpec(Strict):
@@ -74,7 +81,7 @@ class Scenario(Strict):
         two-tier fabric, unset optional fields): what the report shows. Re-runnable as it is."""
         return _applicable(self)
 
-    def lowering_options(self) -> dict[str, bool]:
+    def lowering_options(self) -> LoweringOptions:
         """`engines.lower` keyword arguments from `fidelity` and the workload kind's defaults."""
         llm = self.workload.kind == "llm-training"
         up = self.fidelity.scale_up_collectives or ("analytic" if llm else "flows")

@@ -37,7 +37,7 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..catalog import GpuSpec
 from ..kernels.model import KernelModel
@@ -558,6 +558,7 @@ def build_llm_training(
     name: str = "llm-training",
     iterations: int = 1,
     kernels: KernelModel | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Workload:
     """Every rank's ops. The op list is built once per pipeline stage (for its first rank) and then moved to
     the stage's other ranks: tensor-parallel collectives to each tensor-parallel group (whose members share
@@ -574,14 +575,20 @@ def build_llm_training(
     collecting = gc.isenabled()
     gc.disable()  # millions of small objects and no cycles: the collector would only slow the build
     try:
-        return _build(model, plan, gpu, name, iterations, kernels)
+        return _build(model, plan, gpu, name, iterations, kernels, progress)
     finally:
         if collecting:
             gc.enable()
 
 
 def _build(
-    model: Transformer, plan: Plan, gpu: GpuSpec, name: str, iterations: int, kernels: KernelModel | None
+    model: Transformer,
+    plan: Plan,
+    gpu: GpuSpec,
+    name: str,
+    iterations: int,
+    kernels: KernelModel | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Workload:
     lay = plan.layout
     world = lay.world_size
@@ -591,7 +598,10 @@ def _build(
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
     items: dict[int, tuple[list, list]] = {}  # stage -> (its non-TP collectives, its pipeline sends and receives)
     new_object, set_fields = object.__new__, object.__setattr__
-    for group in lay.groups("tp"):
+    tp_groups = lay.groups("tp")
+    for n_done, group in enumerate(tp_groups):
+        if progress is not None and n_done % 64 == 0:
+            progress(n_done * plan.tp, world)  # ranks built so far
         stage = lay.coords(group[0])["pp"]
         if stage not in templates:
             b = _StageBuilder(model, plan, gpu, group[0], lay, kernels)
@@ -667,6 +677,8 @@ def _build(
                 own[i] = obj
             recipes[r] = (stage, group, own)
             blocked[r] = [blocks[k] if lo < hi else own.get(lo, b.ops[lo]) for k, (lo, hi, *_) in enumerate(skeleton)]
+    if progress is not None:
+        progress(world, world)
     ranks = LazyRanks(recipes, templates)
     par = (
         f"tp{plan.tp} pp{plan.pp} dp{plan.dp}"
