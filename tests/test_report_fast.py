@@ -77,11 +77,33 @@ def test_thousandths_written_as_python_repr():
     k = _fast.exact_thousandths(v)
     assert k is not None
     n = len(v)
-    text = _fast.segment_text(["x"] * n, np.zeros(n, dtype=np.int64), ['"c"'], np.arange(n), np.arange(n), k, k, repr)
+    enc = trace_mod._enc
+    text = _fast.segment_text(["x"] * n, np.zeros(n, dtype=np.int64), ['"c"'], np.arange(n), np.arange(n), k, k, enc)
     ref = ",\n".join(
-        f'{{"ph":"X","name":\'x\',"cat":"c","pid":{i},"tid":{i},"ts":{a},"dur":{a}}}' for i, a in enumerate(v.tolist())
+        f'{{"ph":"X","name":"x","cat":"c","pid":{i},"tid":{i},"ts":{a},"dur":{a}}}' for i, a in enumerate(v.tolist())
     )
     assert text == ref
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["fwd", "b\\u0000c", "é→😀", "", 'q"\\', "\\\\u0000", "tab\t", "fwd"],
+        ["with\x00nul", "b", "b", "\x00"],  # a name holding a NUL: encoded one distinct name at a time
+        ["one"],
+    ],
+)
+def test_segment_names_encoded_as_json_does(names):
+    n = len(names)
+    kinds = np.arange(n) % 4
+    cats = [trace_mod._enc(c) for c in ("compute", "communication", "idle", "bubble")]
+    t = np.arange(n) * 1000 + 1500
+    text = _fast.segment_text(names, kinds, cats, np.arange(n), np.arange(n) + 7, t, t, trace_mod._enc)
+    ref = trace_mod._segment_lines_python(
+        names, kinds.tolist(), cats, list(range(n)), list(range(7, n + 7)), t / 1000, t / 1000
+    )
+    assert text == ",\n".join(ref)
 
 
 def test_values_not_in_thousandths_are_refused():

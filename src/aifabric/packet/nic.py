@@ -217,6 +217,9 @@ class QpFlow:
         self.write_only = cfg.nic.write_only or self.uet
         self.in_order = not self.write_only
         self.line_bps = line_bps
+        self.rto_s = cfg.nic.rto_s
+        self.ack_every = cfg.nic.ack_every_packets  # an ACK every so many packets, or when the last is this old:
+        self.ack_after_s = cfg.nic.rto_s / 8
         # a QP that starts before its NIC (a PXN relay: NVLink to the relaying GPU, then its NIC) is paced at its
         # line rate, as the NIC's QP scheduler sends it, rather than at the NVLink's speed
         self.paced = net.fabric.links[path.links[0]].tier in SCALE_UP_TIERS
@@ -339,7 +342,7 @@ class QpFlow:
                 self._sent_all(now)
         elif not self.rto_armed:
             self.rto_armed = True
-            self.net.sim.at(now + self.net.cfg.nic.rto_s, self._rto)
+            self.net.sim.at(now + self.rto_s, self._rto)
         return pkt
 
     def _sent_all(self, now: float) -> None:
@@ -636,9 +639,9 @@ class QpFlow:
                 e += 1
             self.epsn = e
         if (
-            self.epsn - self.last_ack_psn >= net.cfg.nic.ack_every_packets
+            self.epsn - self.last_ack_psn >= self.ack_every
             or self.n_got == self.n
-            or now - self.last_ack_t >= net.cfg.nic.rto_s / 8
+            or now - self.last_ack_t >= self.ack_after_s
         ):
             self._ack(now, ACK)
         if self.n_got == self.n and self.done_t is None:

@@ -243,7 +243,13 @@ class Port:
             pkt = source.pull(now, self.paused_until)
         queue = self.queue
         if queue.backlog and pkt is None:
-            q = self.scheduler.pick_from(queue, self.paused_until, now)
+            bits = queue.nonempty
+            if bits & (bits - 1) == 0:  # one queue holds packets: the scheduler's choice, unless it is paused
+                q = bits.bit_length() - 1
+                if self.paused_until[q] > now:
+                    q = -1
+            else:
+                q = self.scheduler.pick(queue.fifos, self.paused_until, now)
             if q >= 0:
                 fifo = queue.fifos[q]
                 pkt = fifo.popleft()  # ClassQueues.pop

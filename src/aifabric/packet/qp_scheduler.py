@@ -129,6 +129,12 @@ class Source:
         """The next data packet, from the next flow in turn that may send now; None when none may."""
         act = self.active
         n = len(act)
+        if n == 1:  # one flow: it, if it may send (the loop below, written out)
+            f = act[0]
+            if f.next_t <= now and paused[f.prio] <= now and f.has_data():
+                self.rr = 1
+                return f.next_packet(now)
+            return None
         rr = self.rr
         tested = n if n < SCAN_FLOWS else SCAN_FLOWS
         for i in range(tested):

@@ -78,13 +78,6 @@ def exact_thousandths(v: np.ndarray) -> np.ndarray | None:
 
 
 @njit(cache=True, nogil=True)
-def _put(buf, pos, src):
-    for i in range(len(src)):
-        buf[pos + i] = src[i]
-    return pos + len(src)
-
-
-@njit(cache=True, nogil=True)
 def _put_int(buf, pos, x):
     if x < 0:
         buf[pos] = 45  # '-'
@@ -128,20 +121,55 @@ def _put_thousandths(buf, pos, k):
 
 
 @njit(cache=True, nogil=True)
-def _segment_text(keys, name_bytes, name_off, codes, cat_bytes, cat_off, kinds, pid, tid, ts_k, dur_k):
-    """Lines '{"ph":"X","name":N,"cat":C,"pid":P,"tid":T,"ts":A,"dur":D}' joined by ',\\n'; `keys`: the
-    text before N, C, P, T, A and D."""
+def _split_encoded(data, n):
+    """Where each of the n strings starts and ends in `data`, the JSON-encoded content (no quotes) of the
+    strings joined by NUL: the escape sequences are read whole, so an escaped backslash followed by 'u0000' is
+    not taken for a separator."""
+    starts = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    k = 0
+    i = 0
+    size = len(data)
+    while i < size:
+        if data[i] != 92:  # not a backslash
+            i += 1
+        elif data[i + 1] != 117:  # \\, \", \n, ...
+            i += 2
+        elif data[i + 2] == 48 and data[i + 3] == 48 and data[i + 4] == 48 and data[i + 5] == 48:  # \u0000
+            ends[k] = i
+            k += 1
+            starts[k] = i + 6
+            i += 6
+        else:  # \uXXXX
+            i += 6
+    ends[k] = size
+    return starts, ends, k + 1
+
+
+@njit(cache=True, nogil=True)
+def _copy(buf, pos, src, a, b):
+    for j in range(a, b):
+        buf[pos] = src[j]
+        pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _segment_text(keys, name_bytes, name_start, name_end, codes, cat_bytes, cat_off, kinds, pid, tid, ts_k, dur_k):
+    """Lines '{"ph":"X","name":"N","cat":C,"pid":P,"tid":T,"ts":A,"dur":D}' joined by ',\\n'; `keys`: the
+    text before N, C, P, T, A and D; N: name_bytes[name_start[c]:name_end[c]] of the row's code c."""
     n = len(codes)
     prefix, mid, pid_key, tid_key, ts_key, dur_key = keys
     size = 0
     for i in range(n):
         c = codes[i]
         k = kinds[i]
-        size += name_off[c + 1] - name_off[c] + cat_off[k + 1] - cat_off[k]
+        size += name_end[c] - name_start[c] + cat_off[k + 1] - cat_off[k]
     fixed = 0
     for key in keys:
         fixed += len(key)
-    size += n * (fixed + 1 + 2 + 4 * 22)
+    size += n * (fixed + 2 + 1 + 2 + 4 * 22)
     buf = np.empty(size, dtype=np.uint8)
     pos = 0
     for i in range(n):
@@ -149,19 +177,21 @@ def _segment_text(keys, name_bytes, name_off, codes, cat_bytes, cat_off, kinds, 
             buf[pos] = 44  # ','
             buf[pos + 1] = 10  # '\n'
             pos += 2
-        pos = _put(buf, pos, prefix)
+        pos = _copy(buf, pos, prefix, 0, len(prefix))
         c = codes[i]
-        pos = _put(buf, pos, name_bytes[name_off[c] : name_off[c + 1]])
-        pos = _put(buf, pos, mid)
+        buf[pos] = 34  # '"'
+        pos = _copy(buf, pos + 1, name_bytes, name_start[c], name_end[c])
+        buf[pos] = 34
+        pos = _copy(buf, pos + 1, mid, 0, len(mid))
         k = kinds[i]
-        pos = _put(buf, pos, cat_bytes[cat_off[k] : cat_off[k + 1]])
-        pos = _put(buf, pos, pid_key)
+        pos = _copy(buf, pos, cat_bytes, cat_off[k], cat_off[k + 1])
+        pos = _copy(buf, pos, pid_key, 0, len(pid_key))
         pos = _put_int(buf, pos, pid[i])
-        pos = _put(buf, pos, tid_key)
+        pos = _copy(buf, pos, tid_key, 0, len(tid_key))
         pos = _put_int(buf, pos, tid[i])
-        pos = _put(buf, pos, ts_key)
+        pos = _copy(buf, pos, ts_key, 0, len(ts_key))
         pos = _put_thousandths(buf, pos, ts_k[i])
-        pos = _put(buf, pos, dur_key)
+        pos = _copy(buf, pos, dur_key, 0, len(dur_key))
         pos = _put_thousandths(buf, pos, dur_k[i])
         buf[pos] = 125  # '}'
         pos += 1
@@ -169,6 +199,22 @@ def _segment_text(keys, name_bytes, name_off, codes, cat_bytes, cat_off, kinds, 
 
 
 _SEGMENT_KEYS = (b'{"ph":"X","name":', b',"cat":', b',"pid":', b',"tid":', b',"ts":', b',"dur":')
+
+
+def _name_table(names: list[str], encode) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes, starts, ends, codes): the JSON-encoded content of each name (without its quotes) at
+    bytes[starts[c]:ends[c]], c = codes[row]. `encode`: json's string encoder, which encodes character by
+    character: the names joined by NUL are encoded in one call and cut at the encoded NULs (names holding a NUL
+    themselves are encoded one distinct name at a time)."""
+    joined = "\x00".join(names)
+    if len(names) and joined.count("\x00") == len(names) - 1:
+        data = np.frombuffer(encode(joined)[1:-1].encode("ascii"), dtype=np.uint8)
+        starts, ends, found = _split_encoded(data, len(names))
+        if found == len(names):
+            return data, starts, ends, np.arange(len(names), dtype=np.int64)
+    codes, uniques = factorize(names)
+    data, off = byte_table([encode(s)[1:-1] for s in uniques])
+    return data, off[:-1].copy(), off[1:].copy(), codes
 
 
 def segment_text(
@@ -182,15 +228,17 @@ def segment_text(
     encode,
 ) -> str:
     """The segment lines (see `_segment_text`), joined by ',\\n'. `cats`: JSON-encoded category per kind;
-    `encode`: the JSON string encoder of names; ts_k, dur_k: times in thousandths (`exact_thousandths`)."""
-    codes, uniques = factorize(names)
-    name_bytes, name_off = byte_table([encode(s) for s in uniques])
+    `encode`: json's string encoder (for the names); ts_k, dur_k: times in thousandths (`exact_thousandths`)."""
+    if not names:
+        return ""
+    name_bytes, name_start, name_end, codes = _name_table(names, encode)
     cat_bytes, cat_off = byte_table(cats)
     keys = tuple(np.frombuffer(k, dtype=np.uint8).copy() for k in _SEGMENT_KEYS)
     out = _segment_text(
         keys,
         name_bytes,
-        name_off,
+        name_start,
+        name_end,
         codes,
         cat_bytes,
         cat_off,

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
+from ._fast import pure_python
 from .files import write_atomic
 
 MAX_FLOW_ROWS = 1_000_000
@@ -22,7 +23,37 @@ MAX_FLOW_ROWS = 1_000_000
 Columns = dict[str, list]
 
 
+_QUOTED = (",", '"', "\r", "\n")  # what makes the csv module quote a field (QUOTE_MINIMAL, lineterminator \r\n)
+
+
+def _csv_joined(cols: Columns) -> str | None:
+    """The text `_csv` writes, by joining strings: ints and floats through str (as the csv module writes them),
+    strings as they are when none needs quoting; None (the csv module then writes it) when a field would be
+    quoted, a value is of another type, or the table has a single column (the csv module quotes an empty field
+    alone on its row)."""
+    if len(cols) < 2:
+        return None
+    fields = []
+    for values in (list(cols), *cols.values()):
+        types = set(map(type, values))
+        if types <= {str}:
+            text = "\x00".join(values)
+            if any(c in text for c in _QUOTED):
+                return None
+            fields.append(values)
+        elif types <= {int, float}:
+            fields.append(list(map(str, values)))
+        else:
+            return None
+    header, *columns = fields
+    return ",".join(header) + "\r\n" + "\r\n".join(map(",".join, zip(*columns))) + "\r\n"
+
+
 def _csv(cols: Columns) -> str:
+    if cols and len(next(iter(cols.values()))) and not pure_python():
+        text = _csv_joined(cols)
+        if text is not None:
+            return text
     buf = io.StringIO()
     if cols and len(next(iter(cols.values()))):
         w = csv.writer(buf, lineterminator="\r\n")
