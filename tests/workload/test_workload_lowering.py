@@ -79,3 +79,56 @@ def test_collectives_of_one_stream_run_one_after_another(fabric_router):
         first = [t for t in g.collectives[0].tasks if r in (g.rank[t], g.dst[t])]
         second = [t for t in g.collectives[1].tasks if g.rank[t] == r]
         assert min(tl.start_s[second]) >= max(tl.end_s[first]) - 1e-12
+
+
+@pytest.mark.parametrize("plan", [(2, 2, 2, "1f1b", 1), (2, 4, 1, "interleaved", 2)])
+def test_the_blocked_forms_shared_pipeline_ops_are_each_ranks_own_sends_and_receives(plan):
+    """`Workload.blocked` keeps a stage's pipeline sends and receives once (StageTransfer) and the lowering aims
+    them with `pipeline_peers`; `Workload.ranks` spells them out per rank. Both say the same: at every position, the
+    same key, sender, receiver and bytes; and the task graphs lowered from the two forms move the same transfers."""
+    from aifabric.scenario.load import load_scenario
+    from aifabric.simulate import build_workload
+    from aifabric.workload.ops import Block, StageTransfer
+
+    tp, pp, dp, schedule, chunks = plan
+    s = load_scenario(
+        {
+            "name": "stage-transfers",
+            "cluster": {"gpu": "H100", "servers": tp * pp * dp // 4, "gpus_per_server": 4},
+            "fabric": {"topology": "rail-optimized", "servers_per_segment": 2},
+            "workload": {
+                "kind": "llm-training",
+                "model": {"kind": "transformer", "layers": 8, "hidden": 256, "heads": 4, "vocab": 1024},
+                "parallelism": {"tp": tp, "pp": pp, "dp": dp, "schedule": schedule, "chunks": chunks},
+                "global_batch_size": 8 * dp,
+                "seq_len": 128,
+            },
+        }
+    )
+    w = build_workload(s)
+    assert w.blocked is not None and w.pipeline_peers is not None
+    seen = 0
+    for r in range(w.world_size):
+        own = [op for op in w.ranks[r] if isinstance(op, (Send, Recv))]
+        shared = [op for op in w.blocked[r] if isinstance(op, StageTransfer)]
+        assert not any(isinstance(op, Block) for op in own)
+        peers = w.pipeline_peers[r]
+        spelled = []
+        for op in shared:
+            peer = peers[op.vstage % len(peers)]
+            src, dst = (r, peer) if op.kind == "send" else (peer, r)
+            spelled.append((type(op).__name__, f"{op.key}@{src}", src, dst, op.size_bytes))
+        assert [(k, key, a, b, n) for k, key, a, b, n in spelled] == [
+            ("StageTransfer", op.key, op.src, op.dst, op.size_bytes) for op in own
+        ]
+        seen += len(own)
+    assert seen > 0
+    fabric, router = build_fabric(s)
+    from_blocked = lower(w, fabric, router, **s.lowering_options())
+    transfers = sorted(
+        (from_blocked.name[t], from_blocked.rank[t], from_blocked.dst[t], from_blocked.size_bytes[t])
+        for t in range(len(from_blocked))
+        if from_blocked.dim[t] == "pp"
+    )
+    assert len(transfers) == seen // 2  # each send once, its receive waits for it
+    assert all(name.count("@") == 1 for name, *_ in transfers)

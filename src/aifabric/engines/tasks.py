@@ -16,7 +16,7 @@ from typing import Any
 
 from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
-from ..workload.ops import Block, Collective, Compute, Recv, Send, Wait, Workload
+from ..workload.ops import Block, Collective, Compute, Recv, Send, StageTransfer, Wait, Workload
 from .fold import ScaleUpFolder
 from .folded import FoldedKind
 from .lower_collective import lower_collective
@@ -193,6 +193,7 @@ def lower(
         and all(folder.block_foldable(b) for b in _first_blocks(workload.blocked))
     ):
         program = workload.blocked  # lockstep runs as one op each: far fewer ops at thousands of GPUs
+    peers_of = workload.pipeline_peers or []  # blocked programs' StageTransfers: each rank's pipeline
     # Advance the ranks in program order, each until it waits: for a Recv whose Send is not posted yet, or at
     # a collective (or block) until its last member arrives, which lowers it once and wakes the others.
     queue = deque(range(world))
@@ -215,10 +216,20 @@ def lower(
         while c < n_ops:
             op: Any = ops[c]  # narrowed by `cls is ...` below, which mypy does not follow
             cls = op.__class__
+            if cls is StageTransfer:  # the stage's shared send / receive, aimed at this rank's pipeline peer
+                peers = peers_of[r]
+                peer = peers[op.vstage % len(peers)]
+                if op.kind == "send":
+                    cls, p2p_key, src, dst = Send, f"{op.key}@{r}", r, peer
+                else:
+                    cls, p2p_key, src, dst = Recv, f"{op.key}@{peer}", peer, r
+                size, dim = op.size_bytes, "pp"
+            elif cls is Send or cls is Recv:
+                p2p_key, src, dst, size, dim = op.key, op.src, op.dst, op.size_bytes, op.dim
             if cls is Recv:
-                sender = sent.get(op.key)
+                sender = sent.get(p2p_key)
                 if sender is None:
-                    waiting_recv[op.key] = r  # the sender has not reached its Send yet
+                    waiting_recv[p2p_key] = r  # the sender has not reached its Send yet
                     break
                 if r in is_open:
                     flush(r)
@@ -226,11 +237,9 @@ def lower(
             elif cls is Send:
                 if r in is_open:
                     flush(r)
-                route = route_of(op.src, op.dst)
-                sent[op.key] = add_transfer(
-                    op.src, op.dst, op.key, list(done[r]), op.size_bytes, route.links, route.latency_s, op.dim
-                )
-                waiter = waiting_recv.pop(op.key, None)
+                route = route_of(src, dst)
+                sent[p2p_key] = add_transfer(src, dst, p2p_key, list(done[r]), size, route.links, route.latency_s, dim)
+                waiter = waiting_recv.pop(p2p_key, None)
                 if waiter is not None and not queued[waiter]:
                     queued[waiter] = True
                     push(waiter)

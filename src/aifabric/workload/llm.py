@@ -54,7 +54,7 @@ from .memory import (
     stage_layers,
     stage_params,
 )
-from .ops import Block, Collective, Compute, Op, Recv, Send, Wait, Workload
+from .ops import Block, Collective, Compute, Op, Recv, Send, StageTransfer, Wait, Workload
 from .pipeline import F, stage_order
 from .plan import Plan
 from .ranks import RankLayout
@@ -62,13 +62,7 @@ from .ranks import RankLayout
 MIB = 2**20
 
 
-class _Placeholder:
-    """A pipeline Send/Recv in a tensor-parallel group's shared op list, filled in per rank."""
-
-    __slots__ = ("key", "kind", "label", "size_bytes", "vstage")
-
-    def __init__(self, kind: str, key: str, vstage: int, size_bytes: int, label: str):
-        self.kind, self.key, self.vstage, self.size_bytes, self.label = kind, key, vstage, size_bytes, label
+_Placeholder = StageTransfer  # a pipeline Send/Recv in a stage's shared op list, spelled out per rank in `ranks`
 
 
 class _StageBuilder:
@@ -492,9 +486,10 @@ class LazyRanks(Sequence):
     """Every rank's ops in order, built when first read: the tensor-parallel collectives moved to each
     group's ranks are most of a large workload's objects, and the engines read the `blocked` form."""
 
-    def __init__(self, recipes: list[tuple], templates: dict[int, tuple]):
+    def __init__(self, recipes: list[tuple], templates: dict[int, tuple], p2p: dict[int, list]):
         self._recipes = recipes
         self._templates = templates
+        self._p2p = p2p  # stage -> its pipeline sends and receives (index, send, key, peer stage, bytes, label)
         self._groups: dict[tuple[int, tuple[int, ...]], list] = {}  # (stage, TP group) -> its ops
         self._ranks: dict[int, list] = {}
 
@@ -508,7 +503,7 @@ class LazyRanks(Sequence):
             r += len(self)
         ops = self._ranks.get(r)
         if ops is None:
-            stage, group, own = self._recipes[r]
+            stage, group, own, peers = self._recipes[r]
             b, base, tp_idx, _, _ = self._templates[stage]
             group_ops = self._groups.get((stage, group))
             if group_ops is None:
@@ -520,6 +515,12 @@ class LazyRanks(Sequence):
             ops = list(group_ops)
             for i, op in own.items():
                 ops[i] = op
+            for i, send, key, vstage, size, label in self._p2p[stage]:
+                peer = peers[vstage]
+                if send:
+                    ops[i] = _new(Send, key=f"{key}@{r}", src=r, dst=peer, size_bytes=size, label=label, dim="pp")
+                else:
+                    ops[i] = _new(Recv, key=f"{key}@{peer}", src=peer, dst=r, size_bytes=size, label=label, dim="pp")
             self._ranks[r] = ops
         return ops
 
@@ -597,7 +598,7 @@ def _build(
     templates: dict[int, tuple] = {}
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
     items: dict[int, tuple[list, list]] = {}  # stage -> (its non-TP collectives, its pipeline sends and receives)
-    new_object, set_fields = object.__new__, object.__setattr__
+    pipeline_peers: list[tuple[int, ...]] = [()] * world
     tp_groups = lay.groups("tp")
     for n_done, group in enumerate(tp_groups):
         if progress is not None and n_done % 64 == 0:
@@ -614,7 +615,8 @@ def _build(
                 if isinstance(op, _Placeholder) or (isinstance(op, Collective) and op.dim != "tp")
             ]
             templates[stage] = (b, _groups(lay, group[0]), tp_idx, rank_idx, _skeleton(b.ops, len(templates)))
-            colls = [(i, b.ops[i]) for i in rank_idx if not isinstance(b.ops[i], _Placeholder)]
+            at_position = {lo: k for k, (lo, hi, *_) in enumerate(templates[stage][4]) if lo == hi}
+            colls = [(at_position[i], i, b.ops[i]) for i in rank_idx if not isinstance(b.ops[i], _Placeholder)]
             p2p = [
                 (i, op.kind == "send", op.key, op.vstage % plan.pp, op.size_bytes, op.label)
                 for i, op in ((i, b.ops[i]) for i in rank_idx)
@@ -638,48 +640,30 @@ def _build(
             for k, (lo, hi, shape, compute_s, first) in enumerate(skeleton)
             if hi > lo
         }
+        # every rank of the group: the template's list with the group's blocks, the rank's own collectives (data,
+        # context, expert parallel) in their places, and the stage's shared pipeline sends and receives, which
+        # the lowering aims with `pipeline_peers` (`ranks` spells them out as Send / Recv only if read)
+        shared_list = [blocks[k] if lo < hi else b.ops[lo] for k, (lo, hi, *_) in enumerate(skeleton)]
         for r in group:
             target = _groups(lay, r)
             mapping = {base[d]: target[d] for d in base}
             c = lay.coords(r)
-            peers = [lay.rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=s) for s in range(plan.pp)]
+            peers = tuple(lay.rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=s) for s in range(plan.pp))
             own: dict[int, Op] = {}
-            for i, op in colls:
+            program = shared_list.copy()
+            for pos, i, op in colls:
                 g = mapping[op.group]
                 inst = shared.get((i, g))
                 if inst is None:
                     inst = shared[(i, g)] = op if g == op.group else _moved(op, g)
                 own[i] = inst
-            # the pipeline sends and receives: objects made as _new makes them, their fields set at once
-            for i, send, key, vstage, size, label in p2p:
-                peer = peers[vstage]
-                if send:
-                    obj = new_object(Send)
-                    set_fields(
-                        obj,
-                        "__dict__",
-                        {"key": f"{key}@{r}", "src": r, "dst": peer, "size_bytes": size, "label": label, "dim": "pp"},
-                    )
-                else:
-                    obj = new_object(Recv)
-                    set_fields(
-                        obj,
-                        "__dict__",
-                        {
-                            "key": f"{key}@{peer}",
-                            "src": peer,
-                            "dst": r,
-                            "size_bytes": size,
-                            "label": label,
-                            "dim": "pp",
-                        },
-                    )
-                own[i] = obj
-            recipes[r] = (stage, group, own)
-            blocked[r] = [blocks[k] if lo < hi else own.get(lo, b.ops[lo]) for k, (lo, hi, *_) in enumerate(skeleton)]
+                program[pos] = inst
+            recipes[r] = (stage, group, own, peers)
+            pipeline_peers[r] = peers
+            blocked[r] = program
     if progress is not None:
         progress(world, world)
-    ranks = LazyRanks(recipes, templates)
+    ranks = LazyRanks(recipes, templates, {stage: p2p for stage, (_, p2p) in items.items()})
     par = (
         f"tp{plan.tp} pp{plan.pp} dp{plan.dp}"
         + (f" cp{plan.cp}" if plan.cp > 1 else "")
@@ -704,6 +688,7 @@ def _build(
         description=f"{model.name} ({model.params / 1e9:.1f} B parameters), {par}, {', '.join(extras)}, "
         f"batch {plan.global_batch_size} x {plan.seq_len} tokens, {plan.precision}",
         blocked=blocked if plan.tp > 1 else None,
+        pipeline_peers=pipeline_peers if plan.tp > 1 else None,
         hardware_flops_per_iteration=hw_flops,
         compute_by_kind_s=tuple((k, v / iterations) for k, v in busiest),
     )

@@ -94,6 +94,17 @@ class Block:
     compute_s: float  # the compute ops' durations, summed
 
 
+class StageTransfer:
+    """A pipeline send or receive in the op list that a pipeline stage's ranks share (`Workload.blocked`): rank r
+    sends to (or receives from) `Workload.pipeline_peers[r][vstage % pp]`, the key being `<key>@<sender>`.
+    `Workload.ranks` spells it out as each rank's own `Send` / `Recv`."""
+
+    __slots__ = ("key", "kind", "label", "size_bytes", "vstage")
+
+    def __init__(self, kind: str, key: str, vstage: int, size_bytes: int, label: str):
+        self.kind, self.key, self.vstage, self.size_bytes, self.label = kind, key, vstage, size_bytes, label
+
+
 Op = Compute | Collective | Send | Recv | Wait
 
 
@@ -111,6 +122,8 @@ class Workload:
     hardware_flops_per_iteration: float = 0.0  # every compute op's FLOPs, recomputation included (HFU)
     compute_by_kind_s: tuple[tuple[str, float], ...] = ()  # per iteration, the rank that computes longest
     layout: RankLayout | None = None  # the parallelism plan's ranks (LLM training; None: no plan to show)
+    # per rank, the rank of each pipeline stage in its pipeline: where `blocked`'s StageTransfers go (None: none)
+    pipeline_peers: list[tuple[int, ...]] | None = None
 
     @property
     def world_size(self) -> int:
