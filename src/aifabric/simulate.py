@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import collector
 from .catalog import gpu
 from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
 from .engines.fabric_events import JobFailed
@@ -228,7 +229,8 @@ def simulate(
             apply_to_fabric(fabric, router, fx)
     if workload is None:
         phase("workload")
-        workload = build_workload(s, stage_reporter(progress, "workload"))
+        with collector.paused():
+            workload = build_workload(s, stage_reporter(progress, "workload"))
     phase("task graph")
     # the flow and analytic engines spread sprayed transfers over every path (fluid); the packet engine balances
     # packet by packet; the hybrid engine does both, on routes of its own for each
@@ -260,7 +262,8 @@ def simulate(
         elif engine == "hybrid":
             _run_hybrid(ran, s, graph, fabric, router, progress, specs, packet_options, packet_max_s, sprayed, phase)
         else:
-            _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
+            with collector.paused():  # the packet engine's long runs keep the collector
+                _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
     except Interrupted as exc:
         ran.timeline, ran.complete = exc.timeline, False
     except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
@@ -276,9 +279,10 @@ def simulate(
         if lost is not None:
             raise lost
     phase("results")
-    add_folded_bytes(graph, timeline)
-    peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
-    results = summarize(engine, workload, graph, fabric, timeline, ran.complete, peak_flops_per_gpu=peak)
+    with collector.paused():
+        add_folded_bytes(graph, timeline)
+        peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
+        results = summarize(engine, workload, graph, fabric, timeline, ran.complete, peak_flops_per_gpu=peak)
     keep = packet_options is not None if keep_network is None else keep_network
     out = Run(
         s,

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .. import collector
 from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
 from ..workload.ops import Block, Collective, Compute, Recv, Send, StageTransfer, Wait, Workload
@@ -175,7 +176,30 @@ def lower(
     spread_paths: transfers split over every equal-cost path (`spread_over_paths`; the flow and analytic
     engines' model of spraying, flowlets and adaptive routing; the packet engine balances per packet).
     progress: `progress(ops lowered, ops in all)` about every PROGRESS_OPS ops and at the end.
+    The garbage collector is paused while it runs (aifabric.collector).
     """
+    with collector.paused():
+        return _lower(
+            workload,
+            fabric,
+            router,
+            fold_scale_up=fold_scale_up,
+            merge_ring_steps=merge_ring_steps,
+            spread_paths=spread_paths,
+            progress=progress,
+        )
+
+
+def _lower(
+    workload: Workload,
+    fabric: Fabric,
+    router: Router,
+    *,
+    fold_scale_up: bool = False,
+    merge_ring_steps: bool = False,
+    spread_paths: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> TaskGraph:
     g = TaskGraph()
     world = workload.world_size
     if world > fabric.world_size:

@@ -36,9 +36,9 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Sequence
 
+from .. import collector
 from ..catalog import GpuSpec
 from ..kernels.model import KernelModel
 from ..kernels.transformer import TransformerKernels, optimizer_kernels
@@ -573,13 +573,8 @@ def build_llm_training(
         kernels = None
     elif kernels is None:
         kernels = KernelModel(gpu, plan.precision)
-    collecting = gc.isenabled()
-    gc.disable()  # millions of small objects and no cycles: the collector would only slow the build
-    try:
+    with collector.paused():  # millions of small objects and no cycles: the collector would only slow the build
         return _build(model, plan, gpu, name, iterations, kernels, progress)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _build(
