@@ -217,7 +217,12 @@ def _name_table(names: list[str], encode) -> tuple[np.ndarray, np.ndarray, np.nd
     return data, off[:-1].copy(), off[1:].copy(), codes
 
 
-def segment_text(
+def segment_text(*args) -> str:
+    """`segment_bytes` as a string."""
+    return segment_bytes(*args).tobytes().decode("ascii")
+
+
+def segment_bytes(
     names: list[str],
     kinds: np.ndarray,
     cats: list[str],
@@ -226,11 +231,11 @@ def segment_text(
     ts_k: np.ndarray,
     dur_k: np.ndarray,
     encode,
-) -> str:
-    """The segment lines (see `_segment_text`), joined by ',\\n'. `cats`: JSON-encoded category per kind;
+) -> np.ndarray:
+    """The segment lines (see `_segment_text`), joined by ',\\n', as ASCII bytes (uint8). `cats`: JSON-encoded category per kind;
     `encode`: json's string encoder (for the names); ts_k, dur_k: times in thousandths (`exact_thousandths`)."""
     if not names:
-        return ""
+        return np.zeros(0, dtype=np.uint8)
     name_bytes, name_start, name_end, codes = _name_table(names, encode)
     cat_bytes, cat_off = byte_table(cats)
     keys = tuple(np.frombuffer(k, dtype=np.uint8).copy() for k in _SEGMENT_KEYS)
@@ -248,4 +253,4 @@ def segment_text(
         np.ascontiguousarray(ts_k, dtype=np.int64),
         np.ascontiguousarray(dur_k, dtype=np.int64),
     )
-    return out.tobytes().decode("ascii")
+    return out
