@@ -215,3 +215,46 @@ def test_summary_json_as_json_dumps_writes_it(run, tmp_path):
     summary = build_summary(run)
     text = write_json(tmp_path / "summary.json", summary).read_text()
     assert text == json.dumps(summary, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+# --- CSV tables --------------------------------------------------------------------------------------------
+
+
+def _csv_module(columns) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerows(zip(*columns))
+    return buf.getvalue()
+
+
+@needs_numba
+def test_csv_rows_compiled_as_the_csv_module_writes_them():
+    from aifabric.report.tables import _QUOTED
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    columns = [
+        list(range(n)),
+        [f"it0/fwd é→{i}" for i in range(n)],
+        (rng.random(n) * 10.0 ** rng.integers(-8, 20, n)).tolist(),  # repr, in both notations
+        (rng.integers(-(10**12), 10**12, n) * 1.0).tolist(),  # integral floats: the integer and ".0"
+        [""] * n,
+        (-rng.integers(0, 2**62, n)).tolist(),
+        np.where(rng.random(n) < 0.5, "nvlink", "scale-out").tolist(),
+    ]
+    assert _fast.csv_rows(columns, _QUOTED).tobytes().decode() == _csv_module(columns)
+    for special in ([1e16, 1e15, -0.0, 0.0, 5e-324], [2**70, 1, -(2**70), 0, 5]):
+        cols = [special, list(range(len(special)))]
+        assert _fast.csv_rows(cols, _QUOTED).tobytes().decode() == _csv_module(cols)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [["a,b", "c"], ['say "x"', "c"], ["line\nbreak", "c"], [True, False], [1, 2.0], ["nul\x00", "c"], [None, 1]],
+)
+def test_csv_rows_leave_quoting_and_odd_types_to_the_csv_module(column):
+    from aifabric.report.tables import _QUOTED
+
+    assert _fast.csv_rows([column, [1, 2]], _QUOTED) is None

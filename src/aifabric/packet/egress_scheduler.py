@@ -2,18 +2,15 @@
 
 The strict-priority queues first (queue 7, `priority level 1`), highest first; then deficit round robin over the
 other queues weighted by `bandwidth remaining percent` (a queue's quantum is its percent of ten MTUs per round); a
-queue with 0 % is served only when no weighted queue has traffic. A queue paused by PFC is skipped.
+queue with 0 % is served only when no weighted queue has traffic. A queue paused by PFC is skipped. (A port whose
+only busy queue is one class serves it without asking: port.py's kick, from `ClassQueues.nonempty`.)
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
 from .class_queues import CLASSES
-
-if TYPE_CHECKING:
-    from .class_queues import ClassQueues
 
 ROUNDS = 64  # DWRR rounds tried before serving the first weighted queue anyway (a frame larger than the quanta)
 
@@ -29,14 +26,6 @@ class EgressScheduler:
         self.quantum_bytes = [w * mtu_bytes // 10 for w in weights]  # 50 % -> 5 MTUs per round
         self.deficit_bytes = [0] * CLASSES
         self.rr = 0
-
-    def pick_from(self, queues: ClassQueues, paused_until: list[float], now: float) -> int:
-        """`pick` over `queues`; when a single queue has traffic (the common case), it without looking at the others."""
-        bits = queues.nonempty
-        if bits & (bits - 1) == 0:  # one queue (or none) holds packets: it, unless paused
-            q = bits.bit_length() - 1
-            return q if q >= 0 and paused_until[q] <= now else -1
-        return self.pick(queues.fifos, paused_until, now)
 
     def pick(self, fifos: list[deque], paused_until: list[float], now: float) -> int:
         """The queue to send from now, or -1 when every queue with traffic is paused (or none has any)."""

@@ -217,7 +217,12 @@ def _name_table(names: list[str], encode) -> tuple[np.ndarray, np.ndarray, np.nd
     return data, off[:-1].copy(), off[1:].copy(), codes
 
 
-def segment_text(
+def segment_text(*args) -> str:
+    """`segment_bytes` as a string."""
+    return segment_bytes(*args).tobytes().decode("ascii")
+
+
+def segment_bytes(
     names: list[str],
     kinds: np.ndarray,
     cats: list[str],
@@ -226,11 +231,11 @@ def segment_text(
     ts_k: np.ndarray,
     dur_k: np.ndarray,
     encode,
-) -> str:
-    """The segment lines (see `_segment_text`), joined by ',\\n'. `cats`: JSON-encoded category per kind;
+) -> np.ndarray:
+    """The segment lines (see `_segment_text`), joined by ',\\n', as ASCII bytes (uint8). `cats`: JSON-encoded category per kind;
     `encode`: json's string encoder (for the names); ts_k, dur_k: times in thousandths (`exact_thousandths`)."""
     if not names:
-        return ""
+        return np.zeros(0, dtype=np.uint8)
     name_bytes, name_start, name_end, codes = _name_table(names, encode)
     cat_bytes, cat_off = byte_table(cats)
     keys = tuple(np.frombuffer(k, dtype=np.uint8).copy() for k in _SEGMENT_KEYS)
@@ -248,4 +253,110 @@ def segment_text(
         np.ascontiguousarray(ts_k, dtype=np.int64),
         np.ascontiguousarray(dur_k, dtype=np.int64),
     )
-    return out.tobytes().decode("ascii")
+    return out
+
+
+# --- CSV tables ------------------------------------------------------------------------------------------
+
+_INTEGRAL_MAX = 1e15  # integral floats below this: repr is the integer and ".0"
+
+
+@njit(cache=True, nogil=True)
+def _csv_rows(kind, slot, ints, text, starts, ends):
+    """Rows of a CSV table, each ending in \\r\\n: column j of row i is ints[slot[j], i] (kind 1), that and '.0'
+    (kind 2), or text[starts[slot[j], i]:ends[slot[j], i]] (kind 0)."""
+    ncols = len(kind)
+    n = ints.shape[1] if ints.shape[0] else starts.shape[1]
+    size = n * (ncols + 1) + ints.shape[0] * n * 22
+    for t in range(starts.shape[0]):
+        for i in range(n):
+            size += ends[t, i] - starts[t, i]
+    buf = np.empty(size, dtype=np.uint8)
+    pos = 0
+    for i in range(n):
+        for j in range(ncols):
+            if j:
+                buf[pos] = 44  # ','
+                pos += 1
+            t = slot[j]
+            if kind[j] == 0:
+                pos = _copy(buf, pos, text, starts[t, i], ends[t, i])
+            else:
+                pos = _put_int(buf, pos, ints[t, i])
+                if kind[j] == 2:
+                    buf[pos] = 46  # '.'
+                    buf[pos + 1] = 48  # '0'
+                    pos += 2
+        buf[pos] = 13
+        buf[pos + 1] = 10
+        pos += 2
+    return buf[:pos]
+
+
+@njit(cache=True, nogil=True)
+def _split_nul(data, starts, ends):
+    """starts/ends of the NUL-separated strings in data (as many as starts holds); the count found."""
+    n = len(starts)
+    k = 0
+    starts[0] = 0
+    for i in range(len(data)):
+        if data[i] == 0:
+            ends[k] = i
+            k += 1
+            if k == n:
+                return k + 1
+            starts[k] = i + 1
+    ends[k] = len(data)
+    return k + 1
+
+
+def csv_rows(columns: list[list], quoted: tuple[str, ...]) -> np.ndarray | None:
+    """The rows of a CSV table (no header) as the csv module writes them (str of each value), UTF-8 bytes (uint8);
+    None when a string field would be quoted (holds any of `quoted`) or holds a NUL, or a column holds values of
+    another type than int, float or str, or of several."""
+    n = len(columns[0])
+    kind = np.zeros(len(columns), dtype=np.int64)
+    slot = np.zeros(len(columns), dtype=np.int64)
+    int_cols: list[np.ndarray] = []
+    text_cols: list[list[str]] = []
+    for j, values in enumerate(columns):
+        types = set(map(type, values))
+        strings = None
+        if types == {int}:
+            try:
+                int_cols.append(np.fromiter(values, dtype=np.int64, count=n))
+                kind[j], slot[j] = 1, len(int_cols) - 1
+            except OverflowError:
+                strings = list(map(str, values))
+        elif types == {float}:
+            x = np.fromiter(values, dtype=float, count=n)
+            if (np.abs(x) < _INTEGRAL_MAX).all() and (np.floor(x) == x).all() and not np.signbit(x[x == 0]).any():
+                int_cols.append(x.astype(np.int64))
+                kind[j], slot[j] = 2, len(int_cols) - 1
+            else:
+                strings = list(map(float.__repr__, values))
+        elif types <= {str}:
+            strings = values
+        else:
+            return None
+        if strings is not None:
+            text_cols.append(strings)
+            kind[j], slot[j] = 0, len(text_cols) - 1
+    ints = np.array(int_cols, dtype=np.int64).reshape(len(int_cols), n)
+    starts = np.zeros((len(text_cols), n), dtype=np.int64)
+    ends = np.zeros((len(text_cols), n), dtype=np.int64)
+    pieces: list[bytes] = []
+    offset = 0
+    for t, strings in enumerate(text_cols):
+        joined = "\x00".join(strings)
+        if any(c in joined for c in quoted) or joined.count("\x00") != n - 1:
+            return None
+        data = joined.encode("utf-8")
+        if _split_nul(np.frombuffer(data, dtype=np.uint8), starts[t], ends[t]) != n:
+            return None
+        starts[t] += offset
+        ends[t] += offset
+        offset += len(data)
+        pieces.append(data)
+    text = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    return _csv_rows(kind, slot, ints, text, starts, ends)

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 def _umask() -> int:
@@ -21,9 +21,10 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def write_atomic(path: Path, text: str | Iterable[str]) -> Path:
+def write_atomic(path: Path, text: str | Iterable[str | bytes | memoryview]) -> Path:
     """Write to a temporary file beside `path`, then rename over it (atomic on POSIX). `text`: a string, or
-    pieces of one (written as they come: large files need not be held in memory whole)."""
+    pieces of one (written as they come: large files need not be held in memory whole); a piece may be ASCII
+    bytes, written as they are (report.trace's compiled blocks: no decoding and encoding again)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -32,7 +33,13 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> Path:
                 fh.write(text)
             else:
                 for piece in text:
-                    fh.write(piece)
+                    if isinstance(piece, str):
+                        fh.write(piece)
+                    elif os.linesep == "\n":  # no newline translation: the bytes are the text
+                        fh.flush()
+                        fh.buffer.write(cast(bytes, piece))  # any bytes-like object: no copy
+                    else:
+                        fh.write(bytes(piece).decode("ascii"))
         os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600; give the file the mode open() would
         os.replace(tmp, path)
     except BaseException:
@@ -43,7 +50,9 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> Path:
 
 def write_json(path: Path, data: Any) -> Path:
     """Indented strict JSON (a non-finite number, which JSON has no word for, is written as null); an object with
-    a `json_chunks()` method (report.trace.Trace) writes itself."""
+    a `json_pieces()` or `json_chunks()` method (report.trace.Trace) writes itself."""
+    if hasattr(data, "json_pieces"):
+        return write_atomic(path, data.json_pieces())
     if hasattr(data, "json_chunks"):
         return write_atomic(path, data.json_chunks())
     try:

@@ -12,7 +12,7 @@ server (or group of servers), CDFs through quantiles. Numeric arrays are embedde
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -287,6 +287,28 @@ def matrix_grouping(world: int, gps: int) -> tuple[int, str]:
     return gps * k, f"{k} servers"
 
 
+def _flows_by_dim(f: Flows, dims: list[str]) -> dict[str, Flows]:
+    """Per dimension, its flows (in their order) and every folded collective: traffic_matrix of one dimension
+    gives the same sums from these as from all the flows, without comparing millions of strings per matrix."""
+    index = {d: k for k, d in enumerate(dims)}
+    code = np.fromiter(map(index.__getitem__, f.dim.tolist()), dtype=np.int64, count=len(f.dim))
+    out = {}
+    for k, d in enumerate(dims):
+        i = np.flatnonzero(code == k)
+        out[d] = replace(
+            f,
+            task=f.task[i],
+            src=f.src[i],
+            dst=f.dst[i],
+            size_bytes=f.size_bytes[i],
+            start_s=f.start_s[i],
+            end_s=f.end_s[i],
+            scale_up=f.scale_up[i],
+            dim=f.dim[i],
+        )
+    return out
+
+
 def matrix(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
     """Traffic matrices, one per (parallel dimension, network) that carried bytes; a dropdown picks one."""
     ctx = ctx or _context(run)
@@ -303,9 +325,11 @@ def matrix(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
     ]
     fig = go.Figure()
     buttons: list[tuple[str, float]] = []
-    for dim in [None, *f.dims]:
+    dims = f.dims
+    of_dim = _flows_by_dim(f, dims)
+    for dim in [None, *dims]:
         for network in NETWORKS:
-            m = traffic_matrix(f, world, group, network, dim)
+            m = traffic_matrix(f if dim is None else of_dim[dim], world, group, network, dim)
             total = float(m.sum())
             if total <= 0 and (dim, network) != (None, "all"):
                 continue
@@ -409,24 +433,30 @@ def flow_cdfs(run: Run, ctx: _Context | None = None) -> tuple[go.Figure, str]:
     return fig, note
 
 
-def collective_breakdown(run: Run) -> go.Figure:
+def collective_breakdown(run: Run, full: Full | None = None) -> go.Figure:
+    """Time per collective instance. `full`: the arrays are kept there, the figure holds stand-ins (see `Full`)."""
     cs = run.results.collectives
     fig = go.Figure(
         go.Bar(
-            x=[c.key for c in cs],
-            y=[c.time_s * 1e3 for c in cs],
-            customdata=[
+            x=_hold(full, 0, "x", [c.key for c in cs]),
+            y=_hold(full, 0, "y", [c.time_s * 1e3 for c in cs]),
+            customdata=_hold(
+                full,
+                0,
+                "customdata",
                 [
-                    c.op,
-                    c.algorithm,
-                    c.group_size,
-                    c.size_bytes / 1e6,
-                    c.algbw_bytes_per_s / 1e9,
-                    c.busbw_bytes_per_s / 1e9,
-                    c.count,
-                ]
-                for c in cs
-            ],
+                    [
+                        c.op,
+                        c.algorithm,
+                        c.group_size,
+                        c.size_bytes / 1e6,
+                        c.algbw_bytes_per_s / 1e9,
+                        c.busbw_bytes_per_s / 1e9,
+                        c.count,
+                    ]
+                    for c in cs
+                ],
+            ),
             hovertemplate="%{x}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]} ranks, %{customdata[3]:.2f} MB"
             " ×%{customdata[6]}<br>%{y:.3f} ms, algbw %{customdata[4]:.2f} GB/s, busbw %{customdata[5]:.2f}"
             " GB/s<extra></extra>",
@@ -615,6 +645,7 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
             "are the windows' (queues, ECN, CNPs, PFC; times on the iteration's clock).</p>"
         )
     figures.append(("Timeline", fig, note))
+    fulls: dict[int, Full | None] = {0: gantt_full}
     for fig, note in link_heatmaps(run):
         figures.append(("", fig, note))
     fig, note = matrix(run, ctx)
@@ -625,7 +656,9 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
         fig, note = compute_kinds(run)
         figures.append(("Compute by kernel kind", fig, note))
     if run.results.collectives:
-        figures.append(("Collectives", collective_breakdown(run), ""))
+        coll_full: Full | None = {} if light else None
+        figures.append(("Collectives", collective_breakdown(run, coll_full), ""))
+        fulls[len(figures) - 1] = coll_full
     if run.packet_stats is not None:  # the packet engine: queues, DCQCN rates, PFC frames
         from ..packet.figures import packet_figures
 
@@ -635,7 +668,7 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
             parts.append(f"<h2>{html.escape(title)}</h2>")
         if note:
             parts.append(f"<p class='note'>{html.escape(note)}</p>")
-        parts.append(_fig_html(fig, f"plot{k}", gantt_full if k == 0 else None))
+        parts.append(_fig_html(fig, f"plot{k}", fulls.get(k)))
     parts.append(costs_tables(run.costs))
     svg = topology_svg(run)
     if svg:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..simulate import Run
 from ..units import BITS_PER_BYTE
-from ._fast import pure_python
+from . import _fast
 from .files import write_atomic
 
 MAX_FLOW_ROWS = 1_000_000
@@ -49,8 +49,19 @@ def _csv_joined(cols: Columns) -> str | None:
     return ",".join(header) + "\r\n" + "\r\n".join(map(",".join, zip(*columns))) + "\r\n"
 
 
+def _csv_pieces(cols: Columns) -> str | list:
+    """`_csv`'s text, or pieces of it (str, bytes-like) as files.write_atomic takes them: a table of
+    `_fast.MIN_ROWS` rows or more is written by the compiled writer (report/_fast.py csv_rows)."""
+    if cols and len(cols) > 1 and _fast.use_compiled(len(next(iter(cols.values())))):
+        header = _csv_joined({k: v[:1] for k, v in cols.items()})  # the header line (and a first row)
+        rows = _fast.csv_rows(list(cols.values()), _QUOTED) if header is not None else None
+        if header is not None and rows is not None:
+            return [header.split("\r\n", 1)[0] + "\r\n", rows.data]
+    return _csv(cols)
+
+
 def _csv(cols: Columns) -> str:
-    if cols and len(next(iter(cols.values()))) and not pure_python():
+    if cols and len(next(iter(cols.values()))) and not _fast.pure_python():
         text = _csv_joined(cols)
         if text is not None:
             return text
@@ -132,7 +143,7 @@ def write_tables(run: Run, out_dir: Path) -> list[Path]:
     written = []
     data = table_columns(run)
     for name, cols in data.items():
-        written.append(write_atomic(out_dir / f"{name}.csv", _csv(cols)))
+        written.append(write_atomic(out_dir / f"{name}.csv", _csv_pieces(cols)))
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -79,12 +79,16 @@ def _span_us(start_s: np.ndarray, end_s: np.ndarray) -> tuple[list[float], list[
 
 
 class Block:
-    """Events already encoded: `n` JSON objects joined by ",\\n" in one string."""
+    """Events already encoded: `n` JSON objects joined by ",\\n", as ASCII bytes (a numpy uint8 array or bytes)."""
 
-    __slots__ = ("n", "text")
+    __slots__ = ("data", "n")
 
-    def __init__(self, text: str, n: int):
-        self.text, self.n = text, n
+    def __init__(self, data, n: int):
+        self.data, self.n = data, n
+
+    @property
+    def text(self) -> str:
+        return memoryview(self.data).tobytes().decode("ascii")
 
     def __len__(self) -> int:
         return self.n
@@ -105,12 +109,19 @@ class Trace(Mapping):
         return len(self.head) + sum(len(b) for b in self.bulk) + len(self.tail)
 
     def json_chunks(self) -> Iterator[str]:
+        for piece in self.json_pieces():
+            yield piece if isinstance(piece, str) else piece.tobytes().decode("ascii")
+
+    def json_pieces(self) -> Iterator[str | memoryview]:
+        """The file's text in pieces: strings, and the `Block`s' bytes as they are (files.write_atomic writes both)."""
         yield '{"traceEvents":[\n'
         first = True
         for part in ([_dumps(e) for e in self.head], *self.bulk, [_dumps(e) for e in self.tail]):
             if isinstance(part, Block):
                 if part.n:
-                    yield ("" if first else ",\n") + part.text
+                    if not first:
+                        yield ",\n"
+                    yield memoryview(part.data)
                     first = False
                 continue
             for k in range(0, len(part), CHUNK):
@@ -180,8 +191,8 @@ def _segment_lines(run: Run, other: dict[str, Any]) -> list[str] | Block:
     if _fast.use_compiled(len(idx)):
         ts_k, dur_k = _fast.exact_thousandths(a), _fast.exact_thousandths(d)
         if ts_k is not None and dur_k is not None:
-            text = _fast.segment_text(names.tolist(), kinds, cats, pid, tid, ts_k, dur_k, _enc)
-            lines = Block(text, len(idx))
+            data = _fast.segment_bytes(names.tolist(), kinds, cats, pid, tid, ts_k, dur_k, _enc)
+            lines = Block(data, len(idx))
     if lines is None:
         lines = _segment_lines_python(names.tolist(), kinds.tolist(), cats, pid.tolist(), tid.tolist(), a, d)
     other["rank_tracks"] = {
@@ -238,9 +249,9 @@ def _transfer_lines(run: Run, other: dict[str, Any]) -> list[str]:
     ]
 
 
-def _counter_events(run: Run) -> list[dict[str, Any]]:
+def _counter_lines(run: Run) -> list[str]:
     """Per loaded link (the `MAX_COUNTER_LINKS` that carried most bytes over time), an event whenever its
-    rate changes, and a 0 when it stops carrying anything."""
+    rate changes, and a 0 when it stops carrying anything; encoded (every time and value finite)."""
     tl, fabric = run.timeline, run.fabric
     load = tl.link_load
     seg_starts, seg_ends, links, rates = load.segments()
@@ -268,9 +279,10 @@ def _counter_events(run: Run) -> list[dict[str, Any]]:
     v = np.concatenate((rate[changed], np.zeros(int(stops.sum()))))
     lk = np.concatenate((li[changed], li[stops]))
     order = np.lexsort((np.concatenate((np.ones(int(changed.sum())), np.zeros(int(stops.sum())))), t, lk))
-    names = [link.id for link in fabric.links]
+    names = [_enc(link.id) for link in fabric.links]
+    # each line as _dumps writes the event {"ph": "C", "name": ..., "pid": ..., "ts": a, "args": {"Gb/s": g}}
     return [
-        {"ph": "C", "name": names[k], "pid": LINKS_PID, "ts": a, "args": {"Gb/s": g}}
+        f'{{"ph":"C","name":{names[k]},"pid":{LINKS_PID},"ts":{a!r},"args":{{"Gb/s":{g!r}}}}}'
         for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())
         if math.isfinite(a) and math.isfinite(g)
     ]
@@ -308,8 +320,8 @@ def build_trace(run: Run) -> Trace:
             )
     head.append({"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links (Gb/s)"}})
     other: dict[str, Any] = {"scenario": run.scenario.name, "engine": run.results.engine}
-    bulk = [_segment_lines(run, other), _transfer_lines(run, other)]
-    tail = _counter_events(run)
+    bulk = [_segment_lines(run, other), _transfer_lines(run, other), _counter_lines(run)]
+    tail: list[dict[str, Any]] = []
     other["counter_links"] = {
         "limit": MAX_COUNTER_LINKS,
         "note": "the links that carried most bytes as transfers (collectives folded "
