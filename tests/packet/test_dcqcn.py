@@ -10,33 +10,34 @@ from aifabric.packet.network import Network
 from aifabric.packet.topo import leaf_spine, link_between
 
 G = 1 / 256
-LINE = 200e9
+GBPS = 1e9 / 8  # bytes per second in one Gb/s: DCQCN works in bytes per second, its papers in Gb/s
+LINE = 200 * GBPS
 
 
 def test_self_check_one_cnp_halves_and_five_fast_recovery_steps_give_196_875():
     """Spec §11.2 self-check (derived from Zhu et al., not the book): 200 Gb/s, alpha 1, one CNP ->
     100 Gb/s, alpha (1-g)*1 + g = 1; five fast-recovery steps -> 200 - 100/2^5 = 196.875 Gb/s."""
     s = RpState(LINE, LINE, 1.0)
-    on_cnp(s, G, 0.1e9)
-    assert s.rc_bps == pytest.approx(100e9)
-    assert s.rt_bps == pytest.approx(200e9)
+    on_cnp(s, G, 0.1 * GBPS)
+    assert s.rc_bytes_per_s == pytest.approx(100 * GBPS)
+    assert s.rt_bytes_per_s == pytest.approx(200 * GBPS)
     assert s.alpha == pytest.approx(1.0)
     phases = []
     for _ in range(5):
         s.i_t += 1
-        phases.append(increase(s, 5, 5e6, 50e6, LINE))
+        phases.append(increase(s, 5, 0.005 * GBPS, 0.05 * GBPS, LINE))
     assert phases == ["fast-recovery"] * 5
-    assert s.rc_bps == pytest.approx(196.875e9)
+    assert s.rc_bytes_per_s == pytest.approx(196.875 * GBPS)
 
 
 def test_after_fast_recovery_additive_then_hyper_increase_raise_the_target():
-    s = RpState(100e9, 150e9, 0.5, i_t=5)
+    s = RpState(100 * GBPS, 150 * GBPS, 0.5, i_t=5)
     s.i_t = 6
-    assert increase(s, 5, 5e6, 50e6, LINE) == "additive-increase"
-    assert s.rt_bps == pytest.approx(150e9 + 5e6)
+    assert increase(s, 5, 0.005 * GBPS, 0.05 * GBPS, LINE) == "additive-increase"
+    assert s.rt_bytes_per_s == pytest.approx(150 * GBPS + 0.005 * GBPS)
     s.i_t, s.i_b = 7, 7
-    assert increase(s, 5, 5e6, 50e6, LINE) == "hyper-increase"
-    assert s.rt_bps == pytest.approx(150e9 + 5e6 + 2 * 50e6)
+    assert increase(s, 5, 0.005 * GBPS, 0.05 * GBPS, LINE) == "hyper-increase"
+    assert s.rt_bytes_per_s == pytest.approx(150 * GBPS + 0.005 * GBPS + 2 * 0.05 * GBPS)
 
 
 def test_alpha_decays_without_cnps_and_rates_never_pass_line_rate():
@@ -45,20 +46,20 @@ def test_alpha_decays_without_cnps_and_rates_never_pass_line_rate():
     assert s.alpha == pytest.approx((15 / 16) ** 16)
     s.i_t = 20
     for _ in range(50):
-        increase(s, 5, 5e9, 50e9, LINE)
-    assert s.rc_bps <= LINE and s.rt_bps <= LINE
+        increase(s, 5, 5 * GBPS, 50 * GBPS, LINE)
+    assert s.rc_bytes_per_s <= LINE and s.rt_bytes_per_s <= LINE
 
 
 def test_target_clamping_follows_the_rate_only_after_an_increase():
     """ns-3 ClampTargetRate off: a second CNP before any increase keeps RT; the paper (clamp on) sets it."""
     s = RpState(LINE, LINE, 1.0)
-    on_cnp(s, G, 0.1e9, clamp_target_rate=False)
-    on_cnp(s, G, 0.1e9, clamp_target_rate=False)
-    assert s.rt_bps == pytest.approx(LINE) and s.rc_bps == pytest.approx(50e9)
+    on_cnp(s, G, 0.1 * GBPS, clamp_target_rate=False)
+    on_cnp(s, G, 0.1 * GBPS, clamp_target_rate=False)
+    assert s.rt_bytes_per_s == pytest.approx(LINE) and s.rc_bytes_per_s == pytest.approx(50 * GBPS)
     p = RpState(LINE, LINE, 1.0)
-    on_cnp(p, G, 0.1e9)
-    on_cnp(p, G, 0.1e9)
-    assert p.rt_bps == pytest.approx(100e9)
+    on_cnp(p, G, 0.1 * GBPS)
+    on_cnp(p, G, 0.1 * GBPS)
+    assert p.rt_bytes_per_s == pytest.approx(100 * GBPS)
 
 
 def test_two_dcqcn_flows_on_one_bottleneck_converge_to_a_fair_share():

@@ -24,18 +24,19 @@ from aifabric.packet.headers import (
 
 def test_pfc_quanta_at_400_gbps_book_figure_11_4():
     """WE-09: 1 bit = 2.5 ps, 1 quantum = 512 bits = 1.28 ns, 0xFFFF quanta ~ 83.9 us (exact 83.8848 us)."""
-    bps = 400e9
-    assert pfc_bit_time_s(bps) == pytest.approx(2.5e-12)
-    assert pfc_quantum_s(bps) == pytest.approx(1.28e-9)
-    assert pfc_pause_s(0xFFFF, bps) == pytest.approx(83.8848e-6)
-    assert round(pfc_pause_s(0xFFFF, bps) * 1e6, 1) == 83.9
+    rate = 50e9  # 400 Gb/s in bytes per second
+    assert pfc_bit_time_s(rate) == pytest.approx(2.5e-12)
+    assert pfc_quantum_s(rate) == pytest.approx(1.28e-9)
+    assert pfc_pause_s(0xFFFF, rate) == pytest.approx(83.8848e-6)
+    assert round(pfc_pause_s(0xFFFF, rate) * 1e6, 1) == 83.9
 
 
 @pytest.mark.parametrize("gbps, quantum_ns, max_us", [(100, 5.12, 335.54), (200, 2.56, 167.77), (800, 0.64, 41.94)])
 def test_pfc_quanta_scale_inversely_with_link_speed(gbps, quantum_ns, max_us):
     """The derived rows of spec §4.6 (the book states only 400 Gb/s)."""
-    assert pfc_quantum_s(gbps * 1e9) * 1e9 == pytest.approx(quantum_ns)
-    assert pfc_pause_s(0xFFFF, gbps * 1e9) * 1e6 == pytest.approx(max_us, abs=0.01)
+    rate = gbps * 1e9 / 8  # bytes per second
+    assert pfc_quantum_s(rate) * 1e9 == pytest.approx(quantum_ns)
+    assert pfc_pause_s(0xFFFF, rate) * 1e6 == pytest.approx(max_us, abs=0.01)
 
 
 def test_pfc_quanta_out_of_range_is_refused():

@@ -123,5 +123,5 @@ def test_a_pxn_relay_route_runs_hop_by_hop():
     flow = net.add_transfer(tuple(link_between(f, a, b) for a, b in hops), 1e6)
     net.run()
     assert flow.done_t is not None and flow.acked_t is not None and flow.retx == 0
-    assert flow.line_bps == 400e9  # the NIC link is the slowest hop
+    assert flow.line_bytes_per_s == 50e9  # 400 Gb/s: the NIC link is the slowest hop
     assert net.ports[link_between(f, "s0/g1", "s0/n1")].tx_packets == flow.n

@@ -82,8 +82,8 @@ def server_position(d: Design, server: int) -> tuple[int, int, int]:
 
 def _add_server(f: Fabric, d: Design, s: int, cluster: ClusterSpec, ip_of) -> list[str]:
     """A server's GPUs, NVSwitch, PCIe and NICs; returns its NIC ids (cables to switches come later)."""
-    nvlink_bps = gBps_to_bytes_per_s(d.nvlink_bandwidth_gBps / 2)  # per direction
-    pcie_bps = gBps_to_bytes_per_s(d.pcie_bandwidth_gBps)
+    nvlink_bytes_per_s = gBps_to_bytes_per_s(d.nvlink_bandwidth_gBps / 2)  # per direction
+    pcie_bytes_per_s = gBps_to_bytes_per_s(d.pcie_bandwidth_gBps)
     # NVLink latency is GPU<->GPU end to end: two hops through the NVSwitch
     nvlink_hop_s = ns_to_s(cluster.nvlink_latency_ns) / 2
     pcie_s = ns_to_s(cluster.pcie_latency_ns)
@@ -93,20 +93,20 @@ def _add_server(f: Fabric, d: Design, s: int, cluster: ClusterSpec, ip_of) -> li
     if d.pcie_switch:
         pcie_sw = f.add_node(Node(f"s{s}/pcie", PCIE_SWITCH, server=s)).id
         for nic in nics:
-            f.add_cable(pcie_sw, nic, pcie_bps, pcie_s / 2, TIER_PCIE)
+            f.add_cable(pcie_sw, nic, pcie_bytes_per_s, pcie_s / 2, TIER_PCIE)
     for g in range(d.gpus_per_server):
         gpu = f.add_node(Node(gpu_id(s, g), GPU, server=s, index=g)).id
         f.rank_gpu.append(gpu)
-        f.add_cable(gpu, nvs, nvlink_bps, nvlink_hop_s, TIER_NVLINK)
+        f.add_cable(gpu, nvs, nvlink_bytes_per_s, nvlink_hop_s, TIER_NVLINK)
         nic = nics[d.nic_of_gpu(g)]
         if pcie_sw is None:
             up = len(f.links)
-            f.add_cable(gpu, nic, pcie_bps, pcie_s, TIER_PCIE)
+            f.add_cable(gpu, nic, pcie_bytes_per_s, pcie_s, TIER_PCIE)
             f.rank_nic_up.append((up,))
             f.rank_nic_down.append((up + 1,))
         else:
             up = len(f.links)
-            f.add_cable(gpu, pcie_sw, pcie_bps, pcie_s / 2, TIER_PCIE)
+            f.add_cable(gpu, pcie_sw, pcie_bytes_per_s, pcie_s / 2, TIER_PCIE)
             sw_to_nic = f.link_between(pcie_sw, nic)
             f.rank_nic_up.append((up, sw_to_nic))
             f.rank_nic_down.append((sw_to_nic ^ 1, up + 1))  # cables are (a->b, b->a) consecutive
@@ -117,9 +117,9 @@ def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabr
     """single-switch, rail-only, rail-optimized and multi-pod: one parametric Clos builder."""
     d = resolve(cluster, fabric)
     plan = AddressPlan.from_spec(d, fabric)
-    host_bps = gbps_to_bytes_per_s(d.host_speed_gbps)
-    spine_bps = gbps_to_bytes_per_s(d.spine_speed_gbps)
-    ss_bps = gbps_to_bytes_per_s(d.superspine_speed_gbps)
+    host_bytes_per_s = gbps_to_bytes_per_s(d.host_speed_gbps)
+    spine_bytes_per_s = gbps_to_bytes_per_s(d.spine_speed_gbps)
+    superspine_bytes_per_s = gbps_to_bytes_per_s(d.superspine_speed_gbps)
     cable_s = ns_to_s(fabric.link_latency_ns)
     f = Fabric(
         name=name, gpus_per_server=d.gpus_per_server, switch_latency_s=ns_to_s(fabric.switch_latency_ns), design=d
@@ -164,7 +164,7 @@ def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabr
             group = d.rail_of_nic(i) // d.rails_per_switch
             for port in range(d.nic_ports):
                 plane = port if d.planes > 1 else 0
-                f.add_cable(nic, leafs[pod, seg, plane, group], host_bps, cable_s, TIER_HOST)
+                f.add_cable(nic, leafs[pod, seg, plane, group], host_bytes_per_s, cable_s, TIER_HOST)
 
     for pod in range(d.pods):
         pod_leafs = [
@@ -177,13 +177,17 @@ def build_structured(cluster: ClusterSpec, fabric: FabricSpec, name: str = "fabr
             for j in range(d.spines_per_leaf):
                 spine = (li + j) % d.spines_per_pod if d.partial_mesh else j
                 for _ in range(d.links_per_spine):
-                    f.add_cable(leaf, spine_id(d, pod, spine), spine_bps, cable_s, TIER_SPINE)
+                    f.add_cable(leaf, spine_id(d, pod, spine), spine_bytes_per_s, cable_s, TIER_SPINE)
         for j in range(d.spines_per_pod if d.superspines else 0):
             plane = j % d.superspine_planes
             for m in range(per_plane):
                 for _ in range(d.links_per_superspine):
                     f.add_cable(
-                        spine_id(d, pod, j), superspine_id(plane * per_plane + m), ss_bps, cable_s, TIER_SUPERSPINE
+                        spine_id(d, pod, j),
+                        superspine_id(plane * per_plane + m),
+                        superspine_bytes_per_s,
+                        cable_s,
+                        TIER_SUPERSPINE,
                     )
     return f
 

@@ -33,7 +33,7 @@ class LinkFaults:
     def __init__(self, net: Network, rng: np.random.Generator | None):
         self.net, self.rng = net, rng
         self.receive: dict[int, object] = {}  # link -> the far end's receive (the port's own)
-        self.rate: dict[int, tuple[float, float]] = {}  # link -> (bps, s_per_byte) of its own
+        self.rate: dict[int, tuple[float, float]] = {}  # link -> (bytes per second, seconds per byte) of its own
         self.down: set[int] = set()
         self.lost_packets = 0
 
@@ -43,9 +43,9 @@ class LinkFaults:
         port = net.ports[link]
         if link not in self.receive:
             self.receive[link] = port.peer_receive
-            self.rate[link] = (port.bps, port.s_per_byte)
+            self.rate[link] = (port.rate_bytes_per_s, port.s_per_byte)
         real = self.receive[link]
-        bps, spb = self.rate[link]
+        rate, spb = self.rate[link]
         if factor <= 0:
             if link not in self.down:
                 self.down.add(link)
@@ -54,7 +54,7 @@ class LinkFaults:
                 net.log(net.sim.now, f"{port.name}: the cable is down; what it carries is lost", "fault")
             return
         self.down.discard(link)
-        port.bps, port.s_per_byte = bps * factor, spb / factor
+        port.rate_bytes_per_s, port.s_per_byte = rate * factor, spb / factor
         if loss_rate > 0:
             if self.rng is None:
                 raise ValueError("a loss rate needs the run's seeded generator")

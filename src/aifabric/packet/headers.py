@@ -6,12 +6,14 @@ Values from IBTA Vol. 1 / RoCEv2 Annex A17 (spec network.md §2.10) and IEEE 802
 - RETH (16 B: VA, R_Key, DMA length) is on WRITE_FIRST and WRITE_ONLY only; in "write-only" mode
   (seeds Figure 12-7, ConnectX-5+) every packet is an independent WRITE_ONLY with its own RETH.
 - A PFC frame: Ethertype 0x8808, opcode 0x0101, class-enable vector bit i = priority i,
-  pause time in quanta of 512 bit times: pause_s = quanta * 512 / link_bps.
+  pause time in quanta of 512 bit times: pause_s = quanta * 512 / (8 * link_bytes_per_s).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..units import BITS_PER_BYTE
 
 ROCEV2_UDP_DPORT = 4791
 UET_UDP_DPORT = 4793  # UEC 1.0 (spec §8.5, [EXTERNAL])
@@ -69,20 +71,20 @@ def tos_byte(dscp: int, ecn: int) -> int:
     return ((dscp & 0x3F) << 2) | (ecn & 0b11)
 
 
-def pfc_bit_time_s(link_bps: float) -> float:
-    return 1.0 / link_bps
+def pfc_bit_time_s(link_bytes_per_s: float) -> float:
+    return 1.0 / (link_bytes_per_s * BITS_PER_BYTE)
 
 
-def pfc_quantum_s(link_bps: float) -> float:
-    """One pause quantum = 512 bit times (1.28 ns at 400 Gb/s)."""
-    return PFC_QUANTUM_BITS / link_bps
+def pfc_quantum_s(link_bytes_per_s: float) -> float:
+    """One pause quantum = 512 bit times (1.28 ns at 400 Gb/s, 50 GB/s)."""
+    return PFC_QUANTUM_BITS / (link_bytes_per_s * BITS_PER_BYTE)
 
 
-def pfc_pause_s(quanta: int, link_bps: float) -> float:
-    """Pause duration of `quanta` at `link_bps` (0xFFFF at 400 Gb/s = 83.8848 us)."""
+def pfc_pause_s(quanta: int, link_bytes_per_s: float) -> float:
+    """Pause duration of `quanta` on a link of `link_bytes_per_s` (0xFFFF at 400 Gb/s = 83.8848 us)."""
     if not 0 <= quanta <= PFC_MAX_QUANTA:
         raise ValueError(f"PFC quanta must be 0..0xFFFF, got {quanta}")
-    return quanta * PFC_QUANTUM_BITS / link_bps
+    return quanta * PFC_QUANTUM_BITS / (link_bytes_per_s * BITS_PER_BYTE)
 
 
 def pfc_class_enable_vector(priorities: list[int] | tuple[int, ...]) -> int:

@@ -332,7 +332,7 @@ class Network:
         # load-balancing state (flowlets, spraying) is kept per 5-tuple: messages of one QP share it
         path = self._path(core, (src.idx, dst.idx, sport), spray)
         rpath = self._path([self.reverse[li] for li in reversed(core)], (dst.idx, src.idx, sport))
-        line = min(serialization_rate_bytes_per_s(f.links[li]) * 8 for li in route)  # the slowest hop, PCIe too
+        line = min(serialization_rate_bytes_per_s(f.links[li]) for li in route)  # the slowest hop, PCIe too
         flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done, dscp)
         if self.cfg.trace_all:
             flow.traced = True
@@ -375,7 +375,7 @@ class Network:
         port = self.ports[out]  # the NIC's port: the frames travel on its cable
         target = self.ports[self.reverse[out]]  # the switch's egress port toward the NIC: it stops that priority
         q = self.cfg.switch.pfc_quanta if quanta is None else quanta
-        step = interval_s if interval_s is not None else pfc_pause_s(q, target.bps) / 2
+        step = interval_s if interval_s is not None else pfc_pause_s(q, target.rate_bytes_per_s) / 2
         flight = PFC_FRAME_BYTES * port.s_per_byte + port.latency_s
 
         def send(t: float) -> None:

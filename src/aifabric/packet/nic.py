@@ -38,6 +38,7 @@ from math import inf
 from typing import TYPE_CHECKING
 
 from ..fabric.graph import SCALE_UP_TIERS
+from ..units import BITS_PER_BYTE
 from .dcqcn import RpState, decay_alpha, increase, on_cnp
 from .headers import (
     ACK_BYTES,
@@ -190,7 +191,7 @@ class QpFlow:
         size_bytes: float,
         path: Path,
         rpath: Path,
-        line_bps: float,
+        line_bytes_per_s: float,
         qpn: int,
         sport: int,
         on_done,
@@ -216,7 +217,7 @@ class QpFlow:
         self.reliable = not (self.uc or self.ud)  # UC, UD: no ACK, no retransmission
         self.write_only = cfg.nic.write_only or self.uet
         self.in_order = not self.write_only
-        self.line_bps = line_bps
+        self.line_bytes_per_s = line_bytes_per_s
         self.rto_s = cfg.nic.rto_s
         self.ack_every = cfg.nic.ack_every_packets  # an ACK every so many packets, or when the last is this old:
         self.ack_after_s = cfg.nic.rto_s / 8
@@ -246,12 +247,12 @@ class QpFlow:
         self.rto_armed = False
         d = cfg.dcqcn
         self.dc = d
-        self.rp = RpState(line_bps, line_bps, d.alpha_init)
+        self.rp = RpState(line_bytes_per_s, line_bytes_per_s, d.alpha_init)
         self.last_dec = -inf
         self.alpha_ref_t = now
         self.inc_gen = 0
         self.bytes_ctr = 0
-        self.rate_log: list[tuple[float, float]] = [(now, line_bps / 1e9)]
+        self.rate_log: list[tuple[float, float]] = [(now, line_bytes_per_s * BITS_PER_BYTE / 1e9)]
         self.decreases_logged = 0
         # responder
         self.epsn = 0
@@ -325,8 +326,8 @@ class QpFlow:
             self.max_sent = psn + 1
         self.sent_t[psn] = now
         rp = self.rp
-        if rp.rc_bps < self.line_bps:
-            self.next_t = now + size * 8 / rp.rc_bps
+        if rp.rc_bytes_per_s < self.line_bytes_per_s:
+            self.next_t = now + size / rp.rc_bytes_per_s
             if self.dc.enabled:
                 self.bytes_ctr += size
                 if self.bytes_ctr >= self.dc.byte_counter_bytes:
@@ -334,7 +335,7 @@ class QpFlow:
                     rp.i_b += 1
                     self._increase(now, "byte counter")
         elif self.paced:
-            self.next_t = now + size * 8 / self.line_bps
+            self.next_t = now + size / self.line_bytes_per_s
         else:
             self.next_t = now
         if not self.reliable:
@@ -506,21 +507,22 @@ class QpFlow:
             return
         self.last_dec = now
         rp = self.rp
-        before = rp.rc_bps
+        before = rp.rc_bytes_per_s
         periods = int((now - self.alpha_ref_t) / d.alpha_update_interval_s)
         if periods > 0:  # alpha decays once per update interval without a CNP
             decay_alpha(rp, d.g, periods)
         self.alpha_ref_t = now
-        on_cnp(rp, d.g, d.min_rate_gbps * 1e9, d.clamp_target_rate)
+        on_cnp(rp, d.g, d.min_rate_gbps * 1e9 / BITS_PER_BYTE, d.clamp_target_rate)
         self.bytes_ctr = 0
         self._log_rate(now)
         if self.decreases_logged < 3:
             self.decreases_logged += 1
             net.log(
                 now,
-                f"{self.name}: CNP received: DCQCN rate {before / 1e9:.3f} -> {rp.rc_bps / 1e9:.3f} Gb/s "
-                f"(target {rp.rt_bps / 1e9:.3f}, alpha {rp.alpha:.4f}); packets now spaced "
-                f"{(self.mtu + ROCE_HEADER_BYTES) * 8 / rp.rc_bps * 1e9:.1f} ns apart",
+                f"{self.name}: CNP received: DCQCN rate {before * BITS_PER_BYTE / 1e9:.3f} -> "
+                f"{rp.rc_bytes_per_s * BITS_PER_BYTE / 1e9:.3f} Gb/s "
+                f"(target {rp.rt_bytes_per_s * BITS_PER_BYTE / 1e9:.3f}, alpha {rp.alpha:.4f}); packets now spaced "
+                f"{(self.mtu + ROCE_HEADER_BYTES) / rp.rc_bytes_per_s * 1e9:.1f} ns apart",
                 "dcqcn",
             )
         self.inc_gen += 1
@@ -531,18 +533,24 @@ class QpFlow:
             return
         self.rp.i_t += 1
         self._increase(self.net.sim.now, "timer")
-        if self.rp.rc_bps < self.line_bps:
+        if self.rp.rc_bytes_per_s < self.line_bytes_per_s:
             self.net.sim.at(self.net.sim.now + self.dc.rate_increase_timer_s, self._inc_timer, gen)
 
     def _log_rate(self, now: float) -> None:
         log = self.rate_log
-        log.append((now, self.rp.rc_bps / 1e9))
+        log.append((now, self.rp.rc_bytes_per_s * BITS_PER_BYTE / 1e9))
         if len(log) > MAX_RATE_SAMPLES:  # long runs: thin the history, keep the latest
             self.rate_log = log[-1::-2][::-1]
 
     def _increase(self, now: float, why: str) -> None:
         d = self.dc
-        increase(self.rp, d.fast_recovery_steps, d.r_ai_gbps * 1e9, d.r_hai_gbps * 1e9, self.line_bps)
+        increase(
+            self.rp,
+            d.fast_recovery_steps,
+            d.r_ai_gbps * 1e9 / BITS_PER_BYTE,
+            d.r_hai_gbps * 1e9 / BITS_PER_BYTE,
+            self.line_bytes_per_s,
+        )
         self._log_rate(now)
         if self.next_t > now:  # the new rate applies to the packet waiting now
             self._kick()

@@ -52,7 +52,7 @@ class Port:
         "_at",
         "_at2",
         "_wake_cb",
-        "bps",
+        "rate_bytes_per_s",
         "busy_until",
         "delay",
         "depth_watchers",
@@ -95,7 +95,7 @@ class Port:
         self.owner = owner
         self.peer = peer
         rate = serialization_rate_bytes_per_s(link)
-        self.bps = rate * 8
+        self.rate_bytes_per_s = rate
         self.s_per_byte = 1.0 / rate
         self.latency_s = link.latency_s
         self.delay = link.latency_s + peer.forwarding_latency_s
@@ -321,14 +321,14 @@ class Port:
         net = self.net
         now = self.sim.now
         wd = net.cfg.switch.pfc_watchdog_s
-        what = self.pfc.receive(prio, quanta, now, pfc_pause_s(quanta, self.bps) if quanta else 0.0, wd)
+        what = self.pfc.receive(prio, quanta, now, pfc_pause_s(quanta, self.rate_bytes_per_s) if quanta else 0.0, wd)
         if what == RESUMED:
             if self.narrator is not None:
                 self.narrator.pfc_resumed(prio, sender, now)
             self.kick()
         elif what == PAUSED:
             if self.narrator is not None:
-                self.narrator.pfc_paused(prio, quanta, self.bps, sender, now)
+                self.narrator.pfc_paused(prio, quanta, self.rate_bytes_per_s, sender, now)
         elif what == WATCHDOG:
             assert wd is not None  # only a port with a watchdog fires it
             self._watchdog(prio, now, wd)

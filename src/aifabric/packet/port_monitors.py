@@ -113,11 +113,11 @@ class PortNarrator:
                 now, f"{self.name}: egress queue {q} falls below WRED min ({k / 1e3:.0f} KB): ECN marking stops", "ecn"
             )
 
-    def pfc_paused(self, prio: int, quanta: int, rate_bps: float, sender: str, now: float) -> None:
+    def pfc_paused(self, prio: int, quanta: int, rate_bytes_per_s: float, sender: str, now: float) -> None:
         self.net.log(
             now,
             f"{self.name}: PFC pause received for priority {prio} ({quanta} quanta = "
-            f"{pfc_pause_s(quanta, rate_bps) * 1e6:.2f} us) from {sender}; other priorities keep "
+            f"{pfc_pause_s(quanta, rate_bytes_per_s) * 1e6:.2f} us) from {sender}; other priorities keep "
             "flowing",
             "pfc",
         )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from ..fabric.ecmp import ecmp_hash, switch_seed
 from ..fabric.graph import NIC, RAIL, SPINE, TIER_HOST, TIER_SPINE, Fabric, Node
-from ..units import gbps_to_bytes_per_s, ns_to_s
+from ..units import BITS_PER_BYTE, gbps_to_bytes_per_s, ns_to_s
 from .config import LbConfig, PacketConfig
 from .network import Network
 from .sim import DATA
@@ -110,8 +110,10 @@ def incast(cfg: PacketConfig | None = None, size_mb: float = 4.0) -> ScenarioRun
     for i, s in enumerate(senders):
         _flow(net, f, s, dst, size_mb * 1e6, 0x100 + i)
     st = net.run()
-    offered = sum(net.ports[link_between(f, s, "railA" if s.endswith("E1") else "railB")].bps for s in senders)
-    cap = net.ports[link_between(f, "railA", dst)].bps
+    offered = BITS_PER_BYTE * sum(  # bits per second, as the findings say them
+        net.ports[link_between(f, s, "railA" if s.endswith("E1") else "railB")].rate_bytes_per_s for s in senders
+    )
+    cap = net.ports[link_between(f, "railA", dst)].rate_bytes_per_s * BITS_PER_BYTE
     end = max(fl["done_s"] for fl in st.flows)
     q = next(p for p in st.ports if p["port"] == f"railA->{dst}")["queues"]
     q3 = next(x for x in q if x["queue"] == 3)
@@ -330,15 +332,15 @@ def _fig12_fabric(spine2_extra_ns: float) -> Fabric:
         f.add_node(Node(rail, RAIL, index=i))
     for i, sp in enumerate(("spine1", "spine2")):
         f.add_node(Node(sp, SPINE, index=i))
-    bps = gbps_to_bytes_per_s(200)
+    rate_bytes_per_s = gbps_to_bytes_per_s(200)
     for h in range(1, 5):
         for g, rail in ((1, "rail1"), (2, "rail2")):
             name = f"host{h}/GPU{g}"
             f.add_node(Node(name, NIC, server=h, index=g, ip=(10 << 24) | (g << 16) | h))
-            f.add_cable(name, rail, bps, ns_to_s(100), TIER_HOST)
+            f.add_cable(name, rail, rate_bytes_per_s, ns_to_s(100), TIER_HOST)
     for rail in ("rail1", "rail2"):
-        f.add_cable(rail, "spine1", bps, ns_to_s(100), TIER_SPINE)
-        f.add_cable(rail, "spine2", bps, ns_to_s(100 + spine2_extra_ns), TIER_SPINE)
+        f.add_cable(rail, "spine1", rate_bytes_per_s, ns_to_s(100), TIER_SPINE)
+        f.add_cable(rail, "spine2", rate_bytes_per_s, ns_to_s(100 + spine2_extra_ns), TIER_SPINE)
     return f
 
 
@@ -718,14 +720,14 @@ def _deadlock_fabric() -> Fabric:
         f.add_node(Node(leaf, RAIL, index=i))
     for i, sp in enumerate(spines):
         f.add_node(Node(sp, SPINE, index=i))
-    bps, lat = gbps_to_bytes_per_s(200), ns_to_s(100)
+    rate_bytes_per_s, lat = gbps_to_bytes_per_s(200), ns_to_s(100)
     for i, leaf in enumerate(leaves):
         f.add_node(Node(f"h{i}", NIC, server=i, index=i, ip=(10 << 24) | (i << 16) | 1))
-        f.add_cable(f"h{i}", leaf, bps, lat, TIER_HOST)
+        f.add_cable(f"h{i}", leaf, rate_bytes_per_s, lat, TIER_HOST)
     for leaf in leaves:
         for sp in spines:
             if (leaf, sp) not in DEADLOCK_FAILED:
-                f.add_cable(leaf, sp, bps, lat, TIER_SPINE)
+                f.add_cable(leaf, sp, rate_bytes_per_s, lat, TIER_SPINE)
     return f
 
 

@@ -262,7 +262,7 @@ class Switch:
                     f"(0x8808/0x0101, CEV {1 << prio:08b}, {quanta} quanta) sent upstream",
                     "pfc",
                 )
-            half = pfc_pause_s(quanta, upstream.bps) / 2
+            half = pfc_pause_s(quanta, upstream.rate_bytes_per_s) / 2
             net.sim.at(now + half, self._refresh, (key, gen))
         else:
             self.paused_up[key] = 0

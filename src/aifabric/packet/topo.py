@@ -28,17 +28,17 @@ def leaf_spine(
         f.add_node(Node(leaf, RAIL, index=i))
     for i, sp in enumerate(spines):
         f.add_node(Node(sp, SPINE, index=i))
-    host_bps = gbps_to_bytes_per_s(rate_gbps)
-    spine_bps = gbps_to_bytes_per_s(spine_rate_gbps or rate_gbps)
+    host_bytes_per_s = gbps_to_bytes_per_s(rate_gbps)
+    spine_bytes_per_s = gbps_to_bytes_per_s(spine_rate_gbps or rate_gbps)
     n = 0
     for i, (leaf, hosts) in enumerate(zip(leaves, hosts_per_leaf)):
         for j, h in enumerate(hosts):
             f.add_node(Node(h, NIC, server=n, index=i, ip=(10 << 24) | (i << 16) | (j + 1)))
-            f.add_cable(h, leaf, host_bps, ns_to_s(cable_ns), TIER_HOST)
+            f.add_cable(h, leaf, host_bytes_per_s, ns_to_s(cable_ns), TIER_HOST)
             n += 1
     for leaf in leaves:
         for sp in spines:
-            f.add_cable(leaf, sp, spine_bps, ns_to_s(cable_ns), TIER_SPINE)
+            f.add_cable(leaf, sp, spine_bytes_per_s, ns_to_s(cable_ns), TIER_SPINE)
     return f
 
 
