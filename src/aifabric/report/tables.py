@@ -1,6 +1,8 @@
 """Tables of a run as CSV (and Parquet when pyarrow is installed): links, collectives, ranks, flows.
 
-Columns are built as numpy arrays / lists and written with the csv module's C writer. flows.csv holds
+Columns are built as numpy arrays / lists and written as the csv module's writer writes them: by joining strings,
+or for tables of 20,000 rows or more by a compiled loop (report/_fast.py csv_rows); the csv writer itself
+whenever a field needs quoting (and with AIFABRIC_PURE_PYTHON=1). flows.csv holds
 at most `MAX_FLOW_ROWS` rows (every collective transfer first, then pipeline sends in order of start
 time); summary.json's `flows.table_rows` says how many it holds, `flows.count` how many ran.
 """
