@@ -16,7 +16,6 @@ from .console import make_console
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ..collectives.cost import Paths
     from ..collectives.schedule import Schedule
 
 console = make_console()
@@ -516,12 +515,6 @@ def bench(
 
 def _factor_text(op: str) -> str:
     return {"all-reduce": "2(n−1)/n", "broadcast": "1", "reduce": "1", "send-recv": "1"}.get(op, "(n−1)/n")
-
-
-def model_time_s(op: str, algorithm: str, ranks: int, gpus_per_server: int, size_bytes: int, paths: Paths) -> float:
-    from ..collectives.cost import Shape, collective_time_s
-
-    return collective_time_s(op, algorithm, Shape.full(ranks, gpus_per_server), size_bytes, paths)
 
 
 @collective_app.command("bootstrap")

@@ -187,25 +187,6 @@ class Port:
             self.wake_t = busy
             self._at(busy, self._wake_cb)
 
-    def send_direct(self, pkt: Pkt, now: float) -> None:
-        """Enqueue + dequeue at once: the port is idle with empty queues (the common uncongested hop). `now`: the
-        simulator's time. `_transmit`, written out."""
-        size = pkt.size
-        end = now + size * self.s_per_byte
-        self.busy_until = end
-        self.tx_bytes += size
-        self.tx_packets += 1
-        if self.load_record is not None:
-            self.load_record.sent(now, end, size)
-        if self.dre is not None:
-            self.dre.sent(now, self.queue.backlog, size)
-        pkt.in_link = self.link
-        if self.source is not None:
-            self.wake_t = end
-            self._at2(end + self.delay, self.peer_receive, pkt, end, self._wake_cb)
-        else:
-            self._at(end + self.delay, self.peer_receive, pkt)
-
     def _dequeue(self, q: int) -> Pkt:
         pkt = self.queue.pop(q)
         if self.is_switch_port:
@@ -224,8 +205,8 @@ class Port:
             self._at(t, self._wake_cb)
 
     def kick(self, _=None) -> None:
-        """Start the next frame if the port is free (also the wake-up callback). The hot path: `_dequeue` and
-        `_transmit` are written out here."""
+        """Start the next frame if the port is free (also the wake-up callback). The hot path: the queue's pop
+        (`_dequeue`) is written out here; the frame goes out through `transmit`."""
         now = self.sim.now
         wake = self.wake_t
         if wake <= now:
@@ -272,24 +253,12 @@ class Port:
             if pkt is None:
                 self._wake_for_blocked(now)
                 return
-        size = pkt.size
-        end = now + size * self.s_per_byte
-        self.busy_until = end
-        self.tx_bytes += size
-        self.tx_packets += 1
-        if self.load_record is not None:
-            self.load_record.sent(now, end, size)
-        if self.dre is not None:
-            self.dre.sent(now, queue.backlog, size)
-        pkt.in_link = self.link
-        if queue.backlog or source is not None:
-            self.wake_t = end
-            self._at2(end + self.delay, self.peer_receive, pkt, end, self._wake_cb)
-        else:
-            self._at(end + self.delay, self.peer_receive, pkt)
+        self.transmit(pkt, now)
 
-    def _transmit(self, pkt: Pkt, now: float) -> float:
-        """Put `pkt` on the wire now: count it, schedule its arrival; when the port is free again."""
+    def transmit(self, pkt: Pkt, now: float) -> None:
+        """Put `pkt` on the wire now: count it, schedule its arrival and, while more may follow (frames queued, a NIC's
+        own QPs), the port's wake-up when it is free again (one `Sim.at2`). The one transmit path: `kick` after it
+        dequeued, and a switch straight through when the port is idle with empty queues."""
         size = pkt.size
         end = now + size * self.s_per_byte
         self.busy_until = end
@@ -300,8 +269,11 @@ class Port:
         if self.dre is not None:
             self.dre.sent(now, self.queue.backlog, size)
         pkt.in_link = self.link
-        self._at(end + self.delay, self.peer_receive, pkt)
-        return end
+        if self.queue.backlog or self.source is not None:
+            self.wake_t = end
+            self._at2(end + self.delay, self.peer_receive, pkt, end, self._wake_cb)
+        else:
+            self._at(end + self.delay, self.peer_receive, pkt)
 
     def _wake_for_blocked(self, now: float) -> None:
         """Nothing sendable now: wake when a pause expires or the source's rate limiter allows."""

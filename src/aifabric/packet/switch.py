@@ -194,7 +194,7 @@ class Switch:
                     port.enqueue(pkt, q)
                     return
             if not queue.backlog and port.busy_until <= now and port.paused_until[q] <= now:
-                port.send_direct(pkt, now)  # straight through: the ingress count rises and falls at once
+                port.transmit(pkt, now)  # straight through: the ingress count rises and falls at once
                 return
             self.ingress[key] = level
             pkt.ikey = key
@@ -205,7 +205,7 @@ class Switch:
             self.net.drop(port, pkt, "dynamic-threshold")
             return
         elif not queue.backlog and port.busy_until <= now and port.paused_until[q] <= now:
-            port.send_direct(pkt, now)
+            port.transmit(pkt, now)
             return
         self.buffer_used += size
         port.enqueue(pkt, q)
