@@ -18,6 +18,16 @@ def gBps_to_bytes_per_s(rate_gBps: float) -> float:
     return rate_gBps * GIGA
 
 
+def bytes_per_s_to_gbps(rate_bytes_per_s):
+    """Bytes per second (a float or a numpy array) to Gb/s, as line rates are printed."""
+    return rate_bytes_per_s * BITS_PER_BYTE / GIGA
+
+
+def bytes_per_s_to_gBps(rate_bytes_per_s):
+    """Bytes per second (a float or a numpy array) to GB/s, as scale-up bandwidths are printed."""
+    return rate_bytes_per_s / GIGA
+
+
 def ns_to_s(t_ns: float) -> float:
     return t_ns * 1e-9
 

@@ -45,7 +45,7 @@ from ..collectives.cost import Paths, Shape, busbw_factor
 from ..collectives.tuning import choose
 from ..errors import InputError, Problem
 from ..scenario.fabric_spec import ClusterSpec, FabricSpec
-from ..units import ns_to_s
+from ..units import bytes_per_s_to_gBps, bytes_per_s_to_gbps, gBps_to_bytes_per_s, gbps_to_bytes_per_s, ns_to_s
 from .nccl_tests import NcclTestsRun
 
 
@@ -99,8 +99,8 @@ class Nominal:
         nv_us, net_us = nvlink.extra_latency_s * 1e6, network.extra_latency_s * 1e6
         return Paths.simple(
             self.gpus_per_server,
-            rate(self.nvlink_bytes_per_s, nvlink) / 1e9,
-            rate(self.nic_bytes_per_s, network) * 8 / 1e9,
+            bytes_per_s_to_gBps(rate(self.nvlink_bytes_per_s, nvlink)),
+            bytes_per_s_to_gbps(rate(self.nic_bytes_per_s, network)),
             nvlink_latency_us=NVLINK_LATENCY_S * 1e6 + nv_us,
             rail_latency_us=RAIL_LATENCY_S * 1e6 + net_us,
             spine_latency_us=CROSS_RAIL_LATENCY_S * 1e6 + net_us,
@@ -190,8 +190,8 @@ def measurement(
         by_size[r.size_bytes] = min(t, by_size.get(r.size_bytes, math.inf))
     nominal = Nominal(
         run.gpus_per_node,
-        nvlink_gBps_per_direction * 1e9 if run.gpus_per_node > 1 else 0.0,
-        nic_gbps * 1e9 / 8 if run.nodes > 1 else 0.0,
+        gBps_to_bytes_per_s(nvlink_gBps_per_direction) if run.gpus_per_node > 1 else 0.0,
+        gbps_to_bytes_per_s(nic_gbps) if run.nodes > 1 else 0.0,
     )
     return Measurement(
         where,

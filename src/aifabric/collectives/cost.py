@@ -37,6 +37,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..units import gBps_to_bytes_per_s, gbps_to_bytes_per_s
+
 BUSBW_FACTOR = {  # nccl-tests' definitions (doc/PERFORMANCE.md)
     "all-reduce": lambda n: 2 * (n - 1) / n,
     "reduce-scatter": lambda n: (n - 1) / n,
@@ -130,10 +132,10 @@ class Paths:
         spine_latency_us: float = 3.0,
     ) -> Paths:
         """Paths of an ideal non-blocking rail-optimized fabric (per-direction bandwidths, as given)."""
-        nic = nic_gbps * 1e9 / 8
+        nic = gbps_to_bytes_per_s(nic_gbps)
         return cls(
             gpus_per_server,
-            Hop(nvlink_latency_us * 1e-6, nvlink_gBps * 1e9, NVLINK),
+            Hop(nvlink_latency_us * 1e-6, gBps_to_bytes_per_s(nvlink_gBps), NVLINK),
             Hop(rail_latency_us * 1e-6, nic, NET),
             Hop(spine_latency_us * 1e-6, nic, NET),
         )

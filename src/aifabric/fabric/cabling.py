@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..units import bytes_per_s_to_gbps
 from .build import server_position
 from .design import Design
 from .graph import NIC, RAIL, Fabric
@@ -178,7 +179,7 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
                     f"port{k + 1}",
                     b.id,
                     interface_name(interface),
-                    link.capacity_bytes_per_s * 8 / 1e9,
+                    bytes_per_s_to_gbps(link.capacity_bytes_per_s),
                     a.server,
                     (a.index or 0) + 1,
                     " ".join(f"gpu{g}" for g in gpus_of_nic.get(a.id, [])),
@@ -187,7 +188,7 @@ def cabling_rows(f: Fabric, layout: str = "rail-major") -> Iterator[tuple]:
         elif f.is_switch(a.id) and f.is_switch(b.id):
             pa = uplink_port(a.id) if d is not None and a.kind == RAIL else seq(a.id)
             pb = uplink_port(b.id) if d is not None and b.kind == RAIL else seq(b.id)
-            fabric_rows.append((a.id, pa, b.id, pb, link.capacity_bytes_per_s * 8 / 1e9, link.tier))
+            fabric_rows.append((a.id, pa, b.id, pb, bytes_per_s_to_gbps(link.capacity_bytes_per_s), link.tier))
     yield from host_rows
     for a_id, pa, b_id, pb, gbps, tier in fabric_rows:
         cable += 1

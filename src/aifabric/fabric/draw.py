@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
+from ..units import bytes_per_s_to_gbps
 from .design import Design, resolve
 from .graph import NIC, SWITCH_LEVEL, Fabric
 
@@ -382,7 +383,7 @@ def _graph_svg(f: Fabric, title: str) -> str:
             drawn += 1
         if f.is_switch(link.dst):
             level = max(f.level(link.src), f.level(link.dst))
-            speed_gbps.setdefault(level, set()).add(link.capacity_bytes_per_s * 8 / 1e9)
+            speed_gbps.setdefault(level, set()).add(bytes_per_s_to_gbps(link.capacity_bytes_per_s))
     for level, gbps in speed_gbps.items():
         y = (y_of[level] + SW_H + 50) if level > 1 else server_y - 40
         svg.text(

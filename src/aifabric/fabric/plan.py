@@ -20,6 +20,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ..units import bytes_per_s_to_gbps
 from .graph import NIC, RAIL, SPINE, SUPERSPINE, SWITCH_KINDS, SWITCH_LEVEL, Fabric
 
 if TYPE_CHECKING:
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
 
 TIER_NAMES = {RAIL: "rail (leaf)", SPINE: "spine", SUPERSPINE: "super-spine"}
 SWITCH_ORDER = (RAIL, SPINE, SUPERSPINE)
-
-
-def _gbps(bytes_per_s: float) -> float:
-    return bytes_per_s * 8 / 1e9
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ def _scan(f: Fabric) -> _Scan:
         ls, ld = level[link.src], level[link.dst]
         if not (ls or ld):
             continue  # inside a server
-        gbps = _gbps(link.capacity_bytes_per_s)
+        gbps = bytes_per_s_to_gbps(link.capacity_bytes_per_s)
         if i % 2 == 0:  # a cable is links 2k (a->b) and 2k+1 (b->a): count it once
             cables[link.tier, gbps] += 1
         if not ls:
@@ -359,7 +356,7 @@ def failure_domains(f: Fabric, scan: _Scan | None = None) -> list[FailureDomain]
         for li in f.out_links[node.id]:
             link = f.links[li]
             if f.level(link.dst) < f.level(node.id):
-                lost_gbps[link.dst] += _gbps(link.capacity_bytes_per_s)
+                lost_gbps[link.dst] += bytes_per_s_to_gbps(link.capacity_bytes_per_s)
         left = min((1 - lost_gbps[s] / scan.up_gbps[s]) for s in below if scan.up_gbps.get(s)) if below else 1.0
         leafs = (
             set(below)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives.topology import snake_ring
+from ..units import bytes_per_s_to_gbps
 from .design import Design
 from .graph import Fabric
 from .routing import Route, Router
@@ -125,7 +126,7 @@ def analyze(
     pairs = pattern_pairs(pattern, f.world_size, f, rng, target)
     net = [(a, b) for a, b in pairs if f.server_of(a) != f.server_of(b)]
     up = uplinks(f)
-    cap = np.array([f.links[li].capacity_bytes_per_s * 8 / 1e9 for li in up])
+    cap = np.array([bytes_per_s_to_gbps(f.links[li].capacity_bytes_per_s) for li in up])
     samples = np.zeros((trials, len(up)))
     for t in range(trials):
         ports = rng.integers(0, 0x4000, size=len(net)) | 0xC000

@@ -38,7 +38,7 @@ from math import inf
 from typing import TYPE_CHECKING
 
 from ..fabric.graph import SCALE_UP_TIERS
-from ..units import BITS_PER_BYTE
+from ..units import bytes_per_s_to_gbps, gbps_to_bytes_per_s
 from .dcqcn import RpState, decay_alpha, increase, on_cnp
 from .headers import (
     ACK_BYTES,
@@ -252,7 +252,7 @@ class QpFlow:
         self.alpha_ref_t = now
         self.inc_gen = 0
         self.bytes_ctr = 0
-        self.rate_log: list[tuple[float, float]] = [(now, line_bytes_per_s * BITS_PER_BYTE / 1e9)]
+        self.rate_log: list[tuple[float, float]] = [(now, bytes_per_s_to_gbps(line_bytes_per_s))]
         self.decreases_logged = 0
         # responder
         self.epsn = 0
@@ -512,16 +512,16 @@ class QpFlow:
         if periods > 0:  # alpha decays once per update interval without a CNP
             decay_alpha(rp, d.g, periods)
         self.alpha_ref_t = now
-        on_cnp(rp, d.g, d.min_rate_gbps * 1e9 / BITS_PER_BYTE, d.clamp_target_rate)
+        on_cnp(rp, d.g, gbps_to_bytes_per_s(d.min_rate_gbps), d.clamp_target_rate)
         self.bytes_ctr = 0
         self._log_rate(now)
         if self.decreases_logged < 3:
             self.decreases_logged += 1
             net.log(
                 now,
-                f"{self.name}: CNP received: DCQCN rate {before * BITS_PER_BYTE / 1e9:.3f} -> "
-                f"{rp.rc_bytes_per_s * BITS_PER_BYTE / 1e9:.3f} Gb/s "
-                f"(target {rp.rt_bytes_per_s * BITS_PER_BYTE / 1e9:.3f}, alpha {rp.alpha:.4f}); packets now spaced "
+                f"{self.name}: CNP received: DCQCN rate {bytes_per_s_to_gbps(before):.3f} -> "
+                f"{bytes_per_s_to_gbps(rp.rc_bytes_per_s):.3f} Gb/s "
+                f"(target {bytes_per_s_to_gbps(rp.rt_bytes_per_s):.3f}, alpha {rp.alpha:.4f}); packets now spaced "
                 f"{(self.mtu + ROCE_HEADER_BYTES) / rp.rc_bytes_per_s * 1e9:.1f} ns apart",
                 "dcqcn",
             )
@@ -538,7 +538,7 @@ class QpFlow:
 
     def _log_rate(self, now: float) -> None:
         log = self.rate_log
-        log.append((now, self.rp.rc_bytes_per_s * BITS_PER_BYTE / 1e9))
+        log.append((now, bytes_per_s_to_gbps(self.rp.rc_bytes_per_s)))
         if len(log) > MAX_RATE_SAMPLES:  # long runs: thin the history, keep the latest
             self.rate_log = log[-1::-2][::-1]
 
@@ -547,8 +547,8 @@ class QpFlow:
         increase(
             self.rp,
             d.fast_recovery_steps,
-            d.r_ai_gbps * 1e9 / BITS_PER_BYTE,
-            d.r_hai_gbps * 1e9 / BITS_PER_BYTE,
+            gbps_to_bytes_per_s(d.r_ai_gbps),
+            gbps_to_bytes_per_s(d.r_hai_gbps),
             self.line_bytes_per_s,
         )
         self._log_rate(now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import BITS_PER_BYTE
+from ..units import bytes_per_s_to_gbps
 from .verbs import WcStatus
 
 
@@ -90,7 +90,7 @@ class PacketStats:
                     ce_marked=f.ce_rx,
                     cnp_sent=f.cnp_tx,
                     cnp_received=f.cnp_rx,
-                    final_rate_gbps=f.rp.rc_bytes_per_s * BITS_PER_BYTE / 1e9,
+                    final_rate_gbps=bytes_per_s_to_gbps(f.rp.rc_bytes_per_s),
                     rate_gbps=[[t, r] for t, r in f.rate_log],
                 )
                 if f.conn is not None:

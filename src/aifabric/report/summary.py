@@ -7,7 +7,7 @@ from typing import Any
 from .. import __version__
 from ..analysis import bytes_by_dimension
 from ..simulate import Run
-from ..units import BITS_PER_BYTE
+from ..units import bytes_per_s_to_gbps
 from .tables import flow_rows
 
 SUMMARY_SCHEMA_VERSION = 2  # 2: algbw_gBps, busbw_gBps (were _GBps), packet_windows
@@ -83,10 +83,10 @@ def build_summary(run: Run) -> dict[str, Any]:
                 "src": link.src,
                 "dst": link.dst,
                 "tier": link.tier,
-                "capacity_gbps": link.capacity_bytes_per_s * BITS_PER_BYTE / 1e9,
+                "capacity_gbps": bytes_per_s_to_gbps(link.capacity_bytes_per_s),
                 "bytes": link.bytes,
                 "utilization": link.utilization,
-                "peak_gbps": link.peak_bytes_per_s * BITS_PER_BYTE / 1e9,
+                "peak_gbps": bytes_per_s_to_gbps(link.peak_bytes_per_s),
             }
             for link in r.links
         ],

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..simulate import Run
-from ..units import BITS_PER_BYTE
+from ..units import bytes_per_s_to_gbps
 from . import _fast
 from .files import write_atomic
 
@@ -97,10 +97,10 @@ def table_columns(run: Run) -> dict[str, Columns]:
             "src": [x.src for x in r.links],
             "dst": [x.dst for x in r.links],
             "tier": [x.tier for x in r.links],
-            "capacity_gbps": [x.capacity_bytes_per_s * BITS_PER_BYTE / 1e9 for x in r.links],
+            "capacity_gbps": [bytes_per_s_to_gbps(x.capacity_bytes_per_s) for x in r.links],
             "bytes": [x.bytes for x in r.links],
             "utilization": [x.utilization for x in r.links],
-            "peak_gbps": [x.peak_bytes_per_s * BITS_PER_BYTE / 1e9 for x in r.links],
+            "peak_gbps": [bytes_per_s_to_gbps(x.peak_bytes_per_s) for x in r.links],
         },
         "collectives": {
             "key": [c.key for c in r.collectives],

@@ -9,7 +9,7 @@ from rich.table import Table
 from ..collectives.cost import busbw_factor
 from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
-from ..units import BITS_PER_BYTE
+from ..units import bytes_per_s_to_gbps
 
 
 def fmt_time(t_s: float) -> str:
@@ -312,10 +312,10 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
         links.add_row(
             link.id,
             link.tier,
-            f"{link.capacity_bytes_per_s * BITS_PER_BYTE / 1e9:.0f}",
+            f"{bytes_per_s_to_gbps(link.capacity_bytes_per_s):.0f}",
             fmt_bytes(link.bytes),
             f"{100 * link.utilization:.1f}%",
-            f"{link.peak_bytes_per_s * BITS_PER_BYTE / 1e9:.1f}",
+            f"{bytes_per_s_to_gbps(link.peak_bytes_per_s):.1f}",
         )
     console.print(links)
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..analysis import BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS
 from ..engines.taskgraph import TRANSFER
 from ..simulate import Run
-from ..units import BITS_PER_BYTE
+from ..units import bytes_per_s_to_gbps
 from . import _fast
 
 LINKS_PID = 1_000_000
@@ -285,7 +285,7 @@ def _counter_lines(run: Run) -> list[str]:
     # each line as _dumps writes the event {"ph": "C", "name": ..., "pid": ..., "ts": a, "args": {"Gb/s": g}}
     return [
         f'{{"ph":"C","name":{names[k]},"pid":{LINKS_PID},"ts":{a!r},"args":{{"Gb/s":{g!r}}}}}'
-        for k, a, g in zip(lk[order].tolist(), _us(t[order]), (v[order] * BITS_PER_BYTE / 1e9).tolist())
+        for k, a, g in zip(lk[order].tolist(), _us(t[order]), bytes_per_s_to_gbps(v[order]).tolist())
         if math.isfinite(a) and math.isfinite(g)
     ]
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from ..errors import Problem
+from ..units import gbps_to_bytes_per_s
 from .qos_spec import QUEUES, QosSpec
 
 KB = 1000
@@ -24,7 +25,7 @@ def headroom_needed_bytes(qos: QosSpec, link_latency_ns: float, switch_latency_n
     """Bytes that still arrive after a pause is sent on a link of this speed and latency (packet/switch.py)."""
     flight_s = 2 * (link_latency_ns + switch_latency_ns) * 1e-9
     frame = qos.roce_mtu_bytes + FRAME_OVERHEAD_BYTES
-    return int(flight_s * speed_gbps * 1e9 / 8) + 3 * frame + PFC_FRAME_BYTES
+    return int(gbps_to_bytes_per_s(speed_gbps * flight_s)) + 3 * frame + PFC_FRAME_BYTES  # the bits in flight
 
 
 def threshold_order_problems(qos: QosSpec) -> list[Problem]:
