@@ -100,13 +100,49 @@ def union_runs(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
     keep = b > a
     rank, a, b = rank[keep], a[keep], b[keep]
     order = _order(rank, a)
-    r, s, e = rank[order], a[order], b[order]
+    return _union_sorted(rank[order], a[order], b[order])
+
+
+def _union_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`union_runs` of intervals already sorted by (rank, start), none empty."""
     compiled = _compiled_merge_fn() if len(r) >= COMPILED_MIN else None
     if compiled is not None:
         first, end = compiled(r, s, e)
     else:
         first, end = _merge_sorted(r, s, e)
     return r[first], s[first], end[first]
+
+
+def _interleave(r: np.ndarray, t: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Rows cut into consecutive blocks at `bounds`, each block already in (rank, time) order: the indices that put
+    all rows in (rank, time) order, ties in block order then row order (what `_order` of the whole gives, by a
+    k-way merge instead of a sort). Plain loops: compiled by `_compiled_interleave_fn` for large runs."""
+    k = len(bounds) - 1
+    pos = bounds[:-1].copy()
+    out = np.empty(bounds[-1], dtype=np.int64)
+    for i in range(bounds[-1]):
+        best = -1
+        for j in range(k):
+            p = pos[j]
+            if p < bounds[j + 1] and (
+                best < 0 or r[p] < r[pos[best]] or (r[p] == r[pos[best]] and t[p] < t[pos[best]])
+            ):
+                best = j
+        out[i] = pos[best]
+        pos[best] += 1
+    return out
+
+
+@functools.cache
+def _compiled_interleave_fn():
+    """`_interleave` compiled, built on first use; None without numba or with AIFABRIC_PURE_PYTHON=1."""
+    if os.environ.get("AIFABRIC_PURE_PYTHON"):
+        return None
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
+    return njit(cache=True)(_interleave)
 
 
 def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,7 +305,10 @@ def _rank_timeline(
     busy_r = np.concatenate([p[0] for p in parts])
     busy_a = np.concatenate([p[4] for p in parts])
     busy_b = np.concatenate([p[5] for p in parts])
-    ur, us, ue = union_runs(busy_r, busy_a, busy_b)
+    busy_order = _order(busy_r, busy_a)  # sorted once: for the union here, and for the timeline's order below
+    sr, sa, sb = busy_r[busy_order], busy_a[busy_order], busy_b[busy_order]
+    nonempty = sb > sa
+    ur, us, ue = _union_sorted(sr[nonempty], sa[nonempty], sb[nonempty])
     gr, ga, gb = _gaps(ur, us, ue, world, makespan)
 
     bubble = np.zeros(len(gr), dtype=bool)
@@ -315,7 +354,12 @@ def _rank_timeline(
     rank = np.concatenate([p[0] for p in parts]).astype(np.int64)
     kinds = np.concatenate([np.full(len(p[0]), p[1], dtype=np.int8) for p in parts])
     a = np.concatenate([p[4] for p in parts])
-    order = _order(rank, a)
+    # the busy rows in their order, then the idle and the bubble gaps (each in order already): merged, not sorted
+    n_busy, n_idle = len(busy_r), int((~bubble).sum())
+    blocks = np.concatenate((busy_order, np.arange(n_busy, len(rank), dtype=np.int64)))
+    bounds = np.array([0, n_busy, n_busy + n_idle, len(rank)], dtype=np.int64)
+    interleave = _compiled_interleave_fn() if len(rank) >= COMPILED_MIN else None
+    order = blocks[(interleave or _interleave)(rank[blocks], a[blocks], bounds)]
     its = max(iterations, 1)
     return RankTimeline(
         world=world,
