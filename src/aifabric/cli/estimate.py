@@ -36,7 +36,7 @@ from ..units import BYTES_PER_ELEMENT
 BASE_BYTES = 0.5e9  # the interpreter, numpy, numba and the libraries: a small run's peak
 BYTES_PER_TASK = 2_200  # the 1T model: 7.6 GB peak for 3.5 M tasks, the report included
 BYTES_PER_GPU = 30_000  # the fabric and per-rank results: Llama 3 405B on 32,768 GPUs, 5.6 GB for 1.5 M tasks
-SECONDS_PER_TASK = 1.0e-4  # whole command, wall: 50 µs (1T) to 230 µs (32,768 GPUs) a task
+SECONDS_PER_TASK = 6.0e-5  # whole command, wall, 2026-11-26: 28 µs (1T, 3,072 GPUs) to 80 µs (Llama 3, 16,384) a task
 MEMORY_SHARE = 0.8  # of this machine's memory (or the process's cgroup limit) a run may be estimated to need
 PACKET_BYTES = 4096  # RoCE payload per packet at a 4,096-byte path MTU
 SECONDS_PER_PACKET = 34e-6  # the packet engine, wall: bench/bench_packet.py, ~4 hops a packet at 125 k hops/s
