@@ -170,3 +170,25 @@ def test_folded_traffic_is_on_the_links_over_time_with_its_peak(runs):
         b.timeline.link_peak_bytes_per_s[nvlink], a.timeline.link_peak_bytes_per_s[nvlink], rtol=1e-9
     )
     assert b.timeline.link_peak_bytes_per_s[nvlink].max() > 0
+
+
+def test_a_ctrl_c_while_a_collective_is_timed_for_folding_stops_the_lowering(monkeypatch):
+    """The folder times each collective shape on the flow engine, inside the lowering; a Ctrl-C there (the engine
+    turns it into Interrupted) leaves the lowering as a KeyboardInterrupt, which the command line answers with
+    'stopped in stage task graph' and exit 130, not as a run's Interrupted ('internal error', exit 1)."""
+    import aifabric.engines.executor as executor
+    from aifabric.engines import lower
+    from aifabric.engines.executor import Interrupted
+    from aifabric.scenario import demo_scenario
+    from aifabric.simulate import build_fabric, build_workload
+
+    s = demo_scenario()  # GPT-3 13B, TP 8 inside each server: its TP collectives fold
+    fabric, router = build_fabric(s)
+    workload = build_workload(s)
+
+    def stopped(graph, fabric, engine="flow", *args, **kwargs):
+        raise Interrupted(None)
+
+    monkeypatch.setattr(executor, "run", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        lower(workload, fabric, router, **s.lowering_options())

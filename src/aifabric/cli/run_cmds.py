@@ -279,8 +279,12 @@ def warn_if_long(scenario: Scenario, engine: str, est, workload):
     from ..estimate import duration, estimate_packet_run, packet_warning, warn_threshold_s
 
     if engine == "packet":
+        from ..engines.executor import Interrupted as RunInterrupted
+
         try:
             run_est = estimate_packet_run(scenario, workload)
+        except RunInterrupted:  # a Ctrl-C in the estimate's flow run: the command stops, as anywhere before the run
+            raise KeyboardInterrupt from None
         except Exception:  # noqa: BLE001 - the estimate is advice: the run goes on, and simulate names any problem
             return None
         text = packet_warning(run_est)

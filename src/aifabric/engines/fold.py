@@ -178,10 +178,15 @@ class ScaleUpFolder:
         return sum(size for _, _, size in self._cost[self._shape(op)[1]].pairs)
 
     def _simulate(self, op: Collective, run, lower_collective):
+        from .executor import Interrupted
+
         g = TaskGraph()
         done: list[list[int]] = [[] for _ in range(self.gps)]
         lower_collective(g, op, self.fabric, self.router, done)
-        return g, (run(g, self.fabric, "flow") if len(g) else None)
+        try:
+            return g, (run(g, self.fabric, "flow") if len(g) else None)
+        except Interrupted:  # a Ctrl-C while timing a collective to fold: the lowering was stopped, not a run
+            raise KeyboardInterrupt from None
 
     def _on_server(self, li: int, server: int) -> int:
         """Server `server`'s copy of link `li` of server 0: the link between the nodes that are, there, what its
