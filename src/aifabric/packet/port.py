@@ -168,18 +168,11 @@ class Port:
 
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, pkt: Pkt, q: int) -> None:
-        # the queue's push (ClassQueues.push), written out: this is the hot path of every queued hop
-        queue = self.queue
-        queue.fifos[q].append(pkt)
-        queue.nonempty |= 1 << q
-        size = pkt.size
-        d = queue.depth_bytes[q] + size
-        queue.depth_bytes[q] = d
-        queue.backlog += size
+        d = self.queue.push(pkt, q)
         now = self.sim.now
         if self.depth_watchers:
             for w in self.depth_watchers:
-                w.rose(q, d, size, now)
+                w.rose(q, d, pkt.size, now)
         busy = self.busy_until
         if busy <= now:
             self.kick()
@@ -188,6 +181,7 @@ class Port:
             self._at(busy, self._wake_cb)
 
     def _dequeue(self, q: int) -> Pkt:
+        """The head of queue `q`, taken off it: depth monitors told, the switch's buffer accounting released."""
         pkt = self.queue.pop(q)
         if self.is_switch_port:
             if self.depth_watchers:
@@ -205,8 +199,8 @@ class Port:
             self._at(t, self._wake_cb)
 
     def kick(self, _=None) -> None:
-        """Start the next frame if the port is free (also the wake-up callback). The hot path: the queue's pop
-        (`_dequeue`) is written out here; the frame goes out through `transmit`."""
+        """Start the next frame if the port is free (also the wake-up callback): the next frame by the scheduler (or
+        the NIC's own QPs), taken off its queue by `_dequeue`, goes out through `transmit`."""
         now = self.sim.now
         wake = self.wake_t
         if wake <= now:
@@ -232,20 +226,8 @@ class Port:
             else:
                 q = self.scheduler.pick(queue.fifos, self.paused_until, now)
             if q >= 0:
-                fifo = queue.fifos[q]
-                pkt = fifo.popleft()  # ClassQueues.pop
-                if not fifo:
-                    queue.nonempty &= ~(1 << q)
-                size = pkt.size
-                d = queue.depth_bytes[q] - size
-                queue.depth_bytes[q] = d
-                queue.backlog -= size
-                if self.is_switch_port:
-                    if self.depth_watchers:
-                        for w in self.depth_watchers:
-                            w.fell(q, d, size, now)
-                    self.owner.released(pkt)
-                elif pkt.kind == DATA and source is not None:
+                pkt = self._dequeue(q)
+                if not self.is_switch_port and pkt.kind == DATA and source is not None:
                     self.src_turn = True
         if pkt is None:
             if source is not None:
