@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aifabric import analysis
+from aifabric.compiled import compiled as compile_numba
 
 
 def reference(rank, a, b):
@@ -32,7 +33,7 @@ def test_union_runs_is_the_per_rank_merge(rows):
     b = a + np.array([d for _, _, d in rows], dtype=float) / 4  # some empty or reversed: left out
     want = reference(rank, a, b)
     for compiled in (False, True):
-        if compiled and analysis._compiled_merge_fn() is None:
+        if compiled and compile_numba(analysis._merge_sorted) is None:
             continue
         old = analysis.COMPILED_MIN
         analysis.COMPILED_MIN = 0 if compiled else 10**12
@@ -44,7 +45,7 @@ def test_union_runs_is_the_per_rank_merge(rows):
 
 
 def test_compiled_pass_equals_python_pass_on_a_large_draw():
-    compiled = analysis._compiled_merge_fn()
+    compiled = compile_numba(analysis._merge_sorted)
     if compiled is None:
         pytest.skip("numba not installed")
     rng = np.random.default_rng(7)
@@ -74,6 +75,6 @@ def test_interleaving_sorted_blocks_is_the_stable_sort_of_them_all(parts):
     bounds = np.cumsum([0] + [len(p) for p in rows]).astype(np.int64)
     want = analysis._order(rank, t)
     assert analysis._interleave(rank, t, bounds).tolist() == want.tolist()
-    compiled = analysis._compiled_interleave_fn()
+    compiled = compile_numba(analysis._interleave)
     if compiled is not None:
         assert compiled(rank, t, bounds).tolist() == want.tolist()

@@ -7,14 +7,13 @@ quick to report.
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
 
+from .compiled import compiled
 from .engines.executor import Timeline
 from .engines.taskgraph import COMPUTE, TRANSFER, TaskGraph
 from .fabric.graph import SCALE_UP_TIERS, Fabric
@@ -105,18 +104,15 @@ def union_runs(rank: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
 
 def _union_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`union_runs` of intervals already sorted by (rank, start), none empty."""
-    compiled = _compiled_merge_fn() if len(r) >= COMPILED_MIN else None
-    if compiled is not None:
-        first, end = compiled(r, s, e)
-    else:
-        first, end = _merge_sorted(r, s, e)
+    merge = compiled(_merge_sorted) if len(r) >= COMPILED_MIN else None
+    first, end = (merge or _merge_sorted)(r, s, e)
     return r[first], s[first], end[first]
 
 
 def _interleave(r: np.ndarray, t: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Rows cut into consecutive blocks at `bounds`, each block already in (rank, time) order: the indices that put
     all rows in (rank, time) order, ties in block order then row order (what `_order` of the whole gives, by a
-    k-way merge instead of a sort). Plain loops: compiled by `_compiled_interleave_fn` for large runs."""
+    k-way merge instead of a sort). Plain loops: compiled (aifabric.compiled) for large runs."""
     k = len(bounds) - 1
     pos = bounds[:-1].copy()
     out = np.empty(bounds[-1], dtype=np.int64)
@@ -133,21 +129,9 @@ def _interleave(r: np.ndarray, t: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return out
 
 
-@functools.cache
-def _compiled_interleave_fn():
-    """`_interleave` compiled, built on first use; None without numba or with AIFABRIC_PURE_PYTHON=1."""
-    if os.environ.get("AIFABRIC_PURE_PYTHON"):
-        return None
-    try:
-        from numba import njit
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return None
-    return njit(cache=True)(_interleave)
-
-
 def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Intervals sorted by (rank, start): a mask of those that start a run, and at each of them the run's end.
-    The reference: one pass, as `_compiled_merge_fn` compiles it."""
+    The reference: one pass, compiled (aifabric.compiled) for large runs."""
     n = len(r)
     first = np.zeros(n, dtype=np.bool_)
     end = np.zeros(n)
@@ -165,18 +149,6 @@ def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarr
 COMPILED_MIN = 100_000
 """Intervals from which `union_runs` merges with the compiled pass (numba, when installed and not turned off by
 AIFABRIC_PURE_PYTHON=1); below, the Python one."""
-
-
-@functools.cache
-def _compiled_merge_fn():
-    """The compiled pass, built on first use (numba is imported only for large runs); None without numba."""
-    if os.environ.get("AIFABRIC_PURE_PYTHON"):
-        return None
-    try:
-        from numba import njit
-    except ImportError:  # pragma: no cover - numba is a dependency; the Python pass is the fallback
-        return None
-    return njit(cache=True)(_merge_sorted)
 
 
 def _gaps(
@@ -358,7 +330,7 @@ def _rank_timeline(
     n_busy, n_idle = len(busy_r), int((~bubble).sum())
     blocks = np.concatenate((busy_order, np.arange(n_busy, len(rank), dtype=np.int64)))
     bounds = np.array([0, n_busy, n_busy + n_idle, len(rank)], dtype=np.int64)
-    interleave = _compiled_interleave_fn() if len(rank) >= COMPILED_MIN else None
+    interleave = compiled(_interleave) if len(rank) >= COMPILED_MIN else None
     order = blocks[(interleave or _interleave)(rank[blocks], a[blocks], bounds)]
     its = max(iterations, 1)
     return RankTimeline(

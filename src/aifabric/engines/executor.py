@@ -22,13 +22,13 @@ timeline goes through `run_reference` (the compiled loop has no fault events).
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..compiled import pure_python
 from ..fabric.graph import Fabric
 from .fabric_events import JobFailed
 from .linkload import LinkLoad
@@ -142,7 +142,7 @@ def run(
 
 def uses_compiled_loop(n_tasks: int) -> bool:
     """Whether `run` hands a graph of n_tasks to the compiled loop."""
-    if n_tasks < COMPILED_MIN_TASKS or os.environ.get("AIFABRIC_PURE_PYTHON", "") not in ("", "0"):
+    if n_tasks < COMPILED_MIN_TASKS or pure_python():
         return False
     from . import fastloop
 

@@ -9,10 +9,9 @@ however long and large the run (8,192 GPUs: ~10^5 segments of ~5,000 links each 
 
 from __future__ import annotations
 
-import functools
-import os
-
 import numpy as np
+
+from ..compiled import compiled
 
 COMPILED_MIN = 2_000
 """Intervals from which the time grid is filled by the compiled pass (`_bin_sums`, numba unless
@@ -57,7 +56,7 @@ def _bin_sums(
     overlap (`share`: x overlap / (b - a)), added interval by interval in their order (as `np.bincount`
     sums, so bit for bit what merging the per-interval arrays gives). Returns (bins, offsets, links,
     sums): bin bins[j] holds links[offsets[j]:offsets[j + 1]] ascending and their sums. Plain loops:
-    compiled by `_compiled_bin_sums`."""
+    compiled (aifabric.compiled)."""
     n = len(a)
     acc = np.zeros(n_links)
     seen = np.zeros(n_links, dtype=np.bool_)
@@ -135,18 +134,6 @@ def _bin_sums(
     return out_bins[:n_bins], out_ptr[: n_bins + 1], out_links[:n_out], out_sums[:n_out]
 
 
-@functools.cache
-def _compiled_bin_sums():
-    """`_bin_sums` compiled, built on first use; None without numba or with AIFABRIC_PURE_PYTHON=1."""
-    if os.environ.get("AIFABRIC_PURE_PYTHON"):
-        return None
-    try:
-        from numba import njit
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return None
-    return njit(cache=True)(_bin_sums)
-
-
 class LinkLoad:
     """Segments [t_start, t_end) during which `links` carried `rates_bytes_per_s`."""
 
@@ -213,7 +200,7 @@ class LinkLoad:
         (per link, the values times the overlap, or times the share of the interval with `share`, summed in
         the items' order): what `_add_to_bins` or `_spread_chunk` give, bit for bit. False (nothing done)
         without the compiled pass or when the items do not come in time order."""
-        fn = _compiled_bin_sums()
+        fn = compiled(_bin_sums)
         if fn is None or not items:
             return False
         a = np.fromiter((x[0] for x in items), dtype=float, count=len(items))

@@ -14,11 +14,12 @@ is not set (as for engines/fastloop.py); tests compare the two writers byte for 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from itertools import count
 
 import numpy as np
+
+from ..compiled import pure_python
 
 try:
     from numba import njit
@@ -33,11 +34,6 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
 
 MIN_ROWS = 20_000
 _MAX_K = 10**15
-
-
-def pure_python() -> bool:
-    """AIFABRIC_PURE_PYTHON=1: the report's reference paths only (the tests compare the fast ones with them)."""
-    return os.environ.get("AIFABRIC_PURE_PYTHON", "") not in ("", "0")
 
 
 def use_compiled(n_rows: int) -> bool:

@@ -22,9 +22,9 @@ from _plotly_utils.utils import convert_to_base64
 from plotly.offline import get_plotlyjs
 
 from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, traffic_matrix
+from ..compiled import pure_python
 from ..fabric.graph import TIERS
 from ..simulate import Run
-from ._fast import pure_python
 from .terminal import (
     compute_breakdown,
     cost_lines,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compiled import pure_python
 from ..simulate import Run
 from ..units import bytes_per_s_to_gbps
 from . import _fast
@@ -63,7 +64,7 @@ def _csv_pieces(cols: Columns) -> str | list:
 
 
 def _csv(cols: Columns) -> str:
-    if cols and len(next(iter(cols.values()))) and not _fast.pure_python():
+    if cols and len(next(iter(cols.values()))) and not pure_python():
         text = _csv_joined(cols)
         if text is not None:
             return text
