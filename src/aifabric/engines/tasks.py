@@ -154,6 +154,7 @@ def spread_over_paths(g: TaskGraph, fabric: Fabric, router: Router) -> None:
             g.route_weight[t] = split[1]
 
 
+@collector.paused()  # millions of small lists, no cycles
 def lower(
     workload: Workload,
     fabric: Fabric,
@@ -178,28 +179,6 @@ def lower(
     progress: `progress(ops lowered, ops in all)` about every PROGRESS_OPS ops and at the end.
     The garbage collector is paused while it runs (aifabric.collector).
     """
-    with collector.paused():
-        return _lower(
-            workload,
-            fabric,
-            router,
-            fold_scale_up=fold_scale_up,
-            merge_ring_steps=merge_ring_steps,
-            spread_paths=spread_paths,
-            progress=progress,
-        )
-
-
-def _lower(
-    workload: Workload,
-    fabric: Fabric,
-    router: Router,
-    *,
-    fold_scale_up: bool = False,
-    merge_ring_steps: bool = False,
-    spread_paths: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-) -> TaskGraph:
     g = TaskGraph()
     world = workload.world_size
     if world > fabric.world_size:
