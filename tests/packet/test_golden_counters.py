@@ -24,7 +24,7 @@ import pytest
 
 from aifabric.packet.config import DcqcnConfig, LbConfig, NicConfig, PacketConfig, SwitchConfig
 from aifabric.packet.network import Network
-from aifabric.packet.scenarios import run_scenario
+from aifabric.packet.scenarios import SCENARIOS, run_scenario
 from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
 
 GOLDEN = Path(__file__).with_name("golden_counters.json")
@@ -78,22 +78,7 @@ LOSSY = SwitchConfig(pfc_enabled=False, queue_limit_bytes=200_000)  # drops, NAK
 
 CASES = {
     # the seeds' scenarios, as the packet tests run them (with the --explain log)
-    **{
-        f"scenario:{name}": (lambda name=name: _scenario(name, PacketConfig(explain=True)))
-        for name in (
-            "incast",
-            "polarization",
-            "pfc-cascade",
-            "dcqcn",
-            "spraying",
-            "hol-blocking",
-            "ecmp-uplink",
-            "connect",
-            "pfc-storm",
-            "pfc-deadlock",
-            "pfc-deadlock-loop",
-        )
-    },
+    **{f"scenario:{name}": (lambda name=name: _scenario(name, PacketConfig(explain=True))) for name in SCENARIOS},
     # incast without PFC and with a small queue limit: drops, NAKs, retransmissions
     "incast-lossy": lambda: _scenario("incast", PacketConfig(explain=True, switch=LOSSY)),
     "incast-lossy-nodcqcn": lambda: _scenario("incast", PacketConfig(switch=LOSSY, dcqcn=DcqcnConfig(enabled=False))),
