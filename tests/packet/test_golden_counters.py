@@ -134,3 +134,11 @@ def _record() -> None:
 if __name__ == "__main__":
     if "--record" in sys.argv:
         _record()
+
+
+def test_the_commands_list_of_stories_is_the_engines_list_of_scenarios():
+    """cli/packet_cmd.py keeps its own copy of the scenario names (importing the command must not import the packet
+    engine); it must name exactly the scenarios packet/scenarios.py runs."""
+    from aifabric.cli.packet_cmd import STORIES
+
+    assert tuple(STORIES) == tuple(SCENARIOS)
