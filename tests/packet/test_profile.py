@@ -54,6 +54,12 @@ def test_threshold_order_is_the_rule(xs):
         ({"wred": {"weight": 16}}, "fabric.qos.wred.weight"),
         ({"roce_mtu_bytes": 9000}, "fabric.qos.roce_mtu_bytes"),
         ({"buffer": {"shared_mib": 2}}, "fabric.qos.pfc.xoff_kb"),
+        # where the NICs' packets land: CNPs apart from the data, data lossless under PFC, marked under DCQCN
+        ({"cnp_dscp": 24}, "fabric.qos.cnp_dscp"),
+        ({"classes": [{"name": "ROCEv2", "dscp": [24, 48], "qos_group": 3}]}, "fabric.qos.cnp_dscp"),
+        ({"pfc": {"priorities": [4]}}, "fabric.qos.pfc.priorities"),
+        ({"wred": {"queues": [4]}}, "fabric.qos.wred.queues"),
+        ({"wred": {"ecn": False}}, "fabric.qos.wred.ecn"),
     ],
 )
 def test_validate_exits_2_naming_the_field(ch14_data, write_scenario, capsys, qos, field):
@@ -61,6 +67,22 @@ def test_validate_exits_2_naming_the_field(ch14_data, write_scenario, capsys, qo
     assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 2
     out = capsys.readouterr()
     assert field in out.out + out.err
+
+
+@pytest.mark.parametrize(
+    "qos",
+    [
+        {"pfc": {"priorities": [4], "enabled": False}},  # lossy RoCE, said so
+        {"wred": {"ecn": False}, "congestion_control": "none"},  # WRED drops, no DCQCN
+        {
+            "data_dscp": 26,
+            "classes": [{"name": "R", "dscp": [26], "qos_group": 3}, {"name": "C", "dscp": [48], "qos_group": 7}],
+        },
+    ],
+)
+def test_consistent_classes_validate(ch14_data, write_scenario, qos):
+    ch14_data["fabric"]["qos"] = qos
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 0
 
 
 def test_headroom_is_checked_against_the_cables(ch14_data, write_scenario, capsys):

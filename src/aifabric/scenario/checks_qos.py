@@ -6,6 +6,8 @@
   the wire) must fit above xOFF: 2 x (cable + switch latency) x the fastest link's speed + 3 frames + a PFC frame.
 - xOFF + headroom fits the shared buffer.
 - The switch MTU carries a RoCE path-MTU packet with its headers.
+- Where the NICs' packets land: CNPs in a queue of their own; RoCEv2 data in a PFC priority while PFC is on, and in
+  an ECN-marking WRED queue while DCQCN is the congestion control.
 """
 
 from __future__ import annotations
@@ -72,6 +74,44 @@ def _chain(p, wmin: float, wmax: float, where: str) -> list[Problem]:
     return out
 
 
+def class_problems(qos: QosSpec) -> list[Problem]:
+    """Where the NICs' traffic lands: CNPs in a queue of their own (not behind the data they are about), the RoCEv2
+    data in a lossless queue while PFC is on, and in an ECN-marking WRED queue while DCQCN reacts to the marks."""
+    out = []
+    data_q, cnp_q = qos.queue_of(qos.data_dscp), qos.queue_of(qos.cnp_dscp)
+    data = f"the RoCEv2 data (data_dscp {qos.data_dscp}) goes to queue {data_q}"
+    if qos.data_dscp == qos.cnp_dscp:
+        out.append(Problem(f"{P}.cnp_dscp", f"must differ from data_dscp ({qos.data_dscp}): CNPs need their own queue"))
+    elif data_q == cnp_q:
+        out.append(
+            Problem(
+                f"{P}.cnp_dscp",
+                f"CNPs (DSCP {qos.cnp_dscp}) go to queue {cnp_q} with the RoCEv2 data (data_dscp "
+                f"{qos.data_dscp}): CNPs need their own queue "
+                "(the book: DSCP 48 -> QoS group 7, strict priority; Deep Learning for Network Engineers, Chapter 11)",
+            )
+        )
+    p, w = qos.pfc, qos.wred
+    if p.enabled and p.priorities and data_q not in p.priorities:
+        out.append(
+            Problem(
+                f"{P}.pfc.priorities",
+                f"PFC pauses priorities {p.priorities}, but {data}: it would be lossy. Add {data_q}, map the data's "
+                "DSCP to a lossless class (classes, data_dscp), or set pfc.enabled: false for lossy RoCE",
+            )
+        )
+    if qos.congestion_control == "dcqcn" and not (w.ecn and data_q in w.queues):
+        field, why = ("wred.ecn", "WRED drops instead of marking") if not w.ecn else ("wred.queues", "has no WRED")
+        out.append(
+            Problem(
+                f"{P}.{field}",
+                f"DCQCN reacts to ECN marks, but {data}, which {why}: no packet of it would be marked. "
+                f"Give queue {data_q} WRED with ecn: true, or set congestion_control: none",
+            )
+        )
+    return out
+
+
 def dlb_problems(qos: QosSpec, fabric=None) -> list[Problem]:
     """DLB chooses the switches' uplinks itself: it works over the ECMP groups (`load_balancing: ecmp`), not with
     another path choice; the flowlet aging is mode flowlet's."""
@@ -102,8 +142,7 @@ def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) ->
         bad = [q for q in queues if not 0 <= q < QUEUES]
         if bad:
             out.append(Problem(f"{P}.{name}", f"queues are 0..7 (got {', '.join(map(str, bad))})"))
-    if qos.data_dscp == qos.cnp_dscp:
-        out.append(Problem(f"{P}.cnp_dscp", f"must differ from data_dscp ({qos.data_dscp}): CNPs need their own queue"))
+    out += class_problems(qos)
     need_mtu = qos.roce_mtu_bytes + ROCE_HEADERS_BYTES
     if qos.mtu_bytes < need_mtu:
         out.append(
