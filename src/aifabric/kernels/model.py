@@ -111,7 +111,9 @@ class KernelModel:
             tflops, shape = gpu.matmul_by_software[stack]
             measured = tflops * 1e12
         self.norm_fraction = _NORM_FRACTION.get(software, (1.0, 1.0))
-        sm = sm_flops_from_measurement(measured, shape, gpu.sm_count, self.hbm_bytes_per_s, self.in_bytes)
+        sm = sm_flops_from_measurement(
+            measured, shape, gpu.sm_count, self.hbm_bytes_per_s, self.in_bytes, self.act_bytes
+        )
         self.device = Device(gpu.sm_count, sm, self.hbm_bytes_per_s, measured)
         self.gemm_table = gemm_table
         self.gap_s = gpu.kernel_gap_us * 1e-6
