@@ -360,9 +360,10 @@ def _run_file(
     from ..report.files import write_json
     from ..scenario import load_scenario
     from ..simulate import simulate
-    from .run_cmds import ProgressLine, warn_if_long
+    from .run_cmds import ProgressLine, _print_unused, warn_if_long
 
     s = load_scenario(path)
+    _print_unused(s, "packet", lb)
     bar = ProgressLine("packet", warn_if_long(s, "packet", None, None))  # a long run is announced, then followed
     console.print(f"simulating [bold]{escape(s.name)}[/] packet by packet ...")
     try:

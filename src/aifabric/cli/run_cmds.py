@@ -402,7 +402,17 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
     console.print(
         f"[green]ok[/] {escape(str(file))}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine"
     )
+    _print_unused(s, s.engine)
     return 0
+
+
+def _print_unused(s: Scenario, engine: str, lb: str | None = None) -> None:
+    """Settings the run would not use (`fabric.flowlet_gap_us` without flowlets, the switch profile on the flow
+    engine), said on stderr rather than ignored in silence."""
+    from ..scenario.checks_qos import unused_settings
+
+    for note in unused_settings(s, engine, lb):
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 @app.command("simulate")
@@ -433,6 +443,7 @@ def simulate_cmd(
 
         check_pcap_options(pcap, pcap_max_packets, eng or scenario.engine)
     hybrid = hybrid_options(eng or scenario.engine, packet_window, packet_max)
+    _print_unused(scenario, eng or scenario.engine)
     return run_and_report(
         scenario, out, eng, file.read_text(encoding="utf-8"), force, pcap, pcap_max_packets, hybrid=hybrid
     )

@@ -180,3 +180,44 @@ def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) ->
                 )
             )
     return out
+
+
+FLOW_ENGINE_QOS = ("roce_mtu_bytes", "dlb")  # what the flow and analytic engines take from the profile
+
+
+def unused_settings(s, engine: str, lb: str | None = None) -> list[str]:
+    """Settings the scenario gives that this run would not use, each as a note (validate and simulate print them;
+    not problems: `compare` varies such fields across engines and load balancings). `fabric.flowlet_gap_us` with
+    no flowlets in the fabric, or on an engine without gaps between packets; `fabric.qos` fields the flow and
+    analytic engines do not model (all but the path MTU's headers and DLB's spread). `lb`: the run's own load
+    balancing (`aifabric packet FILE --lb`) over the scenario's."""
+    f, out = s.fabric, []
+    load_balancing = lb or f.load_balancing
+    given = f.model_fields_set
+    dlb = f.qos.dlb
+    packets = engine in ("packet", "hybrid")
+    if "flowlet_gap_us" in given:
+        if load_balancing != "flowlet" and not (dlb.mode == "flowlet" and dlb.flowlet_aging_us is None):
+            has = f"load_balancing: {load_balancing}, {P}.dlb.mode: {dlb.mode}"
+            if dlb.mode == "flowlet":
+                has += f" with its own flowlet_aging_us {dlb.flowlet_aging_us:g}"
+            out.append(
+                f"fabric.flowlet_gap_us is not used ({has}): it is the idle gap that ends a flowlet under "
+                f"load_balancing: flowlet, and DLB's flowlet aging when {P}.dlb.flowlet_aging_us is not given"
+            )
+        elif not packets:
+            out.append(
+                f"fabric.flowlet_gap_us acts on the packet engine (--engine packet, or hybrid's packet windows): the "
+                f"{engine} engine has no gaps between packets and spreads each transfer over the equal-cost paths, "
+                "the flowlets' long-run share"
+            )
+    if "qos" in given and not packets:
+        fields = sorted(f.qos.model_fields_set - set(FLOW_ENGINE_QOS))
+        if fields:
+            act = "acts" if len(fields) == 1 else "act"
+            out.append(
+                f"{P}: the {engine} engine uses roce_mtu_bytes (each packet's headers) and dlb (the spread over "
+                f"equal-cost paths); {', '.join(fields)} {act} on the packet engine (--engine packet, or "
+                "hybrid's packet windows) and in `aifabric fabric config`"
+            )
+    return out
