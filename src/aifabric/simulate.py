@@ -65,10 +65,13 @@ class Run:
     @cached_property
     def connection_setup(self) -> dict:
         """The job's RDMA connections set up once before its first collective: queue pairs, CM exchanges, time
-        (packet/job_connections.py; summary.json `connection_setup`); not part of the iteration time."""
+        (packet/job_connections.py; summary.json `connection_setup`); part of the iteration time only when the scenario
+        simulates the first iteration (`iteration: first`: engines/setup_tasks.py)."""
         from .packet.job_connections import job_connection_setup
 
-        return job_connection_setup(self.graph, self.fabric).to_dict()
+        out = job_connection_setup(self.graph, self.fabric).to_dict()
+        out["in_iteration"] = self.scenario.iteration == "first"  # scenario `iteration: first`
+        return out
 
     @cached_property
     def reliability(self) -> dict:
@@ -250,6 +253,10 @@ def simulate(
         from .faults import unreachable
 
         raise unreachable(fabric, fx, exc) from None
+    if s.iteration == "first":  # the job's first iteration: each RDMA connection set up before its first use
+        from .engines.setup_tasks import add_connection_setup
+
+        add_connection_setup(graph, fabric)
     if fx is not None:
         from .faults import slow_down
 

@@ -619,7 +619,7 @@ def bootstrap(
         f"{cs.connections} connections ({cs.queue_pairs} QPs), {cs.per_connection_s * 1e6:.1f} µs each "
         f"(2 QPs created, 6 state changes, 3 CM messages, 1.5 round trips); the busiest NIC "
         f"({cs.busiest_nic}) sets up {cs.busiest_nic_connections}, one at a time: connected at "
-        f"{rc.done_s * 1e6:.1f} µs. The first collective starts after that; the setup is paid once per "
-        "job, not in any iteration"
+        f"{rc.done_s * 1e6:.1f} µs. The first collective starts after that: the job's first iteration pays "
+        "it (a scenario's `iteration: first`), later iterations reuse the connections"
     )
     return 0

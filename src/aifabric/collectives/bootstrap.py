@@ -15,8 +15,8 @@ at the master, the NCCL unique ID, and sub-communicators.
 5. NCCL connects the communicator's rings (`ring_connections`): for each channel, rank r to rank r + 1; a pair on
    two nodes needs an RDMA connection over the backend network, a queue pair at each end moved RESET -> INIT ->
    RTR -> RTS around the connection manager's REQ -> REP -> RTU (Deep Learning for Network Engineers, Chapter 9;
-   costs in connection_setup.py). Only then can the first collective start: the setup is paid once per job and
-   is not part of any iteration.
+   costs in connection_setup.py). Only then can the first collective start: the job's first iteration pays the
+   setup (a scenario's `iteration: first`, engines/setup_tasks.py), later ones reuse the connections.
 
 Every message is a `BootstrapEvent` with its time, endpoints, addresses and network, so that the
 bootstrap appears on the frontend network like any other traffic. Randomness (the unique ID) only

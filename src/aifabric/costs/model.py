@@ -212,4 +212,6 @@ def run_costs(run) -> RunCosts:
     fc = fabric_costs(bom, s.cluster.gpu, s.costs)
     tokens, unit = tokens_per_iteration(s)
     notes = [] if run.results.complete else ["interrupted run: the iteration time covers what ran"]
+    if s.iteration == "first":
+        notes.append("the first iteration (connection setup included): the training run's figures count it every time")
     return RunCosts(fc, run.results.iteration_time_s, tokens, float(run.workload.params), unit, notes)

@@ -38,6 +38,9 @@ def route_rtt_s(fabric, route: tuple[int, ...]) -> float:
     return 2 * one_way
 
 
+SETUP_NAME = "connection setup"  # names of the first iteration's setup tasks begin with it (engines/setup_tasks.py)
+
+
 @dataclass(frozen=True)
 class JobPairs:
     """The job's connections grouped by (communicator, sender, receiver): both NICs, the slowest round trip, and how
@@ -54,13 +57,27 @@ class JobPairs:
         return int(self.channels.sum())
 
 
-def job_pairs(graph, fabric) -> JobPairs:
-    """The connections a job opens, from its task graph: per communicator (a collective's group), per pair of ranks
-    it sends between over the network, as many as the channels it uses between them (the transfers of one step of
-    one collective between the same two ranks); a point-to-point pair (pipeline send/recv) one; a pair of a folded
-    collective (its bytes counted without transfers) one per parallel dimension, at the slowest path's round trip."""
+@dataclass(frozen=True)
+class NetworkTransfers:
+    """The transfers of a task graph that cross a NIC (their route leaves the server: a queue pair carries them),
+    with both NICs and the route's round trip."""
+
+    nics: list[str]  # NIC names; src_nic and dst_nic index into it
+    tasks: np.ndarray  # task ids, ascending
+    src_nic: np.ndarray
+    dst_nic: np.ndarray
+    rtt_s: np.ndarray
+
+
+def network_transfers(graph, fabric) -> NetworkTransfers:
+    """Every transfer whose route crosses a NIC, in task order; not the first iteration's connection setups
+    (engines/setup_tasks.py: zero bytes, named SETUP_NAME ...), which stand for the connections, not a use of one."""
     dst_all = np.asarray(graph.dst, dtype=np.int64)
     tasks = np.flatnonzero(dst_all >= 0)  # transfers (a compute task's dst is -1)
+    size, name = graph.size_bytes, graph.name
+    setups = [i for i, t in enumerate(tasks.tolist()) if size[t] == 0 and name[t].startswith(SETUP_NAME)]
+    if setups:
+        tasks = np.delete(tasks, setups)
     routes = graph.route
     # routes by identity (the Router hands out one tuple per QP, so this is cheap; equal tuples just repeat work)
     ids = np.fromiter(map(id, map(routes.__getitem__, tasks.tolist())), dtype=np.int64, count=len(tasks))
@@ -83,7 +100,18 @@ def job_pairs(graph, fabric) -> JobPairs:
         r_dst[k] = nic_id.setdefault(ends[1], len(nic_id))
         r_rtt[k] = route_rtt_s(fabric, route)
     keep = r_src[rid] >= 0
-    tasks, rid = tasks[keep], rid[keep]
+    rid = rid[keep]
+    return NetworkTransfers(list(nic_id), tasks[keep], r_src[rid], r_dst[rid], r_rtt[rid])
+
+
+def job_pairs(graph, fabric) -> JobPairs:
+    """The connections a job opens, from its task graph: per communicator (a collective's group), per pair of ranks
+    it sends between over the network, as many as the channels it uses between them (the transfers of one step of
+    one collective between the same two ranks); a point-to-point pair (pipeline send/recv) one; a pair of a folded
+    collective (its bytes counted without transfers) one per parallel dimension, at the slowest path's round trip."""
+    nt = network_transfers(graph, fabric)
+    tasks = nt.tasks
+    nic_id = {name: i for i, name in enumerate(nt.nics)}
     coll = np.asarray(graph.collective, dtype=np.int64)[tasks]
     comm_of: dict[tuple[int, ...], int] = {}
     comm_ids = np.array(
@@ -91,7 +119,7 @@ def job_pairs(graph, fabric) -> JobPairs:
     )
     comm = comm_ids[coll]  # coll -1 (point to point) -> the last entry, -1
     src = np.asarray(graph.rank, dtype=np.int64)[tasks]
-    dst = dst_all[tasks]
+    dst = np.asarray(graph.dst, dtype=np.int64)[tasks]
     step = np.asarray(graph.step, dtype=np.int64)[tasks]
     # transfers of one step of one collective between two ranks: one per channel
     world = int(max(src.max(initial=0), dst.max(initial=0))) + 1
@@ -106,12 +134,12 @@ def job_pairs(graph, fabric) -> JobPairs:
     inverse = inverse.reshape(-1)
     # the pair's channels: the most any (collective, step) used; its NICs and slowest round trip over its transfers
     channels = np.zeros(len(pairs), dtype=np.int64)
-    np.maximum.at(channels, pair_of_task, counts[inverse])
+    np.maximum.at(channels, pair_of_task, np.where(coll >= 0, counts[inverse], 1))  # sends: one per pair
     first = np.full(len(pairs), len(tasks), dtype=np.int64)
     np.minimum.at(first, pair_of_task, np.arange(len(tasks)))
     rtt = np.zeros(len(pairs))
-    np.maximum.at(rtt, pair_of_task, r_rtt[rid])
-    p_src, p_dst = r_src[rid[first]], r_dst[rid[first]]
+    np.maximum.at(rtt, pair_of_task, nt.rtt_s)
+    p_src, p_dst = nt.src_nic[first], nt.dst_nic[first]
     # folded collectives: no transfers, their pairs from graph.folded.pairs
     folded = [(s, d) for (s, d, _dim) in graph.folded.pairs if fabric.server_of(s) != fabric.server_of(d)]
     if folded:

@@ -53,8 +53,13 @@ def connection_setup_line(cs: dict) -> str:
     """One line of summary.json `connection_setup`: the job's one-time RDMA connection setup."""
     if not cs["connections"]:
         return "no RDMA connection (every transfer stays inside a server)"
+    when = (
+        "all at once; this first iteration sets each connection up before its first use, in its time"
+        if cs.get("in_iteration")
+        else "once, before the first collective (not in the iteration time)"
+    )
     return (
-        f"{fmt_time(cs['time_s'])} once, before the first collective (not in the iteration time): "
+        f"{fmt_time(cs['time_s'])} {when}: "
         f"{cs['connections']:,} connections ({cs['queue_pairs']:,} QPs) over {cs['nics']} NICs, "
         f"{fmt_time(cs['per_connection_s'])} each (QPs created, INIT -> RTR -> RTS, CM REQ -> REP -> RTU); busiest NIC {cs['busiest_nic']} sets up "
         f"{cs['busiest_nic_connections']}, {'one' if cs['concurrency'] == 1 else cs['concurrency']} at a time"

@@ -53,6 +53,13 @@ class Scenario(Strict):
     workload: WorkloadSpec
     engine: Literal["flow", "analytic", "packet", "hybrid"] = "flow"
     fidelity: FidelitySpec = FidelitySpec()
+    iteration: Literal["steady", "first"] = Field(
+        "steady",
+        description="which training iteration is simulated: steady = any after the first (the job's RDMA "
+        "connections are up); first = the job's first, each connection NCCL opens set up (queue pairs created, "
+        "INIT -> RTR -> RTS, CM REQ -> REP -> RTU) before the collective or send that first uses it "
+        "(engines/setup_tasks.py)",
+    )
     calibration: CalibrationSpec = Field(
         CalibrationSpec(),
         description="the user's own measurements in place of the catalog's: a GEMM table "
