@@ -9,15 +9,17 @@ from aifabric.fabric.graph import TIER_PCIE
 from aifabric.packet.nic import QpFlow
 
 
-@pytest.fixture
-def across_spines(ch14_data):
+@pytest.fixture(params=[None, ["src_ip", "dst_ip"]], ids=["5-tuple", "ips"])
+def across_spines(ch14_data, request):
     """4 servers x 2 GPUs, one leaf per server (both rails on it), 4 spines: every DP transfer crosses a spine,
-    where ECMP picks one of 4 uplinks by the 5-tuple."""
+    where ECMP picks one of 4 uplinks by the 5-tuple (or by the fields of `fabric.ecmp_hash_fields`)."""
     from aifabric.scenario import load_scenario
 
     d = ch14_data
     d["cluster"].update(servers=4, gpus_per_server=2)
     d["fabric"].update(rails_per_switch=2, servers_per_segment=1, spines=4)
+    if request.param is not None:
+        d["fabric"]["ecmp_hash_fields"] = request.param
     d["workload"]["model"]["layer_widths"] = [256, 512, 256]
     d["workload"]["global_batch_size"] = 64
     return load_scenario(d)
