@@ -78,7 +78,11 @@ def packet(
         "--lb",
         help="load balancing: " + " | ".join(LB_MODES) + " (not polarization, spraying: they compare these)",
     ),
-    transport: str = typer.Option(None, "--transport", help="rc (RoCEv2) | uet (Ultra Ethernet, spraying)"),
+    transport: str = typer.Option(
+        None,
+        "--transport",
+        help="rc (RoCEv2 RC) | uc | ud (datagrams up to the path MTU) | uet (Ultra Ethernet, spraying)",
+    ),
     write_only: bool = typer.Option(False, "--write-only", help="RDMA Write Only: a RETH in every packet"),
     size_mb: float = typer.Option(
         None, "--size-mb", help="bytes per flow, MB (the stories only; default: the story's)"
