@@ -173,3 +173,12 @@ def test_uc_write_only_every_packet_is_a_message_so_a_loss_loses_one_packet_only
     lost = [f for f in st.flows if f["packets_lost"]]
     assert lost and all(f["messages_lost"] == f["packets_lost"] and f["packets_discarded"] == 0 for f in lost)
     assert all(f["placement"] == "direct, per-packet messages" and f["retransmissions"] == 0 for f in st.flows)
+
+
+def test_the_connect_story_on_ud_says_there_is_no_connection_and_shows_the_receive_completion():
+    r = run_scenario("connect", _cfg("ud"), size_mb=0.001)
+    text = "\n".join(r.findings)
+    assert "(c) no connection: a UD QP is not connected (no CM exchange)" in text and "REQ -> REP" not in text
+    assert "(d) the datagram: 1 packet of at most 1024 B" in text and "BTH opcode 0x64" in text
+    assert "(e) the SCN's CQ has a receive completion: success, 1,000 B" in text
+    assert not r.net.flows[0].conn.cm_log  # nothing went to QP1

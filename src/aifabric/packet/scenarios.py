@@ -584,10 +584,19 @@ def connect(
         f"each in its PD with a completion queue; P_Key table {', '.join(f'{k:#06x}' for k in conn.req.pd.device.pkey_table)}"
         f": the CCN's QP on index {conn.req.pkey_index} ({conn.req.pkey:#06x}), the SCN's on index "
         f"{conn.resp_pkey_index} ({conn.resp.pd.device.pkey_table[conn.resp_pkey_index]:#06x})",
-        f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
-        f"{CCN_QPN:#08x}, {conn.req.type}, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU {BOOK_MTU}; REP with "
-        f"QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
-        + (f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared" if setup is not None else "no RTS"),
+        (
+            f"(c) no connection: a UD QP is not connected (no CM exchange); each datagram names its destination QP "
+            f"{SCN_QPN:#08x} and Q_Key in a DETH, both QPs moved INIT -> RTR -> RTS locally"
+            if conn.req.type == "UD"
+            else f"(c) connection: REQ -> REP -> RTU to QP1 over RoCEv2 (UD, DETH Q_Key 0x80010000): REQ with QPN "
+            f"{CCN_QPN:#08x}, {conn.req.type}, starting PSN {conn.ipsn:#08x}, P_Key {conn.path_pkey:#06x}, path MTU "
+            f"{BOOK_MTU}; REP with QPN {SCN_QPN:#08x}, starting PSN {conn.resp_ipsn:#08x}; "
+            + (
+                f"the CCN's QP in RTS {setup * 1e6:.2f} us after the REQ was prepared"
+                if setup is not None
+                else "no RTS"
+            )
+        ),
     ]
     if first is not None:
         from scapy.contrib.roce import BTH
@@ -602,7 +611,8 @@ def connect(
             else ""
         )
         r.findings.append(
-            f"(d) the Write: {flow.n} packet{'s' * (flow.n > 1)} of {BOOK_MTU} B, PSN {conn.ipsn:#08x}.."
+            f"(d) the {'datagram' if conn.req.type == 'UD' else 'Write'}: {flow.n} packet{'s' * (flow.n > 1)} of "
+            f"{'at most ' * (flow.n == 1)}{BOOK_MTU} B, PSN {conn.ipsn:#08x}.."
             f"{flow.wire_psn(flow.n - 1):#08x}; the first: Eth / IPv4 {ip.src} > {ip.dst} DSCP {ip.tos >> 2} ECN "
             f"{ip.tos & 3:02b} (ToS {ip.tos:#04x}) / UDP {first[UDP].sport} > {first[UDP].dport} / BTH opcode "
             f"{b.opcode:#04x}, P_Key {b.pkey:#06x}, DestQP {b.dqpn:#08x}, AckReq {b.ackreq}, PSN {b.psn:#08x}{reth} / "
@@ -621,6 +631,12 @@ def connect(
         r.findings.append(
             f"(e) completion: the CCN's CQ has work request {w.wr_id}: {w.status.value}, {w.byte_len:,} B, "
             f"QP {w.qp_num:#08x}, at {w.t_s * 1e6:.2f} us; the CCN's QP is {conn.req.state.value}"
+        )
+    recv = [w for w in net.rnic(scn).cq.entries if w.opcode == "RECV"]
+    if recv:  # UD: the datagram lands in a posted receive, and the SCN's CQ says so
+        w = recv[0]
+        r.findings.append(
+            f"(e) the SCN's CQ has a receive completion: {w.status.value}, {w.byte_len:,} B, at {w.t_s * 1e6:.2f} us"
         )
     r.runs.append(("connect", net, st))
     return r
