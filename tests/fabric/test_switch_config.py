@@ -217,6 +217,22 @@ def test_the_books_examples_import_into_its_profile():
         parse_nxos_qos("hostname leaf1\ninterface Ethernet1/1\n  no shutdown\n")
 
 
+@pytest.mark.parametrize("cnp", [48, 46])
+def test_import_takes_the_nics_dscps_from_the_lossless_and_strict_classes(cnp, tmp_path, capsys):
+    """A fabric that carries RoCEv2 on DSCP 26 (not the book's 24): the imported profile puts the NICs' data on the
+    lossless class's DSCP (and CNPs on the strict-priority class's), so it validates and runs RoCE lossless."""
+    text = BOOK_EXAMPLES.replace("match dscp 24", "match dscp 26").replace("match dscp 48", f"match dscp {cnp}")
+    data = parse_nxos_qos(text)
+    qos = QosSpec.model_validate(data)
+    assert (qos.data_dscp, qos.cnp_dscp) == (26, cnp)
+    assert qos.queue_of(qos.data_dscp) in qos.pfc.priorities and qos.queue_of(qos.cnp_dscp) == 7
+    assert "data_dscp" not in parse_nxos_qos(BOOK_EXAMPLES)  # the book's own: the defaults, not repeated
+    path = tmp_path / "leaf.cfg"
+    path.write_text(text, encoding="utf-8")
+    assert run_app(app, ["fabric", "config", "--import", str(path)]) == 0
+    assert "data_dscp: 26" in capsys.readouterr().out
+
+
 @st.composite
 def profiles(draw):
     xon, wmin, wmax, xoff = sorted(draw(st.lists(st.integers(1, 20_000), min_size=4, max_size=4, unique=True)))

@@ -479,6 +479,34 @@ def _tokens(text: str) -> list[str]:
     ]
 
 
+def _nic_dscps(qos: dict) -> dict:
+    """The NICs' DSCPs that a switch's QoS configuration implies (it does not hold them: they are set on the NICs):
+    the RoCEv2 data on the lossless class's DSCP and CNPs on the strict-priority class's, where the profile's
+    defaults (24, 48) would not land there, e.g. a fabric that carries RoCEv2 on DSCP 26."""
+    from ..scenario.qos_spec import QosSpec
+
+    fields = QosSpec.model_fields
+    data_dscp, cnp_dscp = fields["data_dscp"].default, fields["cnp_dscp"].default
+    classes = qos.get("classes", [])
+    default = qos.get("default_qos_group", 0)
+    queue_of = {d: c["qos_group"] for c in classes for d in c["dscp"]}
+    lossless = set(qos["pfc"]["priorities"]) if qos["pfc"]["enabled"] else set()
+    strict = set(qos.get("strict_priority_queues", ()))
+    out: dict = {}
+    data_q = queue_of.get(data_dscp, default)
+    if lossless and data_q not in lossless:
+        found = [c["dscp"][0] for c in classes if c["qos_group"] in lossless]
+        if found:
+            out["data_dscp"] = found[0]
+            data_q = queue_of[found[0]]
+    cnp_q = queue_of.get(cnp_dscp, default)
+    if cnp_q == data_q or (strict and cnp_q not in strict):
+        found = [c["dscp"][0] for c in classes if c["qos_group"] in strict and c["qos_group"] != data_q]
+        if found:
+            out["cnp_dscp"] = found[0]
+    return out
+
+
 def parse_nxos_qos(text: str) -> dict:
     """An NX-OS QoS configuration (the six steps of Figure 11-8) read back into a `fabric.qos` mapping: class maps
     and their DSCPs, QoS groups, strict priority and bandwidth shares, WRED/ECN, MTU, PFC CoS and thresholds, the
@@ -636,6 +664,7 @@ def parse_nxos_qos(text: str) -> dict:
     elif "watchdog_ms" in pfc:
         p["watchdog_ms"] = pfc["watchdog_ms"]
     qos["pfc"] = p
+    qos.update(_nic_dscps(qos))
     if mtu is not None:
         qos["mtu_bytes"] = mtu
     if dlb:
