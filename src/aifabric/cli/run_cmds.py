@@ -425,7 +425,7 @@ def simulate_cmd(
         None,
         "--pcap",
         help="packet engine: write the run's RoCEv2 packets, CNPs, ACKs and PFC "
-        "frames to FILE (up to --pcap-max-packets)",
+        "frames to FILE (up to --pcap-max-packets; refused, exit 2, on the other engines, hybrid included)",
     ),
     pcap_max_packets: int = typer.Option(
         10_000, "--pcap-max-packets", min=1, help="packets kept in --pcap; the rest are counted and left out"
