@@ -112,3 +112,23 @@ def test_a_lost_rtu_the_first_write_establishes_the_passive_side(lose):
     assert any("communication established" in row["event"] for row in r.table)
     assert [w.status for w in r.net.rnic(r.net.flows[0].src).cq.entries] == [WcStatus.SUCCESS]
     assert conn.cm_sent == {REQ: 1, REP: 1, RTU: 1}  # the REP's 4.29 s timer found the QP in RTS: no REP again
+
+
+def test_the_pcap_shows_the_retried_req_one_cm_timeout_later(lose):
+    """Captured where received (packet/pcap.py): the lost REQ is not there, its retry is, one timeout later."""
+    from scapy.contrib.roce import BTH
+
+    from aifabric.packet.pcap import to_scapy
+
+    def mads(net):  # (arrival s, CM attribute ID) of each MAD to QP1: after the 8-byte DETH, at MAD offset 16
+        return [
+            (rec[0], int.from_bytes(bytes(fr[BTH].payload)[24:26], "big"))
+            for fr, rec in zip(to_scapy(net.captured, net), net.captured)
+            if BTH in fr and fr[BTH].dqpn == 1
+        ]
+
+    clean = mads(run_scenario("connect", _cfg(timeout=10)).net)
+    lose(REQ, 1)
+    retried = mads(run_scenario("connect", _cfg(timeout=10)).net)
+    assert [a for _, a in clean] == [a for _, a in retried] == [0x10, 0x13, 0x14]  # REQ, REP, RTU
+    assert retried[0][0] - clean[0][0] == pytest.approx(4.096e-6 * 2**10)
