@@ -123,3 +123,23 @@ def test_the_terminal_says_the_setup_is_in_this_iteration():
     out = io.StringIO()
     print_summary(simulate(_small_ch14("first"), engine="analytic"), Console(file=out, width=250))
     assert "this first iteration sets each connection up before its first use, in its time" in out.getvalue()
+
+
+def test_with_the_cm_on_the_packet_wire_the_setup_tasks_hold_only_the_qps_own_work():
+    from dataclasses import replace
+
+    from aifabric.packet.config import PacketConfig
+
+    base = PacketConfig()
+    cm = replace(base, nic=replace(base.nic, cm_setup=True))
+    steady = simulate(_small_ch14("steady"), engine="packet", packet_options=cm)
+    first = simulate(_small_ch14("first"), engine="packet", packet_options=cm)
+    cs = first.connection_setup
+    g = first.graph
+    setups = [t for t in range(len(g)) if g.name[t].startswith(SETUP_NAME)]
+    # REQ -> REP -> RTU already run on the simulated wire (in both runs): the tasks add the busiest NIC's rounds of
+    # QP creations and state changes, not the exchange again
+    work = cs["rounds"] * SetupCosts().qp_work_s()
+    assert setups and all(g.latency_s[t] == pytest.approx(work) for t in setups)
+    assert first.results.iteration_time_s - steady.results.iteration_time_s == pytest.approx(work, rel=1e-3)
+    assert work < cs["time_s"]

@@ -256,7 +256,9 @@ def simulate(
     if s.iteration == "first":  # the job's first iteration: each RDMA connection set up before its first use
         from .engines.setup_tasks import add_connection_setup
 
-        add_connection_setup(graph, fabric)
+        # the packet engine's --cm sends the CM exchange itself: the tasks then hold the QPs' own work alone
+        wire = engine == "packet" and bool(getattr(getattr(packet_options, "nic", None), "cm_setup", False))
+        add_connection_setup(graph, fabric, cm_on_wire=wire)
     if fx is not None:
         from .faults import slow_down
 

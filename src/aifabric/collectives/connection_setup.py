@@ -67,6 +67,12 @@ class SetupCosts:
         rtu = rep + rtt_s / 2 + 2 * m + cm  # active: INIT -> RTR -> RTS, RTU
         return req, rep, rtu, rtu + rtt_s / 2 + m  # passive: RTR -> RTS
 
+    def qp_work_s(self) -> float:
+        """One connection's QP creations and state changes alone: what is left when the CM exchange itself (its
+        messages and round trips) runs on a simulated wire (the packet engine's `--cm`)."""
+        q = self.qps_per_connection
+        return q * (QP_CREATES_PER_CONNECTION * self.qp_create_s + QP_MODIFIES_PER_CONNECTION * self.qp_modify_s)
+
     def connection_s(self, rtt_s: float) -> float:
         """One connection, from the first QP creation to the passive side's RTS."""
         q = self.qps_per_connection

@@ -42,8 +42,12 @@ class FirstIterationSetup:
     first_task: int  # index of the first setup task (they are the graph's last `tasks` tasks)
 
 
-def add_connection_setup(graph: TaskGraph, fabric, costs: SetupCosts | None = None) -> FirstIterationSetup:
-    """Add the first iteration's connection setup to `graph` (see the module's note); returns what it added."""
+def add_connection_setup(
+    graph: TaskGraph, fabric, costs: SetupCosts | None = None, cm_on_wire: bool = False
+) -> FirstIterationSetup:
+    """Add the first iteration's connection setup to `graph` (see the module's note); returns what it added.
+    `cm_on_wire`: the packet engine sends each QP's REQ -> REP -> RTU itself before its first Write (`--cm`), so the
+    tasks carry only the QP creations and state changes (`SetupCosts.qp_work_s`), not the exchange a second time."""
     costs = costs or SetupCosts()
     first_new = len(graph)
     nt = network_transfers(graph, fabric)
@@ -88,7 +92,8 @@ def add_connection_setup(graph: TaskGraph, fabric, costs: SetupCosts | None = No
     slow = np.zeros(len(nic_slots))
     np.maximum.at(slow, slot_of, np.concatenate((rtt, rtt)))
     rounds = np.ceil(count / costs.concurrency)
-    nic_s = np.array([r * costs.connection_s(t) for r, t in zip(rounds.tolist(), slow.tolist())])
+    one_s = [costs.qp_work_s() if cm_on_wire else costs.connection_s(t) for t in slow.tolist()]
+    nic_s = np.array([r * one for r, one in zip(rounds.tolist(), one_s)])
     setup_s = np.maximum(nic_s[slot_of[:n_keys]], nic_s[slot_of[n_keys:]])
     arrival = _arrivals(graph, {int(c) for c in first_coll.tolist() if c >= 0})
     # one task per connection, in the order of first use; every transfer of the connection waits for it
