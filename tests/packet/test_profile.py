@@ -153,6 +153,18 @@ def test_a_story_runs_on_a_files_profile(write_scenario, tmp_path, capsys):
     assert "--qos" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("story", ["polarization", "ecmp-uplink", "spraying"])
+def test_a_dlb_profile_is_refused_by_the_stories_that_compare_load_balancings(story, write_scenario, capsys):
+    hw = {
+        "name": "p",
+        "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 8},
+        "fabric": {"qos": {"dlb": {"mode": "per-packet"}}},
+    }
+    assert run_app(app, ["packet", story, "--qos", str(write_scenario(hw))]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--qos" in err and "fabric.qos.dlb.mode per-packet" in err
+
+
 def test_dynamic_threshold_drops_a_lossy_incast_the_static_limit_holds():
     """fabric.qos.buffer.dynamic_threshold_alpha: a lossy queue may hold alpha x the free shared buffer."""
     from aifabric.packet.network import Network

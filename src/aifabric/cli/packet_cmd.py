@@ -210,7 +210,17 @@ def packet(
         from ..packet.profile import apply_qos
         from .fabric_cmd import load_hardware
 
-        cfg = apply_qos(cfg, load_hardware(qos).fabric.qos)
+        profile = load_hardware(qos).fabric.qos
+        if profile.dlb.mode != "off" and "--lb" in OVERRIDDEN.get(scenario, ()):
+            raise InputError(
+                Problem(
+                    "--qos",
+                    f"{qos}: fabric.qos.dlb.mode {profile.dlb.mode}: the {scenario} story compares the load "
+                    "balancings itself (its flowlet and adaptive rows are DLB's flowlet and per-packet modes); "
+                    "give a profile with dlb.mode: off",
+                )
+            )
+        cfg = apply_qos(cfg, profile)
     if lb is not None:
         cfg = cfg.with_(lb=replace(cfg.lb, mode=lb))
     if transport is not None or write_only:
