@@ -1,7 +1,7 @@
 """The job's one-time connection setup (Deep Learning for Network Engineers, Chapters 9 and 14): queue pairs per
 channel per network peer, each set up by QP creation, INIT -> RTR -> RTS and the CM's REQ -> REP -> RTU, NICs
 working through theirs a bounded number at a time; in summary.json, the terminal summary and the bootstrap
-story, never in the iteration time."""
+story, in the iteration time only of the first iteration (tests/test_first_iteration.py)."""
 
 from __future__ import annotations
 

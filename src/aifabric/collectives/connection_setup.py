@@ -28,7 +28,9 @@ thousands of times its own 10 us, the same order. The CM software per message is
 `nic.cm_processing_s` (10 us). NCCL itself reports its connection time at init ("Init timings: ... connections"
 under NCCL_DEBUG=INFO): 0.02 s for 16 ranks on two servers in NVIDIA/nccl issue 1412.
 
-This is a one-time job-start cost: it is not in the iteration time (every iteration reuses the connections).
+This is a one-time job-start cost: not in a steady-state iteration's time (every iteration after the first reuses
+the connections); a scenario's `iteration: first` puts it in, before each connection's first use
+(engines/setup_tasks.py).
 """
 
 from __future__ import annotations
