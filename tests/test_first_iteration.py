@@ -143,3 +143,16 @@ def test_with_the_cm_on_the_packet_wire_the_setup_tasks_hold_only_the_qps_own_wo
     assert setups and all(g.latency_s[t] == pytest.approx(work) for t in setups)
     assert first.results.iteration_time_s - steady.results.iteration_time_s == pytest.approx(work, rel=1e-3)
     assert work < cs["time_s"]
+
+
+def test_the_compiled_loop_runs_the_setup_tasks_as_the_reference_does():
+    from aifabric.engines import fastloop
+    from aifabric.engines.executor import run_reference
+
+    if not fastloop.AVAILABLE:
+        pytest.skip("numba not installed")
+    run = simulate(_small_ch14("first"), engine="analytic")  # a small graph: the reference loop ran it
+    for engine in ("flow", "analytic"):
+        ref = run_reference(run.graph, run.fabric, engine)
+        fast = fastloop.run(run.graph, run.fabric, engine)
+        assert np.array_equal(ref.start_s, fast.start_s) and np.array_equal(ref.end_s, fast.end_s)
