@@ -156,3 +156,13 @@ def test_the_compiled_loop_runs_the_setup_tasks_as_the_reference_does():
         ref = run_reference(run.graph, run.fabric, engine)
         fast = fastloop.run(run.graph, run.fabric, engine)
         assert np.array_equal(ref.start_s, fast.start_s) and np.array_equal(ref.end_s, fast.end_s)
+
+
+def test_on_one_server_nothing_crosses_a_nic_and_the_first_iteration_is_the_steady_one():
+    one = _small_ch14("first")
+    one["cluster"]["servers"] = 1
+    first = simulate(one, engine="analytic")
+    one["iteration"] = "steady"
+    steady = simulate(one, engine="analytic")
+    assert len(first.graph) == len(steady.graph) and first.connection_setup["connections"] == 0
+    assert first.results.iteration_time_s == steady.results.iteration_time_s
