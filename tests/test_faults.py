@@ -42,8 +42,6 @@ def test_names_are_checked_with_near_names():
         assert "faults" in str(e.value)
     with pytest.raises(InputError, match="no GPU"):
         simulate(scenario([{"kind": "gpu_slow", "target": 999, "factor": 2}]))
-    with pytest.raises(InputError, match="packet engine"):  # faults run on the packet engine (tests/test_faults_packet)
-        simulate(scenario([{"kind": "gpu_slow", "target": 1, "factor": 2, "at_s": 0.1}]), engine="packet")
 
 
 def test_a_straggler_holds_back_the_iteration():

@@ -50,8 +50,10 @@ def test_a_cable_down_during_the_run_is_retransmitted_and_rerouted(small):
     # nothing crosses the failed cable once routing has moved its QPs, and the iteration is slower
     assert run.results.iteration_time_s > run.faults["fault_free_iteration_time_s"]
     flow = simulate(_with(small, {"kind": "link_down", "target": CABLE, "at_s": 0.0004, **FAST}), engine="flow")
-    # the same mechanism as the flow engine's: one ACK timeout decides it
+    # the same mechanism as the flow engine's: one ACK timeout decides it, and the QP stood still that long (the
+    # acknowledgments of packets already past the cable when it failed are not progress)
     assert run.results.iteration_time_s == pytest.approx(flow.results.iteration_time_s, rel=0.02)
+    assert during["stalled_s"] == pytest.approx(flow.faults["during_run"]["stalled_s"], rel=0.02)
 
 
 def test_a_cable_down_from_the_start_is_routed_around(small):
@@ -237,3 +239,24 @@ def test_a_dual_port_nic_loses_a_port_and_keeps_going_on_the_other(small):
     _delivered(during)
     assert during.faults["during_run"]["transfers_rerouted"] >= 1
     assert during.timeline.link_bytes[a] > whole.timeline.link_bytes[a]
+
+
+def test_a_straggler_during_the_run_on_the_packet_engine(small):
+    """gpu_slow with at_s and up_at_s on the packet engine: the compute tasks running on the rank stretch from at_s
+    (their compute part), those it starts before up_at_s go at its pace, as on the flow engine."""
+    base = simulate(small, engine="packet")
+    t0 = base.results.iteration_time_s
+    whole = simulate(_with(small, {"kind": "gpu_slow", "target": 1, "factor": 2}), engine="packet")
+    # slow from (almost) the start: the same as slow from the start
+    early = simulate(_with(small, {"kind": "gpu_slow", "target": 1, "factor": 2, "at_s": 1e-9}), engine="packet")
+    assert early.results.iteration_time_s == pytest.approx(whole.results.iteration_time_s, abs=2e-9)  # its first ns
+    # slow for a while: slower than without, faster than slow throughout; the flow engine agrees
+    spec = {"kind": "gpu_slow", "target": 1, "factor": 2, "at_s": 0.0001, "up_at_s": 0.0003}
+    run = simulate(_with(small, spec), engine="packet")
+    _delivered(run)
+    assert t0 < run.results.iteration_time_s < whole.results.iteration_time_s
+    events = run.faults["during_run"]["events"]
+    assert [e["what"].rsplit(": ", 1)[1] for e in events] == ["slow", "its own pace again"]
+    assert events[0]["compute_tasks_repaced"] == 1
+    flow = simulate(_with(small, spec), engine="flow")
+    assert run.results.iteration_time_s == pytest.approx(flow.results.iteration_time_s, rel=0.01)

@@ -217,15 +217,6 @@ def simulate(
 
         fx = resolve_faults(fabric, s.faults, seed=s.seed)
         if engine == "packet":  # cable states are the packet network's own; routing has converged around those down
-            if any(f.rank is not None for f in fx.timed):
-                raise InputError(
-                    Problem(
-                        "faults",
-                        "a straggler during the run (gpu_slow with at_s, up_at_s or flaps) "
-                        "is simulated on the flow engine; the packet engine takes gpu_slow "
-                        "from the start",
-                    )
-                )
             if fx.down:
                 router.fail(fx.down)
         else:

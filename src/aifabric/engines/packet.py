@@ -1,6 +1,7 @@
 """The packet engine: the engines' TaskGraph executed on the packet-level simulator (aifabric.packet).
 
-Compute tasks occupy their GPU for their duration, as in the flow engine. A transfer task becomes a
+Compute tasks occupy their GPU for their duration, as in the flow engine (a straggler during the
+run stretches them: the scenario's faults). A transfer task becomes a
 RoCEv2 RDMA Write on its own QP (route leaves the server) or a chunked NVLink transfer (route stays in
 the server), started when its dependencies are done; its PCIe hops are a fixed latency at each end.
 The task ends when the last byte is in the destination GPU's memory. Everything the fabric does on the
@@ -57,6 +58,7 @@ class PacketFaults:
     static: dict[int, tuple[float, float]] = field(default_factory=dict)  # link -> (rate factor, loss rate)
     link_changes: list[tuple[float, dict[int, tuple[float, float]], str]] = field(default_factory=list)
     routing: list[tuple[float, frozenset[int], str]] = field(default_factory=list)  # converged around these
+    pace: list[tuple[float, dict[int, float], str]] = field(default_factory=list)  # stragglers: rank -> times slower
 
 
 def _deadlock_error(net: Network):
@@ -127,6 +129,9 @@ def run_packet(
         now = sim.now
         start[t] = now
         if graph.kind[t] == COMPUTE:
+            if fstate is not None and fstate["paced"]:  # stragglers during the run: at the rank's pace now
+                sim.at(fstate["compute_began"](t, now), fstate["compute_due"], t)
+                return
             sim.at(now + graph.duration_s[t], complete, t)
             return
         size = graph.size_bytes[t]
@@ -166,7 +171,7 @@ def run_packet(
         ) if head > 0 else net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
 
     if faults is not None:
-        fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n)
+        fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n, complete)
     for t in readiness.initial():
         sim.at(0.0, lambda t: begin(t), t)
     for t_s, fn in marks:
@@ -225,16 +230,31 @@ def _run_in_slices(
     return net.finish()
 
 
-def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished: Callable[[], bool]):
+def _faults_setup(
+    net: Network,
+    graph: TaskGraph,
+    faults: PacketFaults,
+    finished: Callable[[], bool],
+    complete: Callable[[int], None],
+):
     """Schedule the faults' events on the packet network; returns the shared state, the fault log and the route a
-    transfer starting now takes (its own, or the converged one while routing knows its route is broken)."""
+    transfer starting now takes (its own, or the converged one while routing knows its route is broken). `complete`
+    ends a task (a compute task at a straggler's pace ends when that pace says)."""
     from ..packet.faults import LinkFaults
     from ..packet.nic import QpFlow
 
     sim = net.sim
     lf = LinkFaults(net, faults.rng)
     log = FaultLog()
-    state: dict = {"tasks": {}, "down": frozenset(), "failed": None, "links": lf}
+    state: dict = {
+        "tasks": {},
+        "down": frozenset(),
+        "failed": None,
+        "links": lf,
+        "slow": {},
+        "paced": bool(faults.pace),
+    }
+    computing: dict[int, tuple[float, float]] = {}  # compute task running at a straggler's pace -> (its end, pace)
     for li, (factor, loss) in faults.static.items():
         lf.set(li, factor, loss)
 
@@ -310,11 +330,56 @@ def _faults_setup(net: Network, graph: TaskGraph, faults: PacketFaults, finished
             net.log(sim.now, f"{flow.name}: the QP failed ({status.value}); NCCL reports it and the job ends", "fault")
             sim.heap.clear()
 
+    # stragglers during the run, as on the flow engine (engines/executor.py): a compute task's compute part (not the
+    # collectives folded into it) goes at the pace of its slowest rank; a change of pace moves the running tasks' ends
+    def pace_of(t: int) -> float:
+        return max((state["slow"].get(r, 1.0) for r in graph.ranks_of(t)), default=1.0)
+
+    def length(t: int, pace: float) -> float:
+        comm = graph.comm_s.get(t, 0.0)
+        return comm + (graph.duration_s[t] - comm) * pace
+
+    def compute_began(t: int, now: float) -> float:
+        """When compute task `t`, starting now, ends at its ranks' pace."""
+        pace = pace_of(t)
+        computing[t] = (now + length(t, pace), pace)
+        return computing[t][0]
+
+    def compute_due(t: int) -> None:
+        due = computing.get(t)
+        if due is not None and due[0] != sim.now:  # its pace changed since: a later end replaced this one
+            return
+        computing.pop(t, None)
+        complete(t)
+
+    def pace_event(arg) -> None:
+        changes, label = arg
+        if finished():
+            return
+        state["slow"].update(changes)
+        repaced = 0
+        for t, (t_end, pace) in list(computing.items()):
+            if not changes.keys() & set(graph.ranks_of(t)):
+                continue
+            new = pace_of(t)
+            if new == pace:
+                continue
+            old_len, new_len = length(t, pace), length(t, new)
+            t_new = sim.now + (t_end - sim.now) * (new_len / old_len if old_len > 0 else 1.0)
+            computing[t] = (t_new, new)
+            sim.at(t_new, compute_due, t)
+            repaced += 1
+        log.events.append({"t_s": sim.now, "what": label, "compute_tasks_repaced": repaced})
+        net.log(sim.now, f"{label}: {repaced} compute task(s) running there change pace", "fault")
+
+    state["compute_began"], state["compute_due"] = compute_began, compute_due
     net.on_qp_failed = failed
     for t_s, changes, label in faults.link_changes:
         sim.at(t_s, links_event, (changes, label))
     for t_s, down, label in faults.routing:
         sim.at(t_s, routing_event, (down, label))
+    for t_s, changes, label in faults.pace:
+        sim.at(t_s, pace_event, (changes, label))
     return state, log, route_now
 
 
@@ -403,9 +468,12 @@ def packet_faults(scenario, graph, fabric, router, fx) -> PacketFaults:
     rng = np.random.default_rng([int(scenario.seed), 19, 4791])  # the loss draws: their own stream of the seed
     labels: dict[float, str] = {}
     routing = []
-    for t_s, _, down, label, _ in fx.events():
+    pace = []
+    for t_s, _, down, label, slow in fx.events():
         labels[t_s] = label
         if down is not None:
             routing.append((t_s, down, label))
+        if slow:
+            pace.append((t_s, slow, label))
     changes = [(t_s, ch, labels.get(t_s, "")) for t_s, ch in fx.link_changes()]
-    return PacketFaults(Rerouter(graph, fabric, router, spread=False), rng, dict(fx.loss), changes, routing)
+    return PacketFaults(Rerouter(graph, fabric, router, spread=False), rng, dict(fx.loss), changes, routing, pace)

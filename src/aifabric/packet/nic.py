@@ -273,7 +273,7 @@ class QpFlow:
         # counters
         self.retx = self.timeouts = self.naks = self.ooo = self.dup = 0
         self.retries = 0  # timeouts in a row without progress (the QP's retry count bounds them)
-        self.stalled_at: float | None = None  # faults: when a cable under it failed (until the next progress)
+        self.stalled_at: float | None = None  # faults: a cable under it failed (until a packet sent since arrives)
         self.pkey_drops = 0
         self.cnp_tx = self.cnp_rx = self.ce_rx = 0
         # unreliable transports (UC, UD): packets lost in the network, discarded by the responder (the rest of a
@@ -468,7 +468,9 @@ class QpFlow:
         if psn > self.snd_una:
             self.snd_una = psn
             self.retries = 0
-            if self.stalled_at is not None:
+            # a stall ends when a packet sent after the cable failed is acknowledged (or the message is): the
+            # acknowledgments of packets already past the failed cable when it went down are not progress
+            if self.stalled_at is not None and (psn >= self.n or self.sent_t[psn - 1] > self.stalled_at):
                 self.net.stalls.append((self.stalled_at, now, self))
                 self.stalled_at = None
         if pkt.kind == NAK:
