@@ -31,7 +31,7 @@ def _small_ch14(iteration: str | None) -> dict:
     return d
 
 
-@pytest.mark.parametrize("engine", ["flow", "analytic", "packet"])
+@pytest.mark.parametrize("engine", ["flow", "analytic", "packet", "hybrid"])
 def test_the_first_iteration_is_longer_by_the_connection_setup_and_steady_state_is_unchanged(engine):
     default = simulate(_small_ch14(None), engine=engine)
     steady = simulate(_small_ch14("steady"), engine=engine)
