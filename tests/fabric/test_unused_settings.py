@@ -64,3 +64,20 @@ def test_validate_and_simulate_print_the_notes(ch14_data, write_scenario, tmp_pa
     assert "note: fabric.flowlet_gap_us is not used" in err
     assert run_app(app, ["simulate", str(path), "--out", str(tmp_path / "o")]) == 0
     assert "note: fabric.flowlet_gap_us is not used" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize(
+    "fabric, said",
+    [
+        ({"load_balancing": "spray"}, "fabric.load_balancing: spray: not used"),
+        ({"qos": {"dlb": {"mode": "flowlet"}}}, "fabric.qos.dlb.mode: flowlet: not used"),
+        ({"flowlet_gap_us": 20}, "fabric.flowlet_gap_us: not used"),
+        ({}, None),
+    ],
+)
+def test_load_balancing_without_spines_is_said(ch14_data, fabric, said):
+    ch14_data["fabric"]["topology"] = "rail-only"
+    del ch14_data["fabric"]["spines"]
+    ch14_data["fabric"].update(fabric)
+    notes = _notes(ch14_data, "packet")
+    assert notes == [] if said is None else (len(notes) == 1 and notes[0].startswith(said) and "rail-only" in notes[0])

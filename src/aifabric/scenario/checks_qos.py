@@ -196,6 +196,16 @@ def unused_settings(s, engine: str, lb: str | None = None) -> list[str]:
     given = f.model_fields_set
     dlb = f.qos.dlb
     packets = engine in ("packet", "hybrid")
+    if f.topology in ("single-switch", "rail-only") or (f.topology == "rail-optimized" and f.spines == 0):
+        chosen = [f"fabric.load_balancing: {load_balancing}"] if load_balancing != "ecmp" else []
+        chosen += [f"{P}.dlb.mode: {dlb.mode}"] if dlb.mode != "off" else []
+        chosen += ["fabric.flowlet_gap_us"] if "flowlet_gap_us" in given else []
+        if chosen:  # no uplinks: one path between any two NICs
+            out.append(
+                f"{'; '.join(chosen)}: not used, a {f.topology} fabric without spines has no equal-cost paths "
+                "to balance over"
+            )
+        given = given - {"flowlet_gap_us"}
     if "flowlet_gap_us" in given:
         if load_balancing != "flowlet" and not (dlb.mode == "flowlet" and dlb.flowlet_aging_us is None):
             has = f"load_balancing: {load_balancing}, {P}.dlb.mode: {dlb.mode}"
