@@ -312,6 +312,39 @@ def test_simulate_reports_what_the_faults_did_and_cost():
     import json
 
     json.dumps(run.faults)  # summary.json takes it as it is
+    # the terminal and report.html say what happened, when, and what it cost
+    from rich.console import Console
+
+    from aifabric.report.html import fault_events_table
+    from aifabric.report.terminal import print_summary
+
+    console = Console(width=200, record=True)
+    print_summary(run, console)
+    text = console.export_text()
+    assert f"{SPINE_CABLE} at 100.000 ms" in text and "faults during the run" in text
+    assert "100.000 ms │ faults[0] link_down" in text and "transfers stopped" in text
+    assert "transfers take the converged route" in text  # routing converged, 60 ms later
+    page = fault_events_table(run.faults)
+    assert "Faults during the run" in page and "160.000 ms" in page and "converged" in page
+
+
+def test_the_run_says_when_faults_leave_the_compiled_loop(monkeypatch):
+    """A graph large enough for the compiled loop runs its faults on the reference loop: the summary and the terminal
+    say so (a small graph runs there anyway: just "reference")."""
+    import importlib
+
+    from aifabric.engines import executor
+    from aifabric.report.terminal import faults_line
+
+    run = simulate(scenario([{"kind": "link_degraded", "target": SPINE_CABLE, "factor": 0.5, "at_s": 0.1}]))
+    assert run.faults["during_run"]["engine_path"] == "reference"
+    assert "compiled" not in faults_line(run.faults)
+    monkeypatch.setattr(executor, "uses_compiled_loop", lambda n: True)  # as numba would for a large graph
+    path = importlib.import_module("aifabric.simulate")._fault_loop(run.graph)
+    assert path.startswith("reference: ") and "compiled loop" in path and f"{len(run.graph):,} tasks" in path
+    faults = copy.deepcopy(run.faults)
+    faults["during_run"]["engine_path"] = path
+    assert path in faults_line(faults)
 
 
 def test_flows_in_flight_move_with_their_remaining_bytes(case):

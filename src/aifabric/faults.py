@@ -528,7 +528,7 @@ def report(
             fault_free_run_time_s=baseline.timeline.makespan_s,
             retransmit_timeout_s=fx.retransmit_timeout_s,
             retry_count=fx.retry_count,
-            engine_path=engine_path or "reference (faults during the run are not on the compiled loop)",
+            engine_path=engine_path or "reference",
         )
         out["during_run"] = during
         out["bytes_rerouted_per_iteration"] = rerouted + during.get("bytes_rerouted", 0.0) / max(

@@ -320,8 +320,21 @@ def simulate(
             out.faults = report(fx, out, baseline, router, moved, engine_path="packet")
         else:
             moved = set().union(*(r.rerouted for r in ran.during.rerouter._routers.values())) if ran.during else None
-            out.faults = report(fx, out, baseline, router, moved)
+            out.faults = report(fx, out, baseline, router, moved, engine_path=_fault_loop(graph))
     return out
+
+
+def _fault_loop(graph: TaskGraph) -> str:
+    """Which event loop ran the faults during the run (summary.json `faults.during_run.engine_path`): the reference
+    loop, whose events they are; said in full where the graph would otherwise have run on the compiled loop."""
+    from .engines.executor import uses_compiled_loop
+
+    if uses_compiled_loop(len(graph)):
+        return (
+            f"reference: without faults these {len(graph):,} tasks would run on the compiled loop, which has no fault "
+            "events, so faults during the run take the reference loop (the same definition, slower)"
+        )
+    return "reference"
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ..simulate import Run
 from .terminal import (
     compute_breakdown,
     cost_lines,
+    fault_events,
     faults_line,
     fmt_bytes,
     fmt_time,
@@ -576,6 +577,19 @@ table.bill td:first-child,table.bill th:first-child,table.bill td.note{text-alig
 """
 
 
+def fault_events_table(faults: dict) -> str:
+    """The faults during the run, event by event (summary.json `faults.during_run.events`), and what they cost."""
+    head = "<tr><th>time</th><th>what</th><th>then</th></tr>"
+    body = "".join(
+        f"<tr><td>{html.escape(a)}</td><td class='note'>{html.escape(b)}</td><td class='note'>{html.escape(c)}</td></tr>"
+        for a, b, c in fault_events(faults)
+    )
+    note = faults_line(faults)
+    return (
+        f"<h2>Faults during the run</h2><p class='note'>{html.escape(note)}</p><table class='bill'>{head}{body}</table>"
+    )
+
+
 def costs_tables(costs: dict) -> str:
     """The power and capital bills, line by line, each figure with its source (summary.json `costs`)."""
 
@@ -669,6 +683,8 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
         if note:
             parts.append(f"<p class='note'>{html.escape(note)}</p>")
         parts.append(_fig_html(fig, f"plot{k}", fulls.get(k)))
+    if run.faults and run.faults.get("during_run"):
+        parts.append(fault_events_table(run.faults))
     parts.append(costs_tables(run.costs))
     svg = topology_svg(run)
     if svg:

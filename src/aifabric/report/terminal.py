@@ -11,6 +11,8 @@ from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
 from ..units import bytes_per_s_to_gbps
 
+FAULT_EVENTS_SHOWN = 12  # the terminal's table of the faults' events; summary.json and report.html hold them all
+
 
 def fmt_time(t_s: float) -> str:
     if t_s >= 1:
@@ -66,9 +68,22 @@ def connection_setup_line(cs: dict) -> str:
     )
 
 
+def fault_when(f: dict) -> str:
+    """When a fault of summary.json `faults.faults` holds: ' at 90.000 ms, back at 92.000 ms (3 times, 50.000 ms
+    apart)'; '' from the start."""
+    if f.get("at_s") is None:
+        return ""
+    out = f" at {fmt_time(f['at_s'])}"
+    if f.get("up_at_s") is not None:
+        out += f", back at {fmt_time(f['up_at_s'])}"
+    if f.get("flaps", 1) > 1:
+        out += f" ({f['flaps']} times, {fmt_time(f['flap_period_s'])} apart)"
+    return out
+
+
 def faults_line(faults: dict) -> str:
     """One line of summary.json `faults`."""
-    what = ", ".join(f"{f['kind'].replace('_', ' ')} {f['target']}" for f in faults["faults"][:4])
+    what = ", ".join(f"{f['kind'].replace('_', ' ')} {f['target']}{fault_when(f)}" for f in faults["faults"][:4])
     more = f" and {len(faults['faults']) - 4} more" if len(faults["faults"]) > 4 else ""
     return (
         f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
@@ -87,7 +102,24 @@ def _during_run(d: dict | None) -> str:
         f"; during the run: {n} event{'' if n == 1 else 's'}, {d['transfers_stopped']:,} transfers stopped (traffic "
         f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
         f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)"
+        + (f"; {d['engine_path']}" if str(d.get("engine_path", "")).startswith("reference:") else "")
     )
+
+
+def fault_events(faults: dict) -> list[tuple[str, str, str]]:
+    """Each event of summary.json `faults.during_run` as (when, what, what it did then)."""
+    d = faults.get("during_run") or {}
+    rows = []
+    for e in d.get("events", []):
+        did = []
+        if e.get("transfers_stopped"):
+            did.append(f"{e['transfers_stopped']:,} transfers stopped (their bytes in flight lost)")
+        if "transfers_rerouted" in e:
+            did.append(f"{e['transfers_rerouted']:,} transfers take the converged route")
+        if e.get("compute_tasks_repaced"):
+            did.append(f"{e['compute_tasks_repaced']:,} compute tasks running there change pace")
+        rows.append((fmt_time(e["t_s"]), e["what"], "; ".join(did) or "-"))
+    return rows
 
 
 def fmt_usd(x: float) -> str:
@@ -271,6 +303,16 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     if not r.complete:
         head.add_row("[red]status", "[red]interrupted: partial results")
     console.print(head)
+    events = fault_events(run.faults) if run.faults else []
+    if events:
+        table = Table(title="faults during the run (summary.json faults.during_run)", title_justify="left")
+        for col in ("time", "what", "then"):
+            table.add_column(col, justify="right" if col == "time" else "left")
+        for row in events[:FAULT_EVENTS_SHOWN]:
+            table.add_row(*(escape(x) for x in row))
+        if len(events) > FAULT_EVENTS_SHOWN:
+            table.add_row("", f"and {len(events) - FAULT_EVENTS_SHOWN} more (summary.json)", "")
+        console.print(table)
 
     groups = collective_groups(r.collectives)
     coll = Table(
