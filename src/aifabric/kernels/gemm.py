@@ -10,13 +10,19 @@ User's Guide", Deep Learning Performance documentation: tile quantization and wa
 - when the tiles fill less than one wave, K is split over several SMs (split-K: cuBLAS's
   answer to skinny products) and the partial sums, in fp32, are added by a second pass over memory;
 - a tile's time is its main loop, 2 · Tm · Tn · K / (the SM's achievable rate), then its epilogue: the
-  tile's result written to HBM (read and written again when accumulated into a buffer; fp32 partial sums
-  under split-K) at the SM's share of the achievable bandwidth, not overlapped with the main loop. Checked
+  tile's result written to HBM (fp32 partial sums under split-K) at the SM's share of the achievable
+  bandwidth, not overlapped with the main loop. Checked
   against Azure's published cuBLASLt throughputs (AI-benchmarking-guide, Azure_Results): A100-SXM4-80GB,
   CUDA 12.5, fp16 and H100 80GB HBM3, CUDA 12.6, fp8, each model anchored on the table's largest
   square, every other shape but 1024^3 (a kernel of microseconds, launch-bound): mean error 4.0 % (A100)
   and 4.2 % (H100) with the epilogue, 7.9 % and 16.9 % without; the skinny 802816 x 192 x 768 +2 % / -3 %
-  instead of +20 % / +15 %; nothing fitted (tests/kernels/test_gemm_measured.py);
+  instead of +20 % / +15 %; nothing fitted (tests/kernels/test_gemm_measured.py). Those GEMMs write a
+  fresh 16-bit result; no measurement was found of one that accumulates into an fp32 buffer (a weight
+  gradient under Megatron-LM's gradient accumulation fusion reads and writes 8 bytes per element of C),
+  so its epilogue is taken as the same 16-bit write, an assumption: serializing all 8 bytes would make
+  the weight gradients of micro-batch-1 runs (K = 2,048 tokens) up to 25 % slower, and the 1T runs of
+  Korthikanti et al. 2022 4-6 % slower (their errors +11.4 % and +11.3 % instead of +5.4 % and +6.8 %:
+  docs/validation.md);
 - memory bound: the operands and the result cross HBM at least once, so time >= bytes / achievable HBM
   bandwidth (small K, or a thin matrix);
 - the library picks the fastest of its tiles. "Larger tiles have more data reuse, allowing them to use
@@ -99,7 +105,7 @@ def gemm_cost(
             splits = range(1, max(1, min(dev.sm_count // tiles, k)) + 1)  # sums of each keep the useful few
         for split in splits:
             waves = math.ceil(tiles * split / dev.sm_count)
-            epilogue_bytes = tm * tn * (4.0 if split > 1 else c_bytes)
+            epilogue_bytes = tm * tn * (4.0 if split > 1 else out_bytes)
             epilogue_s = epilogue_bytes * dev.sm_count / dev.hbm_bytes_per_s
             compute_s = waves * (2.0 * tm * tn * math.ceil(k / split) / dev.sm_flops + epilogue_s)
             moved = base_bytes + (2 * 4.0 * m * n * split * batch if split > 1 else 0.0)  # fp32 partials out, in
@@ -127,8 +133,8 @@ def sm_flops_from_measurement(
     lo, hi = measured_flops_per_s / sm_count * 0.5, measured_flops_per_s / sm_count * 4.0
     for _ in range(100):
         mid = 0.5 * (lo + hi)
-        t = gemm_cost(m, n, k, Device(sm_count, mid, hbm_bytes_per_s), in_bytes=in_bytes, out_bytes=out_bytes)
-        t = t.time_s
+        dev = Device(sm_count, mid, hbm_bytes_per_s)
+        t = gemm_cost(m, n, k, dev, in_bytes=in_bytes, out_bytes=out_bytes).time_s
         if t > target_s:
             lo = mid
         else:
