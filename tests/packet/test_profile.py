@@ -165,6 +165,20 @@ def test_a_dlb_profile_is_refused_by_the_stories_that_compare_load_balancings(st
     assert "--qos" in err and "fabric.qos.dlb.mode per-packet" in err
 
 
+def test_a_story_says_the_qos_files_load_balancing_is_not_used(write_scenario, capsys):
+    hw = {
+        "name": "p",
+        "cluster": {"gpu": "H100", "servers": 2, "gpus_per_server": 8},
+        "fabric": {"load_balancing": "spray", "qos": {}},
+    }
+    assert run_app(app, ["packet", "dcqcn", "--qos", str(write_scenario(hw))]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "note: --qos takes" in err and "fabric.load_balancing is not used" in err
+    hw["fabric"]["load_balancing"] = "ecmp"  # the stories' own: nothing to say
+    assert run_app(app, ["packet", "dcqcn", "--qos", str(write_scenario(hw))]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
 def test_dynamic_threshold_drops_a_lossy_incast_the_static_limit_holds():
     """fabric.qos.buffer.dynamic_threshold_alpha: a lossy queue may hold alpha x the free shared buffer."""
     from aifabric.packet.network import Network

@@ -210,7 +210,20 @@ def packet(
         from ..packet.profile import apply_qos
         from .fabric_cmd import load_hardware
 
-        profile = load_hardware(qos).fabric.qos
+        hw_fabric = load_hardware(qos).fabric
+        profile = hw_fabric.qos
+        beside = [k for k in ("load_balancing", "flowlet_gap_us") if k in hw_fabric.model_fields_set]
+        if hw_fabric.load_balancing == "ecmp" and "load_balancing" in beside:  # the stories' own default
+            beside.remove("load_balancing")
+        if beside:  # the story's own fabric and --lb choose its paths
+            from rich.console import Console
+
+            Console(stderr=True).print(
+                f"[yellow]note:[/] --qos takes {escape(str(qos))}'s fabric.qos alone; its fabric."
+                f"{', fabric.'.join(beside)} {'is' if len(beside) == 1 else 'are'} not used (the story's paths: "
+                "its own load balancing, or --lb)",
+                highlight=False,
+            )
         if profile.dlb.mode != "off" and "--lb" in OVERRIDDEN.get(scenario, ()):
             raise InputError(
                 Problem(
