@@ -56,6 +56,31 @@ def test_a_straggler_holds_back_the_iteration():
     assert same.results.iteration_time_s == pytest.approx(t0, rel=1e-12)
 
 
+def test_a_straggler_shows_in_every_collective_it_joins():
+    """Rank 5 computes twice as slowly: no collective it is in can end before rank 5 has done, at its pace, every
+    compute task that comes before it (its tensor-parallel group in lockstep with it), and each ends later than
+    without the straggler."""
+    base = simulate(scenario([]))
+    slow = simulate(scenario([{"kind": "gpu_slow", "target": 5, "factor": 2}]))
+    g = slow.graph  # durations scaled by the straggler's factor
+    chain = [t for t in range(len(g)) if g.kind[t] == 0 and 5 in g.ranks_of(t)]  # its compute, in program order
+    position = {t: k for k, t in enumerate(chain)}
+    before = np.full(len(g), -1)  # the last of rank 5's compute tasks each task waits for (directly or not)
+    for t in range(len(g)):
+        for d in g.deps[t]:
+            assert d < t  # tasks are numbered in an order that respects their dependencies
+            before[t] = max(before[t], before[d], position.get(d, -1))
+    done_by = np.cumsum([g.duration_s[t] for t in chain])
+    joined = [c for c in g.collectives if 5 in c.group and c.tasks]
+    assert len(joined) > 10
+    for c in joined:
+        k = max(before[t] for t in c.tasks)
+        assert k >= 0
+        end_slow = np.nanmax(slow.timeline.end_s[c.tasks])
+        assert end_slow >= done_by[k] * (1 - 1e-12), c.key
+        assert end_slow > np.nanmax(base.timeline.end_s[c.tasks]), c.key
+
+
 def test_a_spine_cable_down_moves_only_the_flows_that_used_it():
     cable = "seg0/rail0--spine2"  # carries data-parallel traffic without the fault
     run = simulate(scenario([{"kind": "link_down", "target": cable}], **SEGMENTS))
@@ -114,6 +139,41 @@ def test_a_dual_port_nic_keeps_going_on_its_other_port():
     assert run.timeline.link_bytes[ports[0]] == 0
     assert run.timeline.link_bytes[ports[1]] > 0
     assert run.results.complete
+
+
+def test_a_dual_port_nic_in_a_lag_runs_at_half_speed_on_one_port():
+    """A dual-port NIC (2 x 200 Gb/s, active-active) sends 16 QPs to a peer: the LAG hashes them over both ports; with
+    one port's cable down every QP is on the other and the NIC moves the same bytes in twice the time. (PCIe widened
+    so that the ports, not the GPU's PCIe link, are what limits the NIC.)"""
+    from aifabric.engines.executor import run_reference
+    from aifabric.engines.taskgraph import TaskGraph
+    from aifabric.faults import apply_to_fabric, resolve_faults
+
+    data = demo_scenario().model_dump(mode="json", exclude_unset=True)
+    data["cluster"].update(nic_ports=2, nic_speed_gbps=200, pcie_bandwidth_gBps=128)
+
+    def nic_run(faults):
+        s = load_scenario({**data, "faults": faults})
+        fabric, router = build_fabric(s)
+        if faults:
+            apply_to_fabric(fabric, router, resolve_faults(fabric, s.faults))
+        g = TaskGraph()
+        for channel in range(16):  # rank 0 (s0/nic0) to rank 8 (s1/nic0), one QP per channel
+            r = router.route(0, 8, channel)
+            g.add_transfer(0, 8, f"qp{channel}", [], 1e9, r.links, r.latency_s, "dp")
+        ports = [li for li in fabric.out_links["s0/nic0"] if fabric.is_switch(fabric.links[li].dst)]
+        tl = run_reference(g, fabric)
+        return tl.makespan_s, [float(tl.link_bytes[li]) for li in ports], fabric, ports
+
+    both_s, both_bytes, fabric, ports = nic_run([])
+    assert len(ports) == 2 and min(both_bytes) > 0  # the LAG spreads the QPs over both ports
+    a = fabric.links[ports[0]]
+    one_s, one_bytes, _, _ = nic_run([{"kind": "link_down", "target": f"{a.src}--{a.dst}"}])
+    assert one_bytes[0] == 0 and one_bytes[1] == pytest.approx(16e9)
+    rate = fabric.links[ports[1]].rate_bytes_per_s
+    assert both_s == pytest.approx(16e9 / (2 * rate), rel=1e-3)  # both ports: the NIC's full speed
+    assert one_s == pytest.approx(16e9 / rate, rel=1e-3)  # one port: half of it
+    assert one_s / both_s == pytest.approx(2.0, rel=1e-3)
 
 
 def test_a_degraded_cable_runs_at_its_fraction():
