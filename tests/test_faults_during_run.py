@@ -430,3 +430,28 @@ def test_sprayed_transfers_spread_again_over_what_is_left():
         if a >= 0.01:  # from the failure on, the sprayed transfers' shares on the cable are gone
             assert not (rs[np.isin(ls, list(down))] > 0).any()
     assert converged == pytest.approx(0.01 + 0.3 + 0.1)
+
+
+def test_a_moved_transfer_pays_its_new_routes_latency(case):
+    """A transfer that finishes on a route other than its own pays that route's latency instead of its own: once for
+    a transfer of one step, once per step after the move for a merged ring edge (its steps' share of the bytes)."""
+    from aifabric.engines.executor import _Faults
+
+    g, f = case.graph, case.fabric
+    fx = _Faults(g, np.ones(len(f.links)), FabricTimeline([], Rerouter(g, f, case.router)))
+    edges = [t for t in range(len(g)) if g.kind[t] == 1 and "/ring [" in g.name[t] and len(g.route[t]) > 2]
+    t = edges[0]
+    own = g.route[t]
+    assert fx.extra_latency_s(t) == 0.0  # on its own route
+    detour = (*own, own[-1])  # a route one cable longer (a cable into a NIC: no switch added)
+    fx.routes[t] = detour
+    fx.detour[t] = g.size_bytes[t] / 4  # moved with a quarter of its bytes left
+    steps = g.collectives[g.collective[t]].n_steps
+    assert steps > 1
+    assert fx.extra_latency_s(t) == pytest.approx(f.links[own[-1]].latency_s * steps / 4)
+    one = copy.deepcopy(g)  # the same transfer as one of a single step (a send/recv, an unmerged ring step)
+    one.name[t], one.step[t] = "send", 0
+    fx = _Faults(one, np.ones(len(f.links)), FabricTimeline([], Rerouter(one, f, case.router)))
+    fx.routes[t] = (*own, own[1])  # one more cable, into a switch
+    extra = f.links[own[1]].latency_s + f.switch_latency_s * f.is_switch(f.links[own[1]].dst)
+    assert extra > 0 and fx.extra_latency_s(t) == pytest.approx(extra)

@@ -262,8 +262,10 @@ def run_reference(
                 if t_drain <= t_event:
                     finished = drain <= first * (1 + FINISH_RTOL)
                     for t in act_task[finished].tolist():
-                        heapq.heappush(events, (t_next + latency[t], t))
-                        if fx is not None:
+                        if fx is None:
+                            heapq.heappush(events, (t_next + latency[t], t))
+                        else:  # a transfer routing moved pays its new route's latency
+                            heapq.heappush(events, (t_next + latency[t] + fx.extra_latency_s(t), t))
                             fx.segment_end(t, 0.0)
                     keep = ~finished
                     act_task, act_rem, act_rate = act_task[keep], act_rem[keep] - act_rate[keep] * dt, act_rate[keep]
@@ -354,6 +356,29 @@ class _Faults:
         was = self.detour.pop(t, None)
         if was is not None:
             self.log.bytes_rerouted += max(0.0, was - rem)
+
+    def _path_latency_s(self, links: tuple[int, ...]) -> float:
+        """A route's cables and switches (fabric.routing's Route.latency_s)."""
+        f = self.tl.rerouter.fabric
+        return sum(f.links[li].latency_s for li in links) + f.switch_latency_s * sum(
+            1 for li in links if f.is_switch(f.links[li].dst)
+        )
+
+    def extra_latency_s(self, t: int) -> float:
+        """What a transfer finishing on a route other than its own adds to the latency it was lowered with: the new
+        route's latency less its own, once per step it stands for (a merged ring edge: every step of the ring, those
+        after the move: their share of its bytes). Sprayed transfers keep theirs (their route is every path)."""
+        g = self.graph
+        cur, own = self.routes[t], g.route[t]
+        if cur is own or t in self.weights or t in g.route_weight:
+            return 0.0
+        delta = self._path_latency_s(cur) - self._path_latency_s(own)
+        ci = g.collective[t]
+        if g.step[t] == -1 and ci >= 0 and "/ring [" in g.name[t]:  # engines/lower_collective.py's merged ring edge
+            size = g.size_bytes[t]
+            share = self.detour.get(t, size) / size if size > 0 else 1.0
+            return delta * g.collectives[ci].n_steps * share
+        return delta
 
     def _stop(self, t: int, rem: float, now: float) -> None:
         self.stalled[t] = (rem, now)
