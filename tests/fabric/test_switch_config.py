@@ -206,6 +206,40 @@ def test_sonic_config_db_has_the_tables_and_the_profiles_values(fabric):
         assert set(db["BGP_NEIGHBOR"]) == {str(n.ip) for n in sw.neighbors}
 
 
+def test_a_priority_with_its_own_pfc_thresholds_in_nxos_and_sonic(fabric):
+    """fabric.qos.pfc.per_priority: its own network-qos pause line, its own SONiC buffer profile; NX-OS reads back."""
+    _, plans = fabric
+    qos = QosSpec.model_validate(
+        {
+            "classes": [
+                {"name": "ROCEv2", "dscp": [24], "qos_group": 3},
+                {"name": "STORAGE", "dscp": [26], "qos_group": 5},
+                {"name": "CNP", "dscp": [48], "qos_group": 7},
+            ],
+            "bandwidth_remaining_percent": {0: 40, 3: 30, 5: 30},
+            "wred": {"queues": [3, 5], "per_queue": {5: {"min_kb": 100, "max_kb": 300}}},
+            "pfc": {"priorities": [3, 5], "per_priority": {5: {"xon_kb": 50, "xoff_kb": 400, "headroom_kb": 120}}},
+        }
+    )
+    text = "\n".join(nxos_qos(qos, 80_000))
+    nq5 = text.split("c-8q-nq5")[1]
+    assert "pause buffer-size 520000 pause-threshold 400000 resume-threshold 50000" in nq5
+    assert "pause buffer-size 3280000 pause-threshold 3200000 resume-threshold 100000" in text.split("c-8q-nq5")[0]
+    back = QosSpec.model_validate(parse_nxos_qos(text))
+    assert back.pfc.of(5) == (50, 400, 120) and back.pfc.of(3) == (100, 3200, 80)
+    db = json.loads(json.dumps(sonic(plans[0], qos, FABRIC, 80_000)))
+    assert (
+        db["BUFFER_PROFILE"]["pg_lossless_profile_5"]["xon"],
+        db["BUFFER_PROFILE"]["pg_lossless_profile_5"]["size"],
+    ) == (
+        "50000",
+        "520000",
+    )
+    port = next(iter(db["PORT"]))
+    assert db["BUFFER_PG"][f"{port}|3"] == {"profile": "pg_lossless_profile"}
+    assert db["BUFFER_PG"][f"{port}|5"] == {"profile": "pg_lossless_profile_5"}
+
+
 def test_the_books_examples_import_into_its_profile():
     imported = QosSpec.model_validate(parse_nxos_qos(BOOK_EXAMPLES))
     w = imported.wred
@@ -250,6 +284,16 @@ def profiles(draw):
         if xoff - xon >= 3 and draw(st.booleans()):
             lo, hi = sorted(draw(st.lists(st.integers(xon + 1, xoff - 1), min_size=2, max_size=2, unique=True)))
             per_queue[q] = {"min_kb": lo, "max_kb": hi, "drop_probability_percent": draw(st.integers(0, 100))}
+    priorities = draw(st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True))
+    per_priority = {}
+    for q in sorted(priorities)[1:]:  # the lowest keeps the block's thresholds, as NX-OS reads back
+        if draw(st.booleans()):
+            a, b = sorted(draw(st.lists(st.integers(1, 20_000), min_size=2, max_size=2, unique=True)))
+            per_priority[q] = {
+                "xon_kb": a,
+                "xoff_kb": b,
+                "headroom_kb": draw(st.one_of(st.none(), st.integers(50, 500))),
+            }
     return QosSpec.model_validate(
         {
             "classes": classes,
@@ -265,7 +309,8 @@ def profiles(draw):
                 "per_queue": per_queue,
             },
             "pfc": {
-                "priorities": draw(st.lists(st.integers(0, 7), min_size=1, max_size=2, unique=True)),
+                "priorities": priorities,
+                "per_priority": per_priority,
                 "xon_kb": xon,
                 "xoff_kb": xoff,
                 "headroom_kb": draw(st.integers(50, 500)),

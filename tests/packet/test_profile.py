@@ -233,3 +233,60 @@ def test_per_queue_wred_thresholds_are_each_queues_own():
     assert low > high
     bad = QosSpec.model_validate({"wred": {"queues": [3], "per_queue": {3: {"min_kb": 50, "max_kb": 300}}}})
     assert {p.path for p in check_qos(bad)} == {"fabric.qos.wred.per_queue.3.min_kb"}  # below xON 100 KB
+
+
+def _two_lossless(per_priority: dict, per_queue: dict) -> QosSpec:
+    return QosSpec.model_validate(
+        {
+            "classes": [
+                {"name": "R", "dscp": [24], "qos_group": 3},
+                {"name": "R5", "dscp": [26], "qos_group": 5},
+                {"name": "CNP", "dscp": [48], "qos_group": 7},
+            ],
+            "bandwidth_remaining_percent": {0: 40, 3: 30, 5: 30},
+            "wred": {"queues": [3, 5], "per_queue": per_queue},
+            "pfc": {"priorities": [3, 5], "per_priority": per_priority},
+        }
+    )
+
+
+def test_a_priority_pauses_and_resumes_at_its_own_thresholds():
+    """fabric.qos.pfc.per_priority: priority 5 with xOFF 400 KB / xON 50 KB beside priority 3 on the block's 3,200 /
+    100 KB; the same two incasts (2 senders each, 2 MB) into one 100 Gb/s port."""
+    from aifabric.packet.network import Network
+    from aifabric.packet.topo import leaf_spine, link_between
+
+    def pfc_log(qos):
+        f = leaf_spine([["a", "b", "c", "d", "e"]], ["sw"], [], 100)
+        net = Network(f, apply_qos(PacketConfig(explain=True), qos))
+        for h, dscp in zip("abcd", (24, 24, 26, 26)):
+            net.add_transfer((link_between(f, h, "sw"), link_between(f, "sw", "e")), 2e6, dscp=dscp)
+        net.run()
+        return [text for _, cat, text in net.events_log if cat == "pfc" and text.startswith("sw: ingress")]
+
+    assert pfc_log(_two_lossless({}, {})) == []  # the block's xOFF (3,200 KB) is never reached
+    log = pfc_log(_two_lossless({5: {"xon_kb": 50, "xoff_kb": 400}}, {5: {"min_kb": 100, "max_kb": 300}}))
+    pauses = [t for t in log if "PFC pause" in t]
+    resumes = [t for t in log if "PFC resume" in t]
+    assert pauses and all("priority 5" in t and "> xOFF 400 KB" in t for t in pauses)
+    assert resumes and all("priority 5" in t and "< xON 50 KB" in t for t in resumes)
+
+
+@pytest.mark.parametrize(
+    "per_priority, per_queue, field",
+    [
+        ({5: {"xon_kb": 50, "xoff_kb": 400}}, {}, "fabric.qos.pfc.per_priority.5.xoff_kb"),  # below WRED max 3,000
+        (
+            {5: {"xon_kb": 200, "xoff_kb": 400}},
+            {5: {"min_kb": 100, "max_kb": 300}},
+            "fabric.qos.wred.per_queue.5.min_kb",
+        ),
+        ({4: {"xon_kb": 50, "xoff_kb": 400}}, {}, "fabric.qos.pfc.per_priority.4"),  # not a lossless priority
+        ({5: {"xon_kb": 50, "xoff_kb": 70_000}}, {}, "fabric.qos.pfc.per_priority.5.xoff_kb"),  # past the buffer
+    ],
+)
+def test_per_priority_thresholds_are_checked(ch14_data, write_scenario, capsys, per_priority, per_queue, field):
+    qos = _two_lossless(per_priority, per_queue).model_dump(mode="json")
+    ch14_data["fabric"]["qos"] = qos
+    assert run_app(app, ["validate", str(write_scenario(ch14_data))]) == 2
+    assert field in capsys.readouterr().err

@@ -177,11 +177,12 @@ def nxos_qos(qos, headroom_bytes: int | None = None) -> list[str]:
             continue
         lines.append(f"  class type network-qos c-8q-nq{q}" if q else "  class type network-qos c-8q-nq-default")
         lines.append(f"    mtu {qos.mtu_bytes}")
-        if q in lossless:
+        if q in lossless:  # the priority's own thresholds (pfc.per_priority) or the block's
+            xon_kb, xoff_kb, head_kb = p.of(q)
             lines.append(f"    pause pfc-cos {q}")
-            head = p.headroom_kb * KB if p.headroom_kb is not None else headroom_bytes
-            size = f"buffer-size {int(p.xoff_kb * KB + (head or 0))} " if head is not None else ""
-            lines.append(f"    pause {size}pause-threshold {int(p.xoff_kb * KB)} resume-threshold {int(p.xon_kb * KB)}")
+            head = head_kb * KB if head_kb is not None else headroom_bytes
+            size = f"buffer-size {int(xoff_kb * KB + (head or 0))} " if head is not None else ""
+            lines.append(f"    pause {size}pause-threshold {int(xoff_kb * KB)} resume-threshold {int(xon_kb * KB)}")
     lines += ["!", "! PFC watchdog (Example 11-5)"]
     if p.enabled and p.watchdog_ms is not None:
         lines += [
@@ -389,13 +390,17 @@ def sonic(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None) ->
             prof[f"{color}_max_threshold"] = str(int(hi * KB))
             prof[f"{color}_drop_probability"] = f"{pct:g}"
         db["WRED_PROFILE"][name] = prof
-    if lossless:
-        head = p.headroom_kb * KB if p.headroom_kb is not None else (headroom_bytes or 0)
-        db["BUFFER_PROFILE"]["pg_lossless_profile"] = {
+    pg_profile: dict[int, str] = {}  # lossless priority -> its buffer profile (its own thresholds, or the block's)
+    for q in lossless:
+        xon_kb, xoff_kb, head_kb = p.of(q)
+        name = f"pg_lossless_profile_{q}" if q in p.per_priority else "pg_lossless_profile"
+        pg_profile[q] = name
+        head = head_kb * KB if head_kb is not None else (headroom_bytes or 0)
+        db["BUFFER_PROFILE"][name] = {
             "pool": "ingress_lossless_pool",
-            "xon": str(int(p.xon_kb * KB)),
+            "xon": str(int(xon_kb * KB)),
             "xoff": str(int(head)),
-            "size": str(int(p.xoff_kb * KB + head)),
+            "size": str(int(xoff_kb * KB + head)),
             "dynamic_th": "0",
         }
     alpha = qos.buffer.dynamic_threshold_alpha
@@ -414,7 +419,9 @@ def sonic(sw: SwitchCfg, qos, fabric_spec, headroom_bytes: int | None = None) ->
         qm = {"dscp_to_tc_map": MAP, "tc_to_queue_map": MAP, "tc_to_pg_map": MAP}
         if lossless:
             qm |= {"pfc_enable": ",".join(map(str, lossless)), "pfc_to_queue_map": MAP}
-            db["BUFFER_PG"][f"{name}|{','.join(map(str, lossless))}"] = {"profile": "pg_lossless_profile"}
+            for profile in dict.fromkeys(pg_profile.values()):
+                pgs = ",".join(str(q) for q in lossless if pg_profile[q] == profile)
+                db["BUFFER_PG"][f"{name}|{pgs}"] = {"profile": profile}
             if p.watchdog_ms is not None:
                 db["PFC_WD"][name] = {
                     "action": "drop",
@@ -507,6 +514,31 @@ def _nic_dscps(qos: dict) -> dict:
     return out
 
 
+def _pause_thresholds(by_queue: dict[int, dict]) -> dict:
+    """The network-qos classes' `pause buffer-size .. pause-threshold .. resume-threshold ..` as the pfc block's
+    thresholds (the lowest class's) and `per_priority` for the classes whose thresholds differ."""
+
+    def kb(d: dict) -> dict:
+        out = {}
+        if "resume-threshold" in d:
+            out["xon_kb"] = d["resume-threshold"] / KB
+        if "pause-threshold" in d:
+            out["xoff_kb"] = d["pause-threshold"] / KB
+        if "buffer-size" in d and "pause-threshold" in d:
+            out["headroom_kb"] = (d["buffer-size"] - d["pause-threshold"]) / KB
+        return out
+
+    from ..scenario.qos_spec import PfcSpec
+
+    found = {q: kb(d) for q, d in sorted(by_queue.items()) if kb(d)}
+    if not found:
+        return {}
+    base = found[min(found)]
+    block = {k: base.get(k, PfcSpec.model_fields[k].default) for k in ("xon_kb", "xoff_kb")}
+    own = {q: {**block, **t} for q, t in found.items() if t != base}
+    return {**base, **({"per_priority": own} if own else {})}
+
+
 def parse_nxos_qos(text: str) -> dict:
     """An NX-OS QoS configuration (the six steps of Figure 11-8) read back into a `fabric.qos` mapping: class maps
     and their DSCPs, QoS groups, strict priority and bandwidth shares, WRED/ECN, MTU, PFC CoS and thresholds, the
@@ -520,6 +552,7 @@ def parse_nxos_qos(text: str) -> dict:
     wred_by_queue: dict[int, dict] = {}
     wred_queues: list[int] = []
     pfc: dict = {}
+    pfc_by_queue: dict[int, dict] = {}  # a network-qos class's pause thresholds
     cos: list[int] = []
     mtu = None
     dlb: dict = {}
@@ -593,7 +626,7 @@ def parse_nxos_qos(text: str) -> dict:
                 if key == "pfc-cos":
                     cos.append(int(value))
                 else:
-                    pfc[key] = value
+                    pfc_by_queue.setdefault(queue, {})[key] = value
                 i += 2
         elif w == "priority-flow-control" and t[i + 1 : i + 3] == ["watch-dog", "interval"]:
             pfc["watchdog_ms"] = num(i + 3)
@@ -653,12 +686,7 @@ def parse_nxos_qos(text: str) -> dict:
         if own:
             qos["wred"]["per_queue"] = own
     p: dict = {"enabled": bool(cos), "priorities": sorted(set(cos))}
-    if "pause-threshold" in pfc:
-        p["xoff_kb"] = pfc["pause-threshold"] / KB
-    if "resume-threshold" in pfc:
-        p["xon_kb"] = pfc["resume-threshold"] / KB
-    if "buffer-size" in pfc and "pause-threshold" in pfc:
-        p["headroom_kb"] = (pfc["buffer-size"] - pfc["pause-threshold"]) / KB
+    p.update(_pause_thresholds(pfc_by_queue))
     if pfc.get("watchdog_off"):
         p["watchdog_ms"] = None
     elif "watchdog_ms" in pfc:

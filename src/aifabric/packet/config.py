@@ -106,6 +106,8 @@ class SwitchConfig:
     pfc_xon_bytes: int = 100_000
     pfc_xoff_bytes: int = 3_200_000
     pfc_headroom_bytes: int | None = None  # None: 2 x (cable + forwarding latency) x rate + 3 frames
+    # priorities whose PFC thresholds differ from the above: (priority, xON bytes, xOFF bytes, headroom bytes | None)
+    pfc_per_priority: tuple[tuple[int, int, int, int | None], ...] = ()
     pfc_quanta: Annotated[int, _range(0, PFC_MAX_QUANTA, note=" (0xFFFF)")] = PFC_MAX_QUANTA
     pfc_watchdog_s: float | None = 0.1
 
@@ -195,6 +197,14 @@ class PacketConfig:
                 return lo, hi, pmax, drop
         return s.wred_min_bytes, s.wred_max_bytes, s.wred_pmax, s.drop_threshold_bytes
 
+    def pfc_of(self, prio: int) -> tuple[int, int, int | None]:
+        """(xON, xOFF, headroom | None) of PFC priority `prio`: its own (`pfc_per_priority`) or the switch's."""
+        s = self.switch
+        for pp, xon, xoff, head in s.pfc_per_priority:
+            if pp == prio:
+                return xon, xoff, head
+        return s.pfc_xon_bytes, s.pfc_xoff_bytes, s.pfc_headroom_bytes
+
     def queue_of(self, dscp: int) -> int:
         """The egress queue (QoS group) of a DSCP value, as the switches classify it."""
         return dict(self.switch.dscp_to_queue).get(dscp, self.switch.default_queue)
@@ -228,12 +238,17 @@ def threshold_order_problems(s: SwitchConfig) -> list[Problem]:
         return []
     out = []
     own = {q for q, *_ in s.wred_per_queue}
+    own_pfc = {q: (xon, xoff) for q, xon, xoff, _ in s.pfc_per_priority}
     lossless_wred = [q for q in s.ecn_queues if q in s.pfc_priorities]
-    if any(q not in own for q in lossless_wred) or not lossless_wred and not own:
+    if any(q not in own and q not in own_pfc for q in lossless_wred) or not lossless_wred and not own:
         out += threshold_problems(s.pfc_xon_bytes, s.wred_min_bytes, s.wred_max_bytes, s.pfc_xoff_bytes)
     for q, lo, hi, _, _ in s.wred_per_queue:
         if q in lossless_wred:
-            out += threshold_problems(s.pfc_xon_bytes, lo, hi, s.pfc_xoff_bytes, f"switch.wred_per_queue[{q}]")
+            xon, xoff = own_pfc.get(q, (s.pfc_xon_bytes, s.pfc_xoff_bytes))
+            out += threshold_problems(xon, lo, hi, xoff, f"switch.wred_per_queue[{q}]")
+    for q, (xon, xoff) in own_pfc.items():
+        if q in lossless_wred and q not in own:
+            out += threshold_problems(xon, s.wred_min_bytes, s.wred_max_bytes, xoff, f"switch.pfc_per_priority[{q}]")
     return out
 
 

@@ -23,6 +23,18 @@ def _wred_bytes(w, q: int) -> tuple[int, int, float, int | None]:
     return int(lo * KB), int(hi * KB), pct / 100, None if drop is None else int(drop * KB)
 
 
+def _pfc_bytes(p, prio: int) -> tuple[int, int, int | None]:
+    xon, xoff, head = p.of(prio)
+    return int(xon * KB), int(xoff * KB), None if head is None else int(head * KB)
+
+
+def _pfc_per_priority(p) -> tuple[tuple[int, int, int, int | None], ...]:
+    """The lossless priorities whose thresholds differ from the block's (canonical: sorted, none equal to it)."""
+    base = _pfc_bytes(p, -1)
+    own = ((q, *_pfc_bytes(p, q)) for q in sorted(set(p.priorities)))
+    return tuple(x for x in own if x[1:] != base)
+
+
 def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfig:
     """The profile as the switches' settings; WRED in a canonical form: the lowest WRED queue's thresholds as the
     base, the queues that differ from it in `wred_per_queue`."""
@@ -54,6 +66,7 @@ def switch_config(qos, forwarding_latency_s: float | None = None) -> SwitchConfi
         pfc_xon_bytes=int(p.xon_kb * KB),
         pfc_xoff_bytes=int(p.xoff_kb * KB),
         pfc_headroom_bytes=None if p.headroom_kb is None else int(p.headroom_kb * KB),
+        pfc_per_priority=_pfc_per_priority(p),
         pfc_quanta=p.quanta,
         pfc_watchdog_s=None if p.watchdog_ms is None else p.watchdog_ms / 1e3,
     )

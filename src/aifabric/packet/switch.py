@@ -69,7 +69,8 @@ class Switch:
         self.wred_q = [self.wred.get(q) for q in range(CLASSES)]  # the same by queue (None: no WRED), and:
         self.lossless_q = [q in self.lossless for q in range(CLASSES)]  # PFC on the queue's priority
         self.wred_gain = 2.0**-c.wred_weight if c.wred_weight else 0.0  # 0: the instantaneous depth
-        self.xoff, self.xon = c.pfc_xoff_bytes, c.pfc_xon_bytes
+        pfc = [net.cfg.pfc_of(q) for q in range(CLASSES)]  # per priority: its own thresholds or the switch's
+        self.xon_q, self.xoff_q, self.headroom_q = ([x[i] for x in pfc] for i in range(3))
         self.queue_limit = c.queue_limit_bytes
         self.dt_alpha = c.dynamic_threshold_alpha
         self.static_lb = self.lb == "ecmp"
@@ -182,8 +183,9 @@ class Switch:
         if self.lossless_q[q]:
             key = pkt.in_link * 8 + q
             level = self.ingress.get(key, 0) + size
-            if level > self.xoff:
-                if level > self.xoff + self._headroom(pkt.in_link):
+            xoff = self.xoff_q[q]
+            if level > xoff:
+                if level > xoff + self._headroom(pkt.in_link, q):
                     self.net.drop(port, pkt, "pfc-headroom-overrun")
                     return
                 if not self.paused_up.get(key):
@@ -219,23 +221,22 @@ class Switch:
             level = self.ingress[key] - size
             self.ingress[key] = level
             pkt.ikey = -1
-            if level < self.xon and self.paused_up.get(key):
+            if level < self.xon_q[key & 7] and self.paused_up.get(key):
                 self._send_pfc(key >> 3, key & 7, 0, level)
 
-    def _headroom(self, in_link: int) -> int:
+    def _headroom(self, in_link: int, prio: int) -> int:
+        own = self.headroom_q[prio]  # the priority's (or the switch's) configured headroom
+        if own is not None:
+            return own
         h = self.headroom.get(in_link)
         if h is None:
-            c = self.net.cfg.switch
-            if c.pfc_headroom_bytes is not None:
-                h = c.pfc_headroom_bytes
-            else:
-                link = self.net.fabric.links[in_link]
-                frame = self.net.cfg.nic.mtu_bytes + 100
-                # in flight while the pause travels back and takes effect: the cable both ways, this
-                # switch's pipeline (packets already committed to arrive), the frame being sent upstream
-                # and the one on the wire when the pause lands
-                flight_s = 2 * (link.latency_s + self.forwarding_latency_s)
-                h = int(flight_s * link.capacity_bytes_per_s) + 3 * frame + PFC_FRAME_BYTES
+            link = self.net.fabric.links[in_link]
+            frame = self.net.cfg.nic.mtu_bytes + 100
+            # in flight while the pause travels back and takes effect: the cable both ways, this
+            # switch's pipeline (packets already committed to arrive), the frame being sent upstream
+            # and the one on the wire when the pause lands
+            flight_s = 2 * (link.latency_s + self.forwarding_latency_s)
+            h = int(flight_s * link.capacity_bytes_per_s) + 3 * frame + PFC_FRAME_BYTES
             self.headroom[in_link] = h
         return h
 
@@ -258,7 +259,7 @@ class Switch:
                 net.log(
                     now,
                     f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
-                    f"> xOFF {net.cfg.switch.pfc_xoff_bytes / 1e3:.0f} KB: PFC pause "
+                    f"> xOFF {self.xoff_q[prio] / 1e3:.0f} KB: PFC pause "
                     f"(0x8808/0x0101, CEV {1 << prio:08b}, {quanta} quanta) sent upstream",
                     "pfc",
                 )
@@ -269,7 +270,7 @@ class Switch:
             net.log(
                 now,
                 f"{self.id}: ingress from {upstream.name} priority {prio} at {level / 1e3:.1f} KB "
-                f"< xON {net.cfg.switch.pfc_xon_bytes / 1e3:.0f} KB: PFC resume (quanta 0) sent",
+                f"< xON {self.xon_q[prio] / 1e3:.0f} KB: PFC resume (quanta 0) sent",
                 "pfc",
             )
 

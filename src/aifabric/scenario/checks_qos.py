@@ -42,24 +42,34 @@ def threshold_order_problems(qos: QosSpec) -> list[Problem]:
             out.append(
                 Problem(f"{P}.wred.per_queue.{q}.max_kb", f"must be greater than min_kb ({o.max_kb:g} <= {o.min_kb:g})")
             )
+    for q, own in p.per_priority.items():
+        if q not in p.priorities:
+            out.append(Problem(f"{P}.pfc.per_priority.{q}", f"priority {q} is not in pfc.priorities {p.priorities}"))
+        if not own.xon_kb < own.xoff_kb:
+            out.append(
+                Problem(
+                    f"{P}.pfc.per_priority.{q}.xoff_kb",
+                    f"must be greater than xon_kb ({own.xoff_kb:g} <= {own.xon_kb:g})",
+                )
+            )
     if not (p.enabled and w.ecn and w.queues and p.priorities):
         return out
-    lossless = [q for q in w.queues if q in p.priorities]
-    if any(q not in w.per_queue for q in lossless):
-        out += _chain(p, w.min_kb, w.max_kb, f"{P}.wred")
-    for q in lossless:
-        if q in w.per_queue:
-            out += _chain(p, w.per_queue[q].min_kb, w.per_queue[q].max_kb, f"{P}.wred.per_queue.{q}")
-    return out
+    for q in (q for q in w.queues if q in p.priorities):  # each lossless WRED queue: its thresholds, own or shared
+        wmin, wmax = w.of(q)[:2]
+        xon, xoff, _ = p.of(q)
+        w_at = f"{P}.wred.per_queue.{q}" if q in w.per_queue else f"{P}.wred"
+        p_at = f"{P}.pfc.per_priority.{q}" if q in p.per_priority else f"{P}.pfc"
+        out += _chain(xon, xoff, p_at, wmin, wmax, w_at)
+    return list(dict.fromkeys(out))  # queues sharing thresholds: each problem once
 
 
-def _chain(p, wmin: float, wmax: float, where: str) -> list[Problem]:
+def _chain(xon: float, xoff: float, p_at: str, wmin: float, wmax: float, where: str) -> list[Problem]:
     out = []
     chain = (
-        (f"{P}.pfc.xon_kb", p.xon_kb),
+        (f"{p_at}.xon_kb", xon),
         (f"{where}.min_kb", wmin),
         (f"{where}.max_kb", wmax),
-        (f"{P}.pfc.xoff_kb", p.xoff_kb),
+        (f"{p_at}.xoff_kb", xoff),
     )
     for (a, va), (b, vb) in zip(chain, chain[1:]):
         if not va < vb and not (a.endswith("min_kb") and b.endswith("max_kb")):
@@ -160,25 +170,31 @@ def check_qos(qos: QosSpec, fabric=None, nic_speed_gbps: float | None = None) ->
         if getattr(fabric, "superspine_link_speed_gbps", None):
             speeds.append(fabric.superspine_link_speed_gbps)
         need = headroom_needed_bytes(qos, fabric.link_latency_ns, fabric.switch_latency_ns, max(speeds))
-        if p.headroom_kb is not None and p.headroom_kb * KB < need:
-            out.append(
-                Problem(
-                    f"{P}.pfc.headroom_kb",
-                    f"{p.headroom_kb:g} KB is less than what arrives after a pause "
-                    f"on a {max(speeds):g} Gb/s link with {fabric.link_latency_ns:g} "
-                    f"ns cables and {fabric.switch_latency_ns:g} ns switches: "
-                    f"{need / KB:,.1f} KB (2 x latency x speed + 3 frames)",
+        given = [(f"{P}.pfc", p.headroom_kb)] + [
+            (f"{P}.pfc.per_priority.{q}", o.headroom_kb) for q, o in sorted(p.per_priority.items())
+        ]
+        for at, head_kb in given:
+            if head_kb is not None and head_kb * KB < need:
+                out.append(
+                    Problem(
+                        f"{at}.headroom_kb",
+                        f"{head_kb:g} KB is less than what arrives after a pause "
+                        f"on a {max(speeds):g} Gb/s link with {fabric.link_latency_ns:g} "
+                        f"ns cables and {fabric.switch_latency_ns:g} ns switches: "
+                        f"{need / KB:,.1f} KB (2 x latency x speed + 3 frames)",
+                    )
                 )
-            )
-        headroom = p.headroom_kb * KB if p.headroom_kb is not None else need
-        if p.xoff_kb * KB + headroom > qos.buffer.shared_mib * (1 << 20):
-            out.append(
-                Problem(
-                    f"{P}.pfc.xoff_kb",
-                    f"xOFF {p.xoff_kb:g} KB + headroom {headroom / KB:,.1f} KB exceed "
-                    f"the shared buffer ({qos.buffer.shared_mib:g} MiB)",
+        for at, q in [(f"{P}.pfc", -1)] + [(f"{P}.pfc.per_priority.{q}", q) for q in sorted(p.per_priority)]:
+            _, xoff_kb, head_kb = p.of(q)
+            headroom = head_kb * KB if head_kb is not None else need
+            if xoff_kb * KB + headroom > qos.buffer.shared_mib * (1 << 20):
+                out.append(
+                    Problem(
+                        f"{at}.xoff_kb",
+                        f"xOFF {xoff_kb:g} KB + headroom {headroom / KB:,.1f} KB exceed "
+                        f"the shared buffer ({qos.buffer.shared_mib:g} MiB)",
+                    )
                 )
-            )
     return out
 
 

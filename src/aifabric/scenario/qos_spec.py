@@ -9,7 +9,7 @@ Deep Learning for Network Engineers, Chapter 11 (Figure 11-8, Examples 11-1..11-
 - network-qos: MTU 9216, `pause pfc-cos 3`; PFC watchdog on.
 
 Not in the book, documented defaults of the packet engine (docs/packet.md): PFC xON 100 KB and xOFF 3,200 KB
-(so that xON < WRED min < WRED max < xOFF), headroom from cable latency x speed, a 64 MB shared buffer, the DCQCN
+(so that xON < WRED min < WRED max < xOFF; a lossless priority may have its own in `pfc.per_priority`), headroom from cable latency x speed, a 64 MB shared buffer, the DCQCN
 parameters of ns-3's RdmaHw, RoCE path MTU 4096.
 
 KB here is 1,000 bytes (the packet engine counts bytes; NX-OS `kbytes`); buffers are in MiB (2^20 bytes). The cross-field rules (threshold order,
@@ -97,6 +97,17 @@ class WredSpec(Strict):
         return o.min_kb, o.max_kb, p, o.drop_threshold_kb
 
 
+class PfcPrioritySpec(Strict):
+    """One lossless priority's own thresholds (its network-qos class's `pause ... pause-threshold ...` line), over
+    the `pfc` block's."""
+
+    xon_kb: float = Field(..., gt=0, le=1_000_000, description="resume below this ingress level, KB")
+    xoff_kb: float = Field(..., gt=0, le=1_000_000, description="pause above this ingress level, KB")
+    headroom_kb: float | None = Field(
+        None, gt=0, le=1_000_000, description="buffer above xOFF for what is in flight (default: the pfc block's)"
+    )
+
+
 class PfcSpec(Strict):
     """`pause pfc-cos N` (Example 11-4), thresholds per ingress port and priority, the watchdog (Example 11-5)."""
 
@@ -113,6 +124,24 @@ class PfcSpec(Strict):
     )
     quanta: int = Field(0xFFFF, ge=1, le=0xFFFF, description="pause time in quanta of 512 bit times")
     watchdog_ms: float | None = Field(100, gt=0, le=100_000, description="PFC watchdog interval, ms (null: off)")
+    per_priority: dict[int, PfcPrioritySpec] = Field(
+        {}, description="priorities of `priorities` with thresholds of their own (e.g. {5: {xon_kb: 50, xoff_kb: 800}})"
+    )
+
+    @field_validator("per_priority")
+    @classmethod
+    def _per_priority_keys(cls, v: dict[int, PfcPrioritySpec]) -> dict[int, PfcPrioritySpec]:
+        bad = [q for q in v if not 0 <= q < QUEUES]
+        if bad:
+            raise ValueError(f"priorities are 0..7 (got {', '.join(map(str, bad))})")
+        return v
+
+    def of(self, prio: int) -> tuple[float, float, float | None]:
+        """(xON KB, xOFF KB, headroom KB | None) of a priority: its own or the block's."""
+        o = self.per_priority.get(prio)
+        if o is None:
+            return self.xon_kb, self.xoff_kb, self.headroom_kb
+        return o.xon_kb, o.xoff_kb, self.headroom_kb if o.headroom_kb is None else o.headroom_kb
 
 
 class BufferSpec(Strict):
