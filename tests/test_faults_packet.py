@@ -37,9 +37,28 @@ def _delivered(run) -> None:
     assert not np.isnan(run.timeline.end_s).any()
 
 
+def conserved(run) -> None:
+    """Packet by packet, per QP: every data packet sent (first transmissions and retransmissions) arrived at the
+    responder (placed once, or discarded there as out of order or a duplicate) or was dropped in the network:
+    sent = delivered + lost; each of the message's packets placed exactly once."""
+    from aifabric.packet.nic import QpFlow
+
+    qps = [fl for fl in run.packet_network.flows if isinstance(fl, QpFlow)]
+    assert qps
+    for fl in qps:
+        assert fl.n_got == fl.n and fl.max_sent == fl.n, fl.name
+        arrived = fl.n_got + fl.ooo + fl.dup + fl.discarded + fl.pkey_drops
+        assert fl.max_sent + fl.retx == arrived + fl.network_drops, fl.name
+    drops = sum(run.packet_stats.drops.values())
+    assert sum(fl.network_drops for fl in qps) <= drops  # the rest: ACKs, NAKs and CNPs
+
+
 def test_a_cable_down_during_the_run_is_retransmitted_and_rerouted(small):
-    run = simulate(_with(small, {"kind": "link_down", "target": CABLE, "at_s": 0.0004, **FAST}), engine="packet")
+    run = simulate(
+        _with(small, {"kind": "link_down", "target": CABLE, "at_s": 0.0004, **FAST}), engine="packet", keep_network=True
+    )
     _delivered(run)
+    conserved(run)
     during = run.faults["during_run"]
     assert during["engine_path"] == "packet"
     assert during["transfers_stopped"] >= 1 and during["transfers_rerouted"] >= 1
@@ -205,7 +224,7 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
                     d["loss_rate"] = f["loss_rate"]
             spec.append(d)
         try:
-            run = simulate(_with(small, *spec), engine="packet")
+            run = simulate(_with(small, *spec), engine="packet", keep_network=True)
         except InputError as exc:
             assert "the job fails" in str(exc)
             return
@@ -213,6 +232,7 @@ def test_random_fault_timelines_deliver_every_byte_once_or_fail_the_job(small):
         for fl in run.packet_stats.flows:
             if "qpn" in fl:
                 assert fl["done_s"] is not None and fl["status"] == "success"
+        conserved(run)
         assert run.results.iteration_time_s >= run.faults["fault_free_iteration_time_s"] * (1 - 1e-9) or any(
             d["kind"] == "link_degraded" for d in spec
         )

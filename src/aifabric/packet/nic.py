@@ -279,6 +279,7 @@ class QpFlow:
         # unreliable transports (UC, UD): packets lost in the network, discarded by the responder (the rest of a
         # message after a gap), messages lost; the transfer is over when every packet arrived or was lost
         self.lost_packets = self.discarded = self.messages_lost = 0
+        self.network_drops = 0  # its data packets the network dropped (any transport; RC resends them)
         self.msg_broken = False
         self.delivered: bool | None = None
 
@@ -365,6 +366,7 @@ class QpFlow:
     def dropped(self, pkt: Pkt) -> None:
         """The network dropped one of this flow's data packets. A reliable QP resends it (timeout or NAK); on UC
         and UD it is gone, and its message with it."""
+        self.network_drops += 1
         if self.reliable:
             return
         self.lost_packets += 1
