@@ -209,7 +209,9 @@ def gpu_lost_failure(fx: FaultEffects, graph, timeline) -> InputError | None:
             start = timeline.start_s[t]
             s_t = max(at_s, start if start == start else at_s)
             if stall is None or s_t < stall:
-                stall, what = s_t, graph.name[t]
+                name = graph.name[t]
+                what = name if graph.kind[t] != 0 else f"a scale-up collective folded into the compute task {name}"
+                stall = s_t
         if stall is None:
             continue
         fail_s = stall + TORCH_NCCL_TIMEOUT_S
@@ -474,7 +476,7 @@ def unreachable(fabric: Fabric, fx: FaultEffects, exc: Exception) -> InputError:
             "faults",
             f"the job fails: {exc} after {what}. NCCL cannot complete a collective "
             "without a path; its watchdog ends the job after its timeout "
-            "(torch.distributed's default for NCCL: 10 minutes)",
+            "(torch.distributed's default for NCCL: 10 minutes). Deep Learning for Network Engineers, Chapter 10",
         )
     )
 
