@@ -78,6 +78,26 @@ def test_the_best_interval_loses_least(delta_s, mtbf_s, restart_s):
         assert r.daly_interval_s == pytest.approx(best, rel=0.05)
 
 
+def test_young_and_daly_against_their_closed_forms():
+    """A 60 s checkpoint, a 100 h MTBF: Young's sqrt(2 delta M) = 6,572.7 s from one checkpoint's start to the next;
+    Daly's higher-order estimate (Daly 2006, Future Generation Computer Systems 22: sqrt(2 delta M) (1 + sqrt(delta /
+    2M) / 3 + delta / 18M) - delta, for delta < 2M; M beyond) = 6,532.7 s of work; the lost fraction is least there."""
+    r = Reliability(
+        [Component("gpu", 10, 1e-3)], checkpoint_bytes=60.0, write_bytes_per_s=1.0, restart_s=0.0, interval_s=0.0
+    )
+    assert r.mtbf_s == pytest.approx(360_000.0)
+    assert r.young_interval_s == pytest.approx(6572.67, abs=0.01)
+    assert r.best_interval_s == pytest.approx(6572.67 - 60, abs=0.01)
+    assert r.daly_interval_s == pytest.approx(6532.73, abs=0.01)
+    grid = [r.best_interval_s * (0.5 + k / 100) for k in range(101)]
+    assert min(grid, key=lambda x: r.lost(x)["total"]) == pytest.approx(r.best_interval_s, rel=0.01)
+    # a checkpoint as long as two MTBFs: Daly's interval is the MTBF
+    long = Reliability(
+        [Component("gpu", 1, 1.0)], checkpoint_bytes=7200.0, write_bytes_per_s=1.0, restart_s=0.0, interval_s=0.0
+    )
+    assert long.daly_interval_s == pytest.approx(long.mtbf_s)
+
+
 def test_lost_fraction_parts():
     r = Reliability(
         [Component("gpu", 10, 1e-3)], checkpoint_bytes=60.0, write_bytes_per_s=1.0, restart_s=300.0, interval_s=3540.0
