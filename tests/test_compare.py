@@ -20,7 +20,8 @@ def test_slower_nic_gives_a_slower_iteration(ch14_data, write_scenario, tmp_path
     # communication is bound by the network path: a 200 Gb/s NIC carries 24.5 GB/s of RoCE payload, a 400 Gb/s
     # one is held to 48 GB/s by PCIe Gen5 (75 % of x16): 1.96 x the bandwidth, less the fixed latencies
     assert 1.8 < slow["exposed_communication_s"] / fast["exposed_communication_s"] < 1.96
-    assert slow["compute_time_s"] == fast["compute_time_s"]
+    # the same compute on both (summed in the order tasks finish, so equal to the last few bits)
+    assert slow["compute_time_s"] == pytest.approx(fast["compute_time_s"], rel=1e-12)
     page = (out / "compare.html").read_text()
     assert "<table class='m'>" in page and "<svg" in page and len(page) < 1_000_000
     assert "iteration_time_s" in capsys.readouterr().out
