@@ -323,7 +323,7 @@ def test_simulate_reports_what_the_faults_did_and_cost():
     text = console.export_text()
     assert f"{SPINE_CABLE} at 100.000 ms" in text and "faults during the run" in text
     assert "100.000 ms │ faults[0] link_down" in text and "transfers stopped" in text
-    assert "transfers take the converged route" in text  # routing converged, 60 ms later
+    assert "(in flight or to come) moved by routing" in text  # routing converged, 60 ms later
     page = fault_events_table(run.faults)
     assert "Faults during the run" in page and "160.000 ms" in page and "converged" in page
 

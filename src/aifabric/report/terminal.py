@@ -68,6 +68,11 @@ def connection_setup_line(cs: dict) -> str:
     )
 
 
+def _n(count: int, word: str) -> str:
+    """'1 transfer', '3 transfers'."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def fault_when(f: dict) -> str:
     """When a fault of summary.json `faults.faults` holds: ' at 90.000 ms, back at 92.000 ms (3 times, 50.000 ms
     apart)'; '' from the start."""
@@ -88,8 +93,8 @@ def faults_line(faults: dict) -> str:
     return (
         f"{what}{more}: iteration {fmt_time(faults['iteration_time_s'])} against "
         f"{fmt_time(faults['fault_free_iteration_time_s'])} without ({100 * (faults['slowdown'] - 1):+.1f} %); "
-        f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {faults['qps_rerouted']:,} "
-        "QPs on a new path" + _during_run(faults.get("during_run"))
+        f"{fmt_bytes(faults['bytes_rerouted_per_iteration'])} rerouted per iteration, {_n(faults['qps_rerouted'], 'QP')} "
+        "on a new path" + _during_run(faults.get("during_run"))
     )
 
 
@@ -99,7 +104,7 @@ def _during_run(d: dict | None) -> str:
         return ""
     n = len(d["events"])
     return (
-        f"; during the run: {n} event{'' if n == 1 else 's'}, {d['transfers_stopped']:,} transfers stopped (traffic "
+        f"; during the run: {_n(n, 'event')}, {_n(d['transfers_stopped'], 'transfer')} stopped (traffic "
         f"stalled {fmt_time(d['stalled_s'])} of the run, the longest stop {fmt_time(d['longest_stall_s'])}), "
         f"{d['transfers_rerouted']:,} moved ({fmt_bytes(d['bytes_rerouted'])} on other paths)"
         + (f"; {d['engine_path']}" if str(d.get("engine_path", "")).startswith("reference:") else "")
@@ -113,11 +118,11 @@ def fault_events(faults: dict) -> list[tuple[str, str, str]]:
     for e in d.get("events", []):
         did = []
         if e.get("transfers_stopped"):
-            did.append(f"{e['transfers_stopped']:,} transfers stopped (their bytes in flight lost)")
+            did.append(f"{_n(e['transfers_stopped'], 'transfer')} stopped (their bytes in flight lost)")
         if "transfers_rerouted" in e:
-            did.append(f"{e['transfers_rerouted']:,} transfers take the converged route")
+            did.append(f"{_n(e['transfers_rerouted'], 'transfer')} (in flight or to come) moved by routing")
         if e.get("compute_tasks_repaced"):
-            did.append(f"{e['compute_tasks_repaced']:,} compute tasks running there change pace")
+            did.append(f"{_n(e['compute_tasks_repaced'], 'compute task')} running there at the new pace")
         rows.append((fmt_time(e["t_s"]), e["what"], "; ".join(did) or "-"))
     return rows
 
