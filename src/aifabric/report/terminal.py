@@ -118,7 +118,7 @@ def fault_events(faults: dict) -> list[tuple[str, str, str]]:
     for e in d.get("events", []):
         did = []
         if e.get("transfers_stopped"):
-            did.append(f"{_n(e['transfers_stopped'], 'transfer')} stopped (their bytes in flight lost)")
+            did.append(f"{_n(e['transfers_stopped'], 'transfer')} stopped, the bytes in flight lost")
         if "transfers_rerouted" in e:
             did.append(f"{_n(e['transfers_rerouted'], 'transfer')} (in flight or to come) moved by routing")
         if e.get("compute_tasks_repaced"):
