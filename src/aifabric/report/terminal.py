@@ -30,12 +30,14 @@ def fmt_bytes(n: float) -> str:
 
 
 def fmt_hours(t_s: float) -> str:
-    """2.9 h, 38 min, 45 s."""
+    """2.9 h, 38 min, 45 s, 4.75 s, 0.297 s (not '0 s' for a checkpoint written in a third of a second)."""
     if t_s >= 3600:
         return f"{t_s / 3600:.1f} h"
     if t_s >= 60:
         return f"{t_s / 60:.0f} min"
-    return f"{t_s:.0f} s"
+    if t_s >= 10:
+        return f"{t_s:.0f} s"
+    return f"{t_s:.3g} s"
 
 
 def reliability_line(rel: dict) -> str:
