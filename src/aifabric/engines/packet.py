@@ -378,8 +378,8 @@ def _faults_setup(
         sim.at(t_s, links_event, (changes, label))
     for t_s, down, label in faults.routing:
         sim.at(t_s, routing_event, (down, label))
-    for t_s, changes, label in faults.pace:
-        sim.at(t_s, pace_event, (changes, label))
+    for t_s, slow, label in faults.pace:
+        sim.at(t_s, pace_event, (slow, label))
     return state, log, route_now
 
 
