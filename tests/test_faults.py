@@ -201,3 +201,9 @@ def test_validate_checks_the_targets_on_the_fabric(tmp_path, capsys):
     data["faults"] = [{"kind": "switch_down", "target": "spine1"}]
     path.write_text(yaml.safe_dump(data))
     assert run_app(app, ["validate", str(path)]) == 0
+
+
+def test_the_hybrid_engine_refuses_faults_naming_the_engines_that_run_them():
+    with pytest.raises(InputError) as e:
+        simulate(scenario([{"kind": "link_down", "target": "seg0/rail0--spine0"}], **SEGMENTS), engine="hybrid")
+    assert "faults" in str(e.value) and "flow, analytic and packet" in str(e.value)

@@ -420,9 +420,8 @@ def _hybrid_windows(s: Scenario, windows: Sequence[str] | None, packet_max_s: fl
         raise InputError(
             Problem(
                 "faults",
-                "faults during the run are simulated on the flow or the packet engine; "
-                "the hybrid engine runs without them (remove faults: or choose --engine "
-                "flow or packet)",
+                "faults (from the start or during the run) are simulated on the flow, analytic and packet "
+                "engines; the hybrid engine runs without them (remove faults: or choose --engine flow or packet)",
             )
         )
     return specs
