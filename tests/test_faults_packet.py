@@ -280,3 +280,46 @@ def test_a_straggler_during_the_run_on_the_packet_engine(small):
     assert events[0]["compute_tasks_repaced"] == 1
     flow = simulate(_with(small, spec), engine="flow")
     assert run.results.iteration_time_s == pytest.approx(flow.results.iteration_time_s, rel=0.01)
+
+
+def test_a_merged_ring_edge_moved_to_a_longer_route_pays_its_latency_per_step(small, monkeypatch):
+    """Ring steps merged per edge: the edge s0/nic0 -> s1/nic0, started after routing converged around a failed
+    cable, is given a down-up detour two cables and two switches longer; its packets start (steps - 1) times the extra
+    latency later than they would on its own route (they cross the detour's own), as on the flow engine."""
+    from aifabric.engines import fabric_events
+    from aifabric.scenario.load import load_scenario
+    from aifabric.simulate import build_fabric
+
+    d = copy.deepcopy(small)
+    d["fidelity"] = {"ring_steps": "merged"}
+    fabric, _ = build_fabric(load_scenario(d))
+    link = {(x.src, x.dst): li for li, x in enumerate(fabric.links)}
+    hops = ["s0/gpu0", "s0/nic0", "seg0/rail0", "spine0", "seg0/rail1", "spine1", "seg1/rail0", "s1/nic0", "s1/gpu0"]
+    detour = tuple(link[a, b] for a, b in zip(hops, hops[1:], strict=False))
+    converged = fabric_events.Rerouter.route
+
+    def route(self, t, original, down):
+        if self.graph.rank[t] == 0 and self.graph.dst[t] == 4:
+            return detour, None
+        return converged(self, t, original, down)
+
+    monkeypatch.setattr(fabric_events.Rerouter, "route", route)
+    fast = {"detection_s": 1e-5, "convergence_s": 1e-5, "nccl_ib_timeout": 10}
+    run = simulate(_with(d, {"kind": "link_down", "target": CABLE, "at_s": 1e-5, **fast}), engine="packet")
+    _delivered(run)
+    g = run.graph
+    (t,) = [t for _, t in run.timeline.fault_log.moves]
+    assert (g.rank[t], g.dst[t], g.step[t]) == (0, 4, -1) and "/ring [" in g.name[t]
+
+    def latency(links):
+        return sum(fabric.links[li].latency_s for li in links) + fabric.switch_latency_s * sum(
+            fabric.is_switch(fabric.links[li].dst) for li in links
+        )
+
+    own = g.route[t]
+    steps = g.collectives[g.collective[t]].n_steps
+    on_own = g.latency_s[t] - latency(own) + fabric.links[own[0]].latency_s  # software and the PCIe hop
+    extra = latency(detour) - latency(own)
+    assert steps > 1 and extra == pytest.approx(2 * (100e-9 + 600e-9))
+    (flow,) = [f for f in run.packet_stats.flows if f.get("name") == g.name[t] and f.get("src") == "s0/nic0"]
+    assert flow["start_s"] - run.timeline.start_s[t] == pytest.approx(on_own + (steps - 1) * extra, rel=1e-9)

@@ -117,6 +117,12 @@ def run_packet(
     fault_route: Callable | None = None
     report = reporter(progress)
 
+    def path_latency(links) -> float:
+        """A route's cables and switches (fabric.routing's Route.latency_s)."""
+        return sum(fabric.links[li].latency_s for li in links) + fabric.switch_latency_s * sum(
+            1 for li in links if fabric.is_switch(fabric.links[li].dst)
+        )
+
     def complete(t: int) -> None:
         end[t] = sim.now
         state["completed"] += 1
@@ -140,11 +146,15 @@ def run_packet(
             sim.at(now + graph.latency_s[t], complete, t)
             return
         pcie = [li for li in route if fabric.links[li].tier == TIER_PCIE]
-        physical = sum(fabric.links[li].latency_s for li in route) + fabric.switch_latency_s * sum(
-            1 for li in route if fabric.is_switch(fabric.links[li].dst)
-        )
+        physical = path_latency(route)
         software = max(0.0, graph.latency_s[t] - physical)  # protocol overheads the packets do not simulate
         head = software + sum(fabric.links[li].latency_s for li in route[:1] if li in pcie)
+        moved = route if fault_route is None else fault_route(t, route, size)  # routing converged around a fault
+        if moved is not route and graph.step[t] == -1 and graph.collective[t] >= 0 and "/ring [" in graph.name[t]:
+            # a merged ring edge (engines/lower_collective.py) holds its other steps' route latency in `software`:
+            # on the route routing moved it to, theirs (its packets take that route's own)
+            steps = graph.collectives[graph.collective[t]].n_steps
+            head += max(0, steps - 1) * (path_latency(moved) - physical)
         tail = sum(fabric.links[li].latency_s for li in route[-1:] if li in pcie and len(route) > 1)
         for li in pcie:
             pcie_bytes[li] += size
@@ -158,7 +168,7 @@ def run_packet(
             sim.at(sim.now + tail, complete, t)
 
         if fstate is not None and fault_route is not None:
-            route = fault_route(t, route, size)
+            route = moved
             net.at(
                 now + head,
                 lambda _, t=t, route=tuple(route), size=size, kw=qp_kw, done=done: fstate["tasks"].__setitem__(
