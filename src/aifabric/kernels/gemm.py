@@ -11,8 +11,8 @@ User's Guide", Deep Learning Performance documentation: tile quantization and wa
   answer to skinny products) and the partial sums, in fp32, are added by a second pass over memory;
 - a tile's time is its main loop, 2 · Tm · Tn · K / (the SM's achievable rate), then its epilogue: the
   tile's result written to HBM (fp32 partial sums under split-K) at the SM's share of the achievable
-  bandwidth, not overlapped with the main loop. Checked
-  against Azure's published cuBLASLt throughputs (AI-benchmarking-guide, Azure_Results): A100-SXM4-80GB,
+  bandwidth, not overlapped with the main loop. Checked against Azure's published cuBLASLt throughputs
+  (AI-benchmarking-guide, Azure_Results): A100-SXM4-80GB,
   CUDA 12.5, fp16 and H100 80GB HBM3, CUDA 12.6, fp8, each model anchored on the table's largest
   square, every other shape but 1024^3 (a kernel of microseconds, launch-bound): mean error 4.0 % (A100)
   and 4.2 % (H100) with the epilogue, 7.9 % and 16.9 % without; the skinny 802816 x 192 x 768 +2 % / -3 %
