@@ -326,6 +326,11 @@ def test_simulate_reports_what_the_faults_did_and_cost():
     assert "(in flight or to come) moved by routing" in text  # routing converged, 60 ms later
     page = fault_events_table(run.faults)
     assert "Faults during the run" in page and "160.000 ms" in page and "converged" in page
+    from aifabric.report.html import build_html
+
+    html = build_html(run, plotly_src="")
+    shaded = '"text":"link down ' + SPINE_CABLE.replace("/", "\\u002f") + '","x":100.0'  # on the timeline (ms)
+    assert "Faults during the run" in html and shaded in html
 
 
 def test_the_run_says_when_faults_leave_the_compiled_loop(monkeypatch):

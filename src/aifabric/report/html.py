@@ -658,6 +658,26 @@ def build_html(run: Run, plotly_src: str | None = None) -> str:
             "of it packet by packet, their outcome folded back into the iteration time. The packet figures below "
             "are the windows' (queues, ECN, CNPs, PFC; times on the iteration's clock).</p>"
         )
+    if run.faults and run.faults.get("during_run"):  # when each fault held, shaded on the timeline (ms)
+        end_ms = run.faults["during_run"]["run_time_s"] * 1e3
+        for f in run.faults["faults"]:
+            if f.get("at_s") is None:
+                continue
+            flaps, period = f.get("flaps", 1), f.get("flap_period_s") or 0.0
+            for k in range(flaps):
+                a = (f["at_s"] + k * period) * 1e3
+                b = end_ms if f.get("up_at_s") is None else (f["up_at_s"] + k * period) * 1e3
+                fig.add_vrect(
+                    x0=a,
+                    x1=max(b, a),
+                    fillcolor="red",
+                    opacity=0.08,
+                    line_width=1,
+                    line_color="red",
+                    annotation_text=f"{f['kind'].replace('_', ' ')} {f['target']}" if k == 0 else "",
+                    annotation_position="top left",
+                )
+        note += " Shaded red: while each fault of the run held (faults during the run, below)."
     figures.append(("Timeline", fig, note))
     fulls: dict[int, Full | None] = {0: gantt_full}
     for fig, note in link_heatmaps(run):
