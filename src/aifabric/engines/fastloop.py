@@ -1055,6 +1055,7 @@ _LINKLOAD_FIELDS = (
     "_end",
     "_links",
     "_rates",
+    "_flat",
     "_entries",
     "_open",
     "bin_s",
@@ -1079,10 +1080,8 @@ def install(link_load, R) -> None:
         s, e = int(ri[_RI_N_SEG]), int(ri[_RI_SEG_USED])
         ptr = R[R_SEG_PTR][: s + 1]
         links, rates = R[R_SEG_L][:e].copy(), R[R_SEG_R][:e].copy()
-        link_load._start = R[R_SEG_A][:s].tolist()
-        link_load._end = R[R_SEG_B][:s].tolist()
-        link_load._links = np.split(links, ptr[1:-1]) if s else []
-        link_load._rates = np.split(rates, ptr[1:-1]) if s else []
+        # split per segment only when read (LinkLoad.set_flat): binning takes the arrays as they are
+        link_load.set_flat(R[R_SEG_A][:s].tolist(), R[R_SEG_B][:s].tolist(), ptr.copy(), links, rates)
         link_load._entries = int(ri[_RI_ENTRIES])
         link_load.bin_s = None
         link_load._bins = {}

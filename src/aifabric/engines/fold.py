@@ -56,6 +56,7 @@ class ScaleUpFolder:
         self.last: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))  # last fold's bytes
         self.pairs: dict[tuple[int, int, str], float] = {}  # (src rank, dst rank, dim) -> payload bytes
         self._blocks: dict[tuple, tuple] = {}
+        self._where: dict[tuple, tuple[tuple, int]] = {}  # (shape, group) -> (the block's cache key, its server)
         self._moved_links: dict[tuple, np.ndarray] = {}  # (block key, server) -> its links on that server
         self._pending: dict[tuple, list] = {}  # (block key, server) -> [blocks folded, the graph's table]
         self._group_ok: dict[tuple[int, ...], bool] = {}
@@ -107,9 +108,15 @@ class ScaleUpFolder:
     def fold_block(self, block, folded: dict) -> float:
         """The folded collectives of a `Block`: their total time; bytes and per-kind counts recorded
         (into `folded`, the TaskGraph's table). Cached per (shape, GPU indices in the server)."""
-        server = self.fabric.server_of(block.group[0])
-        base = server * self.gps
-        key = (block.shape, tuple(r - base for r in block.group))
+        where = self._where.get((block.shape, block.group))
+        if where is None:
+            server = self.fabric.server_of(block.group[0])
+            base = server * self.gps
+            where = self._where[(block.shape, block.group)] = (
+                (block.shape, tuple(r - base for r in block.group)),
+                server,
+            )
+        key, server = where
         cached = self._blocks.get(key)
         if cached is None:
             before_links, before_pairs, before_peak = self.link_bytes, self.pairs, self.link_peak

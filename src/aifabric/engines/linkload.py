@@ -142,14 +142,54 @@ class LinkLoad:
         self.max_bins = max_bins
         self._start: list[float] = []
         self._end: list[float] = []
-        self._links: list[np.ndarray] = []
-        self._rates: list[np.ndarray] = []
+        self._links_list: list[np.ndarray] = []
+        self._rates_list: list[np.ndarray] = []
+        # the segments' links and rates as one array each, not yet split per segment (ptr, links, rates): how the
+        # compiled event loop leaves them (`set_flat`); split on first read, or binned as they are (`_to_bins`)
+        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._entries = 0
         self._open: tuple[float, np.ndarray, np.ndarray] | None = None
         self.bin_s: float | None = None  # set once binned
         self._bins: dict[int, list[list[np.ndarray]]] = {}  # bin -> [[links...], [bytes...]]
         self._dirty: set[int] = set()  # bins holding more than one array
         self._t_last = 0.0
+
+    # the segments' links and rates, one array per segment (from the flat arrays on first read)
+    @property
+    def _links(self) -> list[np.ndarray]:
+        self._unflatten()
+        return self._links_list
+
+    @_links.setter
+    def _links(self, value: list[np.ndarray]) -> None:
+        self._unflatten()
+        self._links_list = value
+
+    @property
+    def _rates(self) -> list[np.ndarray]:
+        self._unflatten()
+        return self._rates_list
+
+    @_rates.setter
+    def _rates(self, value: list[np.ndarray]) -> None:
+        self._unflatten()
+        self._rates_list = value
+
+    def _unflatten(self) -> None:
+        if self._flat is not None:
+            ptr, links, rates = self._flat
+            self._flat = None
+            self._links_list = np.split(links, ptr[1:-1]) if len(ptr) > 1 else []
+            self._rates_list = np.split(rates, ptr[1:-1]) if len(ptr) > 1 else []
+
+    def set_flat(
+        self, start: list[float], end: list[float], ptr: np.ndarray, links: np.ndarray, rates: np.ndarray
+    ) -> None:
+        """The exact segments as flat arrays: segment i carried links[ptr[i]:ptr[i + 1]] at those rates (what the
+        compiled event loop records); the same record as a list of arrays per segment, split only when read."""
+        self._start, self._end = start, end
+        self._flat = (ptr, links, rates)
+        self._links_list, self._rates_list = [], []
 
     # -- recording --------------------------------------------------------------------------------
     def set(self, now: float, load: np.ndarray) -> None:
@@ -188,6 +228,13 @@ class LinkLoad:
         while now / width > self.max_bins:
             width *= 2
         self.bin_s = width
+        if self._flat is not None and len(self._start) >= COMPILED_MIN:  # the arrays as they are, not split
+            ptr, links, rates = self._flat
+            starts, ends = np.array(self._start, dtype=float), np.array(self._end, dtype=float)
+            if self._bins_arrays(starts, ends, np.asarray(ptr, dtype=np.int64), links, rates, width, share=False):
+                self._flat = None
+                self._start, self._end, self._links, self._rates, self._entries = [], [], [], [], 0
+                return
         segments = list(zip(self._start, self._end, self._links, self._rates))
         self._start, self._end, self._links, self._rates, self._entries = [], [], [], [], 0
         if len(segments) >= COMPILED_MIN and self._bins_compiled(segments, width, share=False):
@@ -200,19 +247,37 @@ class LinkLoad:
         (per link, the values times the overlap, or times the share of the interval with `share`, summed in
         the items' order): what `_add_to_bins` or `_spread_chunk` give, bit for bit. False (nothing done)
         without the compiled pass or when the items do not come in time order."""
-        fn = compiled(_bin_sums)
-        if fn is None or not items:
+        if compiled(_bin_sums) is None or not items:
             return False
         a = np.fromiter((x[0] for x in items), dtype=float, count=len(items))
         b = np.fromiter((x[1] for x in items), dtype=float, count=len(items))
+        lens = np.fromiter((len(x[2]) for x in items), dtype=np.int64, count=len(items))
+        ptr = np.concatenate(([0], np.cumsum(lens)))
+        links = np.concatenate([x[2] for x in items])
+        values = np.concatenate([x[3] for x in items])
+        return self._bins_arrays(a, b, ptr, links, values, w, share)
+
+    def _bins_arrays(
+        self,
+        a: np.ndarray,
+        b: np.ndarray,
+        ptr: np.ndarray,
+        links: np.ndarray,
+        values: np.ndarray,
+        w: float,
+        share: bool,
+    ) -> bool:
+        """`_bins_compiled` on the items as arrays: interval i is [a[i], b[i]) with links[ptr[i]:ptr[i + 1]] and
+        their values."""
+        fn = compiled(_bin_sums)
+        if fn is None or not len(a):
+            return False
         first = (a // w).astype(np.int64)
         if np.any(first[1:] < first[:-1]):
             return False
         last = (b // w).astype(np.int64)
-        lens = np.fromiter((len(x[2]) for x in items), dtype=np.int64, count=len(items))
-        ptr = np.concatenate(([0], np.cumsum(lens)))
-        links = np.concatenate([x[2] for x in items]).astype(np.int64, copy=False)
-        values = np.concatenate([x[3] for x in items]).astype(np.float64, copy=False)
+        links = links.astype(np.int64, copy=False)
+        values = values.astype(np.float64, copy=False)
         n_links = int(links.max()) + 1 if len(links) else 1
         bins, offsets, out_links, sums = fn(a, b, first, last, ptr, links, values, w, n_links, share)
         out_links = out_links.astype(np.int32)

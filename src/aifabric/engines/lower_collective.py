@@ -385,28 +385,38 @@ def _lower_ring_edges(
     other edges finish early and free their links (a mildly optimistic approximation, used for
     `fidelity.ring_steps: merged`, the default of LLM workloads where rings have thousands of steps).
     """
-    layout = Layout(fabric.gpus_per_server)
+    gps = fabric.gpus_per_server
+    layout = Layout(gps)
     finals: dict[int, list[int]] = {r: [] for r in op.group}
     name = f"{op.key}/ring ["
     bpe, factor, base_s = op.bytes_per_element, wire.factor, wire.base_s
-    route_of, add, tasks = router.route, g.add, inst.tasks
+    route_of, append, tasks, wires = router.route, g._append, inst.tasks, g.wire
+    # network_of depends on the two ranks' local indices and whether they share a server: one string per such pair
+    nets = router.cache.setdefault("ring-edge-networks", {})
     for src, dst, channel, elements, n_steps in edges:
         src += base
         dst += base
         route = route_of(src, dst, channel)
-        t = add(
+        where = (src % gps, dst % gps, src // gps == dst // gps)
+        net = nets.get(where)
+        if net is None:
+            net = nets[where] = network_of(src, dst, layout)
+        t = append(  # g.add(TRANSFER, ..., step=-1, collective=ci, wire=factor), positionally
             TRANSFER,
             src,
             dst,
-            f"{name}{network_of(src, dst, layout)}]",
+            f"{name}{net}]",
             sorted(set(done[src] + done[dst])),
-            size_bytes=elements * bpe * factor,
-            route=route.links,
-            latency_s=n_steps * (route.latency_s + wire.step_s(route)) + base_s,
-            step=-1,
-            collective=ci,
-            wire=factor,
+            0.0,
+            elements * bpe * factor,
+            route.links,
+            n_steps * (route.latency_s + wire.step_s(route)) + base_s,
+            -1,
+            ci,
+            "",
         )
+        if factor != 1.0:
+            wires[t] = factor
         tasks.append(t)
         finals[src].append(t)
         finals[dst].append(t)

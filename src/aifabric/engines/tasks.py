@@ -81,33 +81,48 @@ class _Merger:
                 pend.clear()
                 return
         deps: list[int] = []
-        for m in group:
-            self.flush(m)
-            deps += self.done[m]
+        done, open_pop, members, closed_add, pending = (
+            self.done,
+            self.open.pop,
+            g.members,
+            self.closed.add,
+            self.pending,
+        )
+        for m in group:  # self.flush(m), written out: a block's eight members, tens of thousands of blocks
+            o = open_pop(m, None)
+            if o is not None and o in members:
+                closed_add(o)
+                if pending[o]:
+                    self._spill(m, o)
+            deps += done[m]
         t = g.add(COMPUTE, group[0], -1, name, sorted(set(deps)), duration_s=time_s, dim=dim)
-        g.members[t] = group
+        members[t] = group
         g.comm_s[t] = comm_s
         if n_ops > 1:
             g.ops[t] = n_ops
-        self.pending[t] = {}
+        pending[t] = {}
+        is_open = self.open
         for m in group:
-            self.done[m] = [t]
-            self.open[m] = t
+            done[m] = [t]
+            is_open[m] = t
 
     def flush(self, r: int) -> None:
         """Rank r leaves its open task: its pending compute becomes a task of its own; nothing extends
         the task any more (something is about to depend on it)."""
         t = self.open.pop(r, None)
-        if t is None:
-            return
-        if t in self.g.members:
+        if t is not None and t in self.g.members:
             self.closed.add(t)
-            p = self.pending[t].pop(r, None)
-            if p is not None and self.done[r] == [t]:
-                e = self.g.add(COMPUTE, r, -1, f"compute after {self.g.name[t]}", [t], duration_s=p[0])
-                self.g.ops[e] = int(p[1])
-                self.done[r] = [e]
-                self.open[r] = e
+            if self.pending[t]:
+                self._spill(r, t)
+
+    def _spill(self, r: int, t: int) -> None:
+        """The end of `flush` when the group task t holds pending compute: r's becomes a task of its own."""
+        p = self.pending[t].pop(r, None)
+        if p is not None and self.done[r] == [t]:
+            e = self.g.add(COMPUTE, r, -1, f"compute after {self.g.name[t]}", [t], duration_s=p[0])
+            self.g.ops[e] = int(p[1])
+            self.done[r] = [e]
+            self.open[r] = e
 
     def finish(self) -> None:
         for r in list(self.open):
@@ -209,8 +224,20 @@ def lower(
 
     # the loop runs once per op of every rank (millions at thousands of GPUs): names bound locally, ops
     # dispatched on their exact class (Collective has a subclass: collectives and blocks take the last branch)
-    add_transfer, flush, is_open, route_of = g.add_transfer, merge.flush, merge.open, router.route
+    flush, route_of = merge.flush, router.route
+    open_pop, members, closed_add, pending, spill = (
+        merge.open.pop,
+        g.members,
+        merge.closed.add,
+        merge.pending,
+        merge._spill,
+    )
     popleft, push = queue.popleft, queue.append
+    # a transfer's columns appended in place (TaskGraph._append's order): 172,032 pipeline sends at 1,024 GPUs
+    appends = (g.kind.append, g.rank.append, g.dst.append, g.name.append, g.duration_s.append, g.size_bytes.append)
+    kind_app, rank_app, dst_app, name_app, duration_app, size_app = appends
+    route_app, latency_app, deps_app = g.route.append, g.latency_s.append, g.deps.append
+    step_app, coll_app, dim_app, kinds = g.step.append, g.collective.append, g.dim.append, g.kind
     while queue:
         r = popleft()
         queued[r] = False
@@ -234,14 +261,32 @@ def lower(
                 if sender is None:
                     waiting_recv[p2p_key] = r  # the sender has not reached its Send yet
                     break
-                if r in is_open:
-                    flush(r)
+                o = open_pop(r, None)  # merge.flush(r), written out
+                if o is not None and o in members:
+                    closed_add(o)
+                    if pending[o]:
+                        spill(r, o)
                 done[r] = done[r] + [sender]
             elif cls is Send:
-                if r in is_open:
-                    flush(r)
+                o = open_pop(r, None)  # merge.flush(r), written out
+                if o is not None and o in members:
+                    closed_add(o)
+                    if pending[o]:
+                        spill(r, o)
                 route = route_of(src, dst)
-                sent[p2p_key] = add_transfer(src, dst, p2p_key, list(done[r]), size, route.links, route.latency_s, dim)
+                sent[p2p_key] = len(kinds)  # g.add_transfer(...), written out
+                kind_app(TRANSFER)
+                rank_app(src)
+                dst_app(dst)
+                name_app(p2p_key)
+                duration_app(0.0)
+                size_app(size)
+                route_app(route.links)
+                latency_app(route.latency_s)
+                deps_app(list(done[r]))
+                step_app(-1)
+                coll_app(-1)
+                dim_app(dim)
                 waiter = waiting_recv.pop(p2p_key, None)
                 if waiter is not None and not queued[waiter]:
                     queued[waiter] = True
