@@ -257,3 +257,44 @@ def test_building_a_large_workload_reports_the_ranks_built():
     assert built[-1] == (128, 128) and [d for d, _ in built] == sorted(d for d, _ in built)
     lowered = [(d, n) for st, d, n in heard if st == "task graph"]
     assert lowered[-1][0] == lowered[-1][1] > 0
+
+
+def test_the_progress_line_counts_a_flow_run_towards_its_lower_bound():
+    """The flow engine's first report on a large graph is the iteration without contention (engines/bound.py): the
+    simulated time goes towards it; past it (contention), the tasks' share says how far the run is."""
+    from aifabric.cli.run_cmds import PROGRESS_MIN_TASKS, ProgressLine
+
+    bar = ProgressLine("flow")
+    n = PROGRESS_MIN_TASKS
+    try:
+        bar.on_progress(0, n, t_s=0.0, iteration_bound_s=2.0)
+        bar.on_progress(n // 4, n, t_s=1.0)
+        task = bar.bar.tasks[0]
+        assert task.fields["sim"] == "1 s of ~2 s simulated" and task.completed == 500
+        bar.on_progress(n // 2, n, t_s=2.5)
+        assert task.fields["sim"] == "2.5 s simulated (past the ~2 s of no contention)" and task.completed == 500
+        assert task.fields["left"] != "left: unknown (past the estimate)"
+    finally:
+        bar.stop()
+
+
+def test_writing_the_report_of_a_large_run_shows_a_bar(tmp_path):
+    """write_report tells a callback that takes `stage` its parts as it writes them (stage "report", shares of 100),
+    which the progress line shows as the share written."""
+    from aifabric import simulate, write_report
+    from aifabric.cli.run_cmds import ProgressLine
+    from aifabric.scenario import ch14_scenario_text
+
+    run = simulate(ch14_scenario_text())
+    heard: list = []
+    write_report(run, tmp_path / "a", progress=lambda done, total, stage=None: heard.append((stage, done, total)))
+    assert {st for st, _, _ in heard} == {"report"} and heard[0][1] == 0 and heard[-1][1] == heard[-1][2] == 100
+    assert [d for _, d, _ in heard] == sorted(d for _, d, _ in heard)
+    assert (tmp_path / "a" / "summary.json").exists()
+    bar = ProgressLine("flow")
+    try:
+        bar.on_progress(36, 100, stage="report")
+        task = bar.bar.tasks[0]
+        assert task.fields["sim"] == "writing the report" and task.fields["tasks"] == "36 %"
+    finally:
+        bar.stop()

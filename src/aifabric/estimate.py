@@ -208,10 +208,13 @@ class ProgressView:
     fraction: float  # of the run's work, 0..1
     left_s: float | None  # wall time left; None while estimating (or past the estimate)
     past_estimate: bool = False
+    lower_bound: bool = False  # iteration_s is a lower bound (the flow engine's iteration is at least as long)
 
     def words(self) -> str:
         if self.iteration_s is None:
             return f"{self.t_s:.3g} s simulated"
+        if self.lower_bound and self.t_s > self.iteration_s:
+            return f"{self.t_s:.3g} s simulated (past the ~{self.iteration_s:.3g} s of no contention)"
         return f"{self.t_s:.3g} s of ~{self.iteration_s:.3g} s simulated"
 
     def left(self) -> str:
@@ -228,12 +231,19 @@ class RunProgress:
     run's own pace so far."""
 
     def __init__(
-        self, est: RunEstimate | None = None, iteration_s: float | None = None, clock=time.perf_counter
+        self,
+        est: RunEstimate | None = None,
+        iteration_s: float | None = None,
+        clock=time.perf_counter,
+        *,
+        lower_bound: bool = False,
     ) -> None:
         self.est = est
         self.iteration_s = est.iteration_s if est is not None else iteration_s
         self.clock = clock
         self.started: float | None = None
+        # iteration_s is a lower bound (a flow run's: engines/bound.py); past it, the tasks' share says how far
+        self.lower_bound = lower_bound and est is None
 
     def update(self, done: int, total: int, t_s: float | None = None) -> ProgressView:
         now = self.clock()
@@ -246,6 +256,8 @@ class RunProgress:
             fraction = self.est.fraction_at(t)
         elif self.iteration_s and t_s is not None:
             fraction = t / self.iteration_s
+            if self.lower_bound and fraction >= 1.0:  # contention made it longer than the bound
+                fraction = done / total if total else 0.0
         else:
             fraction = done / total if total else 0.0
         if done >= total > 0:
@@ -258,4 +270,4 @@ class RunProgress:
             left = 0.0
         elif not past and elapsed >= MIN_WALL_S and fraction >= MIN_FRACTION:
             left = max(0.0, elapsed * (1.0 - fraction) / fraction)
-        return ProgressView(t, self.iteration_s if t_s is not None else None, fraction, left, past)
+        return ProgressView(t, self.iteration_s if t_s is not None else None, fraction, left, past, self.lower_bound)

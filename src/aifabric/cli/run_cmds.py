@@ -30,11 +30,15 @@ FOLDER_FORCE_HELP = (
 )
 FORCE_HELP = FOLDER_FORCE_HELP[:-1] + "), and simulate a scenario whose estimated memory is past what this machine has"
 PROGRESS_MIN_TASKS = 20_000
-STAGE_WORDS = {"workload": "building the workload", "task graph": "lowering to a task graph"}
+STAGE_WORDS = {
+    "workload": "building the workload",
+    "task graph": "lowering to a task graph",
+    "report": "writing the report",
+}
 STAGE_UNITS = {"workload": "ranks", "task graph": "ops"}
-STAGE_MIN = {
-    "workload": 1024
-}  # the least work a stage's bar is shown for (others: PROGRESS_MIN_TASKS)  # what the progress line says during a stage
+# the least work a stage's bar is shown for (others: PROGRESS_MIN_TASKS); the report's bar is asked for by the run's
+# size (simulate_into), its work counted in parts of 100 (report/write.py REPORT_PARTS)
+STAGE_MIN = {"workload": 1024, "report": 1}
 
 
 def run_and_report(
@@ -137,7 +141,13 @@ def simulate_into(
             finally:
                 bar.stop()
             on_phase("report")
-            write_report(run, folder.staging, scenario_text)  # complete files, then moved into place
+            try:  # complete files, then moved into place; a bar past PROGRESS_MIN_TASKS tasks
+                if len(run.graph) >= PROGRESS_MIN_TASKS:
+                    write_report(run, folder.staging, scenario_text, progress=bar.on_progress)
+                else:
+                    write_report(run, folder.staging, scenario_text)
+            finally:
+                bar.stop()
             folder.publish()
         except KeyboardInterrupt:  # outside the event loop (which stops itself and returns what it has)
             from .outdir import held_interrupts
@@ -183,7 +193,19 @@ class ProgressLine:
         self.stage: str | None = None  # the stage before the event loop being reported (lowering)
         self.stage_pace = RunProgress()
 
-    def on_progress(self, done: int, total: int, t_s: float | None = None, window=None, stage=None) -> None:
+    def on_progress(
+        self,
+        done: int,
+        total: int,
+        t_s: float | None = None,
+        window=None,
+        stage=None,
+        iteration_bound_s: float | None = None,
+    ) -> None:
+        if iteration_bound_s is not None and self.pace.est is None:  # a flow run's: what its simulated time goes to
+            from ..estimate import RunProgress
+
+            self.pace = RunProgress(iteration_s=iteration_bound_s, lower_bound=True)
         if window is not None:  # a hybrid run's packet window: its own bar, against the window's horizon
             self._on_window(done, total, t_s, window)
             return
@@ -245,16 +267,18 @@ class ProgressLine:
         if self.stage != stage:
             self.stage = stage
             self.stage_pace = RunProgress()
-            if self.task_id is None:
-                self.bar.start()
-                self.task_id = self.bar.add_task("sim", total=1000, sim="", tasks="", left="")
+            if self.task_id is not None:  # the event loop's bar, before the report's
+                self.bar.remove_task(self.task_id)
+            self.bar.start()  # again after the event loop's bar stopped (does nothing while it runs)
+            self.task_id = self.bar.add_task("sim", total=1000, sim="", tasks="", left="")
         assert self.task_id is not None
         view = self.stage_pace.update(done, total)
+        unit = STAGE_UNITS.get(stage)
         self.bar.update(
             self.task_id,
             completed=round(1000 * view.fraction),
             sim=STAGE_WORDS.get(stage, stage),
-            tasks=f"{done:,}/{total:,} {STAGE_UNITS.get(stage, 'ops')}",
+            tasks=f"{done:,}/{total:,} {unit}" if unit else f"{round(100 * view.fraction)} %",
             left=view.left(),
         )
         if done >= total:  # the event loop's bar, when it comes, begins again

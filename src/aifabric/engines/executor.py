@@ -33,7 +33,7 @@ from ..fabric.graph import Fabric
 from .fabric_events import JobFailed
 from .linkload import LinkLoad
 from .maxmin import bottleneck_pairs, max_min_pairs
-from .progress import reporter
+from .progress import reporter, takes_bound
 from .taskgraph import COMPUTE, Readiness, TaskGraph
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ SHARING = {"flow": max_min_pairs, "analytic": bottleneck_pairs}
 FINISH_RTOL = 1e-9
 # below this many tasks the reference loop is quicker than loading the compiled one (~1 s: numba and its cache)
 COMPILED_MIN_TASKS = 10_000
+# from this many tasks a progress callback that takes `iteration_bound_s` is first told the iteration's lower bound
+# (engines/bound.py: the longest path without contention, a fraction of the run's own time)
+BOUND_MIN_TASKS = 20_000
 
 
 @dataclass
@@ -130,9 +133,17 @@ def run(
 ) -> Timeline:
     """Run the task graph. Graphs of COMPILED_MIN_TASKS tasks or more run on the compiled loop
     (engines/fastloop.py) when numba is installed, with identical results; AIFABRIC_PURE_PYTHON=1 keeps
-    them on `run_reference`, the definition. Faults during the run (`faults`) always run on `run_reference`."""
+    them on `run_reference`, the definition. Faults during the run (`faults`) always run on `run_reference`.
+    A progress callback that takes `iteration_bound_s` hears first, on graphs of BOUND_MIN_TASKS or more, the
+    iteration's lower bound (engines/bound.py), what its simulated time `t_s` goes towards."""
     if faults is not None and faults.events:
         return run_reference(graph, fabric, engine, progress, faults)
+    if progress is not None and len(graph) >= BOUND_MIN_TASKS and takes_bound(progress):
+        from .bound import longest_path_s
+
+        # what the progress line counts the simulated time against: the iteration without contention
+        tell: Any = progress  # its signature takes the keywords (takes_bound)
+        tell(0, len(graph), t_s=0.0, iteration_bound_s=longest_path_s(graph, fabric))
     if uses_compiled_loop(len(graph)):
         from . import fastloop
 

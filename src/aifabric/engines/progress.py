@@ -3,7 +3,9 @@ takes it (`progress(done, total, t_s=...)`, a parameter named `t_s`, or `**kwarg
 windows report the same way, with the window they are in (`window=PacketWindowProgress(...)`) when the callback
 takes a parameter named `window` (or `**kwargs`): `done`, `total` and `t_s` are then the window's own. The stages
 before the event loop that take long on large plans (lowering the workload to a task graph) report with
-`stage=<the stage's name>` to callbacks that take `stage`: `done` and `total` count that stage's work (ops).
+`stage=<the stage's name>` to callbacks that take `stage`: `done` and `total` count that stage's work (ops); so does
+writing the report (stage "report", `done` and `total` in parts of the work). The flow and analytic engines tell
+callbacks that take `iteration_bound_s` the iteration's lower bound first (engines/bound.py).
 
 One mechanism for every engine (executor.run_reference, fastloop.run, packet.run_packet): a callback written for
 `(done, total)` keeps working; one that also wants the simulated time says so by its signature.
@@ -47,6 +49,12 @@ def _takes(progress: Callable, name: str) -> bool:
 def takes_sim_time(progress: Callable) -> bool:
     """Whether `progress` accepts the simulated time as the keyword `t_s`."""
     return _takes(progress, "t_s")
+
+
+def takes_bound(progress: Callable) -> bool:
+    """Whether `progress` accepts `iteration_bound_s`: the flow and analytic engines' first report on a large graph,
+    the iteration's lower bound (engines/bound.py), which the simulated time then goes towards."""
+    return _takes(progress, "iteration_bound_s")
 
 
 def window_reporter(progress: Callable | None) -> Callable[[PacketWindowProgress], Callable[..., None]] | None:
