@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -209,92 +210,95 @@ def simulate(
     phase = phase or (lambda name: None)
     engine = engine or s.engine
     specs = _hybrid_windows(s, packet_windows, packet_max_s) if engine == "hybrid" else []
-    phase("fabric")
-    fabric, router = build_fabric(s)
-    fx = None
-    if s.faults:
-        from .faults import apply_to_fabric, resolve_faults
+    with _collector_held(engine):  # one pause for every stage: their objects walked once, after the run
+        phase("fabric")
+        fabric, router = build_fabric(s)
+        fx = None
+        if s.faults:
+            from .faults import apply_to_fabric, resolve_faults
 
-        fx = resolve_faults(fabric, s.faults, seed=s.seed)
-        if engine == "packet":  # cable states are the packet network's own; routing has converged around those down
-            if fx.down:
-                router.fail(fx.down)
-        else:
-            apply_to_fabric(fabric, router, fx)
-    if workload is None:
-        phase("workload")
+            fx = resolve_faults(fabric, s.faults, seed=s.seed)
+            if engine == "packet":  # cable states are the packet network's own; routing has converged around those down
+                if fx.down:
+                    router.fail(fx.down)
+            else:
+                apply_to_fabric(fabric, router, fx)
+        if workload is None:
+            phase("workload")
+            with collector.paused():
+                workload = build_workload(s, stage_reporter(progress, "workload"))
+        phase("task graph")
+        # the flow and analytic engines spread sprayed transfers over every path (fluid); the packet engine balances
+        # packet by packet; the hybrid engine does both, on routes of its own for each
+        sprayed = s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off"
+        try:
+            graph = lower(
+                workload,
+                fabric,
+                router,
+                **s.lowering_options(),
+                spread_paths=sprayed and engine in ("flow", "analytic"),
+                progress=stage_reporter(progress, "task graph"),
+            )
+        except ValueError as exc:
+            if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
+                raise
+            from .faults import unreachable
+
+            raise unreachable(fabric, fx, exc) from None
+        if s.iteration == "first":  # the job's first iteration: each RDMA connection set up before its first use
+            from .engines.setup_tasks import add_connection_setup
+
+            # the packet engine's --cm sends the CM exchange itself: the tasks then hold the QPs' own work alone
+            wire = engine == "packet" and bool(getattr(getattr(packet_options, "nic", None), "cm_setup", False))
+            add_connection_setup(graph, fabric, cm_on_wire=wire)
+        if fx is not None:
+            from .faults import slow_down
+
+            slow_down(graph, fx.slow)
+        phase("event loop")
+        ran = _EngineRun()
+        try:
+            if engine == "packet":
+                _run_packet(ran, s, graph, fabric, router, fx, progress, packet_options, lb, seed)
+            elif engine == "hybrid":
+                _run_hybrid(
+                    ran, s, graph, fabric, router, progress, specs, packet_options, packet_max_s, sprayed, phase
+                )
+            else:
+                with collector.paused():  # the packet engine's long runs keep the collector
+                    _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
+        except Interrupted as exc:
+            ran.timeline, ran.complete = exc.timeline, False
+        except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
+            from .faults import job_failed
+
+            assert fx is not None
+            raise job_failed(fx, exc) from None
+        timeline = ran.timeline
+        if fx is not None and fx.lost and ran.complete:  # a GPU lost during the run: the job fails (NCCL's watchdog)
+            from .faults import gpu_lost_failure
+
+            lost = gpu_lost_failure(fx, graph, timeline)
+            if lost is not None:
+                raise lost
+        phase("results")
         with collector.paused():
-            workload = build_workload(s, stage_reporter(progress, "workload"))
-    phase("task graph")
-    # the flow and analytic engines spread sprayed transfers over every path (fluid); the packet engine balances
-    # packet by packet; the hybrid engine does both, on routes of its own for each
-    sprayed = s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off"
-    try:
-        graph = lower(
-            workload,
+            add_folded_bytes(graph, timeline)
+            peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
+            results = summarize(engine, workload, graph, fabric, timeline, ran.complete, peak_flops_per_gpu=peak)
+        keep = packet_options is not None if keep_network is None else keep_network
+        out = Run(
+            s,
             fabric,
-            router,
-            **s.lowering_options(),
-            spread_paths=sprayed and engine in ("flow", "analytic"),
-            progress=stage_reporter(progress, "task graph"),
+            workload,
+            graph,
+            timeline,
+            results,
+            packet_stats=ran.stats,
+            packet_network=ran.network if keep else None,
+            packet_windows=ran.windows,
         )
-    except ValueError as exc:
-        if fx is None or "reach" not in str(exc) and "no switch path" not in str(exc):
-            raise
-        from .faults import unreachable
-
-        raise unreachable(fabric, fx, exc) from None
-    if s.iteration == "first":  # the job's first iteration: each RDMA connection set up before its first use
-        from .engines.setup_tasks import add_connection_setup
-
-        # the packet engine's --cm sends the CM exchange itself: the tasks then hold the QPs' own work alone
-        wire = engine == "packet" and bool(getattr(getattr(packet_options, "nic", None), "cm_setup", False))
-        add_connection_setup(graph, fabric, cm_on_wire=wire)
-    if fx is not None:
-        from .faults import slow_down
-
-        slow_down(graph, fx.slow)
-    phase("event loop")
-    ran = _EngineRun()
-    try:
-        if engine == "packet":
-            _run_packet(ran, s, graph, fabric, router, fx, progress, packet_options, lb, seed)
-        elif engine == "hybrid":
-            _run_hybrid(ran, s, graph, fabric, router, progress, specs, packet_options, packet_max_s, sprayed, phase)
-        else:
-            with collector.paused():  # the packet engine's long runs keep the collector
-                _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
-    except Interrupted as exc:
-        ran.timeline, ran.complete = exc.timeline, False
-    except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
-        from .faults import job_failed
-
-        assert fx is not None
-        raise job_failed(fx, exc) from None
-    timeline = ran.timeline
-    if fx is not None and fx.lost and ran.complete:  # a GPU lost during the run: the job fails (NCCL's watchdog)
-        from .faults import gpu_lost_failure
-
-        lost = gpu_lost_failure(fx, graph, timeline)
-        if lost is not None:
-            raise lost
-    phase("results")
-    with collector.paused():
-        add_folded_bytes(graph, timeline)
-        peak = gpu(s.cluster.gpu).peak_flops(s.workload.precision)
-        results = summarize(engine, workload, graph, fabric, timeline, ran.complete, peak_flops_per_gpu=peak)
-    keep = packet_options is not None if keep_network is None else keep_network
-    out = Run(
-        s,
-        fabric,
-        workload,
-        graph,
-        timeline,
-        results,
-        packet_stats=ran.stats,
-        packet_network=ran.network if keep else None,
-        packet_windows=ran.windows,
-    )
     if fx is not None and ran.complete:
         from .faults import report
 
@@ -335,6 +339,13 @@ def _fault_loop(graph: TaskGraph) -> str:
             "events, so faults during the run take the reference loop (the same definition, slower)"
         )
     return "reference"
+
+
+def _collector_held(engine: str):
+    """The garbage collector paused from the fabric to the results on the flow and analytic engines (aifabric.collector):
+    each stage's millions of objects are walked once after the run instead of again at the end of every stage (a fifth
+    of a second each at 1,024 GPUs); the packet engine's long runs keep it."""
+    return collector.paused() if engine in ("flow", "analytic") else nullcontext()
 
 
 @dataclass

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import collector
+
 if TYPE_CHECKING:
     from ..simulate import Run
 
@@ -25,6 +27,7 @@ REPORT_PARTS = (
 )
 
 
+@collector.paused()  # hundreds of collections walking the run's millions of objects, for no cycle to find
 def write_report(
     run: Run,
     out_dir: str | os.PathLike,
