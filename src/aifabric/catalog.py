@@ -30,6 +30,9 @@ Two kinds of figures, kept apart:
     (`workload.software`): A100 with CUDA 11.7 (2022), "MatMul FP32 / FP16 | 116 / 230" TFLOPS on an A100
     80 GB, square matrices up to n = 8,192, NGC PyTorch 22.07 (M. Li, mli/transformers-benchmarks). No
     CUDA 11.0-11.4 (2020-2021) figure was found; 2021 runs take this one, an upper bound for them.
+  - `nccl_ll_max_gBps`: the most bus bandwidth NCCL's LL protocol reaches inside one server, NCCL's own tuner
+    constant `llMaxBws` for one node (NVIDIA/nccl src/graph/tuning.cc: Ampere 87.7, Hopper 141.0, Blackwell
+    2 x 141.0 GB/s), where LL's flags alone would give half the link (A100: 116 GB/s); 0: no cap known (RCCL).
   - `kernel_gap_us`, `launch_us`: GPU idle between dependent kernels and host launch cost per kernel in
     eager PyTorch: ~4-6 µs per launch measured through the driver (CUDA launch-latency studies); 1 µs gap.
     Calibrate for your system.
@@ -65,6 +68,7 @@ class GpuSpec:
     hbm_efficiency: float = 0.85
     attention_tflops: tuple[float, float] = (0.0, 0.0)  # measured fused attention, forward and backward
     nvlink_efficiency: float = 0.8
+    nccl_ll_max_gBps: float = 0.0  # NCCL's LL bus-bandwidth ceiling inside one server (tuning.cc llMaxBws)
     kernel_gap_us: float = 1.0
     launch_us: float = 5.0
     sources: str = field(default="", repr=False)
@@ -97,7 +101,12 @@ _A100_PEAKS = {"fp64": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312
 _HOPPER_PEAKS = {"fp64": 67, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
 _A100_SXM_2022 = {"cuda-11.7": (230.0, (8192, 8192, 8192))}  # mli/transformers-benchmarks, A100 80 GB (SXM)
 _A100_MEASURED: dict[str, Any] = dict(
-    sm_count=108, tensor_clock_mhz=1410, l2_mb=40, attention_tflops=(230.0, 156.0), nvlink_efficiency=232.8 / 300
+    sm_count=108,
+    tensor_clock_mhz=1410,
+    l2_mb=40,
+    attention_tflops=(230.0, 156.0),
+    nvlink_efficiency=232.8 / 300,
+    nccl_ll_max_gBps=87.7,
 )
 _HOPPER_MEASURED: dict[str, Any] = dict(
     sm_count=132,
@@ -106,6 +115,7 @@ _HOPPER_MEASURED: dict[str, Any] = dict(
     hbm_efficiency=3303.8 / 3900,
     attention_tflops=(661.0, 450.0 * 661 / 740),
     nvlink_efficiency=370 / 450,
+    nccl_ll_max_gBps=141.0,
 )
 
 GPUS: dict[str, GpuSpec] = {
@@ -233,6 +243,7 @@ GPUS: dict[str, GpuSpec] = {
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
             "attention_tflops": (661.0 * 2250 / 989.4, 450.0 * 661 / 740 * 2250 / 989.4),
+            "nccl_ll_max_gBps": 2 * 141.0,
         },
         tdp_w=1000,
         tdp_source="NVIDIA HGX B200 datasheet (2024): 1,000 W per B200 GPU",
@@ -256,6 +267,7 @@ GPUS: dict[str, GpuSpec] = {
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
             "attention_tflops": (661.0 * 2500 / 989.4, 450.0 * 661 / 740 * 2500 / 989.4),
+            "nccl_ll_max_gBps": 2 * 141.0,
         },
         tdp_w=1200,
         tdp_source="NVIDIA GB200 NVL72 (2024): up to 1,200 W per Blackwell GPU of a GB200 superchip",

@@ -316,3 +316,41 @@ def test_a_schedule_built_once_serves_every_translate_of_its_group(op, offset, n
             "chunk_bounds",
         ):
             np.testing.assert_array_equal(getattr(sched, field), getattr(direct, field), err_msg=field)
+
+
+def test_ll_inside_one_server_reaches_no_more_than_nccls_ceiling():
+    # NCCL's tuner holds LL inside one node to llMaxBws of bus bandwidth (src/graph/tuning.cc: Ampere 87.7 GB/s),
+    # where LL's flags alone would leave half of an A100's NVLink (116 GB/s): the cost model and the lowered run
+    # both hold it there; the same ring across two servers is not capped by it.
+    from aifabric.collectives.cost import Paths, Shape, collective_time_s
+
+    data = ch14_scenario().model_dump()
+    data["cluster"].update(gpu="A100", servers=1, gpus_per_server=8, nic_speed_gbps=200)
+    data["fabric"].update(spines=8, link_speed_gbps=200)
+    fabric, router = build_fabric(type(ch14_scenario()).model_validate(data))
+    assert fabric.ll_max_bytes_per_s == pytest.approx(87.7e9)
+    size = 64 * 1024 * 1024  # bandwidth-bound
+    call = CollectiveCall("c", "all-reduce", tuple(range(8)), size // 4, 4, algorithm="ring", protocol="ll", channels=1)
+    graph = lower(one(call), fabric, router)
+    busbw = size / collective_time(graph, run(graph, fabric, "flow")) * 2 * 7 / 8
+    assert 0.9 * 87.7e9 < busbw <= 87.7e9
+    model_s = collective_time_s(
+        "all-reduce", "ring", Shape.full(8, 8), size, Paths.from_fabric(fabric, router), protocol="ll"
+    )
+    assert size / model_s * 2 * 7 / 8 == pytest.approx(busbw, rel=0.05)
+    two, router2 = fabric_of(2, 4)
+    sizes = {
+        p: sum(
+            lower(
+                one(
+                    CollectiveCall(
+                        "c", "all-reduce", tuple(range(8)), 1 << 16, 4, algorithm="ring", protocol=p, channels=1
+                    )
+                ),
+                two,
+                router2,
+            ).size_bytes
+        )
+        for p in ("simple", "ll")
+    }
+    assert sizes["ll"] == pytest.approx(2 * sizes["simple"])

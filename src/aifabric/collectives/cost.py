@@ -18,9 +18,11 @@ Protocols: NCCL's three, with NCCL's own constants (nccl src/graph/tuning.cc, 2.
 |---|---|---|---|
 | Simple | 1.0 | 8.4 µs | 2.8 / 11.3 µs |
 | LL128 | 0.92 | 14.0 µs | 1.3 / 1.3 µs |
-| LL | 0.5 | 6.6 µs | 0 / 0 |
+| LL | 0.5, at most NCCL's ceiling in one server | 6.6 µs | 0 / 0 |
 
-The efficiencies are NCCL's ring factors (LL128 `0.92`, LL `0.5`); the base latencies its ring `baseLat`;
+The efficiencies are NCCL's ring factors (LL128 `0.92`, LL `0.5`), and LL inside one server reaches no more
+bus bandwidth than NCCL's `llMaxBws` for one node (catalog `nccl_ll_max_gBps`: A100 87.7 GB/s, where half its
+NVLink would be 116); the base latencies its ring `baseLat`;
 the per-step overheads its ring `hwLat` (NVLink .6 / 1.9 / 3.4 µs, network 2.7 / 4.0 / 14.0 µs) less the
 LL one, since LL, which writes data and flag together with no fence, is the closest NCCL has to the bare
 hop, and the hop itself is simulated (the route's links and switches). Links carry what the fabric says
@@ -35,7 +37,7 @@ carry: 8 x H100 reach "a peak busBw of ~480GB/s (algbw ~275GB/s)" (S. Jeaugey, N
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..units import gBps_to_bytes_per_s, gbps_to_bytes_per_s
 
@@ -101,6 +103,7 @@ class Paths:
     rail: Hop
     cross_rail: Hop
     nics_per_server: int = 0  # NICs a server's channels spread over; 0: one per GPU
+    ll_max_bytes_per_s: float = 0.0  # NCCL's LL bus-bandwidth ceiling inside one server (0: none)
 
     @classmethod
     def from_fabric(cls, fabric, router) -> Paths:
@@ -119,7 +122,8 @@ class Paths:
         rail = rail or nvlink or Hop(0.0, math.inf)
         nvlink = nvlink or rail
         nics = getattr(fabric.design, "nics_per_server", 0) or 0
-        return cls(g, nvlink, rail, cross or rail, nics if 0 < nics < g else 0)
+        ll_max = getattr(fabric, "ll_max_bytes_per_s", 0.0)
+        return cls(g, nvlink, rail, cross or rail, nics if 0 < nics < g else 0, ll_max)
 
     @classmethod
     def simple(
@@ -159,6 +163,14 @@ class Shape:
     @classmethod
     def full(cls, n: int, gpus_per_server: int) -> Shape:
         return cls(n, math.ceil(n / gpus_per_server), min(n, gpus_per_server))
+
+
+def ll_efficiency(link_bytes_per_s: float, ll_max_bytes_per_s: float) -> float:
+    """LL's share of a link inside one server: half (its flags), and no more than NCCL's ceiling."""
+    eff = PROTOCOLS["ll"].bandwidth_efficiency
+    if ll_max_bytes_per_s > 0 and link_bytes_per_s > 0:
+        eff = min(eff, ll_max_bytes_per_s / link_bytes_per_s)
+    return eff
 
 
 def _xfer(hop: Hop, nbytes: float, proto: Protocol) -> float:
@@ -220,6 +232,9 @@ def collective_time_s(
     n, s, L = shape.n, shape.servers, shape.per_server
     if n < 2:
         return 0.0
+    if protocol == "ll" and s == 1 and paths.ll_max_bytes_per_s:
+        eff = ll_efficiency(paths.nvlink.bandwidth_bytes_per_s, paths.ll_max_bytes_per_s)
+        proto = replace(proto, bandwidth_efficiency=eff)
     B = float(size_bytes)
     intra = L > 1
     inter = s > 1

@@ -47,6 +47,7 @@ from ..collectives.cost import (
     Paths,
     Protocol,
     Shape,
+    ll_efficiency,
 )
 from ..collectives.schedule import MODE_REDUCE, Schedule
 from ..collectives.tuning import Choice, choose
@@ -197,13 +198,26 @@ class _Wire:
     """What the protocol (the collective's own or the tuner's) adds to its transfers: wire bytes per data
     byte, a per-step latency by the route's tier, and the collective's base latency on its first step."""
 
-    def __init__(self, op: Collective, choice: Choice | None, algorithm: str):
+    def __init__(
+        self, op: Collective, choice: Choice | None, algorithm: str, fabric: Fabric | None = None, router=None
+    ):
         name = getattr(op, "protocol", "auto")
         if name == "auto":
             name = choice.protocol if choice is not None else "simple"
         self.proto: Protocol = PROTOCOLS[name]
         self.factor = 1.0 / self.proto.bandwidth_efficiency
         self.base_s = self.proto.base_latency_s
+        group = op.group
+        if name == "ll" and fabric is not None and fabric.ll_max_bytes_per_s and len(group) > 1:
+            gps = fabric.gpus_per_server
+            if min(group) // gps == max(group) // gps:  # NCCL's LL ceiling for one node, carried as wire bytes
+                self.factor = router.cache.get("ll-factor-one-server") if router is not None else None
+                if self.factor is None:
+                    route = router.route(group[0], group[1]) if router is not None else None
+                    bw = min((fabric.links[li].rate_bytes_per_s for li in route.links), default=0.0) if route else 0.0
+                    self.factor = 1.0 / ll_efficiency(bw, fabric.ll_max_bytes_per_s)
+                    if router is not None:
+                        router.cache["ll-factor-one-server"] = self.factor
 
     def step_s(self, route) -> float:
         return self.proto.step_overhead_s(NVLINK if route.scale_up else NET)
@@ -429,7 +443,7 @@ def lower_collective(
     g: TaskGraph, op: Collective, fabric: Fabric, router: Router, done: list[list[int]], merge_ring_steps: bool = False
 ) -> int:
     sched, base, choice, key = _plan(op, fabric, router)
-    wire = _Wire(op, choice, sched.algorithm)
+    wire = _Wire(op, choice, sched.algorithm, fabric, router)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
     if merge_ring_steps and sched.algorithm == "ring" and not pxn:
         ci = len(g.collectives)

@@ -77,4 +77,5 @@ def apply_achievable(
         elif link.tier == TIER_HOST and src_kind == NIC:
             latency = max(0.0, latency + extra[TIER_HOST])
         fabric.links[i] = replace(link, efficiency=eff.get(link.tier, 1.0), latency_s=latency)
+    fabric.ll_max_bytes_per_s = getattr(gpu, "nccl_ll_max_gBps", 0.0) * 1e9  # NCCL's LL ceiling (catalog)
     return fabric
