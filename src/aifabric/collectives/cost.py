@@ -168,7 +168,7 @@ class Shape:
 def ll_efficiency(link_bytes_per_s: float, ll_max_bytes_per_s: float) -> float:
     """LL's share of a link inside one server: half (its flags), and no more than NCCL's ceiling."""
     eff = PROTOCOLS["ll"].bandwidth_efficiency
-    if ll_max_bytes_per_s > 0 and link_bytes_per_s > 0:
+    if ll_max_bytes_per_s > 0 and 0 < link_bytes_per_s < math.inf:
         eff = min(eff, ll_max_bytes_per_s / link_bytes_per_s)
     return eff
 

@@ -32,6 +32,7 @@ which sends it on that rail, so no transfer crosses a spine (NCCL's PXN, seeds C
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,14 +211,19 @@ class _Wire:
         group = op.group
         if name == "ll" and fabric is not None and fabric.ll_max_bytes_per_s and len(group) > 1:
             gps = fabric.gpus_per_server
-            if min(group) // gps == max(group) // gps:  # NCCL's LL ceiling for one node, carried as wire bytes
-                self.factor = router.cache.get("ll-factor-one-server") if router is not None else None
-                if self.factor is None:
-                    route = router.route(group[0], group[1]) if router is not None else None
-                    bw = min((fabric.links[li].rate_bytes_per_s for li in route.links), default=0.0) if route else 0.0
-                    self.factor = 1.0 / ll_efficiency(bw, fabric.ll_max_bytes_per_s)
-                    if router is not None:
-                        router.cache["ll-factor-one-server"] = self.factor
+            if router is not None and min(group) // gps == max(group) // gps:
+                # NCCL's LL ceiling for one node, on the bus bandwidth of the group's slowest hop (a ring's),
+                # carried as wire bytes; once per set of local GPUs
+                key = ("ll-factor", tuple(sorted(r % gps for r in group)))
+                factor = router.cache.get(key)
+                if factor is None:
+                    links = fabric.links
+                    bw = min(
+                        min((links[li].rate_bytes_per_s for li in router.route(a, b).links), default=math.inf)
+                        for a, b in zip(group, group[1:] + group[:1])
+                    )
+                    factor = router.cache[key] = 1.0 / ll_efficiency(bw, fabric.ll_max_bytes_per_s)
+                self.factor = factor
 
     def step_s(self, route) -> float:
         return self.proto.step_overhead_s(NVLINK if route.scale_up else NET)
