@@ -215,6 +215,22 @@ def test_the_progress_line_of_a_large_flow_run():
         bar.stop()
 
 
+def test_the_bound_told_before_the_loop_starts_no_bar():
+    # the iteration's bound comes before the event loop has set up (and can catch a Ctrl-C itself): the line
+    # "simulating ..." waits for the loop's own first report, so an interrupt after it keeps the loop's results
+    from aifabric.cli.run_cmds import PROGRESS_MIN_TASKS, ProgressLine
+
+    bar = ProgressLine("flow")
+    n = PROGRESS_MIN_TASKS
+    try:
+        bar.on_progress(0, n, t_s=0.0, iteration_bound_s=2.0)
+        assert bar.task_id is None
+        bar.on_progress(n // 2, n, t_s=1.0)
+        assert bar.task_id is not None and "of ~2 s" in bar.bar.tasks[-1].fields["sim"]
+    finally:
+        bar.stop()
+
+
 def test_the_progress_line_while_a_large_plan_lowers():
     from aifabric.cli.run_cmds import PROGRESS_MIN_TASKS, ProgressLine
 

@@ -206,6 +206,8 @@ class ProgressLine:
             from ..estimate import RunProgress
 
             self.pace = RunProgress(iteration_s=iteration_bound_s, lower_bound=True)
+        if iteration_bound_s is not None:  # told before the loop starts: its own first report starts the bar,
+            return  # so "simulating" (and a Ctrl-C after it) comes when the loop can stop itself and keep its results
         if window is not None:  # a hybrid run's packet window: its own bar, against the window's horizon
             self._on_window(done, total, t_s, window)
             return
