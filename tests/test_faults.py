@@ -201,6 +201,11 @@ def test_validate_checks_the_targets_on_the_fabric(tmp_path, capsys):
     data["faults"] = [{"kind": "switch_down", "target": "spine1"}]
     path.write_text(yaml.safe_dump(data))
     assert run_app(app, ["validate", str(path)]) == 0
+    capsys.readouterr()
+    data["engine"] = "hybrid"  # simulate refuses faults on the hybrid engine: validate says so first
+    path.write_text(yaml.safe_dump(data))
+    assert run_app(app, ["validate", str(path)]) == 2
+    assert "faults" in capsys.readouterr().err
 
 
 def test_the_hybrid_engine_refuses_faults_naming_the_engines_that_run_them():

@@ -427,6 +427,14 @@ def _hybrid_windows(s: Scenario, windows: Sequence[str] | None, packet_max_s: fl
                 "packet_max_s", f"must be a positive time in seconds, or None for whole windows (got {packet_max_s!r})"
             )
         )
+    refuse_faults_on_hybrid(s)
+    return specs
+
+
+def refuse_faults_on_hybrid(s: Scenario) -> None:
+    """InputError when the scenario has faults: the hybrid engine does not run them (`validate` says so too)."""
+    from .errors import InputError, Problem
+
     if s.faults:
         raise InputError(
             Problem(
@@ -435,7 +443,6 @@ def _hybrid_windows(s: Scenario, windows: Sequence[str] | None, packet_max_s: fl
                 "engines; the hybrid engine runs without them (remove faults: or choose --engine flow or packet)",
             )
         )
-    return specs
 
 
 def _run_hybrid(

@@ -425,6 +425,10 @@ def validate(file: Path = typer.Argument(..., help="scenario YAML file")) -> int
         from ..simulate import build_fabric
 
         resolve_faults(build_fabric(s)[0], s.faults)
+        if s.engine == "hybrid":  # as simulate refuses it
+            from ..simulate import refuse_faults_on_hybrid
+
+            refuse_faults_on_hybrid(s)
     console.print(
         f"[green]ok[/] {escape(str(file))}: {s.cluster.total_gpus} GPUs, {s.workload.kind}, {s.engine} engine"
     )
