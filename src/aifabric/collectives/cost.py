@@ -113,8 +113,7 @@ class Paths:
 
         def hop(a: int, b: int) -> Hop:
             route = router.route(a, b)
-            bw = min(fabric.links[li].rate_bytes_per_s for li in route.links)
-            return Hop(route.latency_s, bw, NVLINK if route.scale_up else NET)
+            return Hop(route.latency_s, route_bytes_per_s(fabric, route), NVLINK if route.scale_up else NET)
 
         nvlink = hop(0, 1) if g > 1 else None
         rail = hop(0, g) if n > g else None
@@ -163,6 +162,11 @@ class Shape:
     @classmethod
     def full(cls, n: int, gpus_per_server: int) -> Shape:
         return cls(n, math.ceil(n / gpus_per_server), min(n, gpus_per_server))
+
+
+def route_bytes_per_s(fabric, route) -> float:
+    """What a route carries: its slowest link's achievable rate (inf for a route of no links)."""
+    return min((fabric.links[li].rate_bytes_per_s for li in route.links), default=math.inf)
 
 
 def ll_efficiency(link_bytes_per_s: float, ll_max_bytes_per_s: float) -> float:

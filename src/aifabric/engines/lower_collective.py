@@ -32,7 +32,6 @@ which sends it on that rail, so no transfer crosses a spine (NCCL's PXN, seeds C
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +48,7 @@ from ..collectives.cost import (
     Protocol,
     Shape,
     ll_efficiency,
+    route_bytes_per_s,
 )
 from ..collectives.schedule import MODE_REDUCE, Schedule
 from ..collectives.tuning import Choice, choose
@@ -199,34 +199,33 @@ class _Wire:
     """What the protocol (the collective's own or the tuner's) adds to its transfers: wire bytes per data
     byte, a per-step latency by the route's tier, and the collective's base latency on its first step."""
 
-    def __init__(
-        self, op: Collective, choice: Choice | None, algorithm: str, fabric: Fabric | None = None, router=None
-    ):
+    def __init__(self, op: Collective, choice: Choice | None, fabric: Fabric, router: Router):
         name = getattr(op, "protocol", "auto")
         if name == "auto":
             name = choice.protocol if choice is not None else "simple"
         self.proto: Protocol = PROTOCOLS[name]
         self.factor = 1.0 / self.proto.bandwidth_efficiency
         self.base_s = self.proto.base_latency_s
-        group = op.group
-        if name == "ll" and fabric is not None and fabric.ll_max_bytes_per_s and len(group) > 1:
-            gps = fabric.gpus_per_server
-            if router is not None and min(group) // gps == max(group) // gps:
-                # NCCL's LL ceiling for one node, on the bus bandwidth of the group's slowest hop (a ring's),
-                # carried as wire bytes; once per set of local GPUs
-                key = ("ll-factor", tuple(sorted(r % gps for r in group)))
-                factor = router.cache.get(key)
-                if factor is None:
-                    links = fabric.links
-                    bw = min(
-                        min((links[li].rate_bytes_per_s for li in router.route(a, b).links), default=math.inf)
-                        for a, b in zip(group, group[1:] + group[:1])
-                    )
-                    factor = router.cache[key] = 1.0 / ll_efficiency(bw, fabric.ll_max_bytes_per_s)
-                self.factor = factor
+        if name == "ll" and fabric.ll_max_bytes_per_s:
+            self.factor = _ll_factor(op.group, fabric, router) or self.factor
 
     def step_s(self, route) -> float:
         return self.proto.step_overhead_s(NVLINK if route.scale_up else NET)
+
+
+def _ll_factor(group, fabric: Fabric, router: Router) -> float | None:
+    """LL's wire bytes per data byte inside one server: NCCL's LL ceiling for one node on the bus bandwidth of the
+    group's slowest hop (a ring's); once per set of local GPUs. None for a group across servers."""
+    gps = fabric.gpus_per_server
+    if len(group) < 2 or min(group) // gps != max(group) // gps:
+        return None
+    key = ("ll-factor", tuple(sorted(r % gps for r in group)))
+    factor = router.cache.get(key)
+    if factor is None:
+        ring = zip(group, group[1:] + group[:1])
+        bw = min(route_bytes_per_s(fabric, router.route(a, b)) for a, b in ring)
+        factor = router.cache[key] = 1.0 / ll_efficiency(bw, fabric.ll_max_bytes_per_s)
+    return factor
 
 
 def _split_at_switch(fabric: Fabric, links: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -449,7 +448,7 @@ def lower_collective(
     g: TaskGraph, op: Collective, fabric: Fabric, router: Router, done: list[list[int]], merge_ring_steps: bool = False
 ) -> int:
     sched, base, choice, key = _plan(op, fabric, router)
-    wire = _Wire(op, choice, sched.algorithm, fabric, router)
+    wire = _Wire(op, choice, fabric, router)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
     if merge_ring_steps and sched.algorithm == "ring" and not pxn:
         ci = len(g.collectives)
