@@ -249,16 +249,17 @@ def inert_notes(vs: list[Variant], bytes_by_tier: list[dict[str, float]], engine
                 "of these runs, so it cannot change anything in this scenario"
             )
         engines = {engine or v.scenario.engine for v in vs}
-        if path == "fabric.flowlet_gap_us" and "packet" not in engines:
+        if path in ("fabric.flowlet_gap_us", "fabric.qos.dlb.flowlet_aging_us") and engines == {"analytic"}:
             notes.append(
-                f"{path} acts on the packet engine alone (the flow and analytic engines spread a flowlet "
-                "scenario's transfers over the equal-cost paths)"
+                f"{path} acts on the flow and packet engines (a connection idle for longer than the gap starts a new "
+                "flowlet on the least-loaded path); the analytic engine has no contention and spreads every transfer "
+                "over the equal-cost paths"
             )
         elif (
             path.startswith("fabric.qos.")
             and "packet" not in engines
             and not path.startswith(("fabric.qos.roce_mtu_bytes", "fabric.qos.dlb"))
-        ):  # the path MTU's headers, DLB's spread: every engine
+        ):  # the path MTU's headers, DLB (flowlets, or its spread): the flow engine too
             notes.append(
                 f"{path} is the switch QoS profile, which the packet engine runs (--engine packet); the flow "
                 "and analytic engines do not model queues, ECN, PFC or DCQCN"

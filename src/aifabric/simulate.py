@@ -15,6 +15,7 @@ from . import collector
 from .catalog import gpu
 from .engines import ENGINES, Interrupted, TaskGraph, Timeline, lower, run
 from .engines.fabric_events import JobFailed
+from .engines.flowlet import flowlet_gap_s
 from .engines.progress import stage_reporter
 from .fabric import Fabric, Router, build
 from .results import Results, summarize
@@ -231,13 +232,15 @@ def simulate(
         # the flow and analytic engines spread sprayed transfers over every path (fluid); the packet engine balances
         # packet by packet; the hybrid engine does both, on routes of its own for each
         sprayed = s.fabric.load_balancing != "ecmp" or s.fabric.qos.dlb.mode != "off"
+        # but flowlets on the flow engine: each transfer on its flowlet's path, chosen at run time (engines/flowlet.py)
+        gap_s = flowlet_gap_s(s.fabric) if engine == "flow" else None
         try:
             graph = lower(
                 workload,
                 fabric,
                 router,
                 **s.lowering_options(),
-                spread_paths=sprayed and engine in ("flow", "analytic"),
+                spread_paths=sprayed and engine in ("flow", "analytic") and gap_s is None,
                 progress=stage_reporter(progress, "task graph"),
             )
         except ValueError as exc:
@@ -267,7 +270,7 @@ def simulate(
                 )
             else:
                 with collector.paused():  # the packet engine's long runs keep the collector
-                    _run_flow(ran, s, graph, fabric, router, fx, engine, progress)
+                    _run_flow(ran, s, graph, fabric, router, fx, engine, progress, gap_s)
         except Interrupted as exc:
             ran.timeline, ran.complete = exc.timeline, False
         except JobFailed as exc:  # a QP ran out of retransmissions: the job ends, no results
@@ -362,7 +365,15 @@ class _EngineRun:
 
 
 def _run_flow(
-    ran: _EngineRun, s: Scenario, graph: TaskGraph, fabric: Fabric, router: Router, fx, engine: str, progress
+    ran: _EngineRun,
+    s: Scenario,
+    graph: TaskGraph,
+    fabric: Fabric,
+    router: Router,
+    fx,
+    engine: str,
+    progress,
+    gap_s: float | None = None,
 ) -> None:
     if fx is not None and fx.timed:  # faults during the run: events of the event loop (engines/fabric_events.py)
         from .engines.fabric_events import FabricEvent, FabricTimeline, Rerouter
@@ -373,7 +384,12 @@ def _run_flow(
             fx.retransmit_timeout_s,
             fx.retry_count,
         )
-    ran.timeline = run(graph, fabric, engine, progress, faults=ran.during)
+    flowlets = None
+    if gap_s is not None:  # flowlet switching: each connection's paths, its flowlets' chosen as the loop runs
+        from .engines.flowlet import flowlet_paths
+
+        flowlets = flowlet_paths(graph, fabric, router, gap_s)
+    ran.timeline = run(graph, fabric, engine, progress, faults=ran.during, flowlets=flowlets)
 
 
 def _run_packet(

@@ -38,6 +38,7 @@ from .taskgraph import COMPUTE, Readiness, TaskGraph
 
 if TYPE_CHECKING:
     from .fabric_events import FabricTimeline
+    from .flowlet import Flowlets
 
 SHARING = {"flow": max_min_pairs, "analytic": bottleneck_pairs}
 FINISH_RTOL = 1e-9
@@ -63,6 +64,8 @@ class Timeline:
     # the faults did (`FaultLog.to_dict`)
     delivered_bytes: np.ndarray | None = None
     fault_log: FaultLog | None = None
+    # with flowlet switching (engines/flowlet.py), else None: its gap, connections, flowlets started and path changes
+    flowlets: dict | None = None
 
 
 @dataclass
@@ -130,14 +133,17 @@ def run(
     engine: str = "flow",
     progress: Callable[[int, int], None] | None = None,
     faults: FabricTimeline | None = None,
+    flowlets: Flowlets | None = None,
 ) -> Timeline:
     """Run the task graph. Graphs of COMPILED_MIN_TASKS tasks or more run on the compiled loop
     (engines/fastloop.py) when numba is installed, with identical results; AIFABRIC_PURE_PYTHON=1 keeps
     them on `run_reference`, the definition. Faults during the run (`faults`) always run on `run_reference`.
     A progress callback that takes `iteration_bound_s` hears first, on graphs of BOUND_MIN_TASKS or more, the
-    iteration's lower bound (engines/bound.py), what its simulated time `t_s` goes towards."""
+    iteration's lower bound (engines/bound.py), what its simulated time `t_s` goes towards.
+    `flowlets` (engines/flowlet.py): flowlet switching, the path of each balanced transfer chosen when its
+    connection starts a new flowlet; `graph.route` then holds the path each one took."""
     if faults is not None and faults.events:
-        return run_reference(graph, fabric, engine, progress, faults)
+        return run_reference(graph, fabric, engine, progress, faults, flowlets)
     if progress is not None and len(graph) >= BOUND_MIN_TASKS and takes_bound(progress):
         from .bound import longest_path_s
 
@@ -147,8 +153,8 @@ def run(
     if uses_compiled_loop(len(graph)):
         from . import fastloop
 
-        return fastloop.run(graph, fabric, engine, progress)
-    return run_reference(graph, fabric, engine, progress)
+        return fastloop.run(graph, fabric, engine, progress, flowlets)
+    return run_reference(graph, fabric, engine, progress, flowlets=flowlets)
 
 
 def uses_compiled_loop(n_tasks: int) -> bool:
@@ -175,9 +181,13 @@ def run_reference(
     engine: str = "flow",
     progress: Callable[[int, int], None] | None = None,
     faults: FabricTimeline | None = None,
+    flowlets: Flowlets | None = None,
 ) -> Timeline:
     """The event loop in Python and numpy: the definition the compiled loop is held to. `faults`: the fabric's
-    events during the run (engines/fabric_events.py); JobFailed when a transfer's QP runs out of retransmissions."""
+    events during the run (engines/fabric_events.py); JobFailed when a transfer's QP runs out of retransmissions.
+    `flowlets`: flowlet switching (engines/flowlet.py): a balanced transfer's links are its flowlet's path, chosen
+    as it joins the active flows (with faults: before its path is checked; a transfer they stop and resume keeps
+    its path, routing's convergence may move it as any other)."""
     share = SHARING[engine]
     report = reporter(progress)  # progress(done, total), with the simulated time when it takes t_s
     n = len(graph)
@@ -207,6 +217,11 @@ def run_reference(
     started: list[int] = []  # transfers started since the last rate computation
     state: dict[str, Any] = {"now": 0.0, "completed": 0, "recomputations": 0}
     fx = _Faults(graph, capacity, faults) if faults is not None and faults.events else None
+    fs = None
+    if flowlets is not None:
+        from .flowlet import FlowletState
+
+        fs = FlowletState(flowlets, n_links, n)
 
     def begin(t: int, now: float) -> None:
         start[t] = now
@@ -233,6 +248,16 @@ def run_reference(
             if started:
                 new = np.array(started, dtype=np.int64)
                 started.clear()
+                if fs is not None:  # each balanced transfer's flowlet path, a new flowlet's chosen now
+                    fs.join(
+                        new,
+                        now,
+                        route_ptr,
+                        route_flat,
+                        capacity,
+                        _gather(route_ptr, route_flat, act_task)[0],
+                        () if fx is None else (graph.route, fx.routes),
+                    )
                 if fx is None:
                     rem_new = size[new]
                 else:  # a resumed transfer brings what it has left; one whose path is down stops at once
@@ -273,6 +298,8 @@ def run_reference(
                 if t_drain <= t_event:
                     finished = drain <= first * (1 + FINISH_RTOL)
                     for t in act_task[finished].tolist():
+                        if fs is not None:
+                            fs.leave(t, t_next)
                         if fx is None:
                             heapq.heappush(events, (t_next + latency[t], t))
                         else:  # a transfer routing moved pays its new route's latency
@@ -300,9 +327,9 @@ def run_reference(
                 report(state["completed"], n, now)
     except KeyboardInterrupt:
         link_load.close(now)
-        raise Interrupted(
-            _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
-        ) from None
+        out = _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
+        _flowlets_done(graph, fs, route_ptr, route_flat, start, out, fx)
+        raise Interrupted(out) from None
     except JobFailed as exc:
         link_load.close(now)
         exc.timeline = _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
@@ -311,7 +338,20 @@ def run_reference(
     unfinished = int(np.isnan(end).sum())
     if unfinished:
         raise RuntimeError(f"{unfinished} tasks never ran: the task graph has a cycle")
-    return _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
+    out = _timeline(start, end, link_bytes, link_peak, state["recomputations"], link_load, fx)
+    _flowlets_done(graph, fs, route_ptr, route_flat, start, out, fx)
+    return out
+
+
+def _flowlets_done(graph: TaskGraph, fs, route_ptr, route_flat, start, out: Timeline, fx) -> None:
+    """The paths the flowlets took into `graph.route` (with faults, each transfer's was written as it joined; the
+    loop's last routes include routing's detours, which the fault log keeps), and what the flowlets did."""
+    if fs is not None:
+        from .flowlet import write_routes
+
+        if fx is None:
+            write_routes(graph, fs.fl, route_ptr, route_flat, start)
+        out.flowlets = fs.stats()
 
 
 class _Faults:

@@ -44,6 +44,7 @@ from itertools import chain
 
 import numpy as np
 
+from .flowlet import Flowlets, choose_path, flowlet_stats, write_routes
 from .progress import reporter
 
 try:  # optional: the loop in executor.py is the fallback
@@ -85,8 +86,10 @@ BIN_ARRAYS = 16  # linkload: a bin's arrays are merged when they reach this many
     _PARTIAL,
     _COMPONENT_FLOWS,
     _FALLBACKS,
-) = range(16)
-_N_ISTATE = 16
+    _FLOWLETS,
+    _SWITCHES,
+) = range(18)
+_N_ISTATE = 18
 # the link-load recorder's state
 _RF_T_LAST, _RF_BIN_S, _RF_OPEN_T = range(3)
 (
@@ -162,6 +165,9 @@ def _begin(task, now, kind, duration, size, latency, start, heap_t, heap_k, ista
     else:
         started[istate[_N_STARTED]] = task
         istate[_N_STARTED] += 1
+
+
+_choose_path = njit(cache=True)(choose_path)  # engines/flowlet.py's, the reference loop's own
 
 
 # -- max-min water-filling -------------------------------------------------------------------------------
@@ -1111,7 +1117,15 @@ def install(link_load, R) -> None:
 @njit(cache=True, error_model="numpy")
 def run_chunk(mode, incremental, budget, G, S, R):
     """Run at most `budget` turns of the event loop. Returns (done, the recorder's state)."""
-    (kind, duration, size, latency, route_ptr, route_flat, weight_flat, route_owner, dep_ptr, dep_flat, capacity) = G
+    (kind, duration, size, latency, route_ptr, route_flat, weight_flat, route_owner, dep_ptr, dep_flat, capacity) = G[
+        :11
+    ]
+    # flowlet switching (engines/flowlet.py): per task its connection (none: an empty array), per connection its
+    # candidate paths, the gap; its state: each connection's transfers draining, last byte, path; scratch
+    fl_conn, fl_cand_ptr, fl_n_paths, fl_cand_flat, fl_gap = G[11:]
+    fl_active, fl_last, fl_path, fl_alive = S[34:]
+    has_fl = len(fl_conn) > 0
+    gap_s = fl_gap[0]
     (
         istate,
         fstate,
@@ -1147,7 +1161,7 @@ def run_chunk(mode, incremental, budget, G, S, R):
         comp_links,
         comp_label,
         comp_pos,
-    ) = S
+    ) = S[:34]
     now = fstate[0]
     turns = 0
     while istate[_HEAP_N] > 0 or istate[_N_ACT] > 0 or istate[_N_STARTED] > 0:
@@ -1160,6 +1174,24 @@ def run_chunk(mode, incremental, budget, G, S, R):
             n_act = istate[_N_ACT]
             for s in range(n_started):
                 t = started[s]
+                if has_fl and fl_conn[t] >= 0:  # its flowlet's path (flowlet.FlowletState.join)
+                    c = fl_conn[t]
+                    a = route_ptr[t]
+                    length = route_ptr[t + 1] - a
+                    p = fl_path[c]
+                    if p < 0 or (fl_active[c] == 0 and now - fl_last[c] > gap_s):
+                        q = _choose_path(
+                            fl_cand_flat, fl_cand_ptr[c], fl_n_paths[c], length, linkcnt, capacity, fl_alive
+                        )
+                        istate[_FLOWLETS] += 1
+                        if p >= 0 and q != p:
+                            istate[_SWITCHES] += 1
+                        fl_path[c] = q
+                        p = q
+                    b = fl_cand_ptr[c] + p * length
+                    for i in range(length):
+                        route_flat[a + i] = fl_cand_flat[b + i]
+                    fl_active[c] += 1
                 rate = np.inf
                 for j in range(route_ptr[t], route_ptr[t + 1]):
                     li = route_flat[j]
@@ -1274,6 +1306,11 @@ def run_chunk(mode, incremental, budget, G, S, R):
                     t = act_task[i]
                     if drain[i] <= limit:  # drained: done one latency later; it leaves its links
                         istate[_HEAP_N] = _push(heap_t, heap_k, istate[_HEAP_N], t_next + latency[t], t)
+                        if has_fl and fl_conn[t] >= 0:  # flowlet.FlowletState.leave
+                            c = fl_conn[t]
+                            fl_active[c] -= 1
+                            if fl_active[c] == 0:
+                                fl_last[c] = t_next
                         for q in range(route_ptr[t], route_ptr[t + 1]):
                             li = route_flat[q]
                             linkcnt[li] -= 1
@@ -1370,8 +1407,15 @@ def _after_chunk(completed: int, n: int) -> None:
     """Called between chunks; tests replace it to raise KeyboardInterrupt mid-run."""
 
 
-def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None] | None = None):
-    """executor.run on the compiled loop: the same Timeline, or Interrupted with the timeline so far."""
+def run(
+    graph,
+    fabric,
+    engine: str = "flow",
+    progress: Callable[[int, int], None] | None = None,
+    flowlets: Flowlets | None = None,
+):
+    """executor.run on the compiled loop: the same Timeline, or Interrupted with the timeline so far. `flowlets`:
+    flowlet switching (engines/flowlet.py), as executor.run_reference."""
     from .executor import Interrupted, _timeline
     from .linkload import LinkLoad
 
@@ -1399,7 +1443,25 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
     dep_flat = np.repeat(np.arange(n, dtype=np.int64), waiting)[np.argsort(dep_flat_in, kind="stable")]
     dep_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dep_flat_in, minlength=n), out=dep_ptr[1:])
-    G = (kind, duration, size, latency, route_ptr, route_flat, weight_flat, route_owner, dep_ptr, dep_flat, capacity)
+    G: tuple = (
+        kind,
+        duration,
+        size,
+        latency,
+        route_ptr,
+        route_flat,
+        weight_flat,
+        route_owner,
+        dep_ptr,
+        dep_flat,
+        capacity,
+    )
+    fl = flowlets
+    if fl is not None:
+        G += (fl.conn, fl.cand_ptr, fl.n_paths, fl.cand_flat, np.array([fl.gap_s], dtype=np.float64))
+    else:
+        none = np.empty(0, dtype=np.int64)
+        G += (none, none, none, none, np.zeros(1))
 
     nn, nl, npr = max(n, 1), max(n_links, 1), max(n_pairs, 1)
     istate = np.zeros(_N_ISTATE, dtype=np.int64)
@@ -1410,7 +1472,7 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
     link_peak = np.zeros(n_links)
     heap_t, heap_k = np.empty(nn), np.empty(nn, dtype=np.int64)
     started = np.empty(nn, dtype=np.int64)
-    S = (
+    S: tuple = (
         istate,
         fstate,
         waiting,
@@ -1446,6 +1508,13 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
         np.empty(nl, dtype=np.int64),
         np.empty(nn, dtype=np.int64),
     )  # comp_links, comp_label, comp_pos
+    n_conn = fl.n_conn if fl is not None else 0
+    S += (  # flowlets: each connection's transfers draining, last byte, path; the choice's scratch
+        np.zeros(max(n_conn, 1), dtype=np.int64),
+        np.full(max(n_conn, 1), -np.inf),
+        np.full(max(n_conn, 1), -1, dtype=np.int64),
+        np.zeros(max(int(fl.n_paths.max()) if fl is not None and n_conn else 0, 1), dtype=np.bool_),
+    )
     R = new_recorder(n_links, link_load.max_entries, link_load.max_bins)
 
     init_state(kind, duration, size, latency, waiting, start, heap_t, heap_k, istate, started)
@@ -1468,9 +1537,9 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
                 budget = int(min(max(budget * CHUNK_S / max(elapsed, 1e-4), 100), 10_000_000))
     except KeyboardInterrupt:
         install(link_load, rec_close(fstate[0], S[21], istate[_N_USED], S[20], R))
-        raise Interrupted(
-            _timeline(start, end, link_bytes, link_peak, int(istate[_RECOMPUTATIONS]), link_load)
-        ) from None
+        out = _timeline(start, end, link_bytes, link_peak, int(istate[_RECOMPUTATIONS]), link_load)
+        _flowlets_done(graph, fl, route_ptr, route_flat, start, istate, out)
+        raise Interrupted(out) from None
     finally:
         stats.clear()
         stats.update(
@@ -1485,4 +1554,12 @@ def run(graph, fabric, engine: str = "flow", progress: Callable[[int, int], None
     unfinished = int(np.isnan(end).sum())
     if unfinished:
         raise RuntimeError(f"{unfinished} tasks never ran: the task graph has a cycle")
-    return _timeline(start, end, link_bytes, link_peak, int(istate[_RECOMPUTATIONS]), link_load)
+    out = _timeline(start, end, link_bytes, link_peak, int(istate[_RECOMPUTATIONS]), link_load)
+    _flowlets_done(graph, fl, route_ptr, route_flat, start, istate, out)
+    return out
+
+
+def _flowlets_done(graph, fl: Flowlets | None, route_ptr, route_flat, start, istate, out) -> None:
+    if fl is not None:
+        write_routes(graph, fl, route_ptr, route_flat, start)
+        out.flowlets = flowlet_stats(fl, int(istate[_FLOWLETS]), int(istate[_SWITCHES]))

@@ -204,9 +204,10 @@ FLOW_ENGINE_QOS = ("roce_mtu_bytes", "dlb")  # what the flow and analytic engine
 def unused_settings(s, engine: str, lb: str | None = None) -> list[str]:
     """Settings the scenario gives that this run would not use, each as a note (validate and simulate print them;
     not problems: `compare` varies such fields across engines and load balancings). `fabric.flowlet_gap_us` with
-    no flowlets in the fabric, or on an engine without gaps between packets; `fabric.qos` fields the flow and
-    analytic engines do not model (all but the path MTU's headers and DLB's spread). `lb`: the run's own load
-    balancing (`aifabric packet FILE --lb`) over the scenario's."""
+    no flowlets in the fabric, or on the analytic engine (no contention: it spreads each transfer over the paths;
+    the flow engine switches flowlets at their gap, engines/flowlet.py); `fabric.qos` fields the flow and analytic
+    engines do not model (all but the path MTU's headers and DLB). `lb`: the run's own load balancing
+    (`aifabric packet FILE --lb`) over the scenario's."""
     f, out = s.fabric, []
     load_balancing = lb or f.load_balancing
     given = f.model_fields_set
@@ -231,19 +232,19 @@ def unused_settings(s, engine: str, lb: str | None = None) -> list[str]:
                 f"fabric.flowlet_gap_us is not used ({has}): it is the idle gap that ends a flowlet under "
                 f"load_balancing: flowlet, and DLB's flowlet aging when {P}.dlb.flowlet_aging_us is not given"
             )
-        elif not packets:
+        elif engine == "analytic":
             out.append(
-                f"fabric.flowlet_gap_us acts on the packet engine (--engine packet, or hybrid's packet windows): the "
-                f"{engine} engine has no gaps between packets and spreads each transfer over the equal-cost paths, "
-                "the flowlets' long-run share"
+                "fabric.flowlet_gap_us acts on the flow and packet engines (--engine flow: a connection idle for "
+                "longer than the gap starts a new flowlet on the least-loaded path): the analytic engine has no "
+                "contention and spreads each transfer over the equal-cost paths"
             )
     if "qos" in given and not packets:
         fields = sorted(f.qos.model_fields_set - set(FLOW_ENGINE_QOS))
         if fields:
             act = "acts" if len(fields) == 1 else "act"
             out.append(
-                f"{P}: the {engine} engine uses roce_mtu_bytes (each packet's headers) and dlb (the spread over "
-                f"equal-cost paths); {', '.join(fields)} {act} on the packet engine (--engine packet, or "
-                "hybrid's packet windows) and in `aifabric fabric config`"
+                f"{P}: the {engine} engine uses roce_mtu_bytes (each packet's headers) and dlb (flowlets, or "
+                f"per-packet's spread over equal-cost paths); {', '.join(fields)} {act} on the packet engine "
+                "(--engine packet, or hybrid's packet windows) and in `aifabric fabric config`"
             )
     return out
