@@ -98,12 +98,14 @@ class Results:
     compute_by_kind_s: tuple[tuple[str, float], ...] = ()
 
 
-def _union_per_rank(rank: np.ndarray, a: np.ndarray, b: np.ndarray, world: int) -> np.ndarray:
-    """Per rank, the length of the union of its intervals [a, b)."""
+def _union_per_rank(
+    rank: np.ndarray, a: np.ndarray, b: np.ndarray, world: int
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per rank, the length of the union of its intervals [a, b); and the union's runs (rank, start, end)."""
     from .analysis import union_runs
 
     r, s, e = union_runs(rank, a, b)
-    return np.bincount(r, weights=e - s, minlength=world)[:world]
+    return np.bincount(r, weights=e - s, minlength=world)[:world], (r, s, e)
 
 
 def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int):
@@ -190,18 +192,18 @@ def summarize(
                 f"{dim or 'other'}:{op} (folded)", op, "folded", n, size, label, 0.0, kind.time_s, 0, 0, kind.count
             )
         )
-    rank_compute = _union_per_rank(c_rank, c_a, c_b, world) / its
-    rank_comm = _union_per_rank(m_rank, m_a, m_b, world) / its
-    # communication not hidden under compute: union(both) - union(compute)
-    both = (
-        _union_per_rank(np.concatenate((c_rank, m_rank)), np.concatenate((c_a, m_a)), np.concatenate((c_b, m_b)), world)
-        / its
-    )
+    compute_s, (cr, cs, ce) = _union_per_rank(c_rank, c_a, c_b, world)
+    comm_s, (mr, ms, me) = _union_per_rank(m_rank, m_a, m_b, world)
+    rank_compute, rank_comm = compute_s / its, comm_s / its
+    # communication not hidden under compute: union(both) - union(compute); the union of both sets is that of
+    # their unions' runs (the same maximal runs, so the same lengths summed in the same order), fewer to sort
+    both = _union_per_rank(np.concatenate((cr, mr)), np.concatenate((cs, ms)), np.concatenate((ce, me)), world)[0] / its
     rank_exposed = np.maximum(both - rank_compute, 0.0)
     span = tl.makespan_s
     links = []
+    link_bytes, link_peak = tl.link_bytes.tolist(), tl.link_peak_bytes_per_s.tolist()  # floats, not numpy scalars
     for link in fabric.links:
-        b = float(tl.link_bytes[link.index])
+        b = link_bytes[link.index]
         links.append(
             LinkResult(
                 link.id,
@@ -211,22 +213,19 @@ def summarize(
                 link.capacity_bytes_per_s,
                 b,
                 b / (link.capacity_bytes_per_s * span) if span > 0 else 0.0,
-                float(tl.link_peak_bytes_per_s[link.index]),
+                link_peak[link.index],
             )
         )
     n = len(graph)
     transfers = np.flatnonzero((np.fromiter(graph.kind, dtype=np.int8, count=n) == TRANSFER) & ran[:n])
     payload = graph.payload_array()
-    up_link = np.array([link.tier in SCALE_UP_TIERS for link in fabric.links], dtype=bool)
-    route_up: dict[tuple[int, ...], bool] = {}  # routes repeat: each distinct one checked once
+    up_link = [link.tier in SCALE_UP_TIERS for link in fabric.links]
+    # routes repeat as the same objects (the router's cached tuples): each distinct object checked once
     routes = graph.route
-    on_scale_up = np.empty(len(transfers), dtype=bool)
-    for i, t in enumerate(transfers.tolist()):
-        route = routes[t]
-        up = route_up.get(route)
-        if up is None:
-            up = route_up[route] = bool(up_link[list(route)].all())
-        on_scale_up[i] = up
+    ids = np.fromiter(map(id, map(routes.__getitem__, transfers.tolist())), dtype=np.int64, count=len(transfers))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    up_of = np.array([all(map(up_link.__getitem__, routes[t])) for t in transfers[first].tolist()], dtype=bool)
+    on_scale_up = up_of[inverse.reshape(-1)]
     scale_up = float(payload[transfers][on_scale_up].sum())
     folded = float(sum(kind.count * kind.payload_bytes for kind in graph.folded.kinds.values()))
     scale_up += folded

@@ -36,7 +36,10 @@ class _Merger:
 
     def _extendable(self, r: int) -> int | None:
         t = self.open.get(r)
-        if t is None or self.done[r] != [t] or t in self.closed:
+        if t is None:
+            return None
+        d = self.done[r]
+        if len(d) != 1 or d[0] != t or t in self.closed:
             return None
         return t
 
@@ -95,7 +98,8 @@ class _Merger:
                 if pending[o]:
                     self._spill(m, o)
             deps += done[m]
-        t = g.add(COMPUTE, group[0], -1, name, sorted(set(deps)), duration_s=time_s, dim=dim)
+        # g.add(COMPUTE, group[0], -1, name, deps, duration_s=time_s, dim=dim), positionally
+        t = g._append(COMPUTE, group[0], -1, name, sorted(set(deps)), time_s, 0.0, (), 0.0, -1, -1, dim)
         members[t] = group
         g.comm_s[t] = comm_s
         if n_ops > 1:
@@ -201,7 +205,8 @@ def lower(
     done: list[list[int]] = [[] for _ in range(world)]  # tasks that end each rank's previous op
     streams: list[dict[str, list[int]]] = [{} for _ in range(world)]  # last tasks of each side stream
     cursor = [0] * world
-    sent: dict[str, int] = {}  # Send key -> its transfer task
+    sent: dict[str | tuple[str, int], int] = {}  # Send key (a StageTransfer's: (key, sender)) -> its transfer task
+    send_routes: list[list[Any] | None] = [None] * world  # per rank, the route to each pipeline peer
     folder = ScaleUpFolder(fabric, router) if fold_scale_up else None
     merge = _Merger(g, done)
     program = workload.ranks
@@ -220,7 +225,7 @@ def lower(
     lowered = 0  # ops passed, every rank's (progress)
     next_report = PROGRESS_OPS
     arrived: dict[str, int] = {}  # collective / block key -> members waiting at it
-    waiting_recv: dict[str, int] = {}  # Send key -> the rank waiting in its Recv
+    waiting_recv: dict[str | tuple[str, int], int] = {}  # Send key -> the rank waiting in its Recv
 
     # the loop runs once per op of every rank (millions at thousands of GPUs): names bound locally, ops
     # dispatched on their exact class (Collective has a subclass: collectives and blocks take the last branch)
@@ -247,14 +252,56 @@ def lower(
             op: Any = ops[c]  # narrowed by `cls is ...` below, which mypy does not follow
             cls = op.__class__
             if cls is StageTransfer:  # the stage's shared send / receive, aimed at this rank's pipeline peer
+                # (172,032 sends and as many receives at 1,024 GPUs: matched by (key, sender), not by a formatted
+                # string, and a send's route cached per rank and peer)
                 peers = peers_of[r]
-                peer = peers[op.vstage % len(peers)]
-                if op.kind == "send":
-                    cls, p2p_key, src, dst = Send, f"{op.key}@{r}", r, peer
-                else:
-                    cls, p2p_key, src, dst = Recv, f"{op.key}@{peer}", peer, r
-                size, dim = op.size_bytes, "pp"
-            elif cls is Send or cls is Recv:
+                i = op.vstage % len(peers)
+                if op.kind != "send":
+                    match = (op.key, peers[i])
+                    sender = sent.get(match)
+                    if sender is None:
+                        waiting_recv[match] = r  # the sender has not reached its Send yet
+                        break
+                    o = open_pop(r, None)  # merge.flush(r), written out
+                    if o is not None and o in members:
+                        closed_add(o)
+                        if pending[o]:
+                            spill(r, o)
+                    done[r] = done[r] + [sender]
+                    c += 1
+                    continue
+                o = open_pop(r, None)  # merge.flush(r), written out
+                if o is not None and o in members:
+                    closed_add(o)
+                    if pending[o]:
+                        spill(r, o)
+                routes = send_routes[r]
+                if routes is None:
+                    routes = send_routes[r] = [None] * len(peers)
+                route = routes[i]
+                if route is None:
+                    route = routes[i] = route_of(r, peers[i])
+                match = (op.key, r)
+                sent[match] = len(kinds)  # g.add_transfer(...), written out
+                kind_app(TRANSFER)
+                rank_app(r)
+                dst_app(peers[i])
+                name_app(f"{op.key}@{r}")
+                duration_app(0.0)
+                size_app(op.size_bytes)
+                route_app(route.links)
+                latency_app(route.latency_s)
+                deps_app(list(done[r]))
+                step_app(-1)
+                coll_app(-1)
+                dim_app("pp")
+                waiter = waiting_recv.pop(match, None)
+                if waiter is not None and not queued[waiter]:
+                    queued[waiter] = True
+                    push(waiter)
+                c += 1
+                continue
+            if cls is Send or cls is Recv:
                 p2p_key, src, dst, size, dim = op.key, op.src, op.dst, op.size_bytes, op.dim
             if cls is Recv:
                 sender = sent.get(p2p_key)

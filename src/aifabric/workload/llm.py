@@ -155,9 +155,20 @@ class _StageBuilder:
         stream: str = "comm",
         bpe: int = 0,
     ) -> None:
-        if len(group) > 1 and elements > 0:
+        if len(group) > 1 and elements > 0:  # Collective(...) without its frozen __init__: 74,706 at 1,024 GPUs
             self.ops.append(
-                Collective(f"{key}@{group[0]}", op, group, int(elements), bpe or self.bpe, label, blocking, stream, dim)
+                _new(
+                    Collective,
+                    key=f"{key}@{group[0]}",
+                    op=op,
+                    group=group,
+                    elements=int(elements),
+                    bytes_per_element=bpe or self.bpe,
+                    label=label,
+                    blocking=blocking,
+                    stream=stream,
+                    dim=dim,
+                )
             )
 
     # ---- per-block exchanges --------------------------------------------------------------
