@@ -313,3 +313,27 @@ def test_the_fabric_scenario_gives_the_same_flowlets_on_both_loops(gap_us, monke
     np.testing.assert_array_equal(compiled.timeline.link_bytes, pure.timeline.link_bytes)
     switches = pure.timeline.flowlets["switches"]
     assert switches == 0 if gap_us == 1e6 else switches > 0  # a gap longer than the iteration: never a new flowlet
+
+
+def test_a_dual_port_nic_keeps_its_hashed_port():
+    """The NIC's LAG hash picks its port (it runs no flowlets); the switches' choices begin at its switch."""
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "fabric" / "designs" / "fig13-9-multipod.yaml").read_text())
+    data["workload"] = _scenario()["workload"]
+    data["workload"].update(global_batch_size=1024, model={"kind": "feed-forward", "layer_widths": [2048, 4096, 2048]})
+    data["fabric"]["load_balancing"] = "ecmp"
+    ecmp = simulate(load_scenario(data))
+    data["fabric"].update(load_balancing="flowlet", flowlet_gap_us=0.01)
+    flowlet = simulate(load_scenario(data))
+    f = flowlet.fabric
+    assert flowlet.timeline.flowlets["switches"] > 0
+    moved = 0
+    for a, b in zip(ecmp.graph.route, flowlet.graph.route, strict=True):
+        port_a = [li for li in a if f.nodes[f.links[li].src].kind == "nic"][:1]
+        port_b = [li for li in b if f.nodes[f.links[li].src].kind == "nic"][:1]
+        assert port_a == port_b and len(a) == len(b)
+        moved += a != b
+    assert moved > 0  # the switches' choices moved some

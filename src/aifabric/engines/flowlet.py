@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..fabric.graph import TIER_SPINE, TIER_SUPERSPINE, Fabric
+from ..fabric.graph import NIC, TIER_SPINE, TIER_SUPERSPINE, Fabric
 from ..fabric.routing import Router
 from .taskgraph import TRANSFER, TaskGraph
 
@@ -66,7 +66,8 @@ class Flowlets:
 
 def flowlet_paths(graph: TaskGraph, fabric: Fabric, router: Router, gap_s: float) -> Flowlets:
     """The connections of `graph`'s transfers that cross a spine tier, each with its equal-cost paths
-    (`Router.paths`, as long as the lowered route; a connection with one path keeps it)."""
+    (`Router.paths`, as long as the lowered route, leaving the NIC by the same port: a dual-port NIC's LAG hash is the
+    NIC's, not a switch's; a connection with one path keeps it)."""
     if not gap_s >= 0:
         raise ValueError(f"flowlet gap must be a time >= 0 s (got {gap_s!r})")
     n = len(graph)
@@ -91,7 +92,8 @@ def flowlet_paths(graph: TaskGraph, fabric: Fabric, router: Router, gap_s: float
                 paths = paths_of.get(pair)
                 if paths is None:
                     paths = paths_of[pair] = [r.links for r, _ in router.paths(*pair)]
-                same = [p for p in paths if len(p) == len(route)]
+                port = next((i for i, li in enumerate(route) if fabric.nodes[fabric.links[li].src].kind == NIC), None)
+                same = [p for p in paths if len(p) == len(route) and (port is None or p[port] == route[port])]
                 c = ids[key] = -1 if len(same) < 2 else len(keys)
                 if c >= 0:
                     keys.append(key)
