@@ -68,7 +68,7 @@ def _permutation(hosts: int, mb: float, cfg: PacketConfig, seed: int = 1) -> tup
         qpn, rqpn = 0x100 + s, 0x800 + d
         flow = five_tuple(f, f"h{s}", f"h{d}", qpn, rqpn)
         route = ecmp_route(f, f"h{s}", f"h{d}", flow, hash_seed=seed)
-        net.add_transfer(route, mb * 1e6, lambda fl: None, name=f"h{s}->h{d}", qpn=qpn, sport=flow.src_port)
+        net.add_transfer(route, mb * 1e6, name=f"h{s}->h{d}", qpn=qpn, sport=flow.src_port)
     st = net.run()
     d, ev = _run_dict(net, st)
     return _digest(d), [ev]

@@ -32,6 +32,11 @@ from .switch import Switch
 LOG_LIMIT = 4000
 
 
+def no_completion_callback(flow) -> None:
+    """A transfer's default completion callback: nothing (the compiled core runs only networks whose transfers all
+    have it, packet/fastcore.py)."""
+
+
 class _NoSource:
     active: tuple = ()
 
@@ -40,6 +45,8 @@ _NO_SOURCE = _NoSource()
 
 
 class Network:
+    default_loop = "auto"  # `loop` of a new network (tests set "python" to run the reference everywhere)
+
     def __init__(
         self,
         fabric: Fabric,
@@ -121,6 +128,11 @@ class Network:
         self.routing_down: frozenset[int] = frozenset()
         self.on_qp_failed: Callable[[Any, Any], None] | None = None
         self.stalls: list = []  # (stopped at, progress again at, flow): QPs a failed cable stopped
+        # the event loop `run` uses: "auto" the compiled core (packet/fastcore.py) where it covers the network, else
+        # this module's Python engine (the reference); "python" the reference always. `loop_used` says which ran
+        # and, for the reference under "auto", why the compiled core did not
+        self.loop = self.default_loop
+        self.loop_used = ""
 
     # -- helpers used by devices --------------------------------------------------------------------
     def uniform(self) -> float:
@@ -306,7 +318,7 @@ class Network:
         QP's initial PSN when this transfer creates it (default: drawn from the seeded generator)."""
         f = self.fabric
         fid = len(self.flows)
-        on_done = on_done or (lambda flow: None)
+        on_done = on_done or no_completion_callback
         # the PCIe hops at both ends are a fixed latency (the caller's); PCIe in the middle of a route
         # (a PXN relay: NVLink to a peer GPU, then its NIC) is simulated like any link
         lo, hi = 0, len(route)
@@ -404,6 +416,16 @@ class Network:
 
     def run(self, until: float | None = None) -> PacketStats:
         until = self.cfg.until_s if until is None else until
+        if until is None and self.loop == "auto":
+            from .fastcore import run as run_compiled
+
+            why = run_compiled(self)
+            if why is None:
+                self.loop_used = "compiled"
+                return self.finish()
+            self.loop_used = f"python: {why}"
+        else:
+            self.loop_used = "python" if until is None else "python: run until a given time"
         self.sim.run(float("inf") if until is None else until)
         return self.finish()
 

@@ -1,0 +1,182 @@
+"""The compiled packet core (packet/fastcore.py) against the Python engine it replays (issue 18, item 2).
+
+Each case runs one network twice, `Network.loop = "python"` (the reference) and `"auto"` (the compiled core where it
+covers the network), and compares the SHA-256 of everything the run reports (tests/packet/test_golden_counters.py's
+digest: every flow's FCT, retransmissions, CE marks, CNPs and DCQCN rate history; every port's bytes, packets, queue
+maxima and depth series; ECN marks, drops, PFC frames and their times) and the events run. It also checks which core
+ran, so a case meant for the compiled core cannot pass by falling back to the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_golden_counters import _digest, _run_dict
+
+from aifabric.packet import fastcore
+from aifabric.packet.config import DcqcnConfig, NicConfig, PacketConfig, SwitchConfig
+from aifabric.packet.network import Network
+from aifabric.packet.scenarios import run_scenario
+from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
+
+pytestmark = pytest.mark.skipif(not fastcore.AVAILABLE, reason="numba is not installed")
+
+
+def _traffic(hosts: int, pairs: list[tuple[int, int, float]], cfg: PacketConfig, core: str, seed: int = 1):
+    """`pairs` (source, destination, bytes) as RDMA transfers on bench_packet.py's fat tree, all posted at 0."""
+    per_leaf = min(16, hosts)
+    f = fat_tree(hosts, per_leaf, max(1, min(8, hosts // per_leaf)), 400)
+    net = Network(f, cfg.with_(seed=seed), hash_seed=seed)
+    net.loop = core
+    for i, (s, d, size_bytes) in enumerate(pairs):
+        qpn, rqpn = 0x100 + i, 0x800 + i
+        flow = five_tuple(f, f"h{s}", f"h{d}", qpn, rqpn)
+        route = ecmp_route(f, f"h{s}", f"h{d}", flow, hash_seed=seed)
+        net.add_transfer(route, size_bytes, name=f"{i}:h{s}->h{d}", qpn=qpn, sport=flow.src_port)
+    stats = net.run()
+    d, events = _run_dict(net, stats)
+    return _digest(d), events, net
+
+
+def _permutation(hosts: int, size_bytes: float, seed: int = 1) -> list[tuple[int, int, float]]:
+    rng = np.random.default_rng(seed)
+    while True:
+        p = rng.permutation(hosts)
+        if not np.any(p == np.arange(hosts)):
+            return [(s, int(d), size_bytes) for s, d in enumerate(p)]
+
+
+def _both(hosts, pairs, cfg, seed=1):
+    ref = _traffic(hosts, pairs, cfg, "python", seed)
+    fast = _traffic(hosts, pairs, cfg, "auto", seed)
+    assert ref[2].loop_used == "python"
+    return ref, fast
+
+
+INCAST = [(s, 0, 3e6) for s in (1, 2, 3, 4, 17, 18, 19, 20)]  # 8 senders, two leaves, into one 400 Gb/s port: ECN,
+# CNPs, DCQCN, PFC pauses from the leaf to the spines and the NICs
+SEVERAL_QPS = [(s, (s + 1 + k) % 16, 0.5e6) for s in range(16) for k in range(4)]  # 4 QPs per NIC port, in turns
+
+CASES = {
+    "permutation-32": (32, _permutation(32, 2e6), PacketConfig()),
+    "permutation-64-mtu-9000": (64, _permutation(64, 1e6), PacketConfig(nic=NicConfig(mtu_bytes=9000))),
+    "permutation-32-mtu-1024": (32, _permutation(32, 0.5e6), PacketConfig(nic=NicConfig(mtu_bytes=1024))),
+    "incast-8": (32, INCAST, PacketConfig()),
+    "incast-8-no-dcqcn": (32, INCAST, PacketConfig(dcqcn=DcqcnConfig(enabled=False))),
+    "incast-8-small-xoff": (
+        32,
+        INCAST,
+        PacketConfig(switch=SwitchConfig(pfc_xon_bytes=60_000, pfc_xoff_bytes=400_000, wred_max_bytes=300_000)),
+    ),
+    "incast-8-byte-counter": (32, INCAST, PacketConfig(dcqcn=DcqcnConfig(byte_counter_bytes=64 * 1024))),
+    "several-qps-per-port": (16, SEVERAL_QPS, PacketConfig()),
+    "several-qps-clamped": (16, SEVERAL_QPS, PacketConfig(dcqcn=DcqcnConfig(clamp_target_rate=True, g=1 / 256))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_compiled_core_equals_the_reference(case):
+    hosts, pairs, cfg = CASES[case]
+    ref, fast = _both(hosts, pairs, cfg)
+    assert fast[2].loop_used == "compiled"
+    assert fast[1] == ref[1], f"{case}: {fast[1]} events compiled, {ref[1]} in the reference"
+    assert fast[0] == ref[0], f"{case}: the compiled core's results differ from the reference's"
+
+
+def test_the_cases_exercise_what_the_core_replays():
+    """The cases above reach the paths worth comparing: ECN marks, CNPs, PFC pauses and resumes, DCQCN increases by
+    the byte counter, several QPs on one port."""
+    default, _, net = _traffic(32, INCAST, PacketConfig(), "auto")
+    s = net.stats
+    assert sum(s.ecn_marks.values()) > 100 and sum(s.pfc_pause_sent.values()) > 0 and sum(s.pfc_resume_sent.values())
+    assert all(f.cnp_rx > 0 for f in net.flows)
+    small, _, net = _traffic(32, INCAST, PacketConfig(dcqcn=DcqcnConfig(byte_counter_bytes=64 * 1024)), "auto")
+    assert net.loop_used == "compiled"
+    assert small != default  # the byte counter's increases changed the run
+    assert max(len(f.rate_log) for f in net.flows) > 2 * max(f.cnp_rx for f in net.flows)
+    _, _, net = _traffic(16, SEVERAL_QPS, PacketConfig(), "auto")
+    assert not any(src.active for h in net.devices if h.kind == "host" for src in h.sources.values())  # all done
+    assert len({f.src.idx for f in net.flows}) == 16 and len(net.flows) == 64
+
+
+@pytest.mark.parametrize("name", ["incast", "dcqcn", "pfc-cascade", "polarization", "ecmp-uplink", "hol-blocking"])
+def test_the_stories_equal_the_reference(name):
+    """The book's stories without --explain: each of their runs on both engines (where the compiled core does not
+    cover a run, both are the reference; the digests are equal either way)."""
+    runs = {}
+    for core in ("python", "auto"):
+        Network.default_loop = core
+        try:
+            r = run_scenario(name, PacketConfig())
+        finally:
+            Network.default_loop = "auto"
+        runs[core] = [(label, _digest(_run_dict(net, stats)[0]), net.loop_used) for label, net, stats in r.runs]
+    assert [x[:2] for x in runs["python"]] == [x[:2] for x in runs["auto"]]
+    assert all(used == "python" for _, _, used in runs["python"])
+
+
+def test_the_incast_story_runs_compiled():
+    r = run_scenario("incast", PacketConfig())
+    assert [net.loop_used for _, net, _ in r.runs] == ["compiled"] * len(r.runs)
+
+
+def test_what_the_core_does_not_cover_runs_on_the_reference_and_says_why():
+    pairs = _permutation(16, 0.2e6)
+    for cfg, why in (
+        (PacketConfig(explain=True), "--explain"),
+        (PacketConfig(nic=NicConfig(transport="uc")), "transport"),
+        (PacketConfig(switch=SwitchConfig(wred_weight=4)), "WRED's average"),
+    ):
+        ref = _traffic(16, pairs, cfg, "python")
+        fast = _traffic(16, pairs, cfg, "auto")
+        assert fast[2].loop_used.startswith("python: ") and why in fast[2].loop_used
+        assert fast[:2] == ref[:2]
+
+
+def test_a_run_the_core_stops_is_run_again_on_the_reference():
+    """A drop is found only while running: the compiled run stops, the generator is put back, the reference runs."""
+    lossy = PacketConfig(switch=SwitchConfig(pfc_enabled=False, queue_limit_bytes=200_000))
+    ref = _traffic(32, INCAST, lossy, "python")
+    fast = _traffic(32, INCAST, lossy, "auto")
+    assert fast[2].loop_used == "python: the run a packet was dropped"
+    assert fast[:2] == ref[:2]
+    assert sum(fast[2].stats.drops.values()) > 0
+
+
+def test_the_compiled_core_is_deterministic():
+    a = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "auto", seed=3)
+    b = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "auto", seed=3)
+    assert a[2].loop_used == b[2].loop_used == "compiled"
+    assert a[:2] == b[:2]
+
+
+def test_the_generator_is_left_where_the_reference_leaves_it():
+    """WRED's draws come from the network's generator 4,096 at a time: after the run, the next draw is the same."""
+    nets = [_traffic(32, INCAST, PacketConfig(), core)[2] for core in ("python", "auto")]
+    assert nets[1].loop_used == "compiled"
+    assert [nets[0].uniform() for _ in range(5000)] == [nets[1].uniform() for _ in range(5000)]
+    assert nets[0].rng.random() == nets[1].rng.random()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hosts=st.sampled_from([8, 16, 32]),
+    n_flows=st.integers(1, 24),
+    seed=st.integers(0, 2**16),
+    mtu=st.sampled_from([1024, 4096, 9000]),
+    dcqcn=st.booleans(),
+    xoff_kb=st.sampled_from([400, 3200]),
+)
+def test_random_traffic_equals_the_reference(hosts, n_flows, seed, mtu, dcqcn, xoff_kb):
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n_flows):
+        s, d = (int(x) for x in rng.choice(hosts, 2, replace=False))
+        pairs.append((s, d, float(rng.integers(1, 1_500_000))))
+    sw = SwitchConfig(pfc_xon_bytes=60_000, pfc_xoff_bytes=xoff_kb * 1000, wred_max_bytes=min(3_000_000, xoff_kb * 900))
+    cfg = PacketConfig(nic=NicConfig(mtu_bytes=mtu), dcqcn=DcqcnConfig(enabled=dcqcn), switch=sw)
+    ref, fast = _both(hosts, pairs, cfg, seed)
+    assert fast[2].loop_used == "compiled" or fast[2].loop_used.startswith("python: the run")
+    assert fast[:2] == ref[:2]
