@@ -8,7 +8,8 @@ packet hops and events per wall second; --hosts/--mb take several values to show
 (packet/fastcore.py) where it covers the run, and the last column says which ran. The first compiled run of a fresh
 checkout compiles the core (a minute or two, then cached on disk); run once before timing.
 
-    python bench/bench_packet.py [--hosts 32 64 128 256] [--mb 2 8] [--lb ecmp] [--repeat 5] [--core python] [--profile]
+    python bench/bench_packet.py [--hosts 32 64 128 256] [--mb 2 8] [--lb ecmp] [--repeat 5] [--mtu 9000] [--core python]
+        [--profile]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 import numpy as np
 
-from aifabric.packet.config import LbConfig, PacketConfig
+from aifabric.packet.config import LbConfig, NicConfig, PacketConfig
 from aifabric.packet.network import Network
 from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
 
@@ -33,10 +34,10 @@ def permutation(hosts: int, per_leaf: int, rng: np.random.Generator) -> list[int
             return [int(x) for x in p]
 
 
-def build(hosts: int, size_bytes: float, lb: str, seed: int = 1, core: str = "auto"):
+def build(hosts: int, size_bytes: float, lb: str, seed: int = 1, core: str = "auto", mtu_bytes: int = 4096):
     per_leaf = 16
     f = fat_tree(hosts, per_leaf, max(1, min(8, hosts // per_leaf)), 400)
-    net = Network(f, PacketConfig(lb=LbConfig(mode=lb), seed=seed), hash_seed=seed)
+    net = Network(f, PacketConfig(lb=LbConfig(mode=lb), nic=NicConfig(mtu_bytes=mtu_bytes), seed=seed), hash_seed=seed)
     net.loop = core
     dst = permutation(hosts, per_leaf, np.random.default_rng(seed))
     for s, d in enumerate(dst):
@@ -53,6 +54,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, nargs="+", default=[2.0])
     ap.add_argument("--lb", default="ecmp")
     ap.add_argument("--repeat", type=int, default=1, help="runs per case; the least CPU time is shown as 'best'")
+    ap.add_argument("--mtu", type=int, default=4096, help="the RoCE MTU, bytes (9000: htsim's jumbo frames)")
     ap.add_argument("--core", default="auto", choices=["auto", "python"], help="python: the reference engine")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
@@ -64,7 +66,7 @@ def main() -> None:
         for mb in args.mb:
             best = None
             for _ in range(max(1, args.repeat)):
-                line, cpu = _case(hosts, mb, args.lb, args.profile, args.core)
+                line, cpu = _case(hosts, mb, args.lb, args.profile, args.core, args.mtu)
                 print(line, flush=True)
                 if best is None or cpu < best[1]:
                     best = (line, cpu)
@@ -72,9 +74,9 @@ def main() -> None:
                 print(f"{best[0]}  best of {args.repeat}", flush=True)
 
 
-def _case(hosts: int, mb: float, lb: str, profile: bool, core: str = "auto") -> tuple[str, float]:
+def _case(hosts: int, mb: float, lb: str, profile: bool, core: str = "auto", mtu: int = 4096) -> tuple[str, float]:
     t0 = time.perf_counter()
-    net = build(hosts, mb * 1e6, lb, core=core)
+    net = build(hosts, mb * 1e6, lb, core=core, mtu_bytes=mtu)
     t1 = time.perf_counter()
     if profile:
         prof = cProfile.Profile()

@@ -1369,6 +1369,19 @@ def run(net) -> str | None:
     return None
 
 
+def _grouped(keys: np.ndarray, rows: np.ndarray):
+    """(key, first column, second column) per key of a log, each in the log's order (Python floats)."""
+    order = np.argsort(keys, kind="stable")
+    keys, rows = keys[order], rows[order]
+    firsts = rows[:, 0].tolist()
+    seconds = rows[:, 1].tolist()
+    starts = np.flatnonzero(np.diff(keys)) + 1
+    bounds = [0, *starts.tolist(), keys.size]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b > a:
+            yield int(keys[a]), firsts[a:b], seconds[a:b]
+
+
 class _State:
     """The network's state as the core's arrays, and back."""
 
@@ -1798,9 +1811,8 @@ class _State:
                 if p.sampler is not None:
                     p.sampler.max_depth[q] = int(Q_I[pq, MAXD])
                     p.sampler.sample_t[q] = float(Q_F[pq, SAMPLE_T])
-        for j in range(int(G_I[NLS])):
-            pq = int(LS_I[j])
-            ports[pq >> 3].sampler.series[pq & 7].append((float(LS_F[j, 0]), int(LS_F[j, 1])))
+        for pq, ts, depths in _grouped(LS_I[: int(G_I[NLS])], LS_F[: int(G_I[NLS])]):
+            ports[pq >> 3].sampler.series[pq & 7].extend(zip(ts, (int(x) for x in depths)))
         for dev in net.devices:
             if dev.kind == "switch":
                 dev.buffer_used = int(N_I[dev.idx])
@@ -1826,9 +1838,10 @@ class _State:
         for j in range(int(G_I[NLP])):
             s.pfc_frames.append((float(LP_F[j]), ports[LP_I[j, 0]].name, int(LP_I[j, 1]), int(LP_I[j, 2])))
         # flows
-        rate_logs: dict[int, list] = {}
-        for j in range(int(G_I[NLR])):
-            rate_logs.setdefault(int(LR_I[j]), []).append((float(LR_F[j, 0]), bytes_per_s_to_gbps(float(LR_F[j, 1]))))
+        rate_logs = {
+            f: list(zip(ts, (bytes_per_s_to_gbps(x) for x in rates)))
+            for f, ts, rates in _grouped(LR_I[: int(G_I[NLR])], LR_F[: int(G_I[NLR])])
+        }
         for i, f in enumerate(self.flows):
             ff, fi = FL_F[i], FL_I[i]
             rp = f.rp
