@@ -15,13 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_golden_counters import _digest, _run_dict
 
+from aifabric.compiled import pure_python
 from aifabric.packet import fastcore
 from aifabric.packet.config import DcqcnConfig, NicConfig, PacketConfig, SwitchConfig
 from aifabric.packet.network import Network
 from aifabric.packet.scenarios import run_scenario
 from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
 
-pytestmark = pytest.mark.skipif(not fastcore.AVAILABLE, reason="numba is not installed")
+pytestmark = pytest.mark.skipif(
+    not fastcore.AVAILABLE or pure_python(), reason="numba is not installed, or AIFABRIC_PURE_PYTHON is set"
+)
 
 
 def _traffic(hosts: int, pairs: list[tuple[int, int, float]], cfg: PacketConfig, core: str, seed: int = 1):
@@ -133,6 +136,14 @@ def test_what_the_core_does_not_cover_runs_on_the_reference_and_says_why():
         fast = _traffic(16, pairs, cfg, "auto")
         assert fast[2].loop_used.startswith("python: ") and why in fast[2].loop_used
         assert fast[:2] == ref[:2]
+
+
+def test_aifabric_pure_python_keeps_the_reference(monkeypatch):
+    monkeypatch.setenv("AIFABRIC_PURE_PYTHON", "1")
+    ref = _traffic(16, _permutation(16, 0.2e6), PacketConfig(), "python")
+    fast = _traffic(16, _permutation(16, 0.2e6), PacketConfig(), "auto")
+    assert fast[2].loop_used == "python: AIFABRIC_PURE_PYTHON is set"
+    assert fast[:2] == ref[:2]
 
 
 def test_a_run_the_core_stops_is_run_again_on_the_reference():
