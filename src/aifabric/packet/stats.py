@@ -53,7 +53,7 @@ class PacketStats:
                             "paused_s": p.paused_total[q],
                             "pfc_pause_sent": self.pfc_pause_sent.get((p.name, q), 0),
                             "pfc_resume_sent": self.pfc_resume_sent.get((p.name, q), 0),
-                            "depth_series": [[t, d] for t, d in p.depth_series[q]],
+                            "depth_series": list(map(list, p.depth_series[q])),
                         }
                     )
             self.ports.append(
@@ -91,7 +91,7 @@ class PacketStats:
                     cnp_sent=f.cnp_tx,
                     cnp_received=f.cnp_rx,
                     final_rate_gbps=bytes_per_s_to_gbps(f.rp.rc_bytes_per_s),
-                    rate_gbps=[[t, r] for t, r in f.rate_log],
+                    rate_gbps=list(map(list, f.rate_log)),
                 )
                 if f.conn is not None:
                     status = f.error or (WcStatus.SUCCESS if f.acked_t is not None else None)
