@@ -9,6 +9,8 @@ ran, so a case meant for the compiled core cannot pass by falling back to the re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,17 +29,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _traffic(hosts: int, pairs: list[tuple[int, int, float]], cfg: PacketConfig, core: str, seed: int = 1):
-    """`pairs` (source, destination, bytes) as RDMA transfers on bench_packet.py's fat tree, all posted at 0."""
+def _traffic(hosts: int, pairs: list[tuple], cfg: PacketConfig, core: str, seed: int = 1):
+    """`pairs` (source, destination, bytes[, DSCP]) as RDMA transfers on bench_packet.py's fat tree, all posted at 0."""
     per_leaf = min(16, hosts)
     f = fat_tree(hosts, per_leaf, max(1, min(8, hosts // per_leaf)), 400)
     net = Network(f, cfg.with_(seed=seed), hash_seed=seed)
     net.loop = core
-    for i, (s, d, size_bytes) in enumerate(pairs):
+    for i, (s, d, size_bytes, *dscp) in enumerate(pairs):
         qpn, rqpn = 0x100 + i, 0x800 + i
         flow = five_tuple(f, f"h{s}", f"h{d}", qpn, rqpn)
         route = ecmp_route(f, f"h{s}", f"h{d}", flow, hash_seed=seed)
-        net.add_transfer(route, size_bytes, name=f"{i}:h{s}->h{d}", qpn=qpn, sport=flow.src_port)
+        kw = {"dscp": dscp[0]} if dscp else {}
+        net.add_transfer(route, size_bytes, name=f"{i}:h{s}->h{d}", qpn=qpn, sport=flow.src_port, **kw)
     stats = net.run()
     d, events = _run_dict(net, stats)
     return _digest(d), events, net
@@ -61,6 +64,9 @@ def _both(hosts, pairs, cfg, seed=1):
 INCAST = [(s, 0, 3e6) for s in (1, 2, 3, 4, 17, 18, 19, 20)]  # 8 senders, two leaves, into one 400 Gb/s port: ECN,
 # CNPs, DCQCN, PFC pauses from the leaf to the spines and the NICs
 SEVERAL_QPS = [(s, (s + 1 + k) % 16, 0.5e6) for s in range(16) for k in range(4)]  # 4 QPs per NIC port, in turns
+# half the incast's QPs in the default class (queue 0, lossy, no WRED): DWRR between queues 0 and 3 at every port
+TWO_CLASSES = [(s, 0, 2e6, 0 if i % 2 else 24) for i, s in enumerate((1, 2, 3, 4, 17, 18, 19, 20))]
+BIG_QUEUES = SwitchConfig(queue_limit_bytes=60_000_000, buffer_bytes=128 * 1024 * 1024)
 
 CASES = {
     "permutation-32": (32, _permutation(32, 2e6), PacketConfig()),
@@ -75,6 +81,12 @@ CASES = {
     ),
     "incast-8-byte-counter": (32, INCAST, PacketConfig(dcqcn=DcqcnConfig(byte_counter_bytes=64 * 1024))),
     "several-qps-per-port": (16, SEVERAL_QPS, PacketConfig()),
+    "two-classes-dwrr": (32, TWO_CLASSES, PacketConfig(switch=BIG_QUEUES)),
+    "two-classes-dwrr-70-30": (
+        32,
+        TWO_CLASSES,
+        PacketConfig(switch=replace(BIG_QUEUES, bandwidth_remaining_percent=(30, 0, 0, 70, 0, 0, 0, 0))),
+    ),
     "several-qps-clamped": (16, SEVERAL_QPS, PacketConfig(dcqcn=DcqcnConfig(clamp_target_rate=True, g=1 / 256))),
 }
 
@@ -99,6 +111,10 @@ def test_the_cases_exercise_what_the_core_replays():
     assert net.loop_used == "compiled"
     assert small != default  # the byte counter's increases changed the run
     assert max(len(f.rate_log) for f in net.flows) > 2 * max(f.cnp_rx for f in net.flows)
+    _, _, net = _traffic(32, TWO_CLASSES, PacketConfig(switch=BIG_QUEUES), "auto")
+    assert net.loop_used == "compiled"
+    to_h0 = next(p for p in net.ports if p.is_switch_port and p.peer.id == "h0")
+    assert to_h0.max_depth[0] > 100_000 and to_h0.max_depth[3] > 100_000  # both classes queued: DWRR between them
     _, _, net = _traffic(16, SEVERAL_QPS, PacketConfig(), "auto")
     assert not any(src.active for h in net.devices if h.kind == "host" for src in h.sources.values())  # all done
     assert len({f.src.idx for f in net.flows}) == 16 and len(net.flows) == 64
