@@ -162,6 +162,33 @@ def test_aifabric_pure_python_keeps_the_reference(monkeypatch):
     assert fast[:2] == ref[:2]
 
 
+def test_work_started_from_python_runs_on_the_reference_and_says_why():
+    """The task-graph engine (engines/packet.py) starts a transfer when its task may start (an event in Python) and the
+    next tasks from a transfer's completion callback: the Python engine runs such networks."""
+    f = fat_tree(16, 16, 1, 400)
+    results = {}
+    for how in ("timed start", "callback"):
+        for core in ("python", "auto"):
+            net = Network(f, PacketConfig(seed=1), hash_seed=1)
+            net.loop = core
+            done = []
+            for s in range(4):
+                flow = five_tuple(f, f"h{s}", f"h{s + 8}", 0x100 + s, 0x800 + s)
+                route = ecmp_route(f, f"h{s}", f"h{s + 8}", flow, hash_seed=1)
+                kw = {"name": f"h{s}", "qpn": 0x100 + s, "sport": flow.src_port}
+                if how == "timed start":
+                    net.start_at(1e-6 * s, route, 0.3e6, **kw)
+                else:
+                    net.add_transfer(route, 0.3e6, on_done=done.append, **kw)
+            stats = net.run()
+            results[how, core] = (_digest(_run_dict(net, stats)[0]), net.loop_used, done)
+    assert results["timed start", "auto"][1].startswith("python: events scheduled from Python")
+    assert results["callback", "auto"][1] == "python: a transfer's completion starts other work"
+    for how in ("timed start", "callback"):
+        assert results[how, "auto"][0] == results[how, "python"][0]
+    assert sorted(fl.name for fl in results["callback", "auto"][2]) == ["h0", "h1", "h2", "h3"]
+
+
 def test_a_run_the_core_stops_is_run_again_on_the_reference():
     """A drop is found only while running: the compiled run stops, the generator is put back, the reference runs."""
     lossy = PacketConfig(switch=SwitchConfig(pfc_enabled=False, queue_limit_bytes=200_000))

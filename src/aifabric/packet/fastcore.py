@@ -1299,7 +1299,7 @@ def unsupported(net) -> str | None:
             return "a work request fails its R_Key check"
     for _t, _seq, fn, _arg in net.sim.heap:
         if _event_kind(net, fn) is None:
-            return "an event of another kind is scheduled"
+            return "events scheduled from Python (the task-graph engine's tasks, a story's timed starts or storm)"
     return None
 
 
