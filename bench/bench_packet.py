@@ -4,8 +4,9 @@ Default (issue 7): 128 hosts, one 2 MB flow each, 400 Gb/s links, 16 hosts per l
 Prints build and run wall time, run CPU time (the machine is shared: CPU time is the steadier figure), simulated time, packet hops (a packet leaving a port), events, and
 packet hops and events per wall second; --hosts/--mb take several values to show the growth. On a shared machine,
 --repeat N runs each case N times (built afresh each time) and repeats the run with the least CPU time ("best of N").
---core python runs the Python engine (the reference); by default `Network.run` takes the compiled core
-(packet/fastcore.py) where it covers the run, and the last column says which ran. The first compiled run of a fresh
+--core python runs the Python engine (the reference); by default (auto) `Network.run` takes the compiled core
+(packet/fastcore.py) where it covers the run and the run has at least 150,000 packet hops (--core compiled: whatever its
+size), and the last column says which ran. The first compiled run of a fresh
 checkout compiles the core (a minute or two, then cached on disk); run once before timing.
 
     python bench/bench_packet.py [--hosts 32 64 128 256] [--mb 2 8] [--lb ecmp] [--repeat 5] [--mtu 9000] [--core python]
@@ -55,7 +56,9 @@ def main() -> None:
     ap.add_argument("--lb", default="ecmp")
     ap.add_argument("--repeat", type=int, default=1, help="runs per case; the least CPU time is shown as 'best'")
     ap.add_argument("--mtu", type=int, default=4096, help="the RoCE MTU, bytes (9000: htsim's jumbo frames)")
-    ap.add_argument("--core", default="auto", choices=["auto", "python"], help="python: the reference engine")
+    ap.add_argument(
+        "--core", default="auto", choices=["auto", "compiled", "python"], help="python: the reference engine"
+    )
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     print(

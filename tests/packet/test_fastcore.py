@@ -1,6 +1,6 @@
 """The compiled packet core (packet/fastcore.py) against the Python engine it replays (issue 18, item 2).
 
-Each case runs one network twice, `Network.loop = "python"` (the reference) and `"auto"` (the compiled core where it
+Each case runs one network twice, `Network.loop = "python"` (the reference) and `"compiled"` (the compiled core where it
 covers the network), and compares the SHA-256 of everything the run reports (tests/packet/test_golden_counters.py's
 digest: every flow's FCT, retransmissions, CE marks, CNPs and DCQCN rate history; every port's bytes, packets, queue
 maxima and depth series; ECN marks, drops, PFC frames and their times) and the events run. It also checks which core
@@ -56,7 +56,7 @@ def _permutation(hosts: int, size_bytes: float, seed: int = 1) -> list[tuple[int
 
 def _both(hosts, pairs, cfg, seed=1):
     ref = _traffic(hosts, pairs, cfg, "python", seed)
-    fast = _traffic(hosts, pairs, cfg, "auto", seed)
+    fast = _traffic(hosts, pairs, cfg, "compiled", seed)
     assert ref[2].loop_used == "python"
     return ref, fast
 
@@ -103,19 +103,19 @@ def test_the_compiled_core_equals_the_reference(case):
 def test_the_cases_exercise_what_the_core_replays():
     """The cases above reach the paths worth comparing: ECN marks, CNPs, PFC pauses and resumes, DCQCN increases by
     the byte counter, several QPs on one port."""
-    default, _, net = _traffic(32, INCAST, PacketConfig(), "auto")
+    default, _, net = _traffic(32, INCAST, PacketConfig(), "compiled")
     s = net.stats
     assert sum(s.ecn_marks.values()) > 100 and sum(s.pfc_pause_sent.values()) > 0 and sum(s.pfc_resume_sent.values())
     assert all(f.cnp_rx > 0 for f in net.flows)
-    small, _, net = _traffic(32, INCAST, PacketConfig(dcqcn=DcqcnConfig(byte_counter_bytes=64 * 1024)), "auto")
+    small, _, net = _traffic(32, INCAST, PacketConfig(dcqcn=DcqcnConfig(byte_counter_bytes=64 * 1024)), "compiled")
     assert net.loop_used == "compiled"
     assert small != default  # the byte counter's increases changed the run
     assert max(len(f.rate_log) for f in net.flows) > 2 * max(f.cnp_rx for f in net.flows)
-    _, _, net = _traffic(32, TWO_CLASSES, PacketConfig(switch=BIG_QUEUES), "auto")
+    _, _, net = _traffic(32, TWO_CLASSES, PacketConfig(switch=BIG_QUEUES), "compiled")
     assert net.loop_used == "compiled"
     to_h0 = next(p for p in net.ports if p.is_switch_port and p.peer.id == "h0")
     assert to_h0.max_depth[0] > 100_000 and to_h0.max_depth[3] > 100_000  # both classes queued: DWRR between them
-    _, _, net = _traffic(16, SEVERAL_QPS, PacketConfig(), "auto")
+    _, _, net = _traffic(16, SEVERAL_QPS, PacketConfig(), "compiled")
     assert not any(src.active for h in net.devices if h.kind == "host" for src in h.sources.values())  # all done
     assert len({f.src.idx for f in net.flows}) == 16 and len(net.flows) == 64
 
@@ -125,19 +125,23 @@ def test_the_stories_equal_the_reference(name):
     """The book's stories without --explain: each of their runs on both engines (where the compiled core does not
     cover a run, both are the reference; the digests are equal either way)."""
     runs = {}
-    for core in ("python", "auto"):
+    for core in ("python", "compiled"):
         Network.default_loop = core
         try:
             r = run_scenario(name, PacketConfig())
         finally:
-            Network.default_loop = "auto"
+            Network.default_loop = "auto"  # the class's default
         runs[core] = [(label, _digest(_run_dict(net, stats)[0]), net.loop_used) for label, net, stats in r.runs]
-    assert [x[:2] for x in runs["python"]] == [x[:2] for x in runs["auto"]]
+    assert [x[:2] for x in runs["python"]] == [x[:2] for x in runs["compiled"]]
     assert all(used == "python" for _, _, used in runs["python"])
 
 
 def test_the_incast_story_runs_compiled():
-    r = run_scenario("incast", PacketConfig())
+    Network.default_loop = "compiled"
+    try:
+        r = run_scenario("incast", PacketConfig())
+    finally:
+        Network.default_loop = "auto"
     assert [net.loop_used for _, net, _ in r.runs] == ["compiled"] * len(r.runs)
 
 
@@ -149,15 +153,28 @@ def test_what_the_core_does_not_cover_runs_on_the_reference_and_says_why():
         (PacketConfig(switch=SwitchConfig(wred_weight=4)), "WRED's average"),
     ):
         ref = _traffic(16, pairs, cfg, "python")
-        fast = _traffic(16, pairs, cfg, "auto")
+        fast = _traffic(16, pairs, cfg, "compiled")
         assert fast[2].loop_used.startswith("python: ") and why in fast[2].loop_used
         assert fast[:2] == ref[:2]
+
+
+def test_auto_takes_the_compiled_core_for_large_runs_only():
+    """`Network.loop = "auto"` (the default) keeps the Python engine for a run of fewer than COMPILED_MIN_HOPS data
+    packet hops (over before numba is imported and the core loaded), the compiled core from there."""
+    from aifabric.packet.network import COMPILED_MIN_HOPS
+
+    small = _traffic(16, _permutation(16, 0.2e6), PacketConfig(), "auto")[2]
+    assert small.loop_used.startswith("python: a small run (about ")
+    large = _traffic(128, _permutation(128, 2e6), PacketConfig(), "auto")[2]  # the bench's case
+    assert large.loop_used == "compiled"
+    for net, over in ((small, False), (large, True)):
+        assert (sum(f.n * len(f.path.links) for f in net.flows) >= COMPILED_MIN_HOPS) is over
 
 
 def test_aifabric_pure_python_keeps_the_reference(monkeypatch):
     monkeypatch.setenv("AIFABRIC_PURE_PYTHON", "1")
     ref = _traffic(16, _permutation(16, 0.2e6), PacketConfig(), "python")
-    fast = _traffic(16, _permutation(16, 0.2e6), PacketConfig(), "auto")
+    fast = _traffic(16, _permutation(16, 0.2e6), PacketConfig(), "compiled")
     assert fast[2].loop_used == "python: AIFABRIC_PURE_PYTHON is set"
     assert fast[:2] == ref[:2]
 
@@ -168,7 +185,7 @@ def test_work_started_from_python_runs_on_the_reference_and_says_why():
     f = fat_tree(16, 16, 1, 400)
     results = {}
     for how in ("timed start", "callback"):
-        for core in ("python", "auto"):
+        for core in ("python", "compiled"):
             net = Network(f, PacketConfig(seed=1), hash_seed=1)
             net.loop = core
             done = []
@@ -182,33 +199,33 @@ def test_work_started_from_python_runs_on_the_reference_and_says_why():
                     net.add_transfer(route, 0.3e6, on_done=done.append, **kw)
             stats = net.run()
             results[how, core] = (_digest(_run_dict(net, stats)[0]), net.loop_used, done)
-    assert results["timed start", "auto"][1].startswith("python: events scheduled from Python")
-    assert results["callback", "auto"][1] == "python: a transfer's completion starts other work"
+    assert results["timed start", "compiled"][1].startswith("python: events scheduled from Python")
+    assert results["callback", "compiled"][1] == "python: a transfer's completion starts other work"
     for how in ("timed start", "callback"):
-        assert results[how, "auto"][0] == results[how, "python"][0]
-    assert sorted(fl.name for fl in results["callback", "auto"][2]) == ["h0", "h1", "h2", "h3"]
+        assert results[how, "compiled"][0] == results[how, "python"][0]
+    assert sorted(fl.name for fl in results["callback", "compiled"][2]) == ["h0", "h1", "h2", "h3"]
 
 
 def test_a_run_the_core_stops_is_run_again_on_the_reference():
     """A drop is found only while running: the compiled run stops, the generator is put back, the reference runs."""
     lossy = PacketConfig(switch=SwitchConfig(pfc_enabled=False, queue_limit_bytes=200_000))
     ref = _traffic(32, INCAST, lossy, "python")
-    fast = _traffic(32, INCAST, lossy, "auto")
+    fast = _traffic(32, INCAST, lossy, "compiled")
     assert fast[2].loop_used == "python: the run a packet was dropped"
     assert fast[:2] == ref[:2]
     assert sum(fast[2].stats.drops.values()) > 0
 
 
 def test_the_compiled_core_is_deterministic():
-    a = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "auto", seed=3)
-    b = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "auto", seed=3)
+    a = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "compiled", seed=3)
+    b = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "compiled", seed=3)
     assert a[2].loop_used == b[2].loop_used == "compiled"
     assert a[:2] == b[:2]
 
 
 def test_the_generator_is_left_where_the_reference_leaves_it():
     """WRED's draws come from the network's generator 4,096 at a time: after the run, the next draw is the same."""
-    nets = [_traffic(32, INCAST, PacketConfig(), core)[2] for core in ("python", "auto")]
+    nets = [_traffic(32, INCAST, PacketConfig(), core)[2] for core in ("python", "compiled")]
     assert nets[1].loop_used == "compiled"
     assert [nets[0].uniform() for _ in range(5000)] == [nets[1].uniform() for _ in range(5000)]
     assert nets[0].rng.random() == nets[1].rng.random()

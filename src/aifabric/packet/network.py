@@ -30,6 +30,9 @@ from .stats import PacketStats
 from .switch import Switch
 
 LOG_LIMIT = 4000
+# a run of fewer data packet hops takes the Python engine under `Network.loop = "auto"`: it is over (5-10 us a hop)
+# before numba is imported and the compiled core loaded from its cache (about 1 s in a fresh process)
+COMPILED_MIN_HOPS = 150_000
 
 
 def no_completion_callback(flow) -> None:
@@ -128,9 +131,10 @@ class Network:
         self.routing_down: frozenset[int] = frozenset()
         self.on_qp_failed: Callable[[Any, Any], None] | None = None
         self.stalls: list = []  # (stopped at, progress again at, flow): QPs a failed cable stopped
-        # the event loop `run` uses: "auto" the compiled core (packet/fastcore.py) where it covers the network, else
-        # this module's Python engine (the reference); "python" the reference always. `loop_used` says which ran
-        # and, for the reference under "auto", why the compiled core did not
+        # the event loop `run` uses: "compiled" the compiled core (packet/fastcore.py) where it covers the network,
+        # else this module's Python engine (the reference); "auto" the same for runs of at least COMPILED_MIN_HOPS
+        # packet hops (a smaller one is over before numba is imported and the core loaded); "python" the reference
+        # always. `loop_used` says which ran and, for the reference, why the compiled core did not
         self.loop = self.default_loop
         self.loop_used = ""
 
@@ -416,7 +420,10 @@ class Network:
 
     def run(self, until: float | None = None) -> PacketStats:
         until = self.cfg.until_s if until is None else until
-        if until is None and self.loop == "auto":
+        hops = 0 if self.loop != "auto" else sum(f.n * len(f.path.links) for f in self.flows)
+        if until is None and self.loop == "auto" and hops < COMPILED_MIN_HOPS:
+            self.loop_used = f"python: a small run (about {hops:,} data packet hops, under {COMPILED_MIN_HOPS:,})"
+        elif until is None and self.loop in ("auto", "compiled"):
             from .fastcore import run as run_compiled
 
             why = run_compiled(self)
