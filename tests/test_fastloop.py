@@ -68,7 +68,9 @@ def assert_same_timeline(a, b) -> None:
 @st.composite
 def task_graphs(draw):
     """Random DAGs of compute and transfer tasks over a few links: shared links, equal and unequal capacities
-    (ties), zero-size and routeless transfers, sprayed transfers with weights, zero durations and latencies."""
+    (ties), zero-size and routeless transfers, sprayed transfers with weights, zero durations and latencies, and
+    dependencies released when a transfer's bytes have left (drain_deps, on any kind of task: those on compute
+    tasks and empty transfers count as ordinary ones)."""
     n_links = draw(st.integers(1, 6))
     caps = draw(
         st.lists(
@@ -80,6 +82,9 @@ def task_graphs(draw):
     times = st.sampled_from([0.0, 1e-6, 1.0, 2.0]) | st.floats(0, 5)
     for t in range(n):
         deps = sorted(draw(st.sets(st.integers(0, t - 1), max_size=3))) if t else []
+        early = tuple(d for d in deps if draw(st.integers(0, 2)) == 0)
+        if early:
+            g.drain_deps[t] = early
         if draw(st.booleans()):
             g.add(COMPUTE, 0, -1, f"c{t}", deps, duration_s=draw(times))
         else:

@@ -109,11 +109,18 @@ def test_time_grows_with_size_and_auto_is_never_worse_than_any_algorithm(n, g, s
         assert collective_time_s(op, alg, shape, 2 * size, paths) >= t
 
 
-def test_auto_avoids_the_flat_ring_at_16k_ranks():
+def test_auto_avoids_the_flat_ring_at_16k_ranks_until_its_bandwidth_pays_for_its_latency():
+    # a flat ring over 16,384 GPUs: 32,766 steps, whose latencies add up along a chunk's path (NVLink on 7 of
+    # every 8 hops, the network on the 8th: NCCL's ring latency) to ~65 ms whatever the size; the hierarchical and
+    # tree algorithms take a fraction of that up to 1 GiB. At 8 GiB the ring's bandwidth wins: its NICs carry an
+    # eighth of its bytes (one channel of eight crosses each server boundary per NIC), the others' carry more
     paths = Paths.simple(8, 450, 400)
     shape = Shape.full(16384, 8)
-    for size in (8, 1 << 20, GiB, 8 * GiB):
+    for size in (8, 1 << 20, GiB):
         assert choose("all-reduce", shape, size, paths).algorithm != "ring"
+    ring = collective_time_s("all-reduce", "ring", shape, 8, paths, protocol="ll128", channels=8)
+    assert 50e-3 < ring < 80e-3
+    assert choose("all-reduce", shape, 8 * GiB, paths).algorithm == "ring"
 
 
 def test_16k_rank_allreduce_expands_in_memory_linear_in_its_transfers():

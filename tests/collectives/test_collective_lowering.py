@@ -12,6 +12,7 @@ from aifabric.collectives import ALGORITHMS
 from aifabric.collectives.cost import NVLS_EFFICIENCY
 from aifabric.engines import lower, run
 from aifabric.engines.lower_collective import CollectiveCall, plan
+from aifabric.engines.taskgraph import TRANSFER
 from aifabric.fabric.graph import TIER_SPINE
 from aifabric.scenario import ch14_scenario
 from aifabric.simulate import build_fabric
@@ -354,3 +355,29 @@ def test_ll_inside_one_server_reaches_no_more_than_nccls_ceiling():
         for p in ("simple", "ll")
     }
     assert sizes["ll"] == pytest.approx(2 * sizes["simple"])
+
+
+def test_a_rings_steps_wait_for_their_own_channel_and_its_last_sends_bytes():
+    # 3 servers x 8 GPUs behind 4 NICs: the ring's 8 channels cross the servers on different GPUs, so a GPU
+    # always has some channel crossing the network. Each step of a channel waits for what that channel received
+    # at the last step (to arrive) and for its own last send (to have left), not for the GPU's other channels:
+    # NCCL runs each channel as a thread block of its own, several steps in flight
+    data = ch14_scenario().model_dump()
+    data["cluster"].update(servers=3, gpus_per_server=8, nic_speed_gbps=200, nic_layout="shared", nics_per_server=4)
+    data["fabric"].update(spines=4, link_speed_gbps=200)
+    fabric, router = build_fabric(type(ch14_scenario()).model_validate(data))
+    call = Collective("c", "all-reduce", tuple(range(24)), 2**25 // 4, 4)
+    g = lower(one(call), fabric, router)
+    xfer = [t for t in range(len(g)) if g.kind[t] == TRANSFER and g.step[t] > 0]
+    assert xfer and all(len(g.deps[t]) == 2 for t in xfer)
+    for t in xfer:
+        (own,) = g.drain_deps[t]
+        (came,) = [d for d in g.deps[t] if d != own]
+        assert g.rank[own] == g.rank[t] and g.step[own] == g.step[t] - 1  # its channel's last send
+        assert g.dst[came] == g.rank[t] and g.step[came] == g.step[t] - 1  # what its channel received
+    # the GPU's channels do not wait for one another: steps of one GPU start at different times
+    tl = run(g, fabric, "flow")
+    starts = {(g.rank[t], g.step[t]): set() for t in xfer}
+    for t in xfer:
+        starts[(g.rank[t], g.step[t])].add(round(float(tl.start_s[t]), 12))
+    assert any(len(s) > 1 for s in starts.values())

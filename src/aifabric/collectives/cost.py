@@ -10,7 +10,10 @@ A step's time is the slowest of its concurrent transfers, where a GPU port carry
 carries their sum; an algorithm's time is the launch overhead plus the sum of its steps. The
 formulas below follow the schedules in this package (steps, bytes per port per step); pipelined
 algorithms (tree, chain) cost one piece's trip through the tree or chain plus, for every further
-piece, the busiest port's share of one piece.
+piece, the busiest port's share of one piece. A ring across servers is the exception: its channels
+run apart and each sends its next step when its last one's bytes have left (NCCL keeps several steps
+in flight), so it costs the longer of its busiest port's stream and one chunk's journey, latencies
+added along the path (`ring_steps` inside `collective_time_s`; the lowering does the same).
 
 Protocols: NCCL's three, with NCCL's own constants (nccl src/graph/tuning.cc, 2.28; the tuner's model):
 
@@ -255,6 +258,29 @@ def collective_time_s(
             (net, chunk_bytes * math.ceil(c / nics)) if inter else None,
         )
 
+    def ring_steps(k: int, chunk_bytes: float) -> float:
+        """k steps of a ring whose channels run apart, each sending its next step once the last one's bytes have
+        left (NCCL keeps up to NCCL_STEPS in flight; the lowering's `TaskGraph.drain_deps`).
+
+        Inside one server every hop is alike and each step waits for the last one to arrive: k x (the busiest
+        port's step + the hop's latency). Across servers the ring moves at its busiest port's pace (a NIC carrying
+        ceil(c / NICs) channels): the longer of that port sending its k chunks back to back (then one hop's
+        latency) and one chunk's journey round the ring, each hop at the chunk's own rate plus its latency, the
+        network's on s of every n hops (NCCL's ring latency: `(nsteps - nInterSteps) * intraLat + nInterSteps *
+        interLat`), not the slowest hop's latency on every step."""
+        eff = proto.bandwidth_efficiency
+        alpha_nvl = nvl.latency_s + proto.step_overhead_s(NVLINK)
+        nvl_s = c * chunk_bytes / (eff * nvl.bandwidth_bytes_per_s) if intra else 0.0
+        if not inter:
+            return k * (nvl_s + alpha_nvl)
+        alpha_net = net.latency_s + proto.step_overhead_s(NET)
+        net_s = chunk_bytes * math.ceil(c / nics) / (eff * net.bandwidth_bytes_per_s)
+        net_hops = k * s / n
+        own_nvl_s = chunk_bytes / (eff * nvl.bandwidth_bytes_per_s) if intra else 0.0
+        journey = (k - net_hops) * (own_nvl_s + alpha_nvl) + net_hops * (net_s + alpha_net)
+        stream = k * max(nvl_s, net_s) + (alpha_net if net_s >= nvl_s else alpha_nvl)
+        return max(journey, stream)
+
     if op == "barrier":
         return t + math.ceil(math.log2(n)) * _step(proto, (paths.cross_rail if inter else nvl, 0.0))
     if op == "send-recv":
@@ -271,7 +297,7 @@ def collective_time_s(
         return t + _step(proto, (nvl, local) if intra else None, (far, remote) if inter else None)
     if op in ("reduce-scatter", "all-gather"):
         if algorithm == "ring":
-            return t + (n - 1) * ring_step(B / (n * c))
+            return t + ring_steps(n - 1, B / (n * c))
         if algorithm == "direct":
             return (
                 t
@@ -290,7 +316,7 @@ def collective_time_s(
             return t + local + cross
     if op == "all-reduce":
         if algorithm == "ring":
-            return t + 2 * (n - 1) * ring_step(B / (n * c))
+            return t + ring_steps(2 * (n - 1), B / (n * c))
         if algorithm == "direct":
             one = (n - 1) * over + _step(
                 proto, (nvl, (L - 1) * B / n) if intra else None, (paths.cross_rail, (n - L) * B / n) if inter else None

@@ -1,7 +1,8 @@
 """A cheap lower bound on a task graph's iteration time, for the progress line of a long flow run ("x s of ~y s
 simulated"): the analytic engine's answer, computed as the graph's longest path instead of by the event loop.
 
-Every task starts when its dependencies have ended (the event loop's only rule); a compute task lasts its duration; a
+Every task starts when its dependencies have ended (the event loop's rule; a dependency on a transfer's drain,
+`TaskGraph.drain_deps`, when its last byte has left); a compute task lasts its duration; a
 transfer moves its bytes at the rate of its route's bottleneck link alone (capacity over the share of the transfer on
 the link) and ends one route latency after its last byte, as the analytic engine runs it. No transfer can go faster
 on the flow engine (max-min fair rates never exceed that), so the flow engine's iteration is at least as long:
@@ -32,12 +33,14 @@ def _longest(
     weight: np.ndarray,
     dep_ptr: np.ndarray,
     dep_flat: np.ndarray,
+    at_drain: np.ndarray,
     capacity: np.ndarray,
     compute: int,
 ) -> float:
     """The latest end time over the graph: tasks taken in a topological order (Kahn's, from the tasks waiting for
     nothing), each ending at its dependencies' latest end plus its own time. dep_ptr/dep_flat: each task's
-    dependents. Plain loops (compiled)."""
+    dependents; at_drain: those released when the transfer's bytes have left (its end less its latency), not at its
+    end (TaskGraph.drain_deps). Plain loops (compiled)."""
     n = len(kind)
     waiting = np.zeros(n, dtype=np.int64)
     for q in range(len(dep_flat)):
@@ -68,8 +71,9 @@ def _longest(
             best = end
         for q in range(dep_ptr[t], dep_ptr[t + 1]):
             d = dep_flat[q]
-            if end > start[d]:
-                start[d] = end
+            release = end - latency[t] if at_drain[q] else end
+            if release > start[d]:
+                start[d] = release
             waiting[d] -= 1
             if waiting[d] == 0:
                 ready[top] = d
@@ -94,7 +98,13 @@ def longest_path_s(graph: TaskGraph, fabric: Fabric) -> float:
     for t, w in graph.route_weight.items():
         weight[route_ptr[t] : route_ptr[t + 1]] = w
     dep_ptr_in, dep_flat_in = _csr(graph.deps, n)  # task -> what it waits for; turned into task -> its dependents
-    dependents = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_ptr_in))[np.argsort(dep_flat_in, kind="stable")]
+    order = np.argsort(dep_flat_in, kind="stable")
+    dependents = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_ptr_in))[order]
+    at_drain = np.zeros(len(dep_flat_in), dtype=np.bool_)
+    for d, t in graph.drain_pairs():
+        a, b = dep_ptr_in[d], dep_ptr_in[d + 1]
+        at_drain[a:b] |= dep_flat_in[a:b] == t
+    at_drain = at_drain[order]
     dep_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dep_flat_in, minlength=n), out=dep_ptr[1:])
     capacity = np.array([link.rate_bytes_per_s for link in fabric.links], dtype=np.float64)
@@ -110,6 +120,7 @@ def longest_path_s(graph: TaskGraph, fabric: Fabric) -> float:
             weight,
             dep_ptr,
             dependents,
+            at_drain,
             capacity,
             COMPUTE,
         )

@@ -203,7 +203,7 @@ def run_reference(
     for t, w in graph.route_weight.items():
         weight_flat[route_ptr[t] : route_ptr[t + 1]] = w
     weighted = bool(graph.route_weight)
-    readiness = Readiness(graph)
+    readiness = Readiness(graph, drains=True)
 
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
@@ -300,6 +300,8 @@ def run_reference(
                     for t in act_task[finished].tolist():
                         if fs is not None:
                             fs.leave(t, t_next)
+                        for d in readiness.drained(t):
+                            begin(d, t_next)
                         if fx is None:
                             heapq.heappush(events, (t_next + latency[t], t))
                         else:  # a transfer routing moved pays its new route's latency

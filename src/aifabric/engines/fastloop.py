@@ -1120,9 +1120,10 @@ def run_chunk(mode, incremental, budget, G, S, R):
     (kind, duration, size, latency, route_ptr, route_flat, weight_flat, route_owner, dep_ptr, dep_flat, capacity) = G[
         :11
     ]
+    drain_ptr, drain_flat = G[11], G[12]  # transfer -> the tasks released when its bytes have left
     # flowlet switching (engines/flowlet.py): per task its connection (none: an empty array), per connection its
     # candidate paths, the gap; its state: each connection's transfers draining, last byte, path; scratch
-    fl_conn, fl_cand_ptr, fl_n_paths, fl_cand_flat, fl_gap = G[11:]
+    fl_conn, fl_cand_ptr, fl_n_paths, fl_cand_flat, fl_gap = G[13:]
     fl_active, fl_last, fl_path, fl_alive = S[34:]
     has_fl = len(fl_conn) > 0
     gap_s = fl_gap[0]
@@ -1305,12 +1306,17 @@ def run_chunk(mode, incremental, budget, G, S, R):
                 for i in range(n_act):
                     t = act_task[i]
                     if drain[i] <= limit:  # drained: done one latency later; it leaves its links
-                        istate[_HEAP_N] = _push(heap_t, heap_k, istate[_HEAP_N], t_next + latency[t], t)
                         if has_fl and fl_conn[t] >= 0:  # flowlet.FlowletState.leave
                             c = fl_conn[t]
                             fl_active[c] -= 1
                             if fl_active[c] == 0:
                                 fl_last[c] = t_next
+                        for q in range(drain_ptr[t], drain_ptr[t + 1]):  # what waited for its bytes to leave
+                            d = drain_flat[q]
+                            waiting[d] -= 1
+                            if waiting[d] == 0:
+                                _begin(d, t_next, kind, duration, size, latency, start, heap_t, heap_k, istate, started)
+                        istate[_HEAP_N] = _push(heap_t, heap_k, istate[_HEAP_N], t_next + latency[t], t)
                         for q in range(route_ptr[t], route_ptr[t + 1]):
                             li = route_flat[q]
                             linkcnt[li] -= 1
@@ -1437,12 +1443,27 @@ def run(
     for t, w in graph.route_weight.items():
         weight_flat[route_ptr[t] : route_ptr[t + 1]] = w
     route_owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(route_ptr))
-    dep_ptr_in, dep_flat_in = _csr(graph.deps, n)  # task -> what it waits for
-    waiting = np.diff(dep_ptr_in).astype(np.int64)
+    deps = graph.deps
+    pairs = graph.drain_pairs()
+    early_of: list = [()] * n
+    if pairs:  # those released at drain leave the arrival lists (taskgraph.Readiness does the same)
+        deps = list(deps)
+        for d, t in pairs:
+            early_of[d] = early_of[d] + (t,)
+        for d in {d for d, _ in pairs}:
+            deps[d] = [t for t in deps[d] if t not in early_of[d]]
+    dep_ptr_in, dep_flat_in = _csr(deps, n)  # task -> what it waits for to arrive
+    waits_arrival = np.diff(dep_ptr_in).astype(np.int64)
     # each task's dependents in the reference's order: by dependent, then by position in its deps
-    dep_flat = np.repeat(np.arange(n, dtype=np.int64), waiting)[np.argsort(dep_flat_in, kind="stable")]
+    dep_flat = np.repeat(np.arange(n, dtype=np.int64), waits_arrival)[np.argsort(dep_flat_in, kind="stable")]
     dep_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dep_flat_in, minlength=n), out=dep_ptr[1:])
+    drain_ptr_in, drain_flat_in = _csr(early_of, n)  # task -> what it waits for to drain
+    waits_drain = np.diff(drain_ptr_in).astype(np.int64)
+    drain_flat = np.repeat(np.arange(n, dtype=np.int64), waits_drain)[np.argsort(drain_flat_in, kind="stable")]
+    drain_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(drain_flat_in, minlength=n), out=drain_ptr[1:])
+    waiting = waits_arrival + waits_drain
     G: tuple = (
         kind,
         duration,
@@ -1455,6 +1476,8 @@ def run(
         dep_ptr,
         dep_flat,
         capacity,
+        drain_ptr,
+        drain_flat,
     )
     fl = flowlets
     if fl is not None:

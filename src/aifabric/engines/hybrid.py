@@ -256,6 +256,9 @@ def run_hybrid(
     spread over every path on the flow engine; the packet engine balances packet by packet). `phase("packet
     windows")` is told when the flow run is done and the windows begin. A Ctrl-C (Interrupted) after the flow run
     raises Interrupted with the flow run's timeline."""
+    # the packet engine waits for a transfer's arrival where the flow engine releases a ring's next step when the
+    # last one's bytes have left (TaskGraph.drain_deps): the whole hybrid run waits for arrivals, as its windows do
+    graph = replace(graph, drain_deps={})
     flow_tl = run(graph, fabric, flow_engine, progress)
     if phase is not None:
         phase("packet windows")

@@ -59,6 +59,7 @@ from .taskgraph import TRANSFER, CollectiveInstance, TaskGraph
 
 DEFAULT_ALGORITHM = {"all-to-all": "direct", "all-to-allv": "direct", "send-recv": "direct", "barrier": "dissemination"}
 MAX_PIECES_LOWERED = 16
+RING_FORWARDS = frozenset({"all-reduce", "reduce-scatter", "all-gather"})  # every rank sends what it received
 MAX_PIECES_NVLS = 64  # collectives/tuning.py NVLS_PIECES: in-switch reduction inside one server
 
 
@@ -412,10 +413,18 @@ def _lower_ring_edges(
     route_of, append, tasks, wires = router.route, g._append, inst.tasks, g.wire
     # network_of depends on the two ranks' local indices and whether they share a server: one string per such pair
     nets = router.cache.setdefault("ring-edge-networks", {})
-    for src, dst, channel, elements, n_steps in edges:
+    # a chunk crosses every hop of its channel's ring in turn (and a GPU does not wait for its last step's arrival
+    # to send the next, as the stepped lowering has it): each step costs the ring's mean hop latency, NVLink on
+    # most hops and the network on the server boundaries, not the edge's own latency on every step
+    routes = [route_of(src + base, dst + base, channel) for src, dst, channel, _, _ in edges]
+    alpha_sum: dict[int, float] = {}
+    hops: dict[int, int] = {}
+    for (_, _, channel, _, _), route in zip(edges, routes):
+        alpha_sum[channel] = alpha_sum.get(channel, 0.0) + route.latency_s + wire.step_s(route)
+        hops[channel] = hops.get(channel, 0) + 1
+    for (src, dst, channel, elements, n_steps), route in zip(edges, routes):
         src += base
         dst += base
-        route = route_of(src, dst, channel)
         where = (src % gps, dst % gps, src // gps == dst // gps)
         net = nets.get(where)
         if net is None:
@@ -429,7 +438,7 @@ def _lower_ring_edges(
             0.0,
             elements * bpe * factor,
             route.links,
-            n_steps * (route.latency_s + wire.step_s(route)) + base_s,
+            n_steps * alpha_sum[channel] / hops[channel] + base_s,
             -1,
             ci,
             "",
@@ -474,18 +483,25 @@ def lower_collective(
         return ci
     last_in: dict[int, list[int]] = {}
     last_out: dict[int, list[int]] = {}
+    # a ring (NCCL's: each channel a thread block of its own, up to NCCL_STEPS steps in flight) forwards at each step
+    # what its channel received at the last one: a step waits for that to arrive and for the channel's last send
+    # to have left (its bytes, not its latency: TaskGraph.drain_deps), not for the GPU's other channels (which,
+    # spread over the NICs, always include one crossing the network). A chunk's latency then adds up along its
+    # path, NVLink hops and the server boundaries', as NCCL's own ring model has it.
+    forward = sched.algorithm == "ring" and op.op in RING_FORWARDS
     steps, srcs, dsts, chans, elems = transfers(sched)
     bounds = np.searchsorted(steps, np.arange(sched.n_steps + 1))
     for k in range(sched.n_steps):
-        step_in: dict[int, list[int]] = {}
-        step_out: dict[int, list[int]] = {}
+        step_in: dict = {}
+        step_out: dict = {}
         for i in range(bounds[k], bounds[k + 1]):
             src, dst, channel = int(srcs[i]), int(dsts[i]), int(chans[i])
-            if src in last_in or src in last_out:
-                deps = last_in.get(src, []) + last_out.get(src, [])
+            ks, kd = ((src, channel), (dst, channel)) if forward else (src, dst)
+            if ks in last_in or ks in last_out:
+                deps = last_in.get(ks, []) + last_out.get(ks, [])
             else:
                 deps = list(done[src])
-            if dst not in last_in and dst not in last_out:
+            if kd not in last_in and kd not in last_out:
                 deps += done[dst]
             size = int(elems[i]) * op.bytes_per_element
             hops = [(src, dst)]
@@ -493,6 +509,7 @@ def lower_collective(
                 relay = (src // gps) * gps + dst % gps
                 hops = [(src, relay), (relay, dst)]
             first = None
+            early = tuple(last_out.get(ks, ())) if forward else ()
             for a, b in hops:
                 route = router.route(a, b, channel)
                 net = network_of(a, b, layout)
@@ -510,14 +527,24 @@ def lower_collective(
                     wire=wire.factor,
                 )
                 inst.tasks.append(t)
+                if early and first is None:
+                    g.drain_deps[t] = early
                 first = t if first is None else first
                 deps = [t]
-            step_out.setdefault(src, []).append(first)
-            step_in.setdefault(dst, []).append(deps[0])
+            step_out.setdefault(ks, []).append(first)
+            step_in.setdefault(kd, []).append(deps[0])
         last_in.update(step_in)
         last_out.update(step_out)
+    if forward:
+        finish: dict[int, list[int]] = {}
+        for (r, _), ts in list(last_in.items()) + list(last_out.items()):
+            finish.setdefault(r, []).extend(ts)
+        for r in op.group:
+            if finish.get(r):
+                done[r] = sorted(finish[r])
+        return ci
     for r in op.group:
-        finish = last_in.get(r, []) + last_out.get(r, [])
-        if finish:
-            done[r] = finish
+        finish_r = last_in.get(r, []) + last_out.get(r, [])
+        if finish_r:
+            done[r] = finish_r
     return ci

@@ -48,6 +48,16 @@ class TaskGraph:
     # a collective's protocol puts more bytes on the wire than its payload (LL: 2 x, LL128: 1 / 0.92, NVLS):
     # transfer -> wire bytes per payload byte (absent: 1); `payload_bytes` gives what the workload moved
     wire: dict[int, float] = field(default_factory=dict)
+    # task -> the transfers among its deps it waits for only until their bytes have left the sender, not until
+    # they arrive (a ring's next step: NCCL keeps several steps in flight, so a send's latency does not hold
+    # the next one back); engines without drain times wait for arrival
+    drain_deps: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def drain_pairs(self) -> list[tuple[int, int]]:
+        """(task, dependency) pairs released when the dependency's bytes have left: `drain_deps` on transfers that
+        carry bytes (a transfer of none, or one an engine turned into a compute task, is waited for to its end)."""
+        kind, size = self.kind, self.size_bytes
+        return [(d, t) for d, early in self.drain_deps.items() for t in early if kind[t] == TRANSFER and size[t] > 0]
 
     def payload_bytes(self, t: int) -> float:
         return self.size_bytes[t] / self.wire.get(t, 1.0)
@@ -151,10 +161,25 @@ class Readiness:
     down as tasks finish (the bookkeeping of executor.run_reference and packet.run_packet; engines/fastloop.py keeps
     the same counts in arrays)."""
 
-    __slots__ = ("dependents", "waiting")
+    __slots__ = ("dependents", "waiting", "drain_dependents")
 
-    def __init__(self, graph: TaskGraph) -> None:
+    def __init__(self, graph: TaskGraph, drains: bool = False) -> None:
         self.waiting, self.dependents = graph.dependency_counts()
+        self.drain_dependents: dict[int, list[int]] = {}
+        if drains:
+            for d, t in graph.drain_pairs():
+                self.dependents[t].remove(d)
+                self.drain_dependents.setdefault(t, []).append(d)
+
+    def drained(self, t: int) -> list[int]:
+        """Transfer t's bytes have all left: the tasks that were waiting only for that."""
+        waiting = self.waiting
+        ready = []
+        for d in self.drain_dependents.get(t, ()):
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+        return ready
 
     def initial(self) -> list[int]:
         """The tasks that wait for nothing, in task order."""
