@@ -603,7 +603,8 @@ def _build(
     blocked: list[list] = [[] for _ in range(world)]
     templates: dict[int, tuple] = {}
     shared: dict[tuple[int, tuple[int, ...]], Collective] = {}  # (template index, group) -> instance
-    items: dict[int, tuple[list, list]] = {}  # stage -> (its non-TP collectives, its pipeline sends and receives)
+    items: dict[int, tuple[list, list, list]] = {}  # stage -> (its non-TP collectives, pipeline sends and receives,
+    # its blocks' parts)
     pipeline_peers: list[tuple[int, ...]] = [()] * world
     tp_groups = lay.groups("tp")
     for n_done, group in enumerate(tp_groups):
@@ -628,23 +629,29 @@ def _build(
                 for i, op in ((i, b.ops[i]) for i in rank_idx)
                 if isinstance(op, _Placeholder)
             ]
-            items[stage] = (colls, p2p)
+            # each block of the stage: (its key before the group's first rank, after it, its ops, shape, compute),
+            # the ops one tuple shared by every group's block
+            runs = [
+                (
+                    k,
+                    b.ops[first].key[: b.ops[first].key.rindex("@")],
+                    f"+{hi - lo - 1}",
+                    tuple(b.ops[lo:hi]),
+                    shape,
+                    compute_s,
+                )
+                for k, (lo, hi, shape, compute_s, first) in enumerate(templates[stage][4])
+                if hi > lo
+            ]
+            items[stage] = (colls, p2p, runs)
         b, base, tp_idx, rank_idx, skeleton = templates[stage]
-        colls, p2p = items[stage]
+        colls, p2p, runs = items[stage]
         # a block holds the template's ops: its members come from `group` (the folder times the block on the
         # group's own GPUs); the collectives moved to each group are built only if `ranks` is read
         at = f"@{group[0]}"
         blocks = {
-            k: _new(
-                Block,
-                key=f"{b.ops[first].key[: b.ops[first].key.rindex('@')]}{at}+{hi - lo - 1}",
-                group=group,
-                ops=tuple(b.ops[lo:hi]),
-                shape=shape,
-                compute_s=compute_s,
-            )
-            for k, (lo, hi, shape, compute_s, first) in enumerate(skeleton)
-            if hi > lo
+            k: _new(Block, key=f"{head}{at}{tail}", group=group, ops=ops, shape=shape, compute_s=compute_s)
+            for k, head, tail, ops, shape, compute_s in runs
         }
         # every rank of the group: the template's list with the group's blocks, the rank's own collectives (data,
         # context, expert parallel) in their places, and the stage's shared pipeline sends and receives, which
@@ -669,7 +676,7 @@ def _build(
             blocked[r] = program
     if progress is not None:
         progress(world, world)
-    ranks = LazyRanks(recipes, templates, {stage: p2p for stage, (_, p2p) in items.items()})
+    ranks = LazyRanks(recipes, templates, {stage: p2p for stage, (_, p2p, _) in items.items()})
     par = (
         f"tp{plan.tp} pp{plan.pp} dp{plan.dp}"
         + (f" cp{plan.cp}" if plan.cp > 1 else "")
