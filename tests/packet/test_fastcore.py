@@ -216,6 +216,25 @@ def test_a_run_the_core_stops_is_run_again_on_the_reference():
     assert sum(fast[2].stats.drops.values()) > 0
 
 
+def test_the_tables_grow_as_the_reference_runs_on(monkeypatch):
+    """The packet rows, the heap and the logs start as small as they may and double while the run goes on (a long run's
+    case): the results stay the reference's."""
+    monkeypatch.setattr(fastcore, "INITIAL_ROWS", 0)
+    monkeypatch.setattr(fastcore, "ROWS_PER_PORT", 0)
+    monkeypatch.setattr(fastcore, "LOG_ROWS", (2 * fastcore.MARGIN,) * 3)
+    grew = []
+    original = fastcore._State.grow
+
+    def grow(self):
+        grew.append((self.arrs[9].shape[0], self.arrs[10].shape[0], self.arrs[13].shape[0]))
+        original(self)
+
+    monkeypatch.setattr(fastcore._State, "grow", grow)
+    ref, fast = _both(32, INCAST, PacketConfig())
+    assert fast[2].loop_used == "compiled" and len(grew) >= 3
+    assert fast[:2] == ref[:2]
+
+
 def test_the_compiled_core_is_deterministic():
     a = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "compiled", seed=3)
     b = _traffic(32, _permutation(32, 1e6, seed=3), PacketConfig(), "compiled", seed=3)

@@ -161,6 +161,10 @@ WMIN, WMAX, PMAX, WDROP = range(4)
 HASW, LOSSLESS, XON, XOFF, QUANTUM, HASWDROP = range(6)
 
 UNIFORM_BATCH = 4096  # Network.uniform draws this many at a time
+# the tables' first sizes (they double when near full): packet rows and heap entries (at least), per port, and the
+# depth samples, rate samples and PFC frames logged
+INITIAL_ROWS, ROWS_PER_PORT = 4096, 8
+LOG_ROWS = (1 << 16, 1 << 14, 1 << 12)
 MARGIN = 256  # room kept free in the heap, the packet rows and the logs before each event
 
 
@@ -1534,11 +1538,11 @@ class _State:
         # packets: those in flight, then room
         heap = list(net.sim.heap)
         in_flight = [arg for _t, _s, fn, arg in heap if _event_kind(net, fn) == EV_RECV]
-        npk = max(4096, 4 * len(in_flight) + 4 * MARGIN, 8 * nports)
+        npk = max(INITIAL_ROWS, 4 * len(in_flight) + 4 * MARGIN, ROWS_PER_PORT * nports)
         PK = np.zeros((npk, 13), dtype=np.int64)
         FREEL = np.arange(npk - 1, -1, -1, dtype=np.int64)
         G_I[FREE] = npk
-        cap = max(4096, 2 * len(heap) + 4 * MARGIN, 8 * nports + 4 * nf)
+        cap = max(INITIAL_ROWS, 2 * len(heap) + 4 * MARGIN, ROWS_PER_PORT * nports + 4 * nf)
         H_F = np.zeros(cap)
         H_I = np.zeros((cap, 5), dtype=np.int64)
         # configuration
@@ -1593,12 +1597,13 @@ class _State:
                 CQ_I[q, LOSSLESS] = sw0.lossless_q[q]
                 CQ_I[q, XON], CQ_I[q, XOFF] = sw0.xon_q[q], sw0.xoff_q[q]
         DSCPQ = np.array([cfg.queue_of(x) for x in range(64)], dtype=np.int64)
-        LS_F = np.zeros((1 << 16, 2))
-        LS_I = np.zeros(1 << 16, dtype=np.int64)
-        LR_F = np.zeros((1 << 14, 2))
-        LR_I = np.zeros(1 << 14, dtype=np.int64)
-        LP_F = np.zeros(1 << 12)
-        LP_I = np.zeros((1 << 12, 3), dtype=np.int64)
+        ls, lr, lp = LOG_ROWS
+        LS_F = np.zeros((ls, 2))
+        LS_I = np.zeros(ls, dtype=np.int64)
+        LR_F = np.zeros((lr, 2))
+        LR_I = np.zeros(lr, dtype=np.int64)
+        LP_F = np.zeros(lp)
+        LP_I = np.zeros((lp, 3), dtype=np.int64)
         AO = np.zeros(max(nf, 1) + 2 * MARGIN, dtype=np.int64)
         # the uniforms left of the network's batch, at the end of a batch-sized table refilled in place
         rest = net._uniforms[net._ui :]
