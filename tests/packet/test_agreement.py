@@ -38,6 +38,13 @@ def test_no_contention_flow_completion_times_agree_within_5_percent(size):
 
 
 def test_demo_iteration_runs_on_the_packet_engine():
+    """The iteration on the packet engine agrees with the flow engine run on the same task graph with the same
+    release rule: the packet engine starts a ring's next step when the last one's data has arrived, where the flow
+    engine (TaskGraph.drain_deps, since ae10a32) starts it once the data has left the sender; the hybrid engine drops
+    drain_deps for the same reason. On this ~1 M-parameter model, where latency is most of a step, the flow engine's
+    own rule gives an iteration 15 % shorter (107.7 us against 127.0 us)."""
+    from dataclasses import replace
+
     from aifabric.scenario import ch14_scenario
     from aifabric.simulate import simulate
 
@@ -47,8 +54,9 @@ def test_demo_iteration_runs_on_the_packet_engine():
     s = type(base).model_validate(data)
     run_p = simulate(s, "packet")
     stats = run_p.packet_stats
-    run_f = simulate(s, "flow")
-    assert run_p.results.iteration_time_s == pytest.approx(run_f.results.iteration_time_s, rel=0.05)
+    assert run_p.graph.drain_deps  # the graph has ring steps the flow engine releases early
+    flow_arrival = run(replace(run_p.graph, drain_deps={}), run_p.fabric, "flow")
+    assert run_p.timeline.makespan_s == pytest.approx(flow_arrival.makespan_s, rel=0.05)
     assert stats.packet_hops > 0 and len(stats.flows) == sum(1 for k in run_p.graph.kind if k == TRANSFER)
 
 
