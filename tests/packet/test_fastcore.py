@@ -64,6 +64,9 @@ def _both(hosts, pairs, cfg, seed=1):
 INCAST = [(s, 0, 3e6) for s in (1, 2, 3, 4, 17, 18, 19, 20)]  # 8 senders, two leaves, into one 400 Gb/s port: ECN,
 # CNPs, DCQCN, PFC pauses from the leaf to the spines and the NICs
 SEVERAL_QPS = [(s, (s + 1 + k) % 16, 0.5e6) for s in range(16) for k in range(4)]  # 4 QPs per NIC port, in turns
+# more QPs on a NIC port than the Python scheduler tests in turn (16): it finds them by index past those
+MANY_QPS = [(s, (s + 1 + k % 3) % 16, 40e3) for s in range(16) for k in range(24)]
+MANY_QPS_INCAST = [(s, 0, 60e3) for s in (1, 2, 17, 18) for _ in range(40)]  # PFC pauses the NICs: QPs wait
 # half the incast's QPs in the default class (queue 0, lossy, no WRED): DWRR between queues 0 and 3 at every port
 TWO_CLASSES = [(s, 0, 2e6, 0 if i % 2 else 24) for i, s in enumerate((1, 2, 3, 4, 17, 18, 19, 20))]
 BIG_QUEUES = SwitchConfig(queue_limit_bytes=60_000_000, buffer_bytes=128 * 1024 * 1024)
@@ -81,6 +84,13 @@ CASES = {
     ),
     "incast-8-byte-counter": (32, INCAST, PacketConfig(dcqcn=DcqcnConfig(byte_counter_bytes=64 * 1024))),
     "several-qps-per-port": (16, SEVERAL_QPS, PacketConfig()),
+    "24-qps-per-port": (16, MANY_QPS, PacketConfig()),
+    "40-qps-per-port-incast": (32, MANY_QPS_INCAST, PacketConfig()),
+    "40-qps-per-port-incast-small-xoff": (
+        32,
+        MANY_QPS_INCAST,
+        PacketConfig(switch=SwitchConfig(pfc_xon_bytes=60_000, pfc_xoff_bytes=400_000, wred_max_bytes=300_000)),
+    ),
     "two-classes-dwrr": (32, TWO_CLASSES, PacketConfig(switch=BIG_QUEUES)),
     "two-classes-dwrr-70-30": (
         32,
@@ -115,6 +125,9 @@ def test_the_cases_exercise_what_the_core_replays():
     assert net.loop_used == "compiled"
     to_h0 = next(p for p in net.ports if p.is_switch_port and p.peer.id == "h0")
     assert to_h0.max_depth[0] > 100_000 and to_h0.max_depth[3] > 100_000  # both classes queued: DWRR between them
+    _, _, net = _traffic(32, MANY_QPS_INCAST, CASES["40-qps-per-port-incast-small-xoff"][2], "compiled")
+    senders = [p for p in net.ports if not p.is_switch_port and p.owner.id in ("h1", "h2", "h17", "h18")]
+    assert net.loop_used == "compiled" and all(sum(p.pfc_rx) > 0 for p in senders)  # 40 QPs wait on a paused port
     _, _, net = _traffic(16, SEVERAL_QPS, PacketConfig(), "compiled")
     assert not any(src.active for h in net.devices if h.kind == "host" for src in h.sources.values())  # all done
     assert len({f.src.idx for f in net.flows}) == 16 and len(net.flows) == 64

@@ -14,9 +14,9 @@ RoCEv2 RC queue pairs (go-back-N, Write First/Middle/Last) between NICs attached
 paths, DCQCN (or none), WRED/ECN with the instantaneous depth, PFC, the DWRR/strict egress scheduler, every transfer
 added before the run with no completion callback, run to the end. Not: UC, UD, UET, Write Only, CM setup, flowlet,
 spray, adaptive routing and DLB, WRED's average, dynamic thresholds, scale-up (NVLink) and PXN-relayed flows, faults,
-`--explain`, pcaps and traced flows, link-load bins, more than 16 QPs on one NIC port (the Python scheduler's index),
-and the task-graph engine (engines/packet.py, whose completions start new transfers). Some things are found only
-while running (a drop, the PFC watchdog, a QP out of retries, a depth or rate series past its thinning limit, a queue
+`--explain`, pcaps and traced flows, link-load bins, and the task-graph engine (engines/packet.py, whose completions
+start new transfers). A NIC port's QPs are tested in turn, all of them: the Python scheduler finds the same one by
+index past its first 16 (qp_scheduler.py). Some things are found only while running (a drop, the PFC watchdog, a QP out of retries, a depth or rate series past its thinning limit, a queue
 left holding packets): the compiled run then stops, its arrays are thrown away, the generator is put back, and the
 Python engine runs the network from the same starting state. The compiled run does not look for PFC deadlocks
 (packet/deadlock.py): a deadlock holds its ports paused until the PFC watchdog fires, which stops the compiled run, so
@@ -64,7 +64,6 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
 
 # no reference counting: every array is made in Python and outlives the run (it saves the counts' atomic operations)
 JIT: dict[str, Any] = {"cache": True, "_nrt": False}
-MAX_FLOWS_PER_PORT = 16  # qp_scheduler.SCAN_FLOWS: up to this many QPs a port's turn tests each in order
 MAX_SERIES = 20_000  # port_monitors.MAX_DEPTH_SAMPLES and nic.MAX_RATE_SAMPLES: thinning past them is not replayed
 MAX_PFC_FRAMES = 100_000  # Network.pfc_sent keeps this many frames
 
@@ -622,7 +621,7 @@ def _settle(S, pq, now):
         Q_I[pq * 15 + PSTART_SET] = 0
 
 
-# -- a NIC port's QPs (qp_scheduler.py, up to MAX_FLOWS_PER_PORT: the scan) -------------------------------------------
+# -- a NIC port's QPs (qp_scheduler.py): each tested in turn, as Source finds them (by index past its first 16) -------
 @njit(**JIT)
 def _pull_pick(S, port, now):
     """Source.pull's choice: the next QP in turn that may send now (its turn taken), or -1."""
@@ -631,9 +630,10 @@ def _pull_pick(S, port, now):
     FL_F = _f2(S, 6)
     FL_I = _i2(S, 7)
     SRC = _i2(S, 16)
+    SRCC = S[1][3 * 16 + 2]
     n = P_I[port * 14 + SRC_N]
     if n == 1:
-        f = SRC[port * 16 + 0]
+        f = SRC[port * SRCC + 0]
         if (
             FL_F[f * 13 + NEXT_T] <= now
             and Q_F[(port * 8 + FL_I[f * 36 + PRIO]) * 5 + PU] <= now
@@ -645,7 +645,7 @@ def _pull_pick(S, port, now):
     rr = P_I[port * 14 + SRC_RR]
     for i in range(n):
         j = (rr + i) % n
-        f = SRC[port * 16 + j]
+        f = SRC[port * SRCC + j]
         if (
             FL_F[f * 13 + NEXT_T] <= now
             and Q_F[(port * 8 + FL_I[f * 36 + PRIO]) * 5 + PU] <= now
@@ -663,9 +663,10 @@ def _next_ready(S, port):
     FL_F = _f2(S, 6)
     FL_I = _i2(S, 7)
     SRC = _i2(S, 16)
+    SRCC = S[1][3 * 16 + 2]
     t = inf
     for j in range(P_I[port * 14 + SRC_N]):
-        f = SRC[port * 16 + j]
+        f = SRC[port * SRCC + j]
         if FL_I[f * 36 + SND_NXT] < FL_I[f * 36 + N]:
             ready = max(FL_F[f * 13 + NEXT_T], Q_F[(port * 8 + FL_I[f * 36 + PRIO]) * 5 + PU])
             t = min(t, ready)
@@ -677,12 +678,13 @@ def _src_remove(S, f):
     P_I = _i2(S, 3)
     FL_I = _i2(S, 7)
     SRC = _i2(S, 16)
+    SRCC = S[1][3 * 16 + 2]
     port = FL_I[f * 36 + SPORT]
     n = P_I[port * 14 + SRC_N]
     for j in range(n):
-        if SRC[port * 16 + j] == f:
+        if SRC[port * SRCC + j] == f:
             for i in range(j, n - 1):
-                SRC[port * 16 + i] = SRC[port * 16 + i + 1]
+                SRC[port * SRCC + i] = SRC[port * SRCC + i + 1]
             P_I[port * 14 + SRC_N] = n - 1
             return
 
@@ -1271,8 +1273,8 @@ def unsupported(net) -> str | None:
         if p.queue.backlog:
             return "packets are queued before the run"
         src = p.source
-        if src is not None and len(src.active) > MAX_FLOWS_PER_PORT:
-            return f"more than {MAX_FLOWS_PER_PORT} QPs on a NIC port"
+        if src is not None and src.lazy:
+            return "a QP placing out of order"
     from .network import no_completion_callback
 
     for f in net.flows:
@@ -1411,7 +1413,8 @@ class _State:
         Q_I = np.zeros((nports * 8, 15), dtype=np.int64)
         Q_I[:, ECNORD] = -1
         K_I = np.zeros((nports * 8, 5), dtype=np.int64)
-        SRC = np.full((nports, MAX_FLOWS_PER_PORT), -1, dtype=np.int64)
+        width = max([len(p.source.active) for p in net.ports if p.source is not None] + [1])
+        SRC = np.full((nports, width), -1, dtype=np.int64)
         quanta = c.pfc_quanta
         for p in net.ports:
             i = p.link
