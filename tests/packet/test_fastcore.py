@@ -69,6 +69,7 @@ MANY_QPS = [(s, (s + 1 + k % 3) % 16, 40e3) for s in range(16) for k in range(24
 MANY_QPS_INCAST = [(s, 0, 60e3) for s in (1, 2, 17, 18) for _ in range(40)]  # PFC pauses the NICs: QPs wait
 # half the incast's QPs in the default class (queue 0, lossy, no WRED): DWRR between queues 0 and 3 at every port
 TWO_CLASSES = [(s, 0, 2e6, 0 if i % 2 else 24) for i, s in enumerate((1, 2, 3, 4, 17, 18, 19, 20))]
+LOSSY = SwitchConfig(pfc_enabled=False, queue_limit_bytes=200_000)
 BIG_QUEUES = SwitchConfig(queue_limit_bytes=60_000_000, buffer_bytes=128 * 1024 * 1024)
 
 CASES = {
@@ -92,6 +93,11 @@ CASES = {
         PacketConfig(switch=SwitchConfig(pfc_xon_bytes=60_000, pfc_xoff_bytes=400_000, wred_max_bytes=300_000)),
     ),
     "two-classes-dwrr": (32, TWO_CLASSES, PacketConfig(switch=BIG_QUEUES)),
+    # lossy RoCE: drops at the queue limit, NAKs, go-back-N, timeouts
+    "lossy-incast": (32, INCAST, PacketConfig(switch=LOSSY)),
+    "lossy-incast-no-dcqcn": (32, INCAST, PacketConfig(switch=LOSSY, dcqcn=DcqcnConfig(enabled=False))),
+    "lossy-incast-wred-drops": (32, INCAST, PacketConfig(switch=replace(LOSSY, wred_ecn=False))),
+    "lossy-incast-buffer-full": (32, INCAST, PacketConfig(switch=replace(LOSSY, buffer_bytes=150_000))),
     "two-classes-dwrr-70-30": (
         32,
         TWO_CLASSES,
@@ -128,6 +134,15 @@ def test_the_cases_exercise_what_the_core_replays():
     _, _, net = _traffic(32, MANY_QPS_INCAST, CASES["40-qps-per-port-incast-small-xoff"][2], "compiled")
     senders = [p for p in net.ports if not p.is_switch_port and p.owner.id in ("h1", "h2", "h17", "h18")]
     assert net.loop_used == "compiled" and all(sum(p.pfc_rx) > 0 for p in senders)  # 40 QPs wait on a paused port
+    for case, reason in (
+        ("lossy-incast", "queue-limit"),
+        ("lossy-incast-wred-drops", "wred"),
+        ("lossy-incast-buffer-full", "buffer-full"),
+    ):
+        hosts, pairs, cfg = CASES[case]
+        _, _, net = _traffic(hosts, pairs, cfg, "compiled")
+        assert net.loop_used == "compiled" and any(r == reason for _, _, r in net.stats.drops)
+        assert sum(f.timeouts + f.naks for f in net.flows) > 0  # go-back-N after the drops
     _, _, net = _traffic(16, SEVERAL_QPS, PacketConfig(), "compiled")
     assert not any(src.active for h in net.devices if h.kind == "host" for src in h.sources.values())  # all done
     assert len({f.src.idx for f in net.flows}) == 16 and len(net.flows) == 64
@@ -220,13 +235,16 @@ def test_work_started_from_python_runs_on_the_reference_and_says_why():
 
 
 def test_a_run_the_core_stops_is_run_again_on_the_reference():
-    """A drop is found only while running: the compiled run stops, the generator is put back, the reference runs."""
-    lossy = PacketConfig(switch=SwitchConfig(pfc_enabled=False, queue_limit_bytes=200_000))
-    ref = _traffic(32, INCAST, lossy, "python")
-    fast = _traffic(32, INCAST, lossy, "compiled")
-    assert fast[2].loop_used == "python: the run a packet was dropped"
+    """The PFC watchdog firing is found only while running: the compiled run stops, the generator is put back, the
+    reference runs (and the watchdog discards the stuck queue there)."""
+    quick = PacketConfig(
+        switch=SwitchConfig(pfc_xon_bytes=60_000, pfc_xoff_bytes=400_000, wred_max_bytes=300_000, pfc_watchdog_s=5e-6)
+    )
+    ref = _traffic(32, INCAST, quick, "python")
+    fast = _traffic(32, INCAST, quick, "compiled")
+    assert fast[2].loop_used == "python: the run the PFC watchdog fired"
     assert fast[:2] == ref[:2]
-    assert sum(fast[2].stats.drops.values()) > 0
+    assert sum(fast[2].stats.watchdog.values()) > 0
 
 
 def test_the_tables_grow_as_the_reference_runs_on(monkeypatch):

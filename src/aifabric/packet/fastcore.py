@@ -11,12 +11,14 @@ reference's bit for bit (tests/packet/test_fastcore.py runs both on many scenari
 
 What it covers (`unsupported` says why not, and `Network.run` then keeps the Python engine, which runs everything):
 RoCEv2 RC queue pairs (go-back-N, Write First/Middle/Last) between NICs attached to switches, ECMP on the Router's
-paths, DCQCN (or none), WRED/ECN with the instantaneous depth, PFC, the DWRR/strict egress scheduler, every transfer
+paths, DCQCN (or none), WRED/ECN with the instantaneous depth, PFC, lossy queues and their drops (buffer full, queue
+limit, WRED's drop threshold, PFC headroom overrun: counted, resent by go-back-N), the DWRR/strict egress scheduler,
+every transfer
 added before the run with no completion callback, run to the end. Not: UC, UD, UET, Write Only, CM setup, flowlet,
 spray, adaptive routing and DLB, WRED's average, dynamic thresholds, scale-up (NVLink) and PXN-relayed flows, faults,
 `--explain`, pcaps and traced flows, link-load bins, and the task-graph engine (engines/packet.py, whose completions
 start new transfers). A NIC port's QPs are tested in turn, all of them: the Python scheduler finds the same one by
-index past its first 16 (qp_scheduler.py). Some things are found only while running (a drop, the PFC watchdog, a QP out of retries, a depth or rate series past its thinning limit, a queue
+index past its first 16 (qp_scheduler.py). Some things are found only while running (the PFC watchdog, a QP out of retries, a depth or rate series past its thinning limit, a queue
 left holding packets): the compiled run then stops, its arrays are thrown away, the generator is put back, and the
 Python engine runs the network from the same starting state. The compiled run does not look for PFC deadlocks
 (packet/deadlock.py): a deadlock holds its ports paused until the PFC watchdog fires, which stops the compiled run, so
@@ -69,6 +71,9 @@ MAX_PFC_FRAMES = 100_000  # Network.pfc_sent keeps this many frames
 
 # events
 EV_RECV, EV_KICK, EV_RTO, EV_INC, EV_REFRESH, EV_PFC = 0, 1, 2, 3, 4, 5
+# what a switch drops for (Network.drop's reasons; the core's index into DROP_REASONS)
+DROP_REASONS = ("buffer-full", "wred-drop-threshold", "wred", "pfc-headroom-overrun", "queue-limit")
+D_BUFFER, D_WRED_THRESHOLD, D_WRED, D_HEADROOM, D_QLIMIT = range(5)
 # run status
 ST_DONE, ST_BAIL, ST_GROW, ST_UNI, ST_CHUNK = 0, 1, 2, 3, 4
 CHUNK_EVENTS = 1 << 19  # events per call, then back to Python (numba code does not see Ctrl-C)
@@ -134,7 +139,8 @@ ING, PUP, HR, HASING, HASPUP = range(5)
     FLEN,
     RLEN,
     DECLOG,
-) = range(36)
+    NETDROPS,
+) = range(37)
 # PK: per packet row
 KIND, FLOW, DIR, HOP, PSN, PSIZE, ECN, PPRIO, PDSCP, OP, INLINK, IKEY, NEXT = range(13)
 # C_F, C_I: configuration
@@ -636,8 +642,8 @@ def _pull_pick(S, port, now):
         f = SRC[port * SRCC + 0]
         if (
             FL_F[f * 13 + NEXT_T] <= now
-            and Q_F[(port * 8 + FL_I[f * 36 + PRIO]) * 5 + PU] <= now
-            and FL_I[f * 36 + SND_NXT] < FL_I[f * 36 + N]
+            and Q_F[(port * 8 + FL_I[f * 37 + PRIO]) * 5 + PU] <= now
+            and FL_I[f * 37 + SND_NXT] < FL_I[f * 37 + N]
         ):
             P_I[port * 14 + SRC_RR] = 1
             return f
@@ -648,8 +654,8 @@ def _pull_pick(S, port, now):
         f = SRC[port * SRCC + j]
         if (
             FL_F[f * 13 + NEXT_T] <= now
-            and Q_F[(port * 8 + FL_I[f * 36 + PRIO]) * 5 + PU] <= now
-            and FL_I[f * 36 + SND_NXT] < FL_I[f * 36 + N]
+            and Q_F[(port * 8 + FL_I[f * 37 + PRIO]) * 5 + PU] <= now
+            and FL_I[f * 37 + SND_NXT] < FL_I[f * 37 + N]
         ):
             P_I[port * 14 + SRC_RR] = j + 1
             return f
@@ -667,8 +673,8 @@ def _next_ready(S, port):
     t = inf
     for j in range(P_I[port * 14 + SRC_N]):
         f = SRC[port * SRCC + j]
-        if FL_I[f * 36 + SND_NXT] < FL_I[f * 36 + N]:
-            ready = max(FL_F[f * 13 + NEXT_T], Q_F[(port * 8 + FL_I[f * 36 + PRIO]) * 5 + PU])
+        if FL_I[f * 37 + SND_NXT] < FL_I[f * 37 + N]:
+            ready = max(FL_F[f * 13 + NEXT_T], Q_F[(port * 8 + FL_I[f * 37 + PRIO]) * 5 + PU])
             t = min(t, ready)
     return t
 
@@ -679,7 +685,7 @@ def _src_remove(S, f):
     FL_I = _i2(S, 7)
     SRC = _i2(S, 16)
     SRCC = S[1][3 * 16 + 2]
-    port = FL_I[f * 36 + SPORT]
+    port = FL_I[f * 37 + SPORT]
     n = P_I[port * 14 + SRC_N]
     for j in range(n):
         if SRC[port * SRCC + j] == f:
@@ -697,9 +703,9 @@ def _log_rate(S, f, now):
     FL_I = _i2(S, 7)
     LR_F = _f2(S, 14)
     LR_I = _i1(S, 15)
-    if FL_I[f * 36 + NRATE] + 1 > MAX_SERIES:
+    if FL_I[f * 37 + NRATE] + 1 > MAX_SERIES:
         G_I[BAIL] = B_SERIES
-    FL_I[f * 36 + NRATE] += 1
+    FL_I[f * 37 + NRATE] += 1
     i = G_I[NLR]
     G_I[NLR] = i + 1
     LR_F[i * 2 + 0] = now
@@ -715,11 +721,11 @@ def _packet_out(S, f, now):
     FL_I = _i2(S, 7)
     SENT = _f1(S, 17)
     C_I = _i1(S, 20)
-    psn = FL_I[f * 36 + SND_NXT]
-    FL_I[f * 36 + SND_NXT] = psn + 1
-    n = FL_I[f * 36 + N]
-    mtu = FL_I[f * 36 + MTU]
-    total = FL_I[f * 36 + SIZE]
+    psn = FL_I[f * 37 + SND_NXT]
+    FL_I[f * 37 + SND_NXT] = psn + 1
+    n = FL_I[f * 37 + N]
+    mtu = FL_I[f * 37 + MTU]
+    total = FL_I[f * 37 + SIZE]
     payload = min(mtu, total - psn * mtu) if total else 0
     if n == 1:
         op = OP_WRITE_ONLY
@@ -731,19 +737,19 @@ def _packet_out(S, f, now):
         op = OP_WRITE_LAST if psn == n - 1 else OP_WRITE_MIDDLE
         reth = False
     size = payload + ROCE_HEADER_BYTES + (RETH_BYTES if reth else 0)
-    k = _alloc(S, DATA, f, 0, psn, size, ECN_ECT0, FL_I[f * 36 + PRIO], FL_I[f * 36 + DSCP], op)
-    if psn < FL_I[f * 36 + MAX_SENT]:
-        FL_I[f * 36 + RETX] += 1
+    k = _alloc(S, DATA, f, 0, psn, size, ECN_ECT0, FL_I[f * 37 + PRIO], FL_I[f * 37 + DSCP], op)
+    if psn < FL_I[f * 37 + MAX_SENT]:
+        FL_I[f * 37 + RETX] += 1
     else:
-        FL_I[f * 36 + MAX_SENT] = psn + 1
-    SENT[FL_I[f * 36 + SENT_OFF] + psn] = now
+        FL_I[f * 37 + MAX_SENT] = psn + 1
+    SENT[FL_I[f * 37 + SENT_OFF] + psn] = now
     if FL_F[f * 13 + RC] < FL_F[f * 13 + LINE]:
         FL_F[f * 13 + NEXT_T] = now + size / FL_F[f * 13 + RC]
         if C_I[DC_ON]:
-            FL_I[f * 36 + BYTES_CTR] += size
-            if FL_I[f * 36 + BYTES_CTR] >= C_I[BYTE_COUNTER]:
-                FL_I[f * 36 + BYTES_CTR] -= C_I[BYTE_COUNTER]
-                FL_I[f * 36 + IB] += 1
+            FL_I[f * 37 + BYTES_CTR] += size
+            if FL_I[f * 37 + BYTES_CTR] >= C_I[BYTE_COUNTER]:
+                FL_I[f * 37 + BYTES_CTR] -= C_I[BYTE_COUNTER]
+                FL_I[f * 37 + IB] += 1
                 G_I[INCR] = 1
     else:
         FL_F[f * 13 + NEXT_T] = now
@@ -754,8 +760,8 @@ def _packet_out(S, f, now):
 def _arm_rto(S, f, now):
     FL_F = _f2(S, 6)
     FL_I = _i2(S, 7)
-    if not FL_I[f * 36 + RTO_ARMED]:
-        FL_I[f * 36 + RTO_ARMED] = 1
+    if not FL_I[f * 37 + RTO_ARMED]:
+        FL_I[f * 37 + RTO_ARMED] = 1
         _push(S, now + FL_F[f * 13 + RTO_S], EV_RTO, f, 0, 0)
 
 
@@ -769,7 +775,7 @@ def _next_packet(S, f, now):
         G_I[INCR] = 0
         _rate_increase(S, f, now)
         if FL_F[f * 13 + NEXT_T] > now:
-            _kick1(S, FL_I[f * 36 + SPORT])
+            _kick1(S, FL_I[f * 37 + SPORT])
     _arm_rto(S, f, now)
     return k
 
@@ -796,8 +802,8 @@ def _rate_increase(S, f, now):
     C_F = _f1(S, 19)
     C_I = _i1(S, 20)
     fr = C_I[FAST_REC]
-    it = FL_I[f * 36 + IT]
-    ib = FL_I[f * 36 + IB]
+    it = FL_I[f * 37 + IT]
+    ib = FL_I[f * 37 + IB]
     line = FL_F[f * 13 + LINE]
     if max(it, ib) <= fr:
         pass
@@ -816,13 +822,13 @@ def _inc_timer(S, f, gen):
     FL_F = _f2(S, 6)
     FL_I = _i2(S, 7)
     C_F = _f1(S, 19)
-    if gen != FL_I[f * 36 + INC_GEN]:
+    if gen != FL_I[f * 37 + INC_GEN]:
         return
-    FL_I[f * 36 + IT] += 1
+    FL_I[f * 37 + IT] += 1
     now = G_F[NOW]
     _rate_increase(S, f, now)
     if FL_F[f * 13 + NEXT_T] > now:
-        _kick(S, FL_I[f * 36 + SPORT])
+        _kick(S, FL_I[f * 37 + SPORT])
     if FL_F[f * 13 + RC] < FL_F[f * 13 + LINE]:
         _push(S, G_F[NOW] + C_F[INC_TIMER], EV_INC, f, gen, 0)
 
@@ -830,8 +836,8 @@ def _inc_timer(S, f, gen):
 @njit(**JIT)
 def _go_back(S, f, psn):
     FL_I = _i2(S, 7)
-    FL_I[f * 36 + SND_NXT] = psn
-    _kick(S, FL_I[f * 36 + SPORT])
+    FL_I[f * 37 + SND_NXT] = psn
+    _kick(S, FL_I[f * 37 + SPORT])
 
 
 @njit(**JIT)
@@ -842,21 +848,21 @@ def _rto(S, f):
     FL_I = _i2(S, 7)
     SENT = _f1(S, 17)
     now = G_F[NOW]
-    if FL_I[f * 36 + ACKED] or FL_I[f * 36 + SND_UNA] >= FL_I[f * 36 + N]:
-        FL_I[f * 36 + RTO_ARMED] = 0
+    if FL_I[f * 37 + ACKED] or FL_I[f * 37 + SND_UNA] >= FL_I[f * 37 + N]:
+        FL_I[f * 37 + RTO_ARMED] = 0
         return
-    if FL_I[f * 36 + SND_UNA] >= FL_I[f * 36 + SND_NXT]:
-        FL_I[f * 36 + RTO_ARMED] = 0
+    if FL_I[f * 37 + SND_UNA] >= FL_I[f * 37 + SND_NXT]:
+        FL_I[f * 37 + RTO_ARMED] = 0
         return
-    due = SENT[FL_I[f * 36 + SENT_OFF] + FL_I[f * 36 + SND_UNA]] + FL_F[f * 13 + RTO_S]
+    due = SENT[FL_I[f * 37 + SENT_OFF] + FL_I[f * 37 + SND_UNA]] + FL_F[f * 13 + RTO_S]
     if now >= due - 1e-12:
-        FL_I[f * 36 + TIMEOUTS] += 1
-        FL_I[f * 36 + RTO_ARMED] = 0
-        if FL_I[f * 36 + RETRIES] >= FL_I[f * 36 + RETRY_CNT]:
+        FL_I[f * 37 + TIMEOUTS] += 1
+        FL_I[f * 37 + RTO_ARMED] = 0
+        if FL_I[f * 37 + RETRIES] >= FL_I[f * 37 + RETRY_CNT]:
             G_I[BAIL] = B_RETRY
             return
-        FL_I[f * 36 + RETRIES] += 1
-        _go_back(S, f, FL_I[f * 36 + SND_UNA])
+        FL_I[f * 37 + RETRIES] += 1
+        _go_back(S, f, FL_I[f * 37 + SND_UNA])
         return
     _push(S, due, EV_RTO, f, 0, 0)
 
@@ -876,9 +882,9 @@ def _host_send(S, k):
 def _ack(S, f, now, kind):
     FL_F = _f2(S, 6)
     FL_I = _i2(S, 7)
-    FL_I[f * 36 + LAST_ACK_PSN] = FL_I[f * 36 + EPSN]
+    FL_I[f * 37 + LAST_ACK_PSN] = FL_I[f * 37 + EPSN]
     FL_F[f * 13 + LAST_ACK_T] = now
-    k = _alloc(S, kind, f, 1, FL_I[f * 36 + EPSN], ACK_BYTES, 0, FL_I[f * 36 + PRIO], FL_I[f * 36 + DSCP], OP_ACK)
+    k = _alloc(S, kind, f, 1, FL_I[f * 37 + EPSN], ACK_BYTES, 0, FL_I[f * 37 + PRIO], FL_I[f * 37 + DSCP], OP_ACK)
     _host_send(S, k)
 
 
@@ -892,36 +898,36 @@ def _rx_data(S, f, k):
     C_I = _i1(S, 20)
     now = G_F[NOW]
     if PK[k * 13 + ECN] == ECN_CE:
-        FL_I[f * 36 + CE_RX] += 1
+        FL_I[f * 37 + CE_RX] += 1
         if C_I[DC_ON] and now - FL_F[f * 13 + LAST_CNP] >= C_F[CNP_INT]:
             FL_F[f * 13 + LAST_CNP] = now
-            FL_I[f * 36 + CNP_TX] += 1
+            FL_I[f * 37 + CNP_TX] += 1
             c = _alloc(S, CNP, f, 1, 0, CNP_BYTES, 0, C_I[CNP_Q], C_I[CNP_DSCP], OP_CNP)
             _host_send(S, c)
     psn = PK[k * 13 + PSN]
-    if psn == FL_I[f * 36 + EPSN]:
-        FL_I[f * 36 + EPSN] = psn + 1
-        FL_I[f * 36 + NGOT] += 1
-        FL_I[f * 36 + NAK_SENT] = 0
-    elif psn > FL_I[f * 36 + EPSN]:
-        FL_I[f * 36 + OOO] += 1
-        if not FL_I[f * 36 + NAK_SENT]:
-            FL_I[f * 36 + NAK_SENT] = 1
+    if psn == FL_I[f * 37 + EPSN]:
+        FL_I[f * 37 + EPSN] = psn + 1
+        FL_I[f * 37 + NGOT] += 1
+        FL_I[f * 37 + NAK_SENT] = 0
+    elif psn > FL_I[f * 37 + EPSN]:
+        FL_I[f * 37 + OOO] += 1
+        if not FL_I[f * 37 + NAK_SENT]:
+            FL_I[f * 37 + NAK_SENT] = 1
             _ack(S, f, now, NAK)
         return
     else:
-        FL_I[f * 36 + DUP] += 1
+        FL_I[f * 37 + DUP] += 1
         if psn % C_I[ACK_EVERY_CFG] == 0:
             _ack(S, f, now, ACK)
         return
     if (
-        FL_I[f * 36 + EPSN] - FL_I[f * 36 + LAST_ACK_PSN] >= FL_I[f * 36 + ACK_EVERY]
-        or FL_I[f * 36 + NGOT] == FL_I[f * 36 + N]
+        FL_I[f * 37 + EPSN] - FL_I[f * 37 + LAST_ACK_PSN] >= FL_I[f * 37 + ACK_EVERY]
+        or FL_I[f * 37 + NGOT] == FL_I[f * 37 + N]
         or now - FL_F[f * 13 + LAST_ACK_T] >= FL_F[f * 13 + ACK_AFTER]
     ):
         _ack(S, f, now, ACK)
-    if FL_I[f * 36 + NGOT] == FL_I[f * 36 + N] and not FL_I[f * 36 + DONE]:
-        FL_I[f * 36 + DONE] = 1
+    if FL_I[f * 37 + NGOT] == FL_I[f * 37 + N] and not FL_I[f * 37 + DONE]:
+        FL_I[f * 37 + DONE] = 1
         FL_F[f * 13 + DONE_T] = now
 
 
@@ -935,17 +941,17 @@ def _rx_ack(S, f, k):
     AO = _i1(S, 21)
     now = G_F[NOW]
     psn = PK[k * 13 + PSN]
-    if psn > FL_I[f * 36 + SND_UNA]:
-        FL_I[f * 36 + SND_UNA] = psn
-        FL_I[f * 36 + RETRIES] = 0
+    if psn > FL_I[f * 37 + SND_UNA]:
+        FL_I[f * 37 + SND_UNA] = psn
+        FL_I[f * 37 + RETRIES] = 0
     if PK[k * 13 + KIND] == NAK:
-        FL_I[f * 36 + NAKS] += 1
-        if psn < FL_I[f * 36 + SND_NXT]:
+        FL_I[f * 37 + NAKS] += 1
+        if psn < FL_I[f * 37 + SND_NXT]:
             _go_back(S, f, psn)
-    if FL_I[f * 36 + SND_UNA] >= FL_I[f * 36 + N] and not FL_I[f * 36 + ACKED]:
-        FL_I[f * 36 + ACKED] = 1
+    if FL_I[f * 37 + SND_UNA] >= FL_I[f * 37 + N] and not FL_I[f * 37 + ACKED]:
+        FL_I[f * 37 + ACKED] = 1
         FL_F[f * 13 + ACKED_T] = now
-        FL_I[f * 36 + INC_GEN] += 1
+        FL_I[f * 37 + INC_GEN] += 1
         _src_remove(S, f)
         AO[G_I[NAO]] = f
         G_I[NAO] += 1
@@ -959,26 +965,26 @@ def _rx_cnp(S, f):
     C_F = _f1(S, 19)
     C_I = _i1(S, 20)
     now = G_F[NOW]
-    FL_I[f * 36 + CNP_RX] += 1
-    if not C_I[DC_ON] or FL_I[f * 36 + ACKED] or now - FL_F[f * 13 + LAST_DEC] < C_F[RDI]:
+    FL_I[f * 37 + CNP_RX] += 1
+    if not C_I[DC_ON] or FL_I[f * 37 + ACKED] or now - FL_F[f * 13 + LAST_DEC] < C_F[RDI]:
         return
     FL_F[f * 13 + LAST_DEC] = now
     periods = int((now - FL_F[f * 13 + ALPHA_REF]) / C_F[AUI])
     if periods > 0:
         FL_F[f * 13 + ALPHA] = (1.0 - C_F[G]) ** float(periods) * FL_F[f * 13 + ALPHA]
     FL_F[f * 13 + ALPHA_REF] = now
-    if C_I[CLAMP] or FL_I[f * 36 + IT] or FL_I[f * 36 + IB]:
+    if C_I[CLAMP] or FL_I[f * 37 + IT] or FL_I[f * 37 + IB]:
         FL_F[f * 13 + RT] = FL_F[f * 13 + RC]
     FL_F[f * 13 + RC] = max(C_F[MIN_RATE], FL_F[f * 13 + RC] * (1.0 - FL_F[f * 13 + ALPHA] / 2.0))
     FL_F[f * 13 + ALPHA] = (1.0 - C_F[G]) * FL_F[f * 13 + ALPHA] + C_F[G]
-    FL_I[f * 36 + IT] = 0
-    FL_I[f * 36 + IB] = 0
-    FL_I[f * 36 + BYTES_CTR] = 0
+    FL_I[f * 37 + IT] = 0
+    FL_I[f * 37 + IB] = 0
+    FL_I[f * 37 + BYTES_CTR] = 0
     _log_rate(S, f, now)
-    if FL_I[f * 36 + DECLOG] < 3:
-        FL_I[f * 36 + DECLOG] += 1
-    FL_I[f * 36 + INC_GEN] += 1
-    _push(S, now + C_F[INC_TIMER], EV_INC, f, FL_I[f * 36 + INC_GEN], 0)
+    if FL_I[f * 37 + DECLOG] < 3:
+        FL_I[f * 37 + DECLOG] += 1
+    FL_I[f * 37 + INC_GEN] += 1
+    _push(S, now + C_F[INC_TIMER], EV_INC, f, FL_I[f * 37 + INC_GEN], 0)
 
 
 # -- a switch (switch.py) ------------------------------------------------------------------------------------------
@@ -1066,6 +1072,24 @@ def _uniform(S):
 
 
 @njit(**JIT)
+def _drop(S, port, k, reason):
+    """Network.drop: counted by port, queue and reason (first-occurrence order kept); a data packet's QP counts it
+    (RC resends it: a NAK or a timeout)."""
+    G_I = _i1(S, 1)
+    FL_I = _i2(S, 7)
+    PK = _i2(S, 9)
+    DROPS = _i2(S, 32)
+    j = (port * 8 + PK[k * 13 + PPRIO]) * 5 + reason
+    if DROPS[j * 2 + 0] == 0:
+        DROPS[j * 2 + 1] = G_I[ORDER]
+        G_I[ORDER] += 1
+    DROPS[j * 2 + 0] += 1
+    if PK[k * 13 + KIND] == DATA:
+        FL_I[PK[k * 13 + FLOW] * 37 + NETDROPS] += 1
+    _free(S, k)
+
+
+@njit(**JIT)
 def _switch_receive(S, node, k):
     G_F = _f1(S, 0)
     G_I = _i1(S, 1)
@@ -1091,7 +1115,7 @@ def _switch_receive(S, node, k):
     port = PATH[(2 * f + PK[k * 13 + DIR]) * PATHC + h]
     size = PK[k * 13 + PSIZE]
     if N_I[node] + size > C_I[BUFFER]:
-        G_I[BAIL] = B_DROP
+        _drop(S, port, k, D_BUFFER)
         return
     pq = port * 8 + q
     depth = Q_I[pq * 15 + DEPTH]
@@ -1100,7 +1124,7 @@ def _switch_receive(S, node, k):
             u = _uniform(S) if depth <= CQ_F[q * 4 + WMAX] else 1.0
             # wred_decision
             if CQ_I[q * 6 + HASWDROP] and depth > CQ_F[q * 4 + WDROP]:
-                G_I[BAIL] = B_DROP
+                _drop(S, port, k, D_WRED_THRESHOLD)
                 return
             if depth > CQ_F[q * 4 + WMAX]:
                 mark = True
@@ -1108,7 +1132,7 @@ def _switch_receive(S, node, k):
                 mark = u < CQ_F[q * 4 + PMAX] * (depth - CQ_F[q * 4 + WMIN]) / (CQ_F[q * 4 + WMAX] - CQ_F[q * 4 + WMIN])
             if mark:
                 if not C_I[WRED_ECN]:
-                    G_I[BAIL] = B_DROP
+                    _drop(S, port, k, D_WRED)
                     return
                 if PK[k * 13 + ECN] != ECN_NOT_ECT:
                     if PK[k * 13 + ECN] != ECN_CE:
@@ -1118,10 +1142,10 @@ def _switch_receive(S, node, k):
                             G_I[ORDER] += 1
                         Q_I[pq * 15 + ECNM] += 1
                 elif not CQ_I[q * 6 + LOSSLESS]:
-                    G_I[BAIL] = B_DROP
+                    _drop(S, port, k, D_WRED)
                     return
         elif CQ_I[q * 6 + HASWDROP] and depth > CQ_F[q * 4 + WDROP]:
-            G_I[BAIL] = B_DROP
+            _drop(S, port, k, D_WRED_THRESHOLD)
             return
     if CQ_I[q * 6 + LOSSLESS]:
         key = PK[k * 13 + INLINK] * 8 + q
@@ -1129,7 +1153,7 @@ def _switch_receive(S, node, k):
         xoff = CQ_I[q * 6 + XOFF]
         if level > xoff:
             if level > xoff + K_I[key * 5 + HR]:
-                G_I[BAIL] = B_DROP
+                _drop(S, port, k, D_HEADROOM)
                 return
             if not (K_I[key * 5 + HASPUP] and K_I[key * 5 + PUP]):
                 K_I[key * 5 + ING] = level
@@ -1146,7 +1170,7 @@ def _switch_receive(S, node, k):
         K_I[key * 5 + HASING] = 1
         PK[k * 13 + IKEY] = key
     elif depth + size > C_I[QLIMIT]:
-        G_I[BAIL] = B_DROP
+        _drop(S, port, k, D_QLIMIT)
         return
     elif not P_I[port * 14 + BACKLOG] and P_F[port * 7 + BUSY] <= now and Q_F[pq * 5 + PU] <= now:
         _transmit(S, port, k, now)
@@ -1257,6 +1281,8 @@ def unsupported(net) -> str | None:
         return "PFC without a watchdog (a PFC deadlock would stop the run)"
     if net.routing_down or net.deadlock_open is not None or net.deadlocked or net.stalls:
         return "faults"
+    if any(reason not in DROP_REASONS for _, _, reason in net.stats.drops):
+        return "packets dropped before the run for a reason the core does not count"
     for d in net.devices:
         if isinstance(d, Switch):
             if d.fib is not None or not d.static_lb:
@@ -1456,7 +1482,6 @@ class _State:
                     Q_I[pq, MAXD] = p.sampler.max_depth[q]
                     Q_F[pq, SAMPLE_T] = p.sampler.sample_t[q]
                     Q_I[pq, NSER] = len(p.sampler.series[q])
-        self.order: list = []  # (kind, key) of stats dict entries in first-occurrence order, for the ones already there
         s = net.stats
         order = 0
         for (name, q), v in s.ecn_marks.items():
@@ -1472,6 +1497,12 @@ class _State:
                 order += 1
         G_I[ORDER] = order
         G_I[NPFCF] = len(s.pfc_frames)
+        DROPS = np.zeros((nports * 8 * len(DROP_REASONS), 2), dtype=np.int64)  # (count, first-occurrence order)
+        for (name, q, reason), v in s.drops.items():
+            j = (self._port_by_name(name) * 8 + q) * len(DROP_REASONS) + DROP_REASONS.index(reason)
+            DROPS[j] = (v, order)
+            order += 1
+        G_I[ORDER] = order
         N_I = np.zeros(len(net.devices), dtype=np.int64)
         N_SW = np.zeros(len(net.devices), dtype=np.int64)
         for dev in net.devices:
@@ -1493,7 +1524,7 @@ class _State:
                         K_I[p.link * 8 + q, HR] = sw._headroom(p.link, q)
         # flows
         FL_F = np.zeros((nf, 13))
-        FL_I = np.zeros((nf, 36), dtype=np.int64)
+        FL_I = np.zeros((nf, 37), dtype=np.int64)
         maxlen = max([len(f.path.links) for f in flows] + [len(f.rpath.links) for f in flows] + [1])
         PATH = np.zeros((2 * nf, maxlen), dtype=np.int64)
         SENT = np.zeros(max(sum(f.n for f in flows), 1))
@@ -1533,6 +1564,7 @@ class _State:
             row[NRATE] = len(f.rate_log)
             row[FLEN], row[RLEN] = len(f.path.links), len(f.rpath.links)
             row[DECLOG] = f.decreases_logged
+            row[NETDROPS] = f.network_drops
             SENT[offs : offs + f.n] = f.sent_t
             offs += f.n
             PATH[2 * i, : len(f.path.links)] = f.path.links
@@ -1648,6 +1680,7 @@ class _State:
                 CQ_F,
                 DSCPQ,
                 N_SW,
+                DROPS,
             ]
         )
         # the events already scheduled (the transfers' first packets, their timers), in (time, sequence) order
@@ -1830,7 +1863,7 @@ class _State:
             net.devices[P_I[key >> 3, DST]].paused_up[int(key)] = int(K_I[key, PUP])
         # statistics dicts, in first-occurrence order
         s = net.stats
-        entries = []
+        entries: list[tuple[int, dict, tuple, int]] = []
         for pq in np.nonzero(Q_I[:, ECNM])[0]:
             entries.append((int(Q_I[pq, ECNORD]), s.ecn_marks, (ports[pq >> 3].name, int(pq & 7)), int(Q_I[pq, ECNM])))
         for pq in np.nonzero(Q_I[:, PSENT])[0]:
@@ -1841,10 +1874,19 @@ class _State:
             entries.append(
                 (int(Q_I[pq, RORD]), s.pfc_resume_sent, (ports[pq >> 3].name, int(pq & 7)), int(Q_I[pq, RSENT]))
             )
+        DROPS = S[32]
+        nr = len(DROP_REASONS)
+        for row in np.nonzero(DROPS[:, 0])[0].tolist():
+            at, r = divmod(row, nr)
+            entries.append(
+                (int(DROPS[row, 1]), s.drops, (ports[at >> 3].name, at & 7, DROP_REASONS[r]), int(DROPS[row, 0]))
+            )
         for _o, d, name_q, v in sorted(entries, key=lambda e: e[0]):
             d[name_q] = v
-        for j in range(int(G_I[NLP])):
-            s.pfc_frames.append((float(LP_F[j]), ports[LP_I[j, 0]].name, int(LP_I[j, 1]), int(LP_I[j, 2])))
+        for frame in range(int(G_I[NLP])):
+            s.pfc_frames.append(
+                (float(LP_F[frame]), ports[LP_I[frame, 0]].name, int(LP_I[frame, 1]), int(LP_I[frame, 2]))
+            )
         # flows
         rate_logs = {
             f: list(zip(ts, (bytes_per_s_to_gbps(x) for x in rates)))
@@ -1871,12 +1913,13 @@ class _State:
             f.retx, f.timeouts, f.naks, f.ooo, f.dup = (int(fi[x]) for x in (RETX, TIMEOUTS, NAKS, OOO, DUP))
             f.retries, f.cnp_tx, f.cnp_rx, f.ce_rx = (int(fi[x]) for x in (RETRIES, CNP_TX, CNP_RX, CE_RX))
             f.decreases_logged = int(fi[DECLOG])
+            f.network_drops = int(fi[NETDROPS])
             off = int(fi[SENT_OFF])
             f.sent_t = [float(x) for x in SENT[off : off + f.n]]
             f.rate_log.extend(rate_logs.get(i, ()))
-        for j in range(int(G_I[NAO])):
-            f = self.flows[int(AO[j])]
-            f.acked_t = float(FL_F[int(AO[j]), ACKED_T])
+        for fi_acked in AO[: int(G_I[NAO])].tolist():
+            f = self.flows[fi_acked]
+            f.acked_t = float(FL_F[fi_acked, ACKED_T])
             f.src.sources[f.path.next_at[f.src.idx]].remove(f)
             if f.conn is not None and f.wr is not None:
                 f.conn.req.complete(f.wr, WcStatus.SUCCESS, f.acked_t)
