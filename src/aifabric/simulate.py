@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -348,28 +347,8 @@ def _fault_loop(graph: TaskGraph) -> str:
 def _collector_held(engine: str):
     """The garbage collector paused from the fabric to the results on the flow and analytic engines (aifabric.collector):
     each stage's millions of objects are not walked at the end of every stage (a fifth of a second each at 1,024 GPUs),
-    nor as young objects once the run is over (`_promoted`); the packet engine's long runs keep it."""
-    return _promoted() if engine in ("flow", "analytic") else nullcontext()
-
-
-@contextmanager
-def _promoted() -> Iterator[None]:
-    """`collector.paused()`, whose objects go to the collector's oldest generation when it resumes instead of staying
-    young: the run's 0.7 M containers at 1,024 GPUs (lists of dependencies, ops, their dicts) are then not walked by the
-    first collection after the run (0.2-0.5 s here), only by a full collection if the process lives on to make one
-    (CPython makes a full one when the objects that survived younger collections reach a quarter of the old ones).
-    `gc.freeze()` then `gc.unfreeze()` moves every tracked object to the oldest generation, two list splices; skipped when
-    something else froze objects (gc.get_freeze_count()), whose freeze it would undo."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            if not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+    nor as young objects once the run is over (`collector.paused(promote=True)`); the packet engine's long runs keep it."""
+    return collector.paused(promote=True) if engine in ("flow", "analytic") else nullcontext()
 
 
 @dataclass

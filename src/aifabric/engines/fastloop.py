@@ -1391,6 +1391,17 @@ def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
     return ptr, flat
 
 
+def _dependents(waits_on: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Task -> what it waits for, turned round: (each task's count of what it waits for, pointer array of n + 1, each
+    task's dependents flat), the dependents in the reference's order (by dependent, then by position in its list)."""
+    ptr_in, flat_in = _csr(waits_on, n)
+    counts = np.diff(ptr_in).astype(np.int64)
+    flat = np.repeat(np.arange(n, dtype=np.int64), counts)[np.argsort(flat_in, kind="stable")]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(flat_in, minlength=n), out=ptr[1:])
+    return counts, ptr, flat
+
+
 @contextmanager
 def _sigint_noted():
     """Ctrl-C noted while the loop runs, raised as KeyboardInterrupt between chunks by the caller (compiled code
@@ -1452,17 +1463,8 @@ def run(
             early_of[d] = early_of[d] + (t,)
         for d in {d for d, _ in pairs}:
             deps[d] = [t for t in deps[d] if t not in early_of[d]]
-    dep_ptr_in, dep_flat_in = _csr(deps, n)  # task -> what it waits for to arrive
-    waits_arrival = np.diff(dep_ptr_in).astype(np.int64)
-    # each task's dependents in the reference's order: by dependent, then by position in its deps
-    dep_flat = np.repeat(np.arange(n, dtype=np.int64), waits_arrival)[np.argsort(dep_flat_in, kind="stable")]
-    dep_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dep_flat_in, minlength=n), out=dep_ptr[1:])
-    drain_ptr_in, drain_flat_in = _csr(early_of, n)  # task -> what it waits for to drain
-    waits_drain = np.diff(drain_ptr_in).astype(np.int64)
-    drain_flat = np.repeat(np.arange(n, dtype=np.int64), waits_drain)[np.argsort(drain_flat_in, kind="stable")]
-    drain_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(drain_flat_in, minlength=n), out=drain_ptr[1:])
+    waits_arrival, dep_ptr, dep_flat = _dependents(deps, n)  # released when a task ends (a transfer arrives)
+    waits_drain, drain_ptr, drain_flat = _dependents(early_of, n)  # released when a transfer's bytes have left
     waiting = waits_arrival + waits_drain
     G: tuple = (
         kind,
