@@ -1085,7 +1085,13 @@ def install(link_load, R) -> None:
     if rf[_RF_BIN_S] == 0.0:
         s, e = int(ri[_RI_N_SEG]), int(ri[_RI_SEG_USED])
         ptr = R[R_SEG_PTR][: s + 1]
-        links, rates = R[R_SEG_L][:e].copy(), R[R_SEG_R][:e].copy()
+        # views of the recorder's buffers when they are mostly used (no copy of ~8 M entries at 1,024 GPUs; the
+        # buffers grow by doubling, so a view keeps at most twice what it shows alive), copies otherwise
+        seg_l, seg_r = R[R_SEG_L], R[R_SEG_R]
+        if 4 * e >= 3 * len(seg_l):
+            links, rates = seg_l[:e], seg_r[:e]
+        else:
+            links, rates = seg_l[:e].copy(), seg_r[:e].copy()
         # split per segment only when read (LinkLoad.set_flat): binning takes the arrays as they are
         link_load.set_flat(R[R_SEG_A][:s].tolist(), R[R_SEG_B][:s].tolist(), ptr.copy(), links, rates)
         link_load._entries = int(ri[_RI_ENTRIES])

@@ -243,6 +243,7 @@ def lower(
     kind_app, rank_app, dst_app, name_app, duration_app, size_app = appends
     route_app, latency_app, deps_app = g.route.append, g.latency_s.append, g.deps.append
     step_app, coll_app, dim_app, kinds = g.step.append, g.collective.append, g.dim.append, g.kind
+    at_rank = [f"@{r}" for r in range(world)] if peers_of else []  # a pipeline send's name: its key @ its rank
     while queue:
         r = popleft()
         queued[r] = False
@@ -258,7 +259,7 @@ def lower(
                 i = op.vstage % len(peers)
                 if op.kind != "send":
                     match = (op.key, peers[i])
-                    sender = sent.get(match)
+                    sender = sent.pop(match, None)  # its only receive: the table holds only sends in flight
                     if sender is None:
                         waiting_recv[match] = r  # the sender has not reached its Send yet
                         break
@@ -286,7 +287,7 @@ def lower(
                 kind_app(TRANSFER)
                 rank_app(r)
                 dst_app(peers[i])
-                name_app(f"{op.key}@{r}")
+                name_app(op.key + at_rank[r])  # f"{op.key}@{r}"
                 duration_app(0.0)
                 size_app(op.size_bytes)
                 route_app(route.links)
