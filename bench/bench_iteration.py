@@ -13,6 +13,7 @@ Plans (`--plan`):
   GPUs / 512, micro-batch 1, batch = GPUs, full recomputation, fp16, A100 with 8 x 200 Gb/s.
 
     python bench/bench_iteration.py [--plan gpt3|llama3|1t] [--gpus 1024 8192 16384] [--engine flow] [--jsonl F]
+    python bench/bench_iteration.py --table --jsonl F   # docs/performance.md's rows: TABLE below
     python bench/growth_svg.py F docs/img/iteration-growth.svg
 """
 
@@ -52,6 +53,10 @@ def _fabric(servers: int, nic_gbps: float) -> dict:
         "spine_radix": 128,
         "superspine_radix": max(64, 64 * pods),
     }
+
+
+# docs/performance.md's table of today's largest runs (1,024 to 32,768 GPUs): (plan, GPUs)
+TABLE = (("gpt3", 1024), ("1t", 3072), ("gpt3", 8192), ("llama3", 16384), ("llama3", 32768))
 
 
 def scenario(gpus: int, engine: str, plan: str = "gpt3"):
@@ -165,18 +170,20 @@ def main() -> None:
     ap.add_argument(
         "--jsonl", type=Path, help="append each size's row (with the plan) to this file (bench/growth_svg.py)"
     )
+    ap.add_argument("--table", action="store_true", help="every row of docs/performance.md's table (TABLE)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.engine, args.plan)))
         return
+    rows = list(TABLE) if args.table else [(args.plan, gpus) for gpus in args.gpus]
     print(
-        f"{'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'report s':>8} {'total s':>8} {'tasks':>9} "
+        f"{'plan':>6} {'GPUs':>6} {'build s':>8} {'lower s':>8} {'run s':>8} {'results s':>9} {'report s':>8} {'total s':>8} {'tasks':>9} "
         f"{'recomputes':>10} {'events/s':>9} {'iteration s':>11} {'MFU':>5} {'peak RSS MB':>11}"
     )
-    for gpus in args.gpus:
+    for plan, gpus in rows:
         out = subprocess.run(
-            [sys.executable, __file__, "--one", str(gpus), "--engine", args.engine, "--plan", args.plan],
+            [sys.executable, __file__, "--one", str(gpus), "--engine", args.engine, "--plan", plan],
             capture_output=True,
             text=True,
             check=True,
@@ -184,9 +191,9 @@ def main() -> None:
         r = json.loads(out.stdout.strip().splitlines()[-1])
         if args.jsonl:
             with args.jsonl.open("a") as f:
-                f.write(json.dumps({"plan": args.plan, **r}) + "\n")
+                f.write(json.dumps({"plan": plan, **r}) + "\n")
         print(
-            f"{r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} {r['report_s']:8.1f} "
+            f"{plan:>6} {r['gpus']:6d} {r['build_s']:8.1f} {r['lower_s']:8.1f} {r['run_s']:8.1f} {r['results_s']:9.1f} {r['report_s']:8.1f} "
             f"{r['total_s']:8.1f} {r['tasks']:9,d} {r['recomputations']:10,d} {r['events_per_s']:9,.0f} "
             f"{r['iteration_s']:11.3f} {r['mfu']:5.2f} {r['peak_rss_mb']:11.0f}",
             flush=True,
