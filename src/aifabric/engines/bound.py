@@ -14,12 +14,11 @@ operations in the same order.
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
 from ..compiled import compiled
 from ..fabric.graph import Fabric
+from .csr import csr, turned_round
 from .taskgraph import COMPUTE, TaskGraph
 
 
@@ -81,32 +80,23 @@ def _longest(
     return best
 
 
-def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, lists), dtype=np.int64, count=n), out=ptr[1:])
-    return ptr, np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
-
-
 def longest_path_s(graph: TaskGraph, fabric: Fabric) -> float:
     """The analytic engine's iteration time of `graph` on `fabric` (no contention): a lower bound on the flow
     engine's."""
     n = len(graph)
     if n == 0:
         return 0.0
-    route_ptr, route_flat = _csr(graph.route, n)
+    route_ptr, route_flat = csr(graph.route, n)
     weight = np.ones(len(route_flat))
     for t, w in graph.route_weight.items():
         weight[route_ptr[t] : route_ptr[t + 1]] = w
-    dep_ptr_in, dep_flat_in = _csr(graph.deps, n)  # task -> what it waits for; turned into task -> its dependents
-    order = np.argsort(dep_flat_in, kind="stable")
-    dependents = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_ptr_in))[order]
+    dep_ptr_in, dep_flat_in = csr(graph.deps, n)  # task -> what it waits for; turned into task -> its dependents
+    dep_ptr, dependents, order = turned_round(dep_ptr_in, dep_flat_in, n)
     at_drain = np.zeros(len(dep_flat_in), dtype=np.bool_)
     for d, t in graph.drain_pairs():
         a, b = dep_ptr_in[d], dep_ptr_in[d + 1]
         at_drain[a:b] |= dep_flat_in[a:b] == t
     at_drain = at_drain[order]
-    dep_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dep_flat_in, minlength=n), out=dep_ptr[1:])
     capacity = np.array([link.rate_bytes_per_s for link in fabric.links], dtype=np.float64)
     fn = compiled(_longest) or _longest
     return float(

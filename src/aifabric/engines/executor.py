@@ -30,6 +30,7 @@ import numpy as np
 
 from ..compiled import pure_python
 from ..fabric.graph import Fabric
+from .csr import csr
 from .fabric_events import JobFailed
 from .linkload import LinkLoad
 from .maxmin import bottleneck_pairs, max_min_pairs
@@ -106,15 +107,6 @@ class Interrupted(Exception):
     def __init__(self, timeline: Timeline):
         super().__init__("simulation interrupted")
         self.timeline = timeline
-
-
-def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """List of int sequences -> (pointer array of n+1, flat values)."""
-    lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=n)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=ptr[1:])
-    flat = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(ptr[-1]))
-    return ptr, flat
 
 
 def _gather(ptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -197,7 +189,7 @@ def run_reference(
     duration = graph.duration_s
     size = np.asarray(graph.size_bytes, dtype=float)
     latency = graph.latency_s
-    route_ptr, route_flat = _csr(graph.route, n)
+    route_ptr, route_flat = csr(graph.route, n)
     # share of a transfer's rate on each of its links: 1 on a path; less where a sprayed transfer splits
     weight_flat = np.ones(len(route_flat))
     for t, w in graph.route_weight.items():
@@ -385,7 +377,7 @@ class _Faults:
 
     def _build_csr(self) -> None:
         n = len(self.graph)
-        ptr, flat = _csr(self.routes, n)
+        ptr, flat = csr(self.routes, n)
         w = np.ones(len(flat))
         for t, ws in self.weights.items():
             w[ptr[t] : ptr[t + 1]] = ws

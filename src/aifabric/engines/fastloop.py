@@ -40,10 +40,10 @@ import signal
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from itertools import chain
 
 import numpy as np
 
+from .csr import csr, turned_round
 from .flowlet import Flowlets, choose_path, flowlet_stats, write_routes
 from .progress import reporter
 
@@ -1389,23 +1389,12 @@ def cached_on_disk() -> bool:
         return True
 
 
-def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """executor._csr, faster: list of int sequences -> (pointer array of n + 1, flat values)."""
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, lists), dtype=np.int64, count=n), out=ptr[1:])
-    flat = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
-    return ptr, flat
-
-
 def _dependents(waits_on: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Task -> what it waits for, turned round: (each task's count of what it waits for, pointer array of n + 1, each
     task's dependents flat), the dependents in the reference's order (by dependent, then by position in its list)."""
-    ptr_in, flat_in = _csr(waits_on, n)
-    counts = np.diff(ptr_in).astype(np.int64)
-    flat = np.repeat(np.arange(n, dtype=np.int64), counts)[np.argsort(flat_in, kind="stable")]
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(flat_in, minlength=n), out=ptr[1:])
-    return counts, ptr, flat
+    ptr_in, flat_in = csr(waits_on, n)
+    ptr, flat, _ = turned_round(ptr_in, flat_in, n)
+    return np.diff(ptr_in), ptr, flat
 
 
 @contextmanager
@@ -1454,7 +1443,7 @@ def run(
     duration = np.asarray(graph.duration_s, dtype=np.float64).reshape(n)
     size = np.asarray(graph.size_bytes, dtype=np.float64).reshape(n)
     latency = np.asarray(graph.latency_s, dtype=np.float64).reshape(n)
-    route_ptr, route_flat = _csr(graph.route, n)
+    route_ptr, route_flat = csr(graph.route, n)
     n_pairs = len(route_flat)
     weight_flat = np.ones(n_pairs)
     for t, w in graph.route_weight.items():
