@@ -219,3 +219,32 @@ def test_a_ctrl_c_in_a_window_leaves_the_flow_run_marked_incomplete(runs, packet
     hyb = simulate(s, "hybrid", packet_windows=["ep"])
     assert hyb.results.complete is False and hyb.packet_windows is None
     assert np.array_equal(hyb.timeline.end_s, flow.timeline.end_s)
+
+
+def test_a_dependent_on_a_transfers_drain_starts_when_its_packets_have_left_in_and_after_a_window():
+    """TaskGraph.drain_deps through the hybrid engine: B waits only for A's bytes to have left. With both in the
+    window, the packet engine releases B when A's last packet has left; with A alone in it (B starts after the
+    window's span), the folded flow run releases B after A's time until its last packet left, not at A's end. Either
+    way B starts when the full packet run starts it, before A has arrived."""
+    from aifabric.engines.hybrid import run_hybrid
+    from aifabric.engines.packet import run_packet
+    from aifabric.engines.taskgraph import TRANSFER, TaskGraph
+    from aifabric.packet.topo import ecmp_route, fat_tree, five_tuple
+
+    f = fat_tree(8, 4, 2, 200)
+
+    def route(s, d, i):
+        return ecmp_route(f, s, d, five_tuple(f, s, d, 0x100 + i, 0x900 + i))
+
+    g = TaskGraph()
+    ra, rb = route("h0", "h4", 0), route("h0", "h5", 1)
+    a = g.add(TRANSFER, 0, 1, "A", [], size_bytes=1e6, route=ra, latency_s=10e-6)
+    b = g.add(TRANSFER, 0, 2, "B", [a], size_bytes=1e6, route=rb, latency_s=10e-6)
+    g.drain_deps[b] = (a,)
+    packet = run_packet(g, f).timeline
+    assert packet.start_s[b] < packet.end_s[a] - 10e-6
+    for window, in_window in (("0:", (a, b)), ("0:10us", (a,))):
+        hyb = run_hybrid(g, f, [parse_window(window)], packet_max_s=None)
+        assert hyb.windows[0].task_ids == in_window
+        assert hyb.timeline.start_s[b] == pytest.approx(packet.start_s[b], rel=1e-9)
+        assert hyb.timeline.end_s[a] == pytest.approx(packet.end_s[a], rel=1e-9)

@@ -14,6 +14,11 @@
    taking exactly the time it took packet by packet (a fixed delay in place of its fluid flow), so queues,
    ECN, DCQCN, PFC pauses and retransmissions in the window move the iteration time as they would.
 
+A dependency on a transfer's bytes having left (TaskGraph.drain_deps: a ring channel's next step) is honoured
+throughout, as every engine honours it: by the flow runs; in a window, on a packet transfer when its last packet has
+left the sender (engines/packet.py), on one kept at flow level after its flow-run drain, from before the span at the
+flow run's drain; in the folded run, after the packet-simulated transfer's time until its last packet left.
+
 What it keeps and loses against a full packet run: outside the windows, rates are max-min fair (no queues,
 no congestion control); inside, the traffic is exactly the packet engine's, but a flow that started before
 the window brings its whole transfer in (the window is widened to its start) and transfers inside servers
@@ -42,7 +47,7 @@ NETWORK_TIERS = frozenset({TIER_HOST, TIER_SPINE, TIER_SUPERSPINE})
 DIMENSIONS = ("dp", "pp", "tp", "cp", "ep", "zero")
 _UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _TIME = r"((?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)(s|ms|us|µs)?"
-AUTO_BINS = 400  # the auto window's time grid over the iteration
+AUTO_BINS = 400  # the auto window's time grid over the NIC-crossing traffic
 PACKET_MAX_S = 1e-3  # of each window, at most this much simulated packet by packet (DCQCN settles well within)
 LOOKS = 16  # looks at the flows in flight over the cap: the goodput an unfinished transfer continues at
 AUTO_LEVEL = 0.5  # the auto window: around the peak, while the NIC-crossing rate stays above this share of it
@@ -168,7 +173,12 @@ def resolve_window(spec: WindowSpec, graph: TaskGraph, tl: Timeline, net: np.nda
     idx = np.flatnonzero(net)
     if not len(idx) or tl.makespan_s <= 0:
         return 0.0, 0.0, "no traffic crosses a NIC"
-    edges = np.linspace(0.0, tl.makespan_s, AUTO_BINS + 1)
+    # the grid spans the NIC-crossing traffic, not the iteration: what comes before it (the first iteration's
+    # connection setup, compute) does not coarsen the grid the peak is found on
+    lo_s, hi_s = float(start[idx].min()), float(end[idx].max())
+    if hi_s <= lo_s:
+        return lo_s, hi_s, "no traffic crosses a NIC"
+    edges = np.linspace(lo_s, hi_s, AUTO_BINS + 1)
     rate = np.zeros(AUTO_BINS)
     size = np.asarray(graph.size_bytes, dtype=float)
     for t in idx:  # each transfer's bytes spread over its flow-run span, per bin
@@ -198,23 +208,55 @@ def _window_tasks(graph: TaskGraph, tl: Timeline, net: np.ndarray, t0: float, t1
     return wire, span, a
 
 
+def _early(graph: TaskGraph) -> set[tuple[int, int]]:
+    """(task, dependency) pairs released when the dependency's bytes have left (TaskGraph.drain_pairs)."""
+    return set(graph.drain_pairs())
+
+
+def _released_s(graph: TaskGraph, tl: Timeline, early: set[tuple[int, int]], t: int, d: int) -> float:
+    """When the flow run `tl` released task t from its dependency d: d's end, or, where t waits only for d's bytes
+    to have left (TaskGraph.drain_deps), d's end less its latency (the flow engine's drain)."""
+    end = float(tl.end_s[d])
+    return end - graph.latency_s[d] if (t, d) in early else end
+
+
 def _subgraph(graph: TaskGraph, tl: Timeline, wire: np.ndarray, span: np.ndarray, a: float) -> tuple[TaskGraph, int]:
     """The span as a task graph of its own, clock starting at `a`: first a delay from 0 for each time the flow
     run released a span task from dependencies outside the span, then the span's tasks in order (span task i
     is task `offset + i`): the packet transfers as they are, the others as fixed delays of their flow-run
-    durations. Returns (sub, offset)."""
+    durations. A dependency on a transfer's bytes having left (TaskGraph.drain_deps) stays one: on a packet
+    transfer as it is (the packet engine releases it when the last packet has left); on one the window keeps at
+    flow level, through a fixed delay of its drain on the flow run (start to end less its latency) added after
+    the span's tasks. Returns (sub, offset)."""
     where = {int(t): i for i, t in enumerate(span)}
     packet = set(int(t) for t in wire)
+    early = _early(graph)
     released: list[float | None] = []
     for t in span:
-        outside = [tl.end_s[d] for d in graph.deps[int(t)] if d not in where]
+        outside = [_released_s(graph, tl, early, int(t), d) for d in graph.deps[int(t)] if d not in where]
         released.append(max(0.0, float(max(outside)) - a) if outside else None)
     times = sorted({r for r in released if r is not None})
     sub = TaskGraph()
     at = {r: sub.add(COMPUTE, -1, -1, f"released at {r + a:.9g} s", [], duration_s=r) for r in times}
     offset = len(times)
+    drains: dict[int, int] = {}  # a flow-level transfer of the span -> the delay until its bytes have left
+    drained_on: list[tuple[int, int]] = []  # (sub task, its dependency's drain delay)
     for i, t in enumerate(int(t) for t in span):
-        deps = [offset + where[d] for d in graph.deps[t] if d in where]
+        deps = []
+        waits = []  # its dependencies on a packet transfer's bytes having left
+        for d in graph.deps[t]:
+            if d not in where:
+                continue
+            if (t, d) not in early:
+                deps.append(offset + where[d])
+            elif d in packet:
+                deps.append(offset + where[d])
+                waits.append(offset + where[d])
+            else:
+                drains.setdefault(d, -1)
+                drained_on.append((offset + i, d))
+        if waits:
+            sub.drain_deps[offset + i] = tuple(waits)
         r_s = released[i]
         if r_s is not None:
             deps.append(at[r_s])
@@ -231,6 +273,16 @@ def _subgraph(graph: TaskGraph, tl: Timeline, wire: np.ndarray, span: np.ndarray
             )
         else:
             sub.add(COMPUTE, graph.rank[t], -1, graph.name[t], deps, duration_s=float(tl.end_s[t] - tl.start_s[t]))
+    for d in drains:  # after the span's tasks: the flow run's drain of d as a delay from d's start
+        left_s = max(0.0, float(tl.end_s[d] - graph.latency_s[d] - tl.start_s[d]))
+        drains[d] = sub.add(COMPUTE, graph.rank[d], -1, f"{graph.name[d]}: bytes left", [], duration_s=left_s)
+    for i, d in drained_on:
+        sub.deps[i].append(drains[d])
+    for d, k in drains.items():  # started as d is: its dependencies, and those it waits for to have left
+        own = offset + where[d]
+        sub.deps[k] = list(sub.deps[own])
+        if own in sub.drain_deps:
+            sub.drain_deps[k] = sub.drain_deps[own]
     return sub, offset
 
 
@@ -256,9 +308,6 @@ def run_hybrid(
     spread over every path on the flow engine; the packet engine balances packet by packet). `phase("packet
     windows")` is told when the flow run is done and the windows begin. A Ctrl-C (Interrupted) after the flow run
     raises Interrupted with the flow run's timeline."""
-    # the packet engine waits for a transfer's arrival where the flow engine releases a ring's next step when the
-    # last one's bytes have left (TaskGraph.drain_deps): the whole hybrid run waits for arrivals, as its windows do
-    graph = replace(graph, drain_deps={})
     flow_tl = run(graph, fabric, flow_engine, progress)
     if phase is not None:
         phase("packet windows")
@@ -305,6 +354,7 @@ def _windows(
     net = network_transfers(graph, fabric)
     pgraph = graph if packet_routes is None else replace(graph, route=packet_routes)
     fixed: dict[int, float] = {}  # packet-simulated transfer -> its duration packet by packet
+    left: dict[int, float] = {}  # ... -> from its start until its last packet had left the sender
     out: list[PacketWindow] = []
     stats: list[tuple[float, PacketStats]] = []
     for index, spec in enumerate(windows, start=1):
@@ -357,7 +407,7 @@ def _windows(
             marks=marks,
         )
         local = {int(t): offset + i for i, t in enumerate(span)}
-        done = _packet_durations(pr, sub, [local[int(t)] for t in wire], packet_max_s, seen)
+        done = _packet_durations(pr, sub, [local[int(t)] for t in wire], packet_max_s, seen, fabric)
         ends = []
         extrapolated = 0
         for t in wire:
@@ -365,6 +415,7 @@ def _windows(
             if d is None:  # not started packet by packet before the window's cap: the flow engine runs it
                 continue
             fixed[int(t)], exact = d
+            left[int(t)] = _left_s(pr, graph.latency_s[int(t)], local[int(t)], d, packet_max_s)
             extrapolated += not exact
             ends.append(a + float(pr.timeline.start_s[local[int(t)]]) + d[0])
         moved = [int(t) for t in wire if int(t) in fixed]
@@ -389,13 +440,68 @@ def _windows(
         stats.append((a, pr.stats))
     if not fixed:
         return HybridRun(flow_tl, flow_tl, out, None)
+    folded = run(_folded(graph, fixed, left), fabric, flow_engine)
+    n = len(graph)
+    folded.start_s, folded.end_s = folded.start_s[:n], folded.end_s[:n]  # without the tasks _folded added
+    _add_packet_bytes(folded, graph, fabric, fixed)
+    return HybridRun(folded, flow_tl, out, merge_stats(stats))
+
+
+def _left_s(pr, latency_s: float, i: int, took: tuple[float, bool], until_s: float | None) -> float:
+    """How long after its start sub-graph transfer i's last packet left the sender: as the packet run saw it; for a
+    transfer extrapolated past the cap whose last packet had not left by then, its estimated end less its latency
+    (the flow engine's drain), not before the cap. At most its duration."""
+    took_s, _ = took
+    start = float(pr.timeline.start_s[i])
+    drained = float(pr.drained_s[i])
+    if not math.isnan(drained):
+        return min(drained - start, took_s)
+    return min(took_s, max(took_s - latency_s, (until_s or 0.0) - start, 0.0))
+
+
+def _folded(graph: TaskGraph, fixed: dict[int, float], left: dict[int, float]) -> TaskGraph:
+    """`graph` with each packet-simulated transfer a fixed delay of its packet-level duration (`fixed`). A task that
+    waited for such a transfer's bytes to have left (TaskGraph.drain_deps) waits instead for a delay added after
+    the graph's tasks, started as the transfer is, of its time until its last packet left (`left`)."""
     kind = list(graph.kind)
     duration = list(graph.duration_s)
     for t, took_s in fixed.items():
         kind[t], duration[t] = COMPUTE, took_s
-    folded = run(replace(graph, kind=kind, duration_s=duration), fabric, flow_engine)
-    _add_packet_bytes(folded, graph, fabric, fixed)
-    return HybridRun(folded, flow_tl, out, merge_stats(stats))
+    waiting = [(t, d) for t, d in graph.drain_pairs() if d in fixed]
+    if not waiting:
+        return replace(graph, kind=kind, duration_s=duration)
+    g = replace(
+        graph,
+        kind=kind,
+        duration_s=duration,
+        rank=list(graph.rank),
+        dst=list(graph.dst),
+        name=list(graph.name),
+        size_bytes=list(graph.size_bytes),
+        route=list(graph.route),
+        latency_s=list(graph.latency_s),
+        deps=list(graph.deps),
+        step=list(graph.step),
+        collective=list(graph.collective),
+        dim=list(graph.dim),
+        drain_deps=dict(graph.drain_deps),
+    )
+    stand = {
+        d: g.add(COMPUTE, graph.rank[d], -1, f"{graph.name[d]}: bytes left", [], duration_s=left[d])
+        for d in sorted({d for _, d in waiting})
+    }
+    for t, d in waiting:
+        g.deps[t] = [stand[d] if x == d else x for x in g.deps[t]]
+        rest = tuple(x for x in g.drain_deps[t] if x != d)
+        if rest:
+            g.drain_deps[t] = rest
+        else:
+            del g.drain_deps[t]
+    for d, k in stand.items():  # started as d is: its dependencies, and those it waits for to have left
+        g.deps[k] = list(g.deps[d])
+        if d in g.drain_deps:
+            g.drain_deps[k] = g.drain_deps[d]
+    return g
 
 
 def _acked(f) -> int:
@@ -404,12 +510,20 @@ def _acked(f) -> int:
 
 
 def _packet_durations(
-    pr, sub: TaskGraph, tasks: list[int], until_s: float | None, seen: list[tuple[float, dict[str, int]]]
+    pr,
+    sub: TaskGraph,
+    tasks: list[int],
+    until_s: float | None,
+    seen: list[tuple[float, dict[str, int]]],
+    fabric: Fabric,
 ) -> dict[int, tuple[float, bool]]:
     """Sub-graph transfer -> (its duration, exact): from start to end where it finished packet by packet; where it
     was still in flight at `until_s`, the time so far plus its remaining bytes at the goodput its packets reached
-    over the second half of its time so far (from the last look at the flows before that half began), not exact.
+    over the second half of its time so far (from the last look at the flows before that half began), plus what the
+    packet engine adds after the last byte arrives (the software latency, the PCIe hop), not exact.
     Transfers that had not started, or had nothing acknowledged in that time, are left out."""
+    from .packet import after_arrival_s
+
     start, end = pr.timeline.start_s, pr.timeline.end_s
     flows = {f.name: f for f in pr.network.flows}
     out: dict[int, tuple[float, bool]] = {}
@@ -429,7 +543,7 @@ def _packet_durations(
         if acked <= acked_from or until_s <= t_from:
             continue
         goodput = (acked - acked_from) / (until_s - t_from)
-        out[i] = (float(until_s - start[i] + (f.size - acked) / goodput), False)
+        out[i] = (float(until_s - start[i] + (f.size - acked) / goodput + after_arrival_s(sub, fabric, i)), False)
     return out
 
 

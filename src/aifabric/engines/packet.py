@@ -3,11 +3,19 @@
 Compute tasks occupy their GPU for their duration, as in the flow engine (a straggler during the
 run stretches them: the scenario's faults). A transfer task becomes a
 RoCEv2 RDMA Write on its own QP (route leaves the server) or a chunked NVLink transfer (route stays in
-the server), started when its dependencies are done; its PCIe hops are a fixed latency at each end.
-The task ends when the last byte is in the destination GPU's memory. Everything the fabric does on the
-way (queues, ECN, CNPs, DCQCN, PFC, drops, retransmissions) is in `PacketRun.stats`. What a transfer's
-latency holds beyond its route's own (the collective protocol's per-step software overhead, NCCL's
-base latency; the steps a merged ring edge stands for) delays its start: the packets simulate the route.
+the server), started when its dependencies are done. Everything the fabric does on the way (queues, ECN, CNPs,
+DCQCN, PFC, drops, retransmissions) is in `PacketRun.stats`. The latency its packets do not simulate (the PCIe hops
+at both ends, a fixed latency; what its latency holds beyond its route's own: the collective protocol's per-step
+software overhead, NCCL's base latency, the steps a merged ring edge stands for) is added after its last byte
+arrives, as the flow engine adds a transfer's whole latency after its bytes have drained: the first packet leaves
+when the task starts. The task ends when the last byte has arrived and that latency has passed.
+
+A dependent that waits only for a transfer's bytes to have left (TaskGraph.drain_deps: a ring channel's next step)
+starts when the transfer's last packet has left the sender: the end of its serialization on the sender's port (the
+NIC's port onto the fabric; the GPU's NVLink port inside a server), the first time it is sent (packet/nic.py
+`sent_all`; a packet lost and resent later does not hold it back). That is the flow engine's drain
+(engines/executor.py: the moment a transfer's last byte has left, its end less its latency) on packets;
+`PacketRun.drained_s` holds it per transfer.
 
 Returns the same `Timeline` as engines/executor.py, so results, reports and traces work unchanged;
 `rate_recomputations` counts simulated events.
@@ -46,6 +54,9 @@ class PacketRun:
     timeline: Timeline
     stats: PacketStats
     network: Network
+    # per task: when a transfer's last packet left the sender (NaN: a compute task, a transfer of no bytes, one not
+    # all sent yet)
+    drained_s: np.ndarray | None = None
 
 
 @dataclass
@@ -108,7 +119,8 @@ def run_packet(
     n = len(graph)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
-    readiness = Readiness(graph)
+    readiness = Readiness(graph, drains=True)
+    drained = np.full(n, np.nan)
     pcie_bytes = np.zeros(len(fabric.links))
     pcie_spans: list[tuple[float, float, list[int], int]] = []  # (first packet out, last byte in, links, bytes)
     state = {"completed": 0}
@@ -118,10 +130,7 @@ def run_packet(
     report = reporter(progress)
 
     def path_latency(links) -> float:
-        """A route's cables and switches (fabric.routing's Route.latency_s)."""
-        return sum(fabric.links[li].latency_s for li in links) + fabric.switch_latency_s * sum(
-            1 for li in links if fabric.is_switch(fabric.links[li].dst)
-        )
+        return path_latency_s(fabric, links)
 
     def complete(t: int) -> None:
         end[t] = sim.now
@@ -130,6 +139,12 @@ def run_packet(
             begin(d)
         if report is not None:
             report(state["completed"], n, sim.now)
+
+    def left(t: int) -> None:
+        """Transfer t's bytes have all left the sender: the tasks waiting only for that start."""
+        drained[t] = sim.now
+        for d in readiness.drained(t):
+            begin(d)
 
     def begin(t: int) -> None:
         now = sim.now
@@ -143,42 +158,38 @@ def run_packet(
         size = graph.size_bytes[t]
         route = graph.route[t]
         if size <= 0 or not route:
+            if size > 0:  # no link to cross: its bytes have left at once (the flow engine's drain of no link)
+                left(t)
             sim.at(now + graph.latency_s[t], complete, t)
             return
         pcie = [li for li in route if fabric.links[li].tier == TIER_PCIE]
-        physical = path_latency(route)
-        software = max(0.0, graph.latency_s[t] - physical)  # protocol overheads the packets do not simulate
-        head = software + sum(fabric.links[li].latency_s for li in route[:1] if li in pcie)
+        # what the packets do not simulate (the PCIe hops at both ends, the software latency) comes after the last
+        # byte arrives, as the flow engine adds a transfer's latency after its bytes have drained: the first packet
+        # leaves now, and the last one's departure means the same as the flow engine's drain
+        after = after_arrival_s(graph, fabric, t)
         moved = route if fault_route is None else fault_route(t, route, size)  # routing converged around a fault
         if moved is not route and graph.step[t] == -1 and graph.collective[t] >= 0 and "/ring [" in graph.name[t]:
-            # a merged ring edge (engines/lower_collective.py) holds its other steps' route latency in `software`:
-            # on the route routing moved it to, theirs (its packets take that route's own)
+            # a merged ring edge (engines/lower_collective.py) holds its other steps' route latency in its software
+            # latency: on the route routing moved it to, theirs (its packets take that route's own)
             steps = graph.collectives[graph.collective[t]].n_steps
-            head += max(0, steps - 1) * (path_latency(moved) - physical)
-        tail = sum(fabric.links[li].latency_s for li in route[-1:] if li in pcie and len(route) > 1)
+            after += max(0, steps - 1) * (path_latency(moved) - path_latency(route))
         for li in pcie:
             pcie_bytes[li] += size
 
         qp = queue_pairs.get((graph.rank[t], graph.dst[t], tuple(route))) if queue_pairs else None
-        qp_kw = {"qpn": qp[0], "sport": qp[2]} if qp else {}
+        qp_kw: dict = {"qpn": qp[0], "sport": qp[2]} if qp else {}
+        qp_kw["on_sent"] = lambda _, t=t: left(t)
 
-        def done(flow, t=t, tail=tail, pcie=pcie, size=size, t0=now + head) -> None:
+        def done(flow, t=t, after=after, pcie=pcie, size=size, t0=now) -> None:
             if pcie and sim.now > t0:
                 pcie_spans.append((t0, sim.now, pcie, size))
-            sim.at(sim.now + tail, complete, t)
+            sim.at(sim.now + after, complete, t)
 
         if fstate is not None and fault_route is not None:
             route = moved
-            net.at(
-                now + head,
-                lambda _, t=t, route=tuple(route), size=size, kw=qp_kw, done=done: fstate["tasks"].__setitem__(
-                    net.add_transfer(route, size, on_done=done, name=graph.name[t], **kw), t
-                ),
-            )
+            fstate["tasks"][net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)] = t
             return
-        net.start_at(
-            now + head, tuple(route), size, on_done=done, name=graph.name[t], **qp_kw
-        ) if head > 0 else net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
+        net.add_transfer(tuple(route), size, on_done=done, name=graph.name[t], **qp_kw)
 
     if faults is not None:
         fstate, log, fault_route = _faults_setup(net, graph, faults, lambda: state["completed"] >= n, complete)
@@ -218,7 +229,28 @@ def run_packet(
         raise RuntimeError(f"{unfinished} tasks never finished on the packet engine (cycle or lost flow)")
     timeline = _timeline(net, start, end, pcie_bytes, pcie_spans)
     timeline.fault_log = log
-    return PacketRun(timeline, stats, net)
+    return PacketRun(timeline, stats, net, drained)
+
+
+def path_latency_s(fabric: Fabric, links) -> float:
+    """A route's cables and switches (fabric.routing's Route.latency_s)."""
+    return sum(fabric.links[li].latency_s for li in links) + fabric.switch_latency_s * sum(
+        1 for li in links if fabric.is_switch(fabric.links[li].dst)
+    )
+
+
+def software_latency_s(graph: TaskGraph, fabric: Fabric, t: int) -> float:
+    """What transfer t's latency holds beyond its route's own: protocol overheads the packets do not simulate."""
+    return max(0.0, graph.latency_s[t] - path_latency_s(fabric, graph.route[t]))
+
+
+def after_arrival_s(graph: TaskGraph, fabric: Fabric, t: int) -> float:
+    """What run_packet adds to transfer t after its last byte reached the destination (on its own route): the
+    latency its packets do not simulate, the PCIe hops at both ends (a fixed latency) and the software latency."""
+    route = graph.route[t]
+    ends = route[:1] if len(route) == 1 else (route[0], route[-1])
+    pcie = sum(fabric.links[li].latency_s for li in ends if fabric.links[li].tier == TIER_PCIE)
+    return software_latency_s(graph, fabric, t) + pcie
 
 
 def _run_in_slices(

@@ -1306,7 +1306,7 @@ def unsupported(net) -> str | None:
     for f in net.flows:
         if not isinstance(f, QpFlow):
             return "scale-up (NVLink) transfers"
-        if f.on_done is not no_completion_callback:
+        if f.on_done is not no_completion_callback or f.on_sent is not None:
             return "a transfer's completion starts other work"
         if f.paced or f.traced or f.conn is None or f.wr is None or not f.pkey_ok or f.cm_wait or f.error is not None:
             return "a PXN-relayed, traced, unposted or failing QP"

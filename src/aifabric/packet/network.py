@@ -311,8 +311,11 @@ class Network:
         remote_addr: int | None = None,
         ipsn: int | None = None,
         local_mr=None,
+        on_sent=None,
     ):
-        """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them).
+        """Start a transfer now over `route` (GPU-to-GPU links as the Router gives them). `on_done(flow)` when it
+        is over (the last byte in the destination's memory); `on_sent(flow)`, if given, when its last packet has left
+        the sender, the first time (its serialization on the sender's port over: nic.sent_all).
 
         An RDMA transfer is a work request on the queue pair (`qpn`: the responder's, the BTH DestQP;
         `local_qpn`: the requester's, by default the same number on its own NIC) between the two NICs,
@@ -336,6 +339,7 @@ class Network:
             path = self._path(core, ("chunk", fid))
             src = self.devices[self.node_index[f.links[core[0]].src]]
             chunks = ChunkFlow(self, fid, name or f"flow{fid}", src, size_bytes, path, on_done)
+            chunks.on_sent = on_sent
             self.flows.append(chunks)
             src.source(core[0]).add(chunks)
             return chunks
@@ -350,6 +354,7 @@ class Network:
         rpath = self._path([self.reverse[li] for li in reversed(core)], (dst.idx, src.idx, sport))
         line = min(serialization_rate_bytes_per_s(f.links[li]) for li in route)  # the slowest hop, PCIe too
         flow = QpFlow(self, fid, name or f"qp{fid}", src, dst, size_bytes, path, rpath, line, qpn, sport, on_done, dscp)
+        flow.on_sent = on_sent
         if self.cfg.trace_all:
             flow.traced = True
         self.flows.append(flow)

@@ -144,6 +144,15 @@ class Host:
             f.rx_ack(pkt)
 
 
+def sent_all(flow, now: float, size: int) -> None:
+    """`flow`'s last packet (or chunk) goes out now, `size` bytes on the wire, its first time: every byte of the
+    transfer has left the sender when the sender's port has serialized it (the port's own arithmetic,
+    Port.transmit). `flow.on_sent(flow)` then: the engines' release of a dependent waiting for the bytes to have
+    left, not to have arrived (TaskGraph.drain_deps). Resent packets do not move it: the bytes had left once."""
+    port = flow.path.port_at[flow.src.idx]
+    flow.net.sim.at(now + size * port.s_per_byte, flow.on_sent, flow)
+
+
 class ChunkFlow:
     """A scale-up (NVLink) transfer: chunks through the NVSwitch, no loss, no congestion control."""
 
@@ -158,6 +167,7 @@ class ChunkFlow:
         self.n_got = 0
         self.next_t = 0.0
         self.on_done = on_done
+        self.on_sent = None  # called with the flow when its last chunk has left the sender (Network.add_transfer)
         self.start_t = net.sim.now
         self.done_t: float | None = None
         self.traced = False
@@ -170,7 +180,10 @@ class ChunkFlow:
         i = self.snd_nxt
         self.snd_nxt = i + 1
         payload = min(self.chunk, self.size - i * self.chunk) if self.size else 0
-        return Pkt(CHUNK, self, i, max(payload, 64), payload, 0, 0, 0, 0, self.path)
+        size = max(payload, 64)
+        if i == self.n - 1 and self.on_sent is not None:
+            sent_all(self, now, size)
+        return Pkt(CHUNK, self, i, size, payload, 0, 0, 0, 0, self.path)
 
     def rx_chunk(self, pkt: Pkt) -> None:
         self.n_got += 1
@@ -226,6 +239,7 @@ class QpFlow:
         self.paced = net.fabric.links[path.links[0]].tier in SCALE_UP_TIERS
 
         self.on_done = on_done
+        self.on_sent = None  # called with the flow when its last packet has left the sender (Network.add_transfer)
         if cfg.trace_by == "rdma":  # the k-th RDMA transfer of the run (NVLink transfers not counted)
             self.traced = net.rdma_flows in cfg.trace_flows
             net.rdma_flows += 1
@@ -325,6 +339,8 @@ class QpFlow:
             self.retx += 1
         else:
             self.max_sent = psn + 1
+            if psn == n - 1 and self.on_sent is not None:
+                sent_all(self, now, size)
         self.sent_t[psn] = now
         rp = self.rp
         if rp.rc_bytes_per_s < self.line_bytes_per_s:
