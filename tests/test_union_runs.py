@@ -59,22 +59,3 @@ def test_compiled_pass_equals_python_pass_on_a_large_draw():
     f2, e2 = compiled(r, s, e)
     assert np.array_equal(f1, f2) and np.array_equal(e1[f1], e2[f2])
     assert f1.sum() < n  # runs did merge: the draw overlaps
-
-
-blocks = st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6)), max_size=25), min_size=1, max_size=4)
-
-
-@given(blocks)
-@settings(max_examples=300, deadline=None)
-def test_interleaving_sorted_blocks_is_the_stable_sort_of_them_all(parts):
-    """The rank timeline's order (analysis._interleave, Python and compiled): blocks each already in (rank, time)
-    order merged into the order a stable sort of all rows by (rank, time) gives, ties in block then row order."""
-    rows = [sorted(p) for p in parts]  # each block in (rank, time) order; duplicates are ties
-    rank = np.array([r for p in rows for r, _ in p], dtype=np.int64)
-    t = np.array([float(x) for p in rows for _, x in p])
-    bounds = np.cumsum([0] + [len(p) for p in rows]).astype(np.int64)
-    want = analysis._order(rank, t)
-    assert analysis._interleave(rank, t, bounds).tolist() == want.tolist()
-    compiled = compile_numba(analysis._interleave)
-    if compiled is not None:
-        assert compiled(rank, t, bounds).tolist() == want.tolist()

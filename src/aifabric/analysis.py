@@ -2,12 +2,14 @@
 
 Pure functions of (task graph, fabric, timeline); computed on demand, nothing stored twice. Loops over
 tasks are numpy operations on columns of the task graph, so that 1,000-GPU runs (10^5-10^6 tasks) stay
-quick to report.
+quick to report; the rank timeline's passes over every row (sort, union, merge) are plain loops compiled for large
+runs (aifabric.compiled), the Python loops their reference.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -109,26 +111,6 @@ def _union_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarr
     return r[first], s[first], end[first]
 
 
-def _interleave(r: np.ndarray, t: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Rows cut into consecutive blocks at `bounds`, each block already in (rank, time) order: the indices that put
-    all rows in (rank, time) order, ties in block order then row order (what `_order` of the whole gives, by a
-    k-way merge instead of a sort). Plain loops: compiled (aifabric.compiled) for large runs."""
-    k = len(bounds) - 1
-    pos = bounds[:-1].copy()
-    out = np.empty(bounds[-1], dtype=np.int64)
-    for i in range(bounds[-1]):
-        best = -1
-        for j in range(k):
-            p = pos[j]
-            if p < bounds[j + 1] and (
-                best < 0 or r[p] < r[pos[best]] or (r[p] == r[pos[best]] and t[p] < t[pos[best]])
-            ):
-                best = j
-        out[i] = pos[best]
-        pos[best] += 1
-    return out
-
-
 def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Intervals sorted by (rank, start): a mask of those that start a run, and at each of them the run's end.
     The reference: one pass, compiled (aifabric.compiled) for large runs."""
@@ -147,8 +129,8 @@ def _merge_sorted(r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarr
 
 
 COMPILED_MIN = 100_000
-"""Intervals from which `union_runs` merges with the compiled pass (numba, when installed and not turned off by
-AIFABRIC_PURE_PYTHON=1); below, the Python one."""
+"""Rows from which `union_runs` and the rank timeline use the compiled passes (numba, when installed and not turned
+off by AIFABRIC_PURE_PYTHON=1); below, the Python ones."""
 
 
 def _gaps(
@@ -209,8 +191,6 @@ def _rank_timeline(
     coll = np.fromiter(graph.collective, dtype=np.int64, count=n)
     src = np.fromiter(graph.rank, dtype=np.int64, count=n)
     dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
-    names = np.empty(n, dtype=object)
-    names[:] = graph.name
     if world is None:
         world = (
             int(
@@ -226,7 +206,7 @@ def _rank_timeline(
     ranks_of = [graph.members.get(t) or (graph.rank[t],) for t in ct.tolist()]
     width = np.fromiter(map(len, ranks_of), dtype=np.int64, count=len(ct))
     c_rank = np.fromiter(chain.from_iterable(ranks_of), dtype=np.int64, count=int(width.sum()))
-    c_task = np.repeat(ct, width)
+    c_task = np.repeat(ct, width)  # ascending
     comm = np.zeros(n)
     if graph.comm_s:
         folded_t = np.fromiter(graph.comm_s.keys(), dtype=np.int64, count=len(graph.comm_s))
@@ -234,10 +214,8 @@ def _rank_timeline(
     c_a, c_b = start[c_task], end[c_task] - comm[c_task]
     is_c = c_b > c_a
     is_f = comm[c_task] > 0
-    folded_names = {t: f"{graph.name[t]}: folded collectives" for t in np.unique(c_task[is_f]).tolist()}
     f_task = c_task[is_f]
-    f_names = np.empty(len(f_task), dtype=object)
-    f_names[:] = [folded_names[t] for t in f_task.tolist()]
+    f_tasks, f_which = _runs(f_task)  # each merged task's folded collectives named once
 
     # point-to-point transfers (pipeline): on the sender and on the receiver
     pt = np.flatnonzero(ran & (kind == TRANSFER) & (coll < 0))
@@ -253,49 +231,42 @@ def _rank_timeline(
     np.minimum.at(s_a, inv, x_a)
     np.maximum.at(s_b, inv, x_b)
     s_coll, s_rank = uniq // world, uniq % world
-    coll_keys = np.array([c.key for c in graph.collectives] or [""], dtype=object)
-    coll_cat = np.array([f"{c.dim or 'other'} collectives" for c in graph.collectives] or [""], dtype=object)
 
-    def objs(value: str, count: int) -> np.ndarray:
-        out = np.empty(count, dtype=object)
-        out[:] = value
-        return out
+    # rows carry their category and name as codes into two tables, turned into strings once, in the final order
+    # categories: the fixed ones, then each collective's; names: the tasks', the folded tasks', the collectives', ""
+    n_coll = len(graph.collectives)
+    cat_table = np.empty(_CAT_COLL + n_coll, dtype=object)
+    cat_table[:_CAT_COLL] = _CATEGORIES
+    cat_table[_CAT_COLL:] = [f"{c.dim or 'other'} collectives" for c in graph.collectives]
+    name_table = np.empty(n + len(f_tasks) + n_coll + 1, dtype=object)
+    name_table[:n] = graph.name
+    name_table[n : n + len(f_tasks)] = [f"{graph.name[t]}: folded collectives" for t in f_tasks.tolist()]
+    name_table[n + len(f_tasks) : n + len(f_tasks) + n_coll] = [c.key for c in graph.collectives]
+    name_table[-1] = ""  # idle and bubble: code -1
 
-    parts = [  # (rank, kind, category, name, start, end)
-        (c_rank[is_c], COMPUTE_K, objs("compute", int(is_c.sum())), names[c_task[is_c]], c_a[is_c], c_b[is_c]),
-        (c_rank[is_f], COMM_K, objs(FOLDED, len(f_task)), f_names, c_b[is_f], end[f_task]),
-        (
-            np.concatenate((src[pt], dst[pt])),
-            COMM_K,
-            objs(P2P, 2 * len(pt)),
-            np.concatenate((names[pt], names[pt])),
-            np.concatenate((start[pt], start[pt])),
-            np.concatenate((end[pt], end[pt])),
-        ),
-        (s_rank, COMM_K, coll_cat[s_coll], coll_keys[s_coll], s_a, s_b),
-    ]
-    busy_r = np.concatenate([p[0] for p in parts])
-    busy_a = np.concatenate([p[4] for p in parts])
-    busy_b = np.concatenate([p[5] for p in parts])
-    busy_order = _order(busy_r, busy_a)  # sorted once: for the union here, and for the timeline's order below
-    sr, sa, sb = busy_r[busy_order], busy_a[busy_order], busy_b[busy_order]
-    nonempty = sb > sa
-    ur, us, ue = _union_sorted(sr[nonempty], sa[nonempty], sb[nonempty])
+    # the busy rows, by part: compute, folded collectives, pipeline sends, pipeline receives, collective spans
+    c_name = c_task[is_c]
+    busy_r = np.concatenate((c_rank[is_c], c_rank[is_f], src[pt], dst[pt], s_rank))
+    busy_a = np.concatenate((c_a[is_c], c_b[is_f], start[pt], start[pt], s_a))
+    busy_b = np.concatenate((c_b[is_c], end[f_task], end[pt], end[pt], s_b))
+    parts = np.cumsum([0, len(c_name), len(f_task), len(pt), len(pt), len(s_rank)]).astype(np.int64)
+    busy_order = _order_ranks(busy_r, busy_a, world)  # sorted once: for the union, and for the timeline's order
+    union = compiled(_union_in_order) if len(busy_r) >= COMPILED_MIN else None
+    ur, us, ue = (union or _union_in_order)(busy_order, busy_r, busy_a, busy_b)
     gr, ga, gb = _gaps(ur, us, ue, world, makespan)
 
     bubble = np.zeros(len(gr), dtype=bool)
     if pipeline and len(gr):
         # compute hulls per (rank, iteration): first compute start to last compute end
         hr, ha, hb = c_rank[is_c], c_a[is_c], c_b[is_c]
-        tasks, which = np.unique(c_task[is_c], return_inverse=True)  # the iteration, read once per task
-        matches = (_ITERATION.match(graph.name[t]) for t in tasks.tolist())
-        hit = np.fromiter((int(m.group(1)) if m else -1 for m in matches), dtype=np.int64, count=len(tasks))[which]
+        tasks, which = _runs(c_task[is_c])  # the iteration, read once per task
+        hit = np.fromiter(map(_iteration(), map(graph.name.__getitem__, tasks.tolist())), dtype=np.int64)[which]
         if (hit >= 0).any():  # the schedule's compute carries its iteration; the optimizer step does not
             sel = hit >= 0
             hr, ha, hb, hit = hr[sel], ha[sel], hb[sel], hit[sel]
         else:
             hit = np.zeros(len(hr), dtype=np.int64)
-        order = _order(hr, ha)  # by rank, then start (stable, as np.lexsort((ha, hr)))
+        order = _order_ranks(hr, ha, world)  # by rank, then start (stable, as np.lexsort((ha, hr)))
         hr, ha, hb, hit = hr[order], ha[order], hb[order], hit[order]
         k = int(hit.max(initial=0)) + 1
         group = hr * k + hit
@@ -308,45 +279,200 @@ def _rank_timeline(
         # to this rank starts (1F1B's stage 0 waits there for its first backward)
         if len(pt):
             recv_key = np.unique(dst[pt] * (makespan + 1.0) + start[pt])
-            bubble |= np.isin(gr * (makespan + 1.0) + gb, recv_key)
-    parts.append(
-        (
-            gr[~bubble],
-            IDLE_K,
-            objs("idle", int((~bubble).sum())),
-            objs("", int((~bubble).sum())),
-            ga[~bubble],
-            gb[~bubble],
-        )
-    )
-    parts.append(
-        (gr[bubble], BUBBLE_K, objs("bubble", int(bubble.sum())), objs("", int(bubble.sum())), ga[bubble], gb[bubble])
-    )
+            bubble |= _member(gr * (makespan + 1.0) + gb, recv_key)
 
-    rank = np.concatenate([p[0] for p in parts]).astype(np.int64)
-    kinds = np.concatenate([np.full(len(p[0]), p[1], dtype=np.int8) for p in parts])
-    a = np.concatenate([p[4] for p in parts])
-    # the busy rows in their order, then the idle and the bubble gaps (each in order already): merged, not sorted
-    n_busy, n_idle = len(busy_r), int((~bubble).sum())
-    blocks = np.concatenate((busy_order, np.arange(n_busy, len(rank), dtype=np.int64)))
-    bounds = np.array([0, n_busy, n_busy + n_idle, len(rank)], dtype=np.int64)
-    interleave = compiled(_interleave) if len(rank) >= COMPILED_MIN else None
-    order = blocks[(interleave or _interleave)(rank[blocks], a[blocks], bounds)]
+    # the busy rows in their order merged with the gaps (in order already), not sorted
+    rows = compiled(_timeline_rows) if len(busy_r) + len(gr) >= COMPILED_MIN else None
+    rank, kinds, cats, name_codes, row_a, row_b = (rows or _timeline_rows)(
+        busy_order, busy_r, busy_a, busy_b, parts, c_name, n + f_which, pt, s_coll, n + len(f_tasks), gr, ga, gb, bubble
+    )
     its = max(iterations, 1)
     return RankTimeline(
         world=world,
         iterations=its,
         makespan_s=makespan,
         pipeline=pipeline,
-        rank=rank[order],
-        kind=kinds[order],
-        category=np.concatenate([p[2] for p in parts])[order],
-        name=np.concatenate([p[3] for p in parts])[order],
-        start_s=a[order],
-        end_s=np.concatenate([p[5] for p in parts])[order],
+        rank=rank,
+        kind=kinds,
+        category=cat_table[cats],
+        name=name_table[name_codes],
+        start_s=row_a,
+        end_s=row_b,
         idle_s=np.bincount(gr, weights=gb - ga, minlength=world)[:world] / its,
         bubble_s=np.bincount(gr[bubble], weights=(gb - ga)[bubble], minlength=world)[:world] / its,
     )
+
+
+# the fixed categories of `RankTimeline.category` (codes into them while the timeline is built); each collective's
+# "<dim> collectives" follows them
+_CATEGORIES = ("compute", FOLDED, P2P, "idle", "bubble")
+_CAT_COMPUTE, _CAT_FOLDED, _CAT_P2P, _CAT_IDLE, _CAT_BUBBLE = range(5)
+_CAT_COLL = len(_CATEGORIES)
+
+
+def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(x, return_inverse=True)` of a sorted array, by comparing neighbours instead of sorting."""
+    new = np.ones(len(x), dtype=bool)
+    new[1:] = x[1:] != x[:-1]
+    return x[new], np.cumsum(new) - 1
+
+
+def _iteration() -> Callable[[str], int]:
+    """A task name's iteration, its `it<k>/` prefix (`_ITERATION`), -1 without one; read once per distinct text
+    before the first "/" (the regex only looks there), so millions of tasks cost a split and a dict look-up each."""
+    memo: dict[str, int] = {}
+
+    def iteration(name: str) -> int:
+        head, slash, _ = name.partition("/")
+        it = memo.get(head + slash)
+        if it is None:
+            m = _ITERATION.match(head + slash)
+            it = memo[head + slash] = int(m.group(1)) if m else -1
+        return it
+
+    return iteration
+
+
+def _member(x: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """`np.isin(x, sorted_unique)` for a sorted array of distinct values: a binary search each, no sort."""
+    at = np.searchsorted(sorted_unique, x)
+    found = at < len(sorted_unique)
+    found[found] = sorted_unique[at[found]] == x[found]
+    return found
+
+
+def _union_in_order(
+    order: np.ndarray, r: np.ndarray, s: np.ndarray, e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_union_sorted` of the rows taken in `order` (by rank, then start), the empty ones (not e > s) left out: each
+    covered run's (rank, start, end), read through `order` instead of copies of the rows sorted and filtered. Plain
+    loops: compiled (aifabric.compiled) for large runs."""
+    n = len(order)
+    ur = np.empty(n, dtype=np.int64)
+    us = np.empty(n)
+    ue = np.empty(n)
+    m = -1
+    for j in range(n):
+        i = order[j]
+        if not e[i] > s[i]:
+            continue
+        if m < 0 or r[i] != ur[m] or s[i] > ue[m]:
+            m += 1
+            ur[m] = r[i]
+            us[m] = s[i]
+            ue[m] = e[i]
+        elif e[i] > ue[m]:
+            ue[m] = e[i]
+    return ur[: m + 1].copy(), us[: m + 1].copy(), ue[: m + 1].copy()
+
+
+def _timeline_rows(
+    order: np.ndarray,
+    r: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    parts: np.ndarray,
+    c_name: np.ndarray,
+    f_name: np.ndarray,
+    p_name: np.ndarray,
+    s_coll: np.ndarray,
+    coll_name: int,
+    gr: np.ndarray,
+    ga: np.ndarray,
+    gb: np.ndarray,
+    bubble: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The timeline's rows (rank, kind, category code, name code, start, end): the busy rows (r, a, b) taken in
+    `order` (by rank, then start) merged with the gaps (gr, ga, gb, in that order already; idle, or bubble where
+    `bubble`), a busy row first at an equal (rank, start): the stable sort of the busy rows, the idle gaps and the
+    bubble gaps by (rank, start) (no two gaps of a rank start together). A busy row's part (`parts` cuts them:
+    compute, folded collectives, pipeline sends, pipeline receives, collective spans) gives its kind and codes:
+    names from c_name, f_name, p_name (both pipeline parts) or coll_name + its collective (s_coll), which also gives
+    its category; gaps are named -1 (the last name). Plain loops: compiled (aifabric.compiled) for large runs."""
+    nb, ng = len(order), len(gr)
+    m = nb + ng
+    o_r = np.empty(m, dtype=np.int64)
+    o_k = np.empty(m, dtype=np.int8)
+    o_c = np.empty(m, dtype=np.int64)
+    o_n = np.empty(m, dtype=np.int64)
+    o_a = np.empty(m)
+    o_b = np.empty(m)
+    i = 0
+    g = 0
+    for j in range(m):
+        if i >= nb:
+            gap = True
+        elif g >= ng:
+            gap = False
+        else:
+            x = order[i]
+            gap = gr[g] < r[x] or (gr[g] == r[x] and ga[g] < a[x])
+        if gap:
+            o_r[j] = gr[g]
+            o_a[j] = ga[g]
+            o_b[j] = gb[g]
+            o_n[j] = -1
+            if bubble[g]:
+                o_k[j] = BUBBLE_K
+                o_c[j] = _CAT_BUBBLE
+            else:
+                o_k[j] = IDLE_K
+                o_c[j] = _CAT_IDLE
+            g += 1
+            continue
+        x = order[i]
+        i += 1
+        o_r[j] = r[x]
+        o_a[j] = a[x]
+        o_b[j] = b[x]
+        if x < parts[1]:
+            o_k[j] = COMPUTE_K
+            o_c[j] = _CAT_COMPUTE
+            o_n[j] = c_name[x]
+        elif x < parts[2]:
+            o_k[j] = COMM_K
+            o_c[j] = _CAT_FOLDED
+            o_n[j] = f_name[x - parts[1]]
+        elif x < parts[4]:
+            o_k[j] = COMM_K
+            o_c[j] = _CAT_P2P
+            o_n[j] = p_name[x - parts[2] if x < parts[3] else x - parts[3]]
+        else:
+            o_k[j] = COMM_K
+            o_c[j] = _CAT_COLL + s_coll[x - parts[4]]
+            o_n[j] = coll_name + s_coll[x - parts[4]]
+    return o_r, o_k, o_c, o_n, o_a, o_b
+
+
+def _order_ranks(rank: np.ndarray, t: np.ndarray, world: int) -> np.ndarray:
+    """`_order(rank, t)` for ranks in [0, world): compiled (aifabric.compiled) for large inputs as a counting sort by
+    rank and a stable sort by time within each rank (`_by_rank_then_time`), the same order."""
+    fast = compiled(_by_rank_then_time) if len(rank) >= COMPILED_MIN else None
+    if fast is None or not len(rank) or rank.min() < 0 or rank.max() >= world:
+        return _order(rank, t)
+    return fast(rank, t, world)
+
+
+def _by_rank_then_time(rank: np.ndarray, t: np.ndarray, world: int) -> np.ndarray:
+    """Indices sorting by rank (each in [0, world)), then time, ties in index order: a stable counting sort by rank,
+    then a stable sort (merge sort) of each rank's times. Plain loops, for the compiled path of `_order_ranks`."""
+    n = len(rank)
+    first = np.zeros(world + 1, dtype=np.int64)
+    for i in range(n):
+        first[rank[i] + 1] += 1
+    for k in range(world):
+        first[k + 1] += first[k]
+    pos = first[:world].copy()
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        out[pos[rank[i]]] = i
+        pos[rank[i]] += 1
+    for k in range(world):
+        lo, hi = first[k], first[k + 1]
+        if hi - lo > 1:
+            seg = out[lo:hi].copy()
+            out[lo:hi] = seg[np.argsort(t[seg], kind="mergesort")]
+    return out
 
 
 def rank_segments(graph: TaskGraph, tl: Timeline, world: int | None = None, iterations: int = 1) -> list[Segment]:
