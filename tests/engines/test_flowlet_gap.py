@@ -247,10 +247,27 @@ def test_simulate_runs_flowlets_on_the_flow_engine_only():
     spine = {li for li, link in enumerate(run.fabric.links) if link.tier == "spine"}
     crossing = [r for r in run.graph.route if spine & set(r)]
     assert crossing and all(len(spine & set(r)) == 2 for r in crossing)  # one uplink, one downlink
+    from aifabric.report.summary import build_summary
+
+    assert build_summary(run)["flowlets"] == run.timeline.flowlets  # what summary.json tells the user
+    import io
+
+    from rich.console import Console
+
+    from aifabric.report.terminal import print_summary
+
+    out = io.StringIO()
+    print_summary(run, Console(file=out, width=250))
+    fl = run.timeline.flowlets
+    assert f"{fl['flowlets']:,} on {fl['connections']:,} connections (gap 20" in out.getvalue()  # and the terminal
     analytic = simulate(load_scenario(data), engine="analytic")  # no contention: the even spread, as before
     assert analytic.timeline.flowlets is None and analytic.graph.route_weight
     spray = simulate(load_scenario(_scenario("spray")), engine="flow")
     assert spray.timeline.flowlets is None and spray.graph.route_weight
+    assert build_summary(spray)["flowlets"] is None
+    out = io.StringIO()
+    print_summary(spray, Console(file=out, width=250))
+    assert "flowlets" not in out.getvalue()
 
 
 def test_flowlets_with_a_link_down_during_the_run():

@@ -119,4 +119,7 @@ def build_summary(run: Run) -> dict[str, Any]:
         # the hybrid engine's packet windows (engines/hybrid.py): each span, what ran packet by packet and what
         # the fabric did there; null on the other engines
         "packet_windows": [w.to_dict() for w in run.packet_windows] if run.packet_windows is not None else None,
+        # the flow engine's flowlet switching (engines/flowlet.py): its gap, connections, flowlets, path changes;
+        # null without it
+        "flowlets": dict(run.timeline.flowlets) if run.timeline.flowlets is not None else None,
     }

@@ -292,6 +292,13 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
         f" network {fmt_bytes(r.scale_out_bytes)})",
     )
     head.add_row("connection setup", connection_setup_line(run.connection_setup))
+    fl = run.timeline.flowlets
+    if fl is not None:
+        head.add_row(
+            "flowlets",
+            f"{fl['flowlets']:,} on {fl['connections']:,} connections (gap {fmt_time(fl['gap_s'])}),"
+            f" {fl['switches']:,} moved to another path",
+        )
     for label, text in cost_lines(run.costs):
         head.add_row(label, text)
     head.add_row("reliability", reliability_line(run.reliability))
