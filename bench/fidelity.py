@@ -83,6 +83,8 @@ def scenario_of(case: dict) -> dict:
     cluster = {"gpu": case["gpu"], "servers": servers, "gpus_per_server": gps, "nic_speed_gbps": nic}
     if "nics_per_server" in case and case["nics_per_server"] != gps:  # GPUs share NICs behind PCIe switches
         cluster.update(nic_layout="shared", nics_per_server=case["nics_per_server"])
+    if "cpu_vendor" in case:  # the servers' CPUs, where the source names them (NCCL's LL ceiling across servers)
+        cluster["cpu_vendor"] = case["cpu_vendor"]
     par = {
         k: case[k]
         for k in ("tp", "pp", "dp", "micro_batch_size", "sequence_parallel", "recompute", "overlap_grad_reduce")

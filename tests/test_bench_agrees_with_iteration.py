@@ -85,6 +85,7 @@ SHAPES = [
     ("a100-ib", "all-gather", 16, 64 * MB),  # two servers
     ("a100-ib", "all-to-all", 32, 64 * MB),  # expert parallel over all servers
     ("a100-ib", "all-to-all", 32, 64 * 1024),  # small expert-parallel exchange (PXN relay then rail)
+    ("a100-ib", "all-reduce", 32, 512 * 1024),  # a small bucket: LL under NCCL's ceiling across servers (AMD)
 ]
 
 MODEL_GAPS = {  # shape -> why the bench's model engine disagrees with the iteration (flow agrees)

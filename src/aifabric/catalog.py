@@ -299,6 +299,31 @@ GPUS: dict[str, GpuSpec] = {
     ),
 }
 
+SERVER_CPU_VENDOR: dict[str, tuple[str, str]] = {
+    "A100": ("amd", "NVIDIA DGX A100 datasheet: 2 x AMD EPYC 7742"),
+    "A100-40GB": ("amd", "NVIDIA DGX A100 (320 GB) datasheet: 2 x AMD EPYC 7742"),
+    "H100": ("intel", "NVIDIA DGX H100 datasheet: 2 x Intel Xeon Platinum 8480C"),
+    "H200": ("intel", "NVIDIA DGX H200 datasheet: 2 x Intel Xeon Platinum 8480C"),
+    "B200": ("intel", "NVIDIA DGX B200 datasheet: 2 x Intel Xeon Platinum 8570"),
+    "GB200": ("arm", "NVIDIA GB200 NVL72: the Grace CPU (Arm Neoverse V2) of each superchip"),
+}
+"""The CPU vendor of each GPU's reference server (NVIDIA's own DGX system): what `cluster.cpu_vendor` defaults
+to. NCCL's tuner caps the LL protocol's bus bandwidth across servers by the CPU vendor (`NCCL_LL_MAX_ACROSS_GBPS`
+below), not by the GPU. PCIe cards and MI300X have no
+reference server: "other" (NCCL's non-AMD row)."""
+
+
+NCCL_LL_MAX_ACROSS_GBPS = {"amd": (22.5, 19.0), "other": (39.0, 20.4)}
+"""NCCL's LL ceiling on the bus bandwidth across servers, GB/s, for 2 servers and for more (nccl
+src/graph/tuning.cc 2.28, `llMaxBws` columns N2 and N4: "for single node, we look at GPU type; for multi-node,
+we look at CPU type"): AMD (or mixed) CPUs take its second row, any other vendor its first."""
+
+
+def server_cpu_vendor(gpu_name: str) -> str:
+    """`cluster.cpu_vendor`'s default for a GPU: its reference server's CPU vendor, else "other"."""
+    return SERVER_CPU_VENDOR.get(gpu_name.upper(), ("other", ""))[0]
+
+
 PCIE_X16_GBPS_PER_DIRECTION = {4: 32.0, 5: 64.0}
 """PCIe x16 usable bandwidth per direction, GB/s (PCI-SIG: Gen4 16 GT/s, Gen5 32 GT/s per lane, 128b/130b).
 The seeds (Ch. 13) quote Gen5 x16 as "64 GB/s bidirectional (32 GB/s each direction)": that is the

@@ -106,6 +106,7 @@ def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
         s.fabric.transport,
         s.calibration,
         s.fabric.qos.roce_mtu_bytes,
+        s.cluster.cpu_vendor or "",
     )
     fabric.nvls = s.cluster.nvls if s.cluster.nvls is not None else s.cluster.gpu in NVLS_GPUS
     pxn = True if s.fabric.pxn or s.fabric.topology == "rail-only" else None

@@ -21,11 +21,13 @@ Protocols: NCCL's three, with NCCL's own constants (nccl src/graph/tuning.cc, 2.
 |---|---|---|---|
 | Simple | 1.0 | 8.4 µs | 2.8 / 11.3 µs |
 | LL128 | 0.92 | 14.0 µs | 1.3 / 1.3 µs |
-| LL | 0.5, at most NCCL's ceiling in one server | 6.6 µs | 0 / 0 |
+| LL | 0.5, at most NCCL's ceilings | 6.6 µs | 0 / 0 |
 
 The efficiencies are NCCL's ring factors (LL128 `0.92`, LL `0.5`), and LL inside one server reaches no more
 bus bandwidth than NCCL's `llMaxBws` for one node (catalog `nccl_ll_max_gBps`: A100 87.7 GB/s, where half its
-NVLink would be 116); the base latencies its ring `baseLat`;
+NVLink would be 116); across servers no more than its ceiling for the servers' CPU vendor and count (catalog
+`NCCL_LL_MAX_ACROSS_GBPS`), spread over the NICs in use (`ll_network_scale`, `Paths.ll_across`); the base
+latencies its ring `baseLat`;
 the per-step overheads its ring `hwLat` (NVLink .6 / 1.9 / 3.4 µs, network 2.7 / 4.0 / 14.0 µs) less the
 LL one, since LL, which writes data and flag together with no fence, is the closest NCCL has to the bare
 hop, and the hop itself is simulated (the route's links and switches). Links carry what the fabric says
@@ -107,6 +109,16 @@ class Paths:
     cross_rail: Hop
     nics_per_server: int = 0  # NICs a server's channels spread over; 0: one per GPU
     ll_max_bytes_per_s: float = 0.0  # NCCL's LL bus-bandwidth ceiling inside one server (0: none)
+    ll_max_across_bytes_per_s: tuple[float, float] = (0.0, 0.0)  # the same across 2 servers, across more (0: none)
+
+    def ll_across(self, servers: int, nics_used: int) -> Paths:
+        """These paths as LL sees them across `servers` servers: a network hop keeps `ll_network_scale` of
+        its rate, so the collective's bus bandwidth stays under NCCL's ceiling for that many servers."""
+        ceiling = self.ll_max_across_bytes_per_s[0 if servers <= 2 else 1]
+        scale = ll_network_scale(self.rail.bandwidth_bytes_per_s, ceiling, nics_used)
+        if scale >= 1.0:
+            return self
+        return replace(self, rail=_scaled(self.rail, scale), cross_rail=_scaled(self.cross_rail, scale))
 
     @classmethod
     def from_fabric(cls, fabric, router) -> Paths:
@@ -125,7 +137,8 @@ class Paths:
         nvlink = nvlink or rail
         nics = getattr(fabric.design, "nics_per_server", 0) or 0
         ll_max = getattr(fabric, "ll_max_bytes_per_s", 0.0)
-        return cls(g, nvlink, rail, cross or rail, nics if 0 < nics < g else 0, ll_max)
+        ll_across = getattr(fabric, "ll_max_across_bytes_per_s", (0.0, 0.0))
+        return cls(g, nvlink, rail, cross or rail, nics if 0 < nics < g else 0, ll_max, ll_across)
 
     @classmethod
     def simple(
@@ -178,6 +191,20 @@ def ll_efficiency(link_bytes_per_s: float, ll_max_bytes_per_s: float) -> float:
     if ll_max_bytes_per_s > 0 and 0 < link_bytes_per_s < math.inf:
         eff = min(eff, ll_max_bytes_per_s / link_bytes_per_s)
     return eff
+
+
+def ll_network_scale(net_bytes_per_s: float, ceiling_bytes_per_s: float, nics_used: int) -> float:
+    """The share of LL's rate over a network hop (half the link) that NCCL's ceiling across servers leaves: the
+    ceiling is the collective's bus bandwidth, which the channels spread over `nics_used` NICs of a server, so
+    each NIC carries at most ceiling / NICs (1: the ceiling does not bind, or there is none)."""
+    if ceiling_bytes_per_s <= 0 or not 0 < net_bytes_per_s < math.inf:
+        return 1.0
+    half = PROTOCOLS["ll"].bandwidth_efficiency
+    return min(1.0, ceiling_bytes_per_s / (max(1, nics_used) * half * net_bytes_per_s))
+
+
+def _scaled(hop: Hop, scale: float) -> Hop:
+    return replace(hop, bandwidth_bytes_per_s=hop.bandwidth_bytes_per_s * scale)
 
 
 def _xfer(hop: Hop, nbytes: float, proto: Protocol) -> float:
@@ -239,15 +266,17 @@ def collective_time_s(
     n, s, L = shape.n, shape.servers, shape.per_server
     if n < 2:
         return 0.0
+    c = max(1, channels)
+    nics = min(c, L, paths.nics_per_server or L)  # channels share the server's NICs
     if protocol == "ll" and s == 1 and paths.ll_max_bytes_per_s:
         eff = ll_efficiency(paths.nvlink.bandwidth_bytes_per_s, paths.ll_max_bytes_per_s)
         proto = replace(proto, bandwidth_efficiency=eff)
+    elif protocol == "ll" and s > 1:
+        paths = paths.ll_across(s, nics)
     B = float(size_bytes)
     intra = L > 1
     inter = s > 1
     nvl, net = paths.nvlink, _net(paths, shape)
-    c = max(1, channels)
-    nics = min(c, L, paths.nics_per_server or L)  # channels share the server's NICs
     t = proto.base_latency_s
     over = proto.step_overhead_s(NET if inter else NVLINK)  # per message of the direct algorithms
 

@@ -48,6 +48,7 @@ from ..collectives.cost import (
     Protocol,
     Shape,
     ll_efficiency,
+    ll_network_scale,
     route_bytes_per_s,
 )
 from ..collectives.schedule import MODE_REDUCE, Schedule
@@ -198,7 +199,12 @@ def transfers(sched: Schedule) -> tuple[np.ndarray, ...]:
 
 class _Wire:
     """What the protocol (the collective's own or the tuner's) adds to its transfers: wire bytes per data
-    byte, a per-step latency by the route's tier, and the collective's base latency on its first step."""
+    byte (`factor`; `net_factor` on routes over the network), a per-step latency by the route's tier, and the
+    collective's base latency on its first step.
+
+    LL holds a link for twice its data (its flags), inside one server up to NCCL's ceiling for one node
+    (`_ll_factor`); across servers a network route's bytes count 1 / `ll_network_scale` more, so the collective's
+    bus bandwidth stays under NCCL's ceiling across servers, as `collective_time_s` has it (`Paths.ll_across`)."""
 
     def __init__(self, op: Collective, choice: Choice | None, fabric: Fabric, router: Router):
         name = getattr(op, "protocol", "auto")
@@ -206,12 +212,31 @@ class _Wire:
             name = choice.protocol if choice is not None else "simple"
         self.proto: Protocol = PROTOCOLS[name]
         self.factor = 1.0 / self.proto.bandwidth_efficiency
+        self.net_factor = self.factor
         self.base_s = self.proto.base_latency_s
         if name == "ll" and fabric.ll_max_bytes_per_s:
-            self.factor = _ll_factor(op.group, fabric, router) or self.factor
+            self.factor = self.net_factor = _ll_factor(op.group, fabric, router) or self.factor
+        if name == "ll" and any(fabric.ll_max_across_bytes_per_s):
+            channels = getattr(op, "channels", 0) or (choice.channels if choice is not None else 1)
+            self.net_factor = self.factor / _ll_network_scale(op.group, channels, fabric, router)
 
     def step_s(self, route) -> float:
         return self.proto.step_overhead_s(NVLINK if route.scale_up else NET)
+
+    def factor_of(self, route) -> float:
+        return self.factor if route.scale_up else self.net_factor
+
+
+def _ll_network_scale(group, channels: int, fabric: Fabric, router: Router) -> float:
+    """`ll_network_scale` for a group across servers (1 inside one): NCCL's ceiling for its server count over the
+    NICs its channels use, on the paths the tuner measured."""
+    shape = Shape.of(group, fabric.gpus_per_server)
+    if shape.servers < 2:
+        return 1.0
+    paths = _paths(fabric, router)
+    nics = min(max(1, channels), shape.per_server, paths.nics_per_server or shape.per_server)
+    ceiling = paths.ll_max_across_bytes_per_s[0 if shape.servers <= 2 else 1]
+    return ll_network_scale(paths.rail.bandwidth_bytes_per_s, ceiling, nics)
 
 
 def _ll_factor(group, fabric: Fabric, router: Router) -> float | None:
@@ -279,7 +304,7 @@ def _lower_in_switch(
         nvswitch = net == "NVSwitch"
         # NCCL's NVLS latency once, on a GPU's first contribution; pieces then stream with no per-step overhead
         over = (NVLS_LATENCY_S if nvswitch else SHARP_LATENCY_S) if first else 0.0
-        factor = wire.factor / (NVLS_EFFICIENCY if nvswitch else 1.0)  # NVLink SHARP's measured rate
+        factor = (wire.factor / NVLS_EFFICIENCY) if nvswitch else wire.net_factor  # NVLink SHARP's measured rate
         t = g.add(
             TRANSFER,
             src,
@@ -409,7 +434,7 @@ def _lower_ring_edges(
     layout = Layout(gps)
     finals: dict[int, list[int]] = {r: [] for r in op.group}
     name = f"{op.key}/ring ["
-    bpe, factor, base_s = op.bytes_per_element, wire.factor, wire.base_s
+    bpe, factor_of, base_s = op.bytes_per_element, wire.factor_of, wire.base_s
     route_of, append, tasks, wires = router.route, g._append, inst.tasks, g.wire
     # network_of depends on the two ranks' local indices and whether they share a server: one string per such pair
     nets = router.cache.setdefault("ring-edge-networks", {})
@@ -429,6 +454,7 @@ def _lower_ring_edges(
         net = nets.get(where)
         if net is None:
             net = nets[where] = network_of(src, dst, layout)
+        factor = factor_of(route)
         t = append(  # g.add(TRANSFER, ..., step=-1, collective=ci, wire=factor), positionally
             TRANSFER,
             src,
@@ -519,12 +545,12 @@ def lower_collective(
                     b,
                     f"{op.key}/step{k} [{net}]",
                     deps,
-                    size_bytes=size * wire.factor,
+                    size_bytes=size * wire.factor_of(route),
                     route=route.links,
                     latency_s=route.latency_s + wire.step_s(route) + (wire.base_s if k == 0 and first is None else 0.0),
                     step=k,
                     collective=ci,
-                    wire=wire.factor,
+                    wire=wire.factor_of(route),
                 )
                 inst.tasks.append(t)
                 if early and first is None:

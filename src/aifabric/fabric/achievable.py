@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..catalog import NCCL_LL_MAX_ACROSS_GBPS, server_cpu_vendor
 from .graph import NIC, NVSWITCH, TIER_HOST, TIER_NVLINK, TIER_PCIE, TIER_SPINE, TIER_SUPERSPINE, Fabric
 
 PCIE_EFFICIENCY = 0.75
@@ -59,10 +60,16 @@ def tier_efficiencies(
 
 
 def apply_achievable(
-    fabric: Fabric, gpu, transport: str = "roce", calibration=None, path_mtu_bytes: int = MTU_PAYLOAD_BYTES
+    fabric: Fabric,
+    gpu,
+    transport: str = "roce",
+    calibration=None,
+    path_mtu_bytes: int = MTU_PAYLOAD_BYTES,
+    cpu_vendor: str = "",
 ) -> Fabric:
     """Set every link's efficiency (and calibrated extra latency) in place; returns the fabric. `path_mtu_bytes`:
-    the RoCE path MTU whose per-packet headers the network links pay (a calibration's measured figure wins)."""
+    the RoCE path MTU whose per-packet headers the network links pay (a calibration's measured figure wins).
+    `cpu_vendor` (the servers'; default: the GPU's reference server) picks NCCL's LL ceiling across servers."""
     eff = tier_efficiencies(gpu, transport, calibration, path_mtu_bytes)
     extra = {TIER_NVLINK: 0.0, TIER_HOST: 0.0}
     if calibration is not None and calibration.nvlink is not None:
@@ -78,4 +85,8 @@ def apply_achievable(
             latency = max(0.0, latency + extra[TIER_HOST])
         fabric.links[i] = replace(link, efficiency=eff.get(link.tier, 1.0), latency_s=latency)
     fabric.ll_max_bytes_per_s = getattr(gpu, "nccl_ll_max_gBps", 0.0) * 1e9  # NCCL's LL ceiling (catalog)
+    if fabric.ll_max_bytes_per_s:  # NCCL (not RCCL): its ceiling across servers, by the servers' CPU vendor
+        vendor = cpu_vendor or server_cpu_vendor(gpu.name)
+        across = NCCL_LL_MAX_ACROSS_GBPS["amd" if vendor == "amd" else "other"]
+        fabric.ll_max_across_bytes_per_s = (across[0] * 1e9, across[1] * 1e9)
     return fabric

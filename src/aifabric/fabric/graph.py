@@ -71,6 +71,7 @@ class Fabric:
     design: object | None = None  # the resolved design (fabric.design.Design) the builder used, if any
     nvls: bool = False  # the NVSwitch reduces and multicasts (NVLink SHARP: H100 and later)
     ll_max_bytes_per_s: float = 0.0  # NCCL's LL bus-bandwidth ceiling inside one server (0: none known)
+    ll_max_across_bytes_per_s: tuple[float, float] = (0.0, 0.0)  # the same across 2 servers, across more
 
     def add_node(self, node: Node) -> Node:
         if node.id in self.nodes:

@@ -66,6 +66,12 @@ class ClusterSpec(Strict):
     pcie_bandwidth_gBps: float | None = Field(
         None, gt=0, description="PCIe GPU<->NIC bandwidth per direction, GB/s (default: x16 of the GPU's gen)"
     )
+    cpu_vendor: Literal["intel", "amd", "arm", "other"] | None = Field(
+        None,
+        description="the servers' CPU vendor: NCCL caps its LL protocol's bus bandwidth across servers by it "
+        "(AMD: 22.5 GB/s on 2 servers, 19.0 on more; others: 39.0, 20.4). Default: the GPU's reference server "
+        "(DGX A100: amd; DGX H100, H200, B200: intel; GB200: arm; other GPUs: other)",
+    )
     nvlink_latency_ns: float = Field(500, ge=0, description="one-way GPU-to-GPU latency over NVLink, ns")
     pcie_latency_ns: float = Field(300, ge=0, description="one-way GPU-to-NIC latency over PCIe, ns")
 
