@@ -299,6 +299,7 @@ GPUS: dict[str, GpuSpec] = {
     ),
 }
 
+CPU_VENDORS = ("intel", "amd", "arm", "other")  # `cluster.cpu_vendor`: NCCL tells AMD apart from the rest
 SERVER_CPU_VENDOR: dict[str, tuple[str, str]] = {
     "A100": ("amd", "NVIDIA DGX A100 datasheet: 2 x AMD EPYC 7742"),
     "A100-40GB": ("amd", "NVIDIA DGX A100 (320 GB) datasheet: 2 x AMD EPYC 7742"),

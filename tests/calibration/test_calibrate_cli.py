@@ -89,7 +89,13 @@ def test_file_that_does_not_say_its_operation_needs_op(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "args,field", [(["--gpu", "Z900"], "--gpu"), (["--nic-gbps", "-1"], "--nic-gbps"), (["--op", "allsum"], "--op")]
+    "args,field",
+    [
+        (["--gpu", "Z900"], "--gpu"),
+        (["--nic-gbps", "-1"], "--nic-gbps"),
+        (["--op", "allsum"], "--op"),
+        (["--cpu-vendor", "via"], "--cpu-vendor"),
+    ],
 )
 def test_bad_flags(args, field, tmp_path, capsys):
     assert calibrate("nccl-tests", G8, *args, "--out", tmp_path / "c.yaml") == 2

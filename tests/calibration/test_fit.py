@@ -124,3 +124,23 @@ def test_a100_sample_efficiency_is_busbw_over_the_nvlink_line_rate():
     assert lowest / line_rate < fit.efficiency < top / line_rate * 1.01
     assert cal.files[0].measured_busbw_gBps == pytest.approx(top, rel=1e-3)
     assert fit.extra_latency_us > 0  # 39 µs at 8 B: slower than the model's bare overheads
+
+
+def test_the_fit_models_nccls_ll_ceilings_as_the_simulator_applies_them():
+    """Small multi-node sizes run LL, which NCCL holds under its ceiling across servers (AMD: 22.5 GB/s on two):
+    outputs generated with the ceilings fit back exactly when the fit knows them, and a fit that ignored them
+    would put LL's lost bandwidth into the latency."""
+    across = (22.5e9, 19.0e9)
+    nvlink, network = NOMINAL, TierValues(0.8, 3e-6)
+
+    def nominal(ceilings: bool) -> Nominal:
+        return Nominal(8, H100_NVLINK_GBPS * 1e9, NIC_GBPS * 1e9 / 8, 0.0, across if ceilings else (0.0, 0.0))
+
+    probe = Measurement("gen", "all-reduce", 16, 2, 8, tuple(SIZES), (1.0,) * len(SIZES), nominal(True))
+    text = output("all-reduce", 2, 8, SIZES, [probe.model_time_s(s, nvlink, network) * 1e6 for s in SIZES])
+    [run] = parse_text(text, "amd.txt")
+    knows = calibrate([measurement(run, H100_NVLINK_GBPS, NIC_GBPS, ll_max_across_gBps=(22.5, 19.0))])
+    fit = knows.tiers["network"]
+    assert close(fit.efficiency, 0.8) and close(fit.extra_latency_us, 3.0)
+    blind = calibrate([measurement(run, H100_NVLINK_GBPS, NIC_GBPS)]).tiers["network"]
+    assert blind.extra_latency_us > 1.03 * fit.extra_latency_us  # 3.18 µs: LL's lost bandwidth taken for latency

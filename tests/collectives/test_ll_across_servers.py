@@ -119,3 +119,19 @@ def test_the_lowered_ring_holds_the_ceiling_as_the_model_does():
     assert _busbw("all-reduce", 16, size, t_flow) <= 22.5e9 * 1.01
     wires = {float(w) for w in graph.wire.values()}
     assert 2.0 in wires and max(wires) > 2.0  # NVLink hops at LL's 2x, network hops at more
+
+
+def test_bench_takes_the_cpu_vendor_and_amd_servers_hold_ll_lower(capsys):
+    from aifabric.cli import run_app
+    from aifabric.cli.app import app
+
+    def row(vendor: str) -> tuple[float, str]:
+        args = ["collective", "bench", "--gpu", "A100", "-n", "16", "--nic-gbps", "200", "-b", "512K", "-e", "512K"]
+        assert run_app(app, [*args, "--cpu-vendor", vendor]) == 0
+        cells = [c.strip() for c in next(x for x in capsys.readouterr().out.splitlines() if "524288" in x).split("│")]
+        return float(cells[6]), cells[9]  # time (us), algorithm
+
+    (t_amd, alg_amd), (t_intel, alg_intel), (t_auto, _) = row("amd"), row("intel"), row("auto")
+    assert alg_amd == alg_intel == "ring/ll/8ch"
+    assert t_amd > 1.2 * t_intel  # 22.5 GB/s against 39.0 of bus bandwidth on two servers
+    assert t_auto == t_amd  # DGX A100's EPYCs

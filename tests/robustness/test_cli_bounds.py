@@ -18,6 +18,7 @@ REFUSED = [
     (["collective", "allreduce", "--elements", "9223372036854775808"], "--elements"),  # printed negative sends
     (["collective", "bench", "--nvlink-gBps", "1e-300"], "--nvlink-gBps"),
     (["collective", "bench", "--max-bytes", "1000000000000000"], "--max-bytes"),
+    (["collective", "bench", "--cpu-vendor", "via"], "--cpu-vendor"),
     (["fabric", "rail-map", "--ports", "1000000000"], "--ports"),  # 7.8 GB, then a traceback
     (["packet", "incast", "--size-mb", "inf"], "--size-mb"),  # OverflowError
     (["packet", "incast", "--size-mb", "100000"], "--size-mb"),  # unbounded

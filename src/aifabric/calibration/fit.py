@@ -35,7 +35,7 @@ what the simulator will do with it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from scipy.optimize import brentq
@@ -91,19 +91,26 @@ class Nominal:
     gpus_per_server: int
     nvlink_bytes_per_s: float
     nic_bytes_per_s: float
+    # NCCL's LL ceilings the simulator applies on these hops (fabric/achievable.py): inside one server, across 2 /
+    # more servers (0: none)
+    ll_max_bytes_per_s: float = 0.0
+    ll_max_across_bytes_per_s: tuple[float, float] = (0.0, 0.0)
 
     def paths(self, nvlink: TierValues, network: TierValues) -> Paths:
         def rate(bytes_per_s: float, tier: TierValues) -> float:
             return bytes_per_s * tier.efficiency if bytes_per_s > 0 else math.inf
 
         nv_us, net_us = nvlink.extra_latency_s * 1e6, network.extra_latency_s * 1e6
-        return Paths.simple(
+        paths = Paths.simple(
             self.gpus_per_server,
             bytes_per_s_to_gBps(rate(self.nvlink_bytes_per_s, nvlink)),
             bytes_per_s_to_gbps(rate(self.nic_bytes_per_s, network)),
             nvlink_latency_us=NVLINK_LATENCY_S * 1e6 + nv_us,
             rail_latency_us=RAIL_LATENCY_S * 1e6 + net_us,
             spine_latency_us=CROSS_RAIL_LATENCY_S * 1e6 + net_us,
+        )
+        return replace(
+            paths, ll_max_bytes_per_s=self.ll_max_bytes_per_s, ll_max_across_bytes_per_s=self.ll_max_across_bytes_per_s
         )
 
 
@@ -164,10 +171,17 @@ class Measurement:
 
 
 def measurement(
-    run: NcclTestsRun, nvlink_gBps_per_direction: float, nic_gbps: float, nvls: bool = False
+    run: NcclTestsRun,
+    nvlink_gBps_per_direction: float,
+    nic_gbps: float,
+    nvls: bool = False,
+    ll_max_gBps: float = 0.0,
+    ll_max_across_gBps: tuple[float, float] = (0.0, 0.0),
 ) -> Measurement:
     """`run` with its nominal hops (0 for a bandwidth the run does not use: no NVLink peer, one node);
-    `nvls`: the GPUs have NVLink SHARP (the model may then reduce in the switch inside one node)."""
+    `nvls`: the GPUs have NVLink SHARP (the model may then reduce in the switch inside one node);
+    `ll_max_gBps`, `ll_max_across_gBps`: NCCL's LL ceilings for the GPU and the servers' CPUs, as the simulator
+    will apply them (catalog `nccl_ll_max_gBps`, `NCCL_LL_MAX_ACROSS_GBPS`; 0: none)."""
     rows = sorted((r for r in run.rows if r.size_bytes > 0 and r.best.time_us > 0), key=lambda r: r.size_bytes)
     where = run.label
     if run.gpus < 2:
@@ -192,6 +206,8 @@ def measurement(
         run.gpus_per_node,
         gBps_to_bytes_per_s(nvlink_gBps_per_direction) if run.gpus_per_node > 1 else 0.0,
         gbps_to_bytes_per_s(nic_gbps) if run.nodes > 1 else 0.0,
+        gBps_to_bytes_per_s(ll_max_gBps),
+        (gBps_to_bytes_per_s(ll_max_across_gBps[0]), gBps_to_bytes_per_s(ll_max_across_gBps[1])),
     )
     return Measurement(
         where,

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from ..catalog import GPUS
+from ..catalog import CPU_VENDORS, GPUS
 from ..errors import InputError, Problem
 from .app import app
 from .console import PIPE_WIDTH, make_console
@@ -123,6 +123,12 @@ def nccl_tests(
         8, "--gpus-per-server", help="GPUs per node, for files without rank lines (partial outputs)"
     ),
     nic_gbps: float = typer.Option(0, "--nic-gbps", help="NIC speed per GPU, Gb/s (0: the catalog's for the GPU)"),
+    cpu_vendor: str = typer.Option(
+        "auto",
+        "--cpu-vendor",
+        help="the servers' CPU vendor, which sets NCCL's LL ceiling across servers (intel, amd, arm, other; "
+        "auto: the GPU's reference server, e.g. DGX A100 amd, DGX H100 intel)",
+    ),
     op: str = typer.Option(None, "--op", help="the operation, for files that do not say (allreduce, allgather, ...)"),
     out: Path = typer.Option(Path("calibration.yaml"), "--out", "-o", help="the calibration file to write"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
@@ -134,7 +140,7 @@ def nccl_tests(
 
     from ..calibration.fit import calibrate, measurement
     from ..calibration.nccl_tests import parse_file
-    from ..catalog import gpu
+    from ..catalog import NCCL_LL_MAX_ACROSS_GBPS, gpu, server_cpu_vendor
     from ..report.files import write_atomic
     from ..scenario.calibration_spec import TierCalibration
     from ..simulate import NVLS_GPUS
@@ -144,6 +150,8 @@ def nccl_tests(
         problems.append(Problem("--gpus-per-server", f"must be >= 1 (got {gpus_per_server})"))
     if not nic_gbps >= 0 or nic_gbps == float("inf"):
         problems.append(Problem("--nic-gbps", f"must be a number >= 0, 0 for the catalog's (got {nic_gbps:g})"))
+    if cpu_vendor not in ("auto", *CPU_VENDORS):
+        problems.append(Problem("--cpu-vendor", f"auto or one of {', '.join(CPU_VENDORS)} (got {cpu_vendor!r})"))
     if gpu_name != "auto" and gpu_name.upper() not in GPUS:
         problems.append(Problem("--gpu", f"unknown GPU {gpu_name!r}; auto or one of {', '.join(GPUS)}"))
     if out.exists() and out.is_dir():
@@ -169,8 +177,13 @@ def nccl_tests(
         spec = gpu(name) if name else None
         nvlink = spec.nvlink_bandwidth_gBps / 2 if spec else 0.0
         nic = nic_gbps or (spec.typical_nic_gbps if spec else 0.0)
+        vendor = cpu_vendor if cpu_vendor != "auto" else server_cpu_vendor(name or "")
+        ll_max = spec.nccl_ll_max_gBps if spec else 0.0  # NCCL's ceilings, as the simulator applies them
+        across = NCCL_LL_MAX_ACROSS_GBPS["amd" if vendor == "amd" else "other"] if ll_max else (0.0, 0.0)
         try:
-            ms.append(measurement(run, nvlink, nic, nvls=name in NVLS_GPUS))
+            ms.append(
+                measurement(run, nvlink, nic, nvls=name in NVLS_GPUS, ll_max_gBps=ll_max, ll_max_across_gBps=across)
+            )
         except InputError as exc:
             problems.extend(exc.problems)
             continue

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from ..catalog import CPU_VENDORS
 from ..collectives.names import ALGORITHMS, REDUCE_OPS
 from ..errors import InputError, Problem
 from .app import app
@@ -302,6 +303,7 @@ def _bench_fabric(
     scenario_path: str | None,
     gpu_name: str = "H100",
     nvlink_gBps: float | None = None,
+    cpu_vendor: str | None = None,
 ):
     """The fabric of a scenario file, or a rail-optimized one of `gpu_name` servers with one spine per rail
     and links at NIC speed; links at their achievable rates either way (fabric/achievable.py)."""
@@ -321,6 +323,7 @@ def _bench_fabric(
         nic_speed_gbps=nic_gbps,
         gpu=gpu_name,
         nvlink_bandwidth_gBps=2 * nvlink_gBps if nvlink_gBps else None,
+        cpu_vendor=cpu_vendor,
     )
     base["fabric"].update(spines=gpus_per_server, link_speed_gbps=nic_gbps, switch_radix=max(64, 2 * servers + 8))
     base["workload"]["global_batch_size"] = servers * gpus_per_server  # the bench uses the fabric alone
@@ -391,6 +394,12 @@ def bench(
     gpus_per_server: int = typer.Option(8, "--gpus-per-server", help="GPUs per server"),
     nic_gbps: float = typer.Option(400, "--nic-gbps", help="NIC (and fabric link) speed, Gb/s"),
     nvlink_gBps: float = typer.Option(0, "--nvlink-gBps", help="NVLink per direction, GB/s (0: the GPU's)"),
+    cpu_vendor: str = typer.Option(
+        "auto",
+        "--cpu-vendor",
+        help="the servers' CPU vendor, which sets NCCL's LL ceiling across servers (intel, amd, arm, other; auto: "
+        "the GPU's reference server; with --scenario, its cluster.cpu_vendor)",
+    ),
     min_bytes: str = typer.Option("8", "--min-bytes", "-b", help="smallest size (8, 64K, 1M, 8G)"),
     max_bytes: str = typer.Option("128M", "--max-bytes", "-e", help="largest size"),
     factor: int = typer.Option(2, "--step-factor", "-f", help="multiply the size by this between rows"),
@@ -428,6 +437,10 @@ def bench(
         problems.append(Problem("--nic-gbps", f"must be a number from 0.001 to 1,000,000 (got {nic_gbps:g})"))
     if not (math.isfinite(nvlink_gBps) and (nvlink_gBps == 0 or 0.001 <= nvlink_gBps <= 1e6)):
         problems.append(Problem("--nvlink-gBps", f"must be a number >= 0, 0 for the GPU's own (got {nvlink_gBps:g})"))
+    if cpu_vendor not in ("auto", *CPU_VENDORS):
+        problems.append(Problem("--cpu-vendor", f"auto or one of {', '.join(CPU_VENDORS)} (got {cpu_vendor!r})"))
+    elif cpu_vendor != "auto" and scenario:
+        problems.append(Problem("--cpu-vendor", "the scenario's cluster.cpu_vendor says it: set it there"))
     if dtype not in DTYPES:
         problems.append(Problem("--datatype", f"one of {', '.join(DTYPES)}"))
     if redop not in REDUCE_OPS:
@@ -452,7 +465,15 @@ def bench(
         raise InputError(Problem("--algorithm", reason))
     type_bytes = DTYPES[dtype]
     sizes = [s for s in _sizes(lo, hi, factor) if s >= type_bytes]
-    fabric, router = _bench_fabric(ranks, gpus_per_server, nic_gbps, scenario, gpu_name.upper(), nvlink_gBps)
+    fabric, router = _bench_fabric(
+        ranks,
+        gpus_per_server,
+        nic_gbps,
+        scenario,
+        gpu_name.upper(),
+        nvlink_gBps,
+        None if cpu_vendor == "auto" else cpu_vendor,
+    )
     gpus_per_server = fabric.gpus_per_server
     layout = Layout(gpus_per_server)
     shape = Shape.of(group, gpus_per_server)
