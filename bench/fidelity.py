@@ -1,8 +1,8 @@
 """The validation suite: every published measurement in bench/fidelity/cases.yaml, predicted and compared.
 
-    python bench/fidelity.py                     # every case that runs in reasonable time here
+    python bench/fidelity.py                     # every case (about 25 minutes on 2 cores)
     python bench/fidelity.py --case K3 --case N2 # some
-    python bench/fidelity.py --max-gpus 4096     # larger ones too (minutes each)
+    python bench/fidelity.py --max-gpus 1024     # the cases up to 1,024 GPUs (about 2 minutes)
     python bench/fidelity.py --write-docs        # the table into docs/validation.md
     python bench/fidelity.py --case M4 --write-docs  # re-run some; the others' stored results stay
 
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent
 CASES = ROOT / "fidelity" / "cases.yaml"
 DOCS = ROOT.parent / "docs" / "validation.md"
 RESULTS = ROOT / "fidelity" / "results.json"
-DEFAULT_MAX_GPUS = 1024
+DEFAULT_MAX_GPUS = 16384  # every case: the largest, Llama 3 405B at its published 16,384 H100, in minutes
 # wall seconds of the flow engine per (GPU x micro-batch x layer) of a plan, measured on the cases that ran;
 # used to estimate the ones that did not (printed as "~ N min")
 FALLBACK_S_PER_UNIT = 2e-6
@@ -53,6 +53,7 @@ class Outcome:
     wall_s: float
     note: str = ""
     estimated_s: float | None = None
+    sweep: dict[int, float] | None = None  # virtual stages -> predicted, for a case whose source leaves them out
 
 
 def load_cases(path: Path = CASES) -> tuple[dict, list[dict]]:
@@ -87,18 +88,37 @@ def scenario_of(case: dict) -> dict:
         cluster["cpu_vendor"] = case["cpu_vendor"]
     par = {
         k: case[k]
-        for k in ("tp", "pp", "dp", "micro_batch_size", "sequence_parallel", "recompute", "overlap_grad_reduce")
+        for k in (
+            "tp",
+            "pp",
+            "dp",
+            "cp",
+            "zero",
+            "micro_batch_size",
+            "sequence_parallel",
+            "recompute",
+            "overlap_grad_reduce",
+        )
         if k in case
     }
-    if case.get("chunks", 1) > 1:
-        par.update(schedule="interleaved", chunks=case["chunks"])
-    model = {
-        "kind": "transformer",
-        "layers": case["layers"],
-        "hidden": case["hidden"],
-        "heads": case["heads"],
-        "vocab": case["vocab"],
-    }
+    chunks = case.get("chunks", 1)
+    if chunks > 1:
+        par.update(schedule="interleaved", chunks=chunks)
+    if case.get("end_stages_fewer"):  # the first and the last (virtual) stage hold that many blocks fewer
+        stages = case["pp"] * chunks
+        per = (case["layers"] + 2 * case["end_stages_fewer"]) // stages
+        fewer = per - case["end_stages_fewer"]
+        par["layers_per_stage"] = [fewer] + [per] * (stages - 2) + [fewer]
+    if "model_name" in case:  # a zoo model, its own architecture
+        model: dict | str = case["model_name"]
+    else:
+        model = {
+            "kind": "transformer",
+            "layers": case["layers"],
+            "hidden": case["hidden"],
+            "heads": case["heads"],
+            "vocab": case["vocab"],
+        }
     return {
         "name": f"fidelity-{case['id']}",
         "seed": 0,
@@ -125,7 +145,19 @@ def narayanan_eq3_flops(case: dict) -> float:
     return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-FLOPS = {"narayanan-eq3": narayanan_eq3_flops}
+def palm_flops(case: dict) -> float:
+    """PaLM's model FLOPs (Chowdhery et al. 2022, Appendix B): 6N + 12 L H Q T per token, N the parameters
+    that multiply (all but the input embedding and positions), attention over the full T x T square."""
+    from aifabric.scenario import parse_scenario
+    from aifabric.workload.from_spec import resolve_plan
+
+    model, _, _ = resolve_plan(parse_scenario(scenario_of(case)))
+    n = model.params - model.embedding_params - model.position_params
+    t = case["seq_len"]
+    return case["global_batch_size"] * t * (6.0 * n + 12.0 * model.layers * model.hidden * t)
+
+
+FLOPS = {"narayanan-eq3": narayanan_eq3_flops, "palm": palm_flops}
 
 
 def run_iteration(case: dict) -> float:
@@ -243,6 +275,34 @@ def predict(case: dict) -> float:
     raise ValueError(f"unknown metric {metric}")
 
 
+def predict_sweep(case: dict, console: Console) -> dict[int, float]:
+    """A case whose source does not give the number of virtual stages (model chunks per pipeline stage): the
+    prediction at each count the plan allows, none chosen."""
+    out = {}
+    for v in case["sweep_chunks"]:
+        console.print(f"[dim] V={v}[/]", end="")
+        out[v] = predict({**case, "chunks": v})
+    return out
+
+
+def sweep_error(published: float, sweep: dict[int, float]) -> float:
+    """0 when the published figure lies within the predictions, else its distance to the nearest one
+    (nearest / published - 1)."""
+    lo, hi = min(sweep.values()), max(sweep.values())
+    if lo <= published <= hi:
+        return 0.0
+    return (lo if published < lo else hi) / published - 1
+
+
+def sweep_text(sweep: dict[int, float], metric: str) -> str:
+    return "; ".join(f"V={v}: {_fmt(p, metric)}" for v, p in sorted(sweep.items()))
+
+
+def sweep_range(sweep: dict[int, float], metric: str) -> str:
+    v = sorted(sweep)
+    return f"{_fmt(min(sweep.values()), metric)}-{_fmt(max(sweep.values()), metric)} (V {v[0]}-{v[-1]})"
+
+
 def work_units(case: dict) -> float:
     """GPUs x micro-batches x layers per stage: what the flow engine's wall time grows with."""
     if case.get("metric") not in ("iteration_time_s", "tflops_per_gpu") or "layers" not in case:
@@ -250,7 +310,7 @@ def work_units(case: dict) -> float:
     tp, pp = case.get("tp", 1), case.get("pp", 1)
     dp = case.get("dp") or max(1, gpus_of(case) // (tp * pp))
     m = case["global_batch_size"] / (dp * case.get("micro_batch_size", 1))
-    return gpus_of(case) / tp * m * case["layers"] / pp
+    return gpus_of(case) / tp * m * case["layers"] / pp * len(case.get("sweep_chunks", (1,)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +337,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             console.print(f"[dim]{case['id']}: {gpus_of(case) or case.get('ranks')} GPUs ...[/]", end="")
             t0 = time.perf_counter()
+            if "sweep_chunks" in case:
+                sweep = predict_sweep(case, console)
+                wall = time.perf_counter() - t0
+                err = sweep_error(case["published"], sweep)
+                console.print(
+                    f"\r{case['id']}: {sweep_text(sweep, case['metric'])} vs {case['published']:g} "
+                    f"({'within' if err == 0 else f'{100 * err:+.1f} % outside'}), {wall:.1f} s"
+                )
+                outcomes.append(Outcome(case, None, None, wall, sweep=sweep))
+                continue
             predicted = predict(case)
             wall = time.perf_counter() - t0
             units = work_units(case)
@@ -297,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_docs:
         stored = store(outcomes)
         everything = [
-            next((o for o in outcomes if o.case["id"] == c["id"] and o.predicted is not None), None)
+            next((o for o in outcomes if o.case["id"] == c["id"] and (o.predicted or o.sweep) is not None), None)
             or stored_outcome(c, stored)
             or next((o for o in outcomes if o.case["id"] == c["id"]), Outcome(c, None, None, 0.0))
             for c in load_cases()[1]
@@ -321,6 +391,14 @@ def store(outcomes: list[Outcome]) -> dict:
     stored = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
     commit, day = _commit(), datetime.date.today().isoformat()
     for o in outcomes:
+        if o.sweep is not None:
+            stored[o.case["id"]] = {
+                "sweep": {str(v): p for v, p in o.sweep.items()},
+                "published": o.case["published"],
+                "wall_s": round(o.wall_s, 1),
+                "commit": commit,
+                "date": day,
+            }
         if o.predicted is not None:
             stored[o.case["id"]] = {
                 "predicted": o.predicted,
@@ -337,6 +415,10 @@ def stored_outcome(case: dict, stored: dict) -> Outcome | None:
     r = stored.get(case["id"])
     if r is None or r.get("published") != case["published"]:
         return None
+    if "sweep" in r:
+        if "sweep_chunks" not in case:
+            return None
+        return Outcome(case, None, None, r["wall_s"], sweep={int(v): p for v, p in r["sweep"].items()})
     return Outcome(case, r["predicted"], r["predicted"] / case["published"] - 1, r["wall_s"])
 
 
@@ -368,6 +450,20 @@ def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:
     for o in outcomes:
         c = o.case
         gpus = str(gpus_of(c) or c.get("ranks", "-"))
+        if o.sweep is not None:
+            err = sweep_error(c["published"], o.sweep)
+            where = "within" if err == 0 else f"{100 * err:+.1f} % (out)"
+            table.add_row(
+                c["id"],
+                c["source"],
+                gpus,
+                c["metric"],
+                f"{c['published']:g}",
+                sweep_range(o.sweep, c["metric"]),
+                where,
+                f"{o.wall_s:.1f} s",
+            )
+            continue
         if o.predicted is None:
             wall = f"~{o.estimated_s / 60:.0f} min (est.)" if o.estimated_s else "not run"
             table.add_row(c["id"], c["source"], gpus, c["metric"], f"{c['published']:g}", "-", "-", wall)
@@ -390,7 +486,21 @@ def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:
     for k, n, mean, worst in rows:
         agg.add_row(k, str(n), f"{100 * mean:.1f} %", f"{100 * worst:.1f} %")
     console.print(agg)
-    return bool(rows)
+    if line := sweep_summary(outcomes):
+        console.print(line)
+    return bool(rows) or bool(line)
+
+
+def sweep_summary(outcomes: list[Outcome]) -> str:
+    """How many swept cases (not in the aggregate) have their published figure within the predictions."""
+    swept = [o for o in outcomes if o.sweep is not None]
+    if not swept:
+        return ""
+    within = [o.case["id"] for o in swept if sweep_error(o.case["published"], o.sweep) == 0]
+    return (
+        f"virtual stages swept (not published; not in the aggregate): the published figure lies within the "
+        f"predictions in {len(within)} of {len(swept)} cases ({', '.join(within) or 'none'})"
+    )
 
 
 def write_docs(outcomes: list[Outcome], sources: dict) -> None:
@@ -404,6 +514,10 @@ def write_docs(outcomes: list[Outcome], sources: dict) -> None:
         if o.predicted is None and o.estimated_s:
             pred = f"not run (~{o.estimated_s / 60:.0f} min)"
         err = "-" if o.error is None else f"{100 * o.error:+.1f} %"
+        if o.sweep is not None:  # not a prediction: the range over what the source leaves out
+            pred = sweep_text(o.sweep, c["metric"])
+            gap = sweep_error(c["published"], o.sweep)
+            err = "within the range" if gap == 0 else f"{100 * gap:+.1f} % outside the range"
         quote = c["quote"].replace("|", "\\|")
         lines.append(
             f"| {c['id']} | {sources[c['source']]['title'].split(',')[0]}, {c['where']} | `{quote}` | "
@@ -411,6 +525,8 @@ def write_docs(outcomes: list[Outcome], sources: dict) -> None:
         )
     lines += ["", "| cases | n | mean \\|error\\| | max \\|error\\| |", "|---|---|---|---|"]
     lines += [f"| {k} | {n} | {100 * m:.1f} % | {100 * w:.1f} % |" for k, n, m, w in summary_rows(outcomes)]
+    if line := sweep_summary(outcomes):
+        lines += ["", line[0].upper() + line[1:] + "."]
     text = DOCS.read_text(encoding="utf-8")
     begin, end = "<!-- fidelity:begin -->", "<!-- fidelity:end -->"
     block = begin + "\n" + "\n".join(lines) + "\n" + end

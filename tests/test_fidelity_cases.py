@@ -64,6 +64,36 @@ def test_the_throughput_formula_is_narayanan_eq3(fidelity):
     assert flops / (163e12 * 3072) == pytest.approx(102.6, rel=0.01)
 
 
+def test_palm_flops_count_llama3_405bs_matmuls_and_full_attention(cases, fidelity):
+    """PaLM's 6N + 12 L H Q T per token, N from Llama 3 405B's published shapes (hidden 16,384, 8 KV heads of
+    128, FFN 53,248 SwiGLU, 126 blocks, vocabulary 128,256, RMSNorm weights), not from the tool's model."""
+    _, items = cases
+    l2 = next(c for c in items if c["id"] == "L2")
+    h, kv, ffn, layers, vocab = 16384, 8 * 128, 53248, 126, 128256
+    block = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h
+    n = layers * block + h + h * vocab  # blocks, the final norm, the output layer (the input embedding: no FLOPs)
+    tokens, seq = 2048 * 8192, 8192
+    assert fidelity.palm_flops(l2) == pytest.approx(tokens * (6 * n + 12 * layers * h * seq), rel=1e-6)
+
+
+def test_a_swept_case_runs_every_virtual_stage_count_and_reports_a_range(cases, fidelity):
+    """Llama 3's virtual stages are not published: each count the plan allows is a valid scenario (the end
+    stages one block fewer), and the case says whether the published figure lies within the predictions."""
+    _, items = cases
+    swept = [c for c in items if "sweep_chunks" in c]
+    assert {c["id"] for c in swept} == {"L1", "L2", "L3"}
+    for c in swept:
+        for v in c["sweep_chunks"]:
+            s = parse_scenario(fidelity.scenario_of({**c, "chunks": v}))
+            counts = s.workload.parallelism.layers_per_stage
+            assert len(counts) == 16 * v and sum(counts) == 126, (c["id"], v)
+            assert counts[0] == counts[-1] == 8 // v - 1 and set(counts[1:-1]) == {8 // v}
+            assert s.cluster.total_gpus == fidelity.gpus_of(c)
+    assert fidelity.sweep_error(400, {1: 300.0, 2: 380.0, 4: 420.0}) == 0.0
+    assert fidelity.sweep_error(400, {1: 300.0, 2: 360.0}) == pytest.approx(360 / 400 - 1)
+    assert fidelity.sweep_error(250, {1: 300.0, 2: 360.0}) == pytest.approx(300 / 250 - 1)
+
+
 def test_small_cases_run_through_the_simulator(cases, fidelity):
     _, items = cases
     by_id = {c["id"]: c for c in items}
