@@ -265,6 +265,32 @@ def test_nvls_streams_in_fine_pieces_inside_a_server(size):
     assert choice is None or choice.algorithm != "nvls" or choice.pieces == 1
 
 
+def test_nvls_pushes_stream_without_waiting_for_each_pieces_latency():
+    # a GPU pushes its pieces up in order; NCCL's NVLS channels keep pieces in flight, so each push waits for the
+    # last one's bytes to have left (drain), not for its arrival; the push after a GPU's first waits for that one
+    # to arrive: the first carries NCCL's NVLS latency (25 us), a start-up cost every piece stands behind
+    fabric, router = fabric_of(1, 4)
+    size = 16 * 2**20
+    call = CollectiveCall("c", "all-reduce", tuple(range(4)), size // 4, 4, algorithm="nvls", pieces=16, channels=1)
+    graph = lower(one(call), fabric, router)
+    gpu0 = fabric.rank_gpu[0]
+    ups = [  # GPU 0's pushes: its contributions and its multicasts, up its NVLink to the NVSwitch
+        t
+        for t in range(len(graph.kind))
+        if graph.kind[t] == TRANSFER and graph.route[t] and fabric.links[graph.route[t][0]].src == gpu0
+    ]
+    drained = [t for t in ups if t in graph.drain_deps]
+    # 16 pieces x (3 contributions + 1 multicast); waited for to their end: the first step's 3 contributions, the
+    # second step's 3 (behind the first push) and the first multicast (nothing before it)
+    assert len(ups) == 64 and len(ups) - len(drained) == 3 + 3 + 1
+    assert all(set(graph.drain_deps[t]) <= set(graph.deps[t]) for t in drained)
+    first = min(ups)
+    assert not any(first in graph.drain_deps.get(t, ()) for t in ups)  # the first push is waited for to its end
+    t = collective_time(graph, run(graph, fabric, "flow"))
+    rate = min(link.rate_bytes_per_s for link in fabric.links if link.tier == "nvlink") * NVLS_EFFICIENCY
+    assert 25e-6 + size / rate < t < 25e-6 + (1 + 4 / 16) * size / rate
+
+
 def test_the_tuner_sees_gpus_sharing_nics():
     # 8 GPUs behind 4 NICs (two per PCIe switch): a ring's 8 channels leave each server through 4 NICs, two
     # channels per NIC. The cost model the tuner chooses with must count that, or it expects twice the

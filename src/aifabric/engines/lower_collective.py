@@ -276,13 +276,16 @@ def _lower_in_switch(
     """In-switch reduction and multicast (NVLS in the NVSwitch, SHARP in the rail switch), by data
     dependencies only, so pieces overlap: every contribution of a chunk run crosses its GPU's path up
     to the switch once, the switch adds them and sends the owner one result; a multicast goes up
-    once and the switch copies it down to every member. A GPU pushes its pieces up in step order."""
+    once and the switch copies it down to every member. A GPU pushes its pieces up in step order, each once its
+    last push's bytes have left (`TaskGraph.drain_deps`): NCCL's NVLS channels keep pieces in flight, so a piece's
+    latency does not hold the next one back."""
     b = sched.chunk_bounds
     ready: dict[tuple[int, int], list[int]] = {}  # (rank, chunk) -> tasks that delivered its latest value
     # (rank, step, phase) -> its up-transfers at that step: contributions ("r") and multicasts ("m") are pushed
     # by separate warps in NCCL's NVLS kernel, each stream in step order
     pushed: dict[tuple[int, int, str], list[int]] = {}
     started: set[int] = set()
+    firsts: set[int] = set()  # each GPU's first push: it carries NCCL's NVLS latency
 
     def deps_of(rank: int, chunk: int, count: int) -> list[int]:
         out = list(done[rank])
@@ -338,6 +341,7 @@ def _lower_in_switch(
             ups = []
             for p, r in zip(peers, routes):
                 up_links, _ = _split_at_switch(fabric, r.links)
+                before = pushed.get((p, step - 1, "r"), [])
                 ups.append(
                     add(
                         p,
@@ -345,13 +349,17 @@ def _lower_in_switch(
                         up_links,
                         r.latency_s / 2,
                         size,
-                        deps_of(p, chunk, count) + pushed.get((p, step - 1, "r"), []),
+                        deps_of(p, chunk, count) + before,
                         step,
                         net,
                         first=p not in started,
                     )
                 )
-                started.add(p)
+                if p not in started:
+                    firsts.add(ups[-1])
+                elif before and firsts.isdisjoint(before):  # the stream's next push once the last one's bytes
+                    g.drain_deps[ups[-1]] = tuple(before)  # have left (after a first push: once it has arrived,
+                started.add(p)  # its NVLS latency a start-up cost the stream waits for)
                 pushed.setdefault((p, step, "r"), []).append(ups[-1])
                 finals[p].append(ups[-1])
             _, down_links = _split_at_switch(fabric, routes[0].links)
@@ -363,16 +371,19 @@ def _lower_in_switch(
             finals[owner].append(t)
         else:  # one copy up, multicast down
             up_links, _ = _split_at_switch(fabric, routes[0].links)
+            before = pushed.get((owner, step - 1, "m"), [])
             up = add(
                 owner,
                 owner,
                 up_links,
                 routes[0].latency_s / 2,
                 size,
-                deps_of(owner, chunk, count) + pushed.get((owner, step - 1, "m"), []),
+                deps_of(owner, chunk, count) + before,
                 step,
                 net,
             )
+            if before and firsts.isdisjoint(before):
+                g.drain_deps[up] = tuple(before)
             pushed.setdefault((owner, step, "m"), []).append(up)
             finals[owner].append(up)
             for p, r in zip(peers, routes):
