@@ -125,13 +125,20 @@ def test_bench_takes_the_cpu_vendor_and_amd_servers_hold_ll_lower(capsys):
     from aifabric.cli import run_app
     from aifabric.cli.app import app
 
+    said = {}
+
     def row(vendor: str) -> tuple[float, str]:
         args = ["collective", "bench", "--gpu", "A100", "-n", "16", "--nic-gbps", "200", "-b", "512K", "-e", "512K"]
         assert run_app(app, [*args, "--cpu-vendor", vendor]) == 0
-        cells = [c.strip() for c in next(x for x in capsys.readouterr().out.splitlines() if "524288" in x).split("│")]
+        out = capsys.readouterr().out
+        said[vendor] = " ".join(out.split())
+        cells = [c.strip() for c in next(x for x in out.splitlines() if "524288" in x).split("│")]
         return float(cells[6]), cells[9]  # time (us), algorithm
 
     (t_amd, alg_amd), (t_intel, alg_intel), (t_auto, _) = row("amd"), row("intel"), row("auto")
     assert alg_amd == alg_intel == "ring/ll/8ch"
     assert t_amd > 1.2 * t_intel  # 22.5 GB/s against 39.0 of bus bandwidth on two servers
     assert t_auto == t_amd  # DGX A100's EPYCs
+    # the rows ran LL: the bench says which ceiling held them
+    assert "at most 22.5 GB/s of bus bandwidth across 2 servers" in said["amd"]
+    assert "at most 39 GB/s of bus bandwidth across 2 servers" in said["intel"]

@@ -531,7 +531,22 @@ def bench(
             alg,
         )
     console.print(table)
+    if any("/ll/" in alg for _, alg in rows):
+        console.print(_ll_ceiling_line(fabric, shape.servers), highlight=False)
     return 0
+
+
+def _ll_ceiling_line(fabric, servers: int) -> str:
+    """Which of NCCL's LL ceilings (tuning.cc `llMaxBws`) held the rows that ran LL."""
+    gBps = (fabric.ll_max_bytes_per_s if servers < 2 else fabric.ll_max_across_bytes_per_s[min(servers, 3) - 2]) / 1e9
+    if not gBps:
+        return "LL: half the links' rate (its flags), no ceiling known for this GPU's collective library"
+    if servers < 2:
+        return f"LL: at most {gBps:g} GB/s of bus bandwidth inside one server (NCCL's ceiling for the GPU)"
+    return (
+        f"LL: at most {gBps:g} GB/s of bus bandwidth across {servers} servers (NCCL's ceiling for the servers' "
+        "CPU vendor: --cpu-vendor, cluster.cpu_vendor)"
+    )
 
 
 def _factor_text(op: str) -> str:
