@@ -45,6 +45,8 @@ def test_the_ceiling_follows_the_servers_cpu_vendor_not_the_gpu():
         expected = tuple(x * 1e9 for x in NCCL_LL_MAX_ACROSS_GBPS[row])
         assert fabric.ll_max_across_bytes_per_s == pytest.approx(expected), (gpu, vendor)
     assert NCCL_LL_MAX_ACROSS_GBPS == {"amd": (22.5, 19.0), "other": (39.0, 20.4)}  # tuning.cc's llMaxBws
+    upper, _ = _fabric("H100", 2, "AMD")  # any case, as GPU names
+    assert upper.ll_max_across_bytes_per_s == pytest.approx((22.5e9, 19.0e9))
     mi300x, _ = _fabric("MI300X", 2)  # RCCL: none of NCCL's ceilings
     assert mi300x.ll_max_across_bytes_per_s == (0.0, 0.0)
 

@@ -75,6 +75,11 @@ class ClusterSpec(Strict):
     nvlink_latency_ns: float = Field(500, ge=0, description="one-way GPU-to-GPU latency over NVLink, ns")
     pcie_latency_ns: float = Field(300, ge=0, description="one-way GPU-to-NIC latency over PCIe, ns")
 
+    @field_validator("cpu_vendor", mode="before")
+    @classmethod
+    def _vendor_any_case(cls, value):
+        return value.lower() if isinstance(value, str) else value
+
     @field_validator("gpu")
     @classmethod
     def _known_gpu(cls, value: str) -> str:
