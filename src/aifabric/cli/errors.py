@@ -63,6 +63,9 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
         stderr.print("[yellow]interrupted[/]")
         return 130
     except Exception as exc:  # noqa: BLE001 - the contract: exit 1, traceback only with --debug
+        if _caused_by_interrupt(exc):
+            stderr.print("[yellow]interrupted[/]")
+            return 130
         if debug:
             traceback.print_exc()
         else:
@@ -73,3 +76,17 @@ def run_app(app: typer.Typer, argv: list[str] | None) -> int:
             )
             stderr.print("run again with --debug for the traceback", style="dim")
         return 1
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C is what this exception stands for. Python wraps some exceptions raised in code it calls
+    on a class's creation (a Ctrl-C during a `__set_name__` while a module is imported becomes a RuntimeError
+    whose cause is the KeyboardInterrupt), so an interrupt can reach here in another type's clothes."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
