@@ -61,6 +61,9 @@ from .taskgraph import TRANSFER, CollectiveInstance, TaskGraph
 DEFAULT_ALGORITHM = {"all-to-all": "direct", "all-to-allv": "direct", "send-recv": "direct", "barrier": "dissemination"}
 MAX_PIECES_LOWERED = 16
 RING_FORWARDS = frozenset({"all-reduce", "reduce-scatter", "all-gather"})  # every rank sends what it received
+# in-switch lowering: a piece lists its GPU's earlier work (`done`) only when none of its dependencies already waited
+# for it (False: every piece lists it, the reference the tests compare with)
+ANCHOR_DONE = True
 MAX_PIECES_NVLS = 64  # collectives/tuning.py NVLS_PIECES: in-switch reduction inside one server
 
 
@@ -287,11 +290,20 @@ def _lower_in_switch(
     started: set[int] = set()
     firsts: set[int] = set()  # each GPU's first push: it carries NCCL's NVLS latency
 
-    def deps_of(rank: int, chunk: int, count: int) -> list[int]:
-        out = list(done[rank])
+    # rank -> its tasks here that start only once its earlier work (`done[rank]`) has ended: a task that waits for
+    # one of them (its arrival, or its bytes' drain: a task starts only after its own dependencies) need not list
+    # `done[rank]` again. Listing it on every piece made the graph quadratic: 64 NVLS pieces of a data-parallel
+    # AllReduce on 8 GPUs, each waiting for the ~1,000 tasks of the GPU's last collective, 4.7 million edges.
+    anchored: dict[int, set[int]] = {r: set() for r in op.group}
+
+    def deps_of(rank: int, chunk: int, count: int, also: list[int] | tuple = ()) -> list[int]:
+        out: list[int] = []
         for c in range(chunk, chunk + count):
             out += ready.get((rank, c), [])
-        return out
+        mine = anchored[rank]
+        if ANCHOR_DONE and (any(t in mine for t in out) or any(t in mine for t in also)):
+            return out
+        return list(done[rank]) + out
 
     def add(
         src: int,
@@ -349,12 +361,13 @@ def _lower_in_switch(
                         up_links,
                         r.latency_s / 2,
                         size,
-                        deps_of(p, chunk, count) + before,
+                        deps_of(p, chunk, count, before) + before,
                         step,
                         net,
                         first=p not in started,
                     )
                 )
+                anchored[p].add(ups[-1])
                 if p not in started:
                     firsts.add(ups[-1])
                 elif before and firsts.isdisjoint(before):  # the stream's next push once the last one's bytes
@@ -364,8 +377,16 @@ def _lower_in_switch(
                 finals[p].append(ups[-1])
             _, down_links = _split_at_switch(fabric, routes[0].links)
             t = add(
-                owner, owner, down_links, routes[0].latency_s / 2, size, ups + deps_of(owner, chunk, count), step, net
+                owner,
+                owner,
+                down_links,
+                routes[0].latency_s / 2,
+                size,
+                ups + deps_of(owner, chunk, count, ups),
+                step,
+                net,
             )
+            anchored[owner].add(t)
             for c in range(chunk, chunk + count):
                 ready[(owner, c)] = [t]
             finals[owner].append(t)
@@ -378,10 +399,11 @@ def _lower_in_switch(
                 up_links,
                 routes[0].latency_s / 2,
                 size,
-                deps_of(owner, chunk, count) + before,
+                deps_of(owner, chunk, count, before) + before,
                 step,
                 net,
             )
+            anchored[owner].add(up)
             if before and firsts.isdisjoint(before):
                 g.drain_deps[up] = tuple(before)
             pushed.setdefault((owner, step, "m"), []).append(up)
