@@ -64,6 +64,22 @@ def test_the_throughput_formula_is_narayanan_eq3(fidelity):
     assert flops / (163e12 * 3072) == pytest.approx(102.6, rel=0.01)
 
 
+def test_nemo_flops_reproduce_each_nemo_rows_tflops_from_its_tokens_per_second(cases, fidelity):
+    """NeMo's performance table prints both tokens/s per GPU and model TFLOP/s per GPU: the formula the cases
+    count with (`nemo_flops`, from the rows' own model shapes: GPT-3 and Llama) turns the first into the second
+    within the table's rounding, so predicted and published TFLOP/s are counted alike."""
+    _, items = cases
+    rows = [c for c in items if c.get("flops") == "nemo"]
+    assert len(rows) >= 9
+    for c in rows:
+        cells = [x.strip() for x in c["quote"].split("|")[1:-1]]
+        gpus, tokens_per_gpu_s = int(cells[1]), float(cells[9])
+        assert gpus == fidelity.gpus_of(c), c["id"]
+        assert int(cells[2]) == c["global_batch_size"] and int(cells[4]) == c["seq_len"], c["id"]
+        per_token = fidelity.nemo_flops(c) / (c["global_batch_size"] * c["seq_len"])
+        assert per_token * tokens_per_gpu_s / 1e12 == pytest.approx(c["published"], rel=1e-3), c["id"]
+
+
 def test_palm_flops_count_llama3_405bs_matmuls_and_full_attention(cases, fidelity):
     """PaLM's 6N + 12 L H Q T per token, N from Llama 3 405B's published shapes (hidden 16,384, 8 KV heads of
     128, FFN 53,248 SwiGLU, 126 blocks, vocabulary 128,256, RMSNorm weights), not from the tool's model."""
