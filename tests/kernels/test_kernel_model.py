@@ -369,6 +369,67 @@ def test_a_dense_block_has_two_norms_and_two_bias_dropout_adds():
     assert sum("bias-dropout-add" in n for n in names) == 2
 
 
+def _fp8_pair(model, tp, b, s, sp=False):
+    def build(precision):
+        return TransformerKernels(
+            km("H100", precision), model, tp=tp, cp=1, micro_batch=b, seq_len=s, sequence_parallel=sp
+        )
+
+    return build("fp8"), build("bf16")
+
+
+@settings(max_examples=40, deadline=None)
+@given(blocks(), st.booleans())
+def test_fp8_blocks_add_transformer_engines_casts_and_keep_the_rest_16_bit(block, sp):
+    # Transformer Engine on Hopper: each FP8 GEMM operand is written as is and transposed. Forward, a linear's
+    # input is cast (read 2, write 1 + 1 bytes per element), except behind a norm (LayerNormLinear: the norm
+    # writes FP8, only the transpose is added: 1 + 1); backward, the output gradient is cast the same way. The
+    # attention core and the LM head stay 16-bit: the same kernels as a bf16 run
+    model, tp, b, s = block
+    fp8, bf16 = _fp8_pair(model, tp, b, s, sp)
+    T, h = b * s, model.hidden
+    qkv = (h + 2 * model.kv_dim) / tp
+    up = (2 if model.gated_mlp else 1) * model.ffn_hidden / tp
+    casts_fwd = {
+        "QKV projection FP8 transpose": T * h * 2,
+        "attention output projection FP8 cast-transpose": T * h / tp * 4,
+        "MLP up projection FP8 transpose": T * h * 2,
+        "MLP down projection FP8 cast-transpose": T * model.ffn_hidden / tp * 4,
+    }
+    casts_bwd = {
+        "QKV projection gradient FP8 cast-transpose": T * qkv * 4,
+        "attention output projection gradient FP8 cast-transpose": T * h * 4,
+        "MLP up projection gradient FP8 cast-transpose": T * up * 4,
+        "MLP down projection gradient FP8 cast-transpose": T * h * 4,
+    }
+    for pass_, casts in (("fwd", casts_fwd), ("bwd", casts_bwd)):
+        got = {
+            k.name: k.bytes for part in ("attn", "mlp") for k in fp8.op(f"{pass_}/{part}").kernels if "FP8" in k.name
+        }
+        assert got == pytest.approx(casts, rel=1e-12)
+        for part in ("attn", "mlp"):  # everything else as in 16-bit, but the GEMMs' FP8 inputs
+            rest = [k for k in fp8.op(f"{pass_}/{part}").kernels if "FP8" not in k.name and k.kind != "gemm"]
+            same = [k for k in bf16.op(f"{pass_}/{part}").kernels if k.kind != "gemm"]
+            assert rest == same
+        assert fp8.op(f"{pass_}/logits").kernels == bf16.op(f"{pass_}/logits").kernels  # the LM head in 16-bit
+    for part in ("attn", "mlp"):
+        assert gemm_flops(fp8.op(f"fwd/{part}")) == pytest.approx(gemm_flops(bf16.op(f"fwd/{part}")), rel=1e-12)
+        fp8_gemm = sum(k.time_s for k in fp8.op(f"fwd/{part}").kernels if k.kind == "gemm")
+        bf16_gemm = sum(k.time_s for k in bf16.op(f"fwd/{part}").kernels if k.kind == "gemm")
+        assert fp8_gemm < bf16_gemm
+
+
+def test_unfused_attention_gemms_stay_16_bit_in_an_fp8_run():
+    model = Transformer("t", 2, 1024, 16, 4096, 8000, max_seq_len=4096)
+    fp8 = TransformerKernels(
+        km("H100", "fp8"), model, tp=1, cp=1, micro_batch=1, seq_len=2048, sequence_parallel=False, attention="unfused"
+    )
+    bf16 = TransformerKernels(
+        km("H100", "bf16"), model, tp=1, cp=1, micro_batch=1, seq_len=2048, sequence_parallel=False, attention="unfused"
+    )
+    assert fp8._core(False) == bf16._core(False) and fp8._core(True) == bf16._core(True)
+
+
 # ---- the book's small networks (kernels/small.py) --------------------------------------------------
 
 

@@ -22,6 +22,15 @@ mask; GeLU 1 + 1, backward 2 + 1; SwiGLU 2 + 1 of the f-wide tensors, backward 3
 and K; softmax (unfused) 1 + 1 of the scores, backward 2 + 1; the vocabulary-parallel cross-entropy over
 the T x V/t logits: read 16-bit, then 4 fp32 passes (max, exp, sum, normalize), backward 1 fp32 read and
 a 16-bit write.
+
+FP8 (`precision: fp8`), as Megatron-LM runs it through Transformer Engine's delayed-scaling recipe: the decoder
+blocks' linear layers multiply in FP8 and every other kernel stays 16-bit (the attention core, the LM head, which
+Megatron-LM builds outside Transformer Engine, and the norms and activations). Hopper's FP8 GEMMs take both inputs
+K-major, so each FP8 operand is written twice, as is and transposed: forward, a linear's input is cast to FP8 with
+its transpose kept for the weight gradient (read 16-bit, write 1 + 1 bytes per element), except behind a norm,
+where Transformer Engine's LayerNormLinear writes the norm's output in FP8 and only the transpose is added (read 1,
+write 1); backward, the output gradient is cast and transposed the same way (read 2, write 1 + 1). Not counted: the
+weights' casts (once per iteration, kept across micro-batches) and the scaling factors' update (one small kernel).
 """
 
 from __future__ import annotations
@@ -59,6 +68,9 @@ class TransformerKernels:
         self.T_norm = self.T / tp if sequence_parallel else self.T  # tokens of norms, dropouts, residuals
         self.attention = attention
         self._cache: dict[str, KernelSeq] = {}
+        # FP8: the kernels that stay 16-bit (the attention core's GEMMs, the LM head) time on a 16-bit model
+        self.fp8 = km.precision == "fp8"
+        self.km16 = KernelModel(km.gpu, "bf16", software=km.software) if self.fp8 else km
 
     def op(self, name: str) -> KernelSeq:
         """fwd/attn, fwd/mlp, fwd/moe, bwd/..., recompute/attn-core, fwd/logits, bwd/logits,
@@ -78,11 +90,29 @@ class TransformerKernels:
         return seq
 
     # ---- pieces --------------------------------------------------------------------------------
-    def _linear(self, name: str, rows: float, k: float, n: float, backward: bool) -> list[Kernel]:
-        km = self.km
+    def _linear(
+        self, name: str, rows: float, k: float, n: float, backward: bool, after_norm: bool = False, fp8: bool = True
+    ) -> list[Kernel]:
+        """A linear layer's GEMMs (rows x k -> n), with Transformer Engine's FP8 casts when the run is FP8
+        (`after_norm`: its input comes out of a LayerNormLinear's norm, already FP8); `fp8=False`: a 16-bit
+        layer in an FP8 run."""
+        km = self.km if fp8 else self.km16
+        casts = self.fp8 and fp8
         if not backward:
-            return [km.gemm(name, rows, n, k)]
-        return [km.gemm(f"{name} dgrad", rows, k, n), km.gemm(f"{name} wgrad", k, n, rows, accumulate_fp32=True)]
+            out = [km.gemm(name, rows, n, k)]
+            if casts:
+                e = rows * k
+                cast = (
+                    km.memory(f"{name} FP8 transpose", e * 2.0)
+                    if after_norm
+                    else km.memory(f"{name} FP8 cast-transpose", e * (km.act_bytes + 2.0))
+                )
+                out.insert(0, cast)
+            return out
+        out = [km.gemm(f"{name} dgrad", rows, k, n), km.gemm(f"{name} wgrad", k, n, rows, accumulate_fp32=True)]
+        if casts:
+            out.insert(0, km.memory(f"{name} gradient FP8 cast-transpose", rows * n * (km.act_bytes + 2.0)))
+        return out
 
     def _norm(self, name: str, backward: bool) -> Kernel:
         e = self.T_norm * self.m.hidden
@@ -95,7 +125,7 @@ class TransformerKernels:
         return self.km.elementwise(name, e, 2, 1, extra_bytes=e)
 
     def _core(self, backward: bool) -> list[Kernel]:
-        m, km = self.m, self.km
+        m, km = self.m, self.km16  # 16-bit in an FP8 run too
         heads, kv_heads = m.heads // self.t, max(1, (m.kv_heads or m.heads) // self.t)
         d = self._head_dim()
         if self.attention == "flash":
@@ -138,7 +168,7 @@ class TransformerKernels:
         h = m.hidden
         out_k = (m.mla.v_head_dim * m.heads if m.mla else h) / t
         fwd = [self._norm("input norm", False)]
-        fwd += self._linear("QKV projection", T, h, self._qkv_width(), False)
+        fwd += self._linear("QKV projection", T, h, self._qkv_width(), False, after_norm=True)
         if not m.learned_positions:
             fwd.append(km.elementwise("rotary embedding", T * (h + m.kv_dim) / t, 1, 1))
         fwd += self._core(False)
@@ -177,7 +207,7 @@ class TransformerKernels:
         up = (2 if m.gated_mlp else 1) * f / self.t
         if not backward:
             return (
-                self._linear(f"{label} up projection", rows, m.hidden, up, False)
+                self._linear(f"{label} up projection", rows, m.hidden, up, False, after_norm=label == "MLP")
                 + [self._activation(f, False)]
                 + self._linear(f"{label} down projection", rows, f / self.t, m.hidden, False)
             )
@@ -235,12 +265,12 @@ class TransformerKernels:
         if not backward:
             return (
                 [self._norm("final norm", False)]
-                + self._linear("LM head", T, m.hidden, v, False)
+                + self._linear("LM head", T, m.hidden, v, False, fp8=False)
                 + [km.memory("vocab-parallel cross-entropy", logits * (km.act_bytes + 4 * 4 * 2))]
             )
         return (
             [km.memory("cross-entropy backward", logits * (4 + km.act_bytes))]
-            + self._linear("LM head", T, m.hidden, v, True)
+            + self._linear("LM head", T, m.hidden, v, True, fp8=False)
             + [self._norm("final norm", True)]
         )
 
