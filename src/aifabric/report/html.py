@@ -25,6 +25,7 @@ from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, traffic_
 from ..compiled import pure_python
 from ..fabric.graph import TIERS
 from ..simulate import Run
+from .caveats import caveats
 from .terminal import (
     compute_breakdown,
     cost_lines,
@@ -558,6 +559,7 @@ def _headline(run: Run, ctx: _Context) -> str:
     ]
     rows += cost_lines(run.costs)
     rows.append(("reliability", reliability_line(run.reliability)))
+    rows += [("accuracy", text) for text in caveats(s)]
     if run.faults:
         rows.append(("faults", faults_line(run.faults)))
     if not r.complete:

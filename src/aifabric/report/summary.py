@@ -8,6 +8,7 @@ from .. import __version__
 from ..analysis import bytes_by_dimension
 from ..simulate import Run
 from ..units import bytes_per_s_to_gbps
+from .caveats import caveats
 from .tables import flow_rows
 
 SUMMARY_SCHEMA_VERSION = 2  # 2: algbw_gBps, busbw_gBps (were _GBps), packet_windows
@@ -98,6 +99,8 @@ def build_summary(run: Run) -> dict[str, Any]:
             "by_dimension": bytes_by_dimension(run.flows),
             "table_rows": len(flow_rows(run)),
         },
+        # where the validation suite found the tool off for runs like this one (report/caveats.py)
+        "caveats": caveats(run.scenario),
         "mfu": r.mfu,
         "hfu": r.hfu,
         "model_tflops_per_gpu": r.model_flops_per_gpu_s / 1e12,

@@ -10,6 +10,7 @@ from ..collectives.cost import busbw_factor
 from ..fabric.graph import RAIL, SPINE, SUPERSPINE
 from ..simulate import Run
 from ..units import bytes_per_s_to_gbps
+from .caveats import caveats
 
 FAULT_EVENTS_SHOWN = 12  # the terminal's table of the faults' events; summary.json and report.html hold them all
 
@@ -302,6 +303,8 @@ def print_summary(run: Run, console: Console, top_links: int = 8) -> None:
     for label, text in cost_lines(run.costs):
         head.add_row(label, text)
     head.add_row("reliability", reliability_line(run.reliability))
+    for text in caveats(s):
+        head.add_row("[yellow]accuracy", escape(text))
     if run.faults:
         head.add_row("[yellow]faults", faults_line(run.faults))
     for w in run.packet_windows or ():
