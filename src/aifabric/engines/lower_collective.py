@@ -64,6 +64,12 @@ RING_FORWARDS = frozenset({"all-reduce", "reduce-scatter", "all-gather"})  # eve
 # in-switch lowering: a piece lists its GPU's earlier work (`done`) only when none of its dependencies already waited
 # for it (False: every piece lists it, the reference the tests compare with)
 ANCHOR_DONE = True
+# the same in-switch collective again (schedule, group, element size, wire): its tasks from the first one's template
+# (False: lowered afresh each time, the reference the tests compare with)
+IN_SWITCH_TEMPLATES = True
+# what the next op waits for after an in-switch collective: each GPU's last tasks there, those another of them does not
+# already wait for (False: all its tasks there, the reference the tests compare with)
+FRONTIER_DONE = True
 MAX_PIECES_NVLS = 64  # collectives/tuning.py NVLS_PIECES: in-switch reduction inside one server
 
 
@@ -414,9 +420,135 @@ def _lower_in_switch(
                 for c in range(chunk, chunk + count):
                     ready[(p, c)] = [t]
                 finals[p].append(t)
+    last = _last_of(g, inst.tasks, finals) if FRONTIER_DONE else finals
     for r in op.group:
-        if finals[r]:
-            done[r] = finals[r]
+        if last[r]:
+            done[r] = last[r]
+
+
+def _last_of(g: TaskGraph, tasks: list[int], finals: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Each GPU's tasks here that the next op must wait for: its `finals` less those another of them waits for to
+    the end, through this collective's arrival dependencies (not a drain: a task released at its dependency's
+    drain may end first). A contribution pushed up, say, ends before the multicast that brings its reduced chunk
+    back: waiting for the multicast waits for it. Exact, and half the dependencies of the next op's pieces."""
+    mine = set(tasks)
+    drains = g.drain_deps
+    out = {}
+    for r, fin in finals.items():
+        seen: set[int] = set()
+        stack = [d for t in fin for d in g.deps[t] if d in mine and d not in drains.get(t, ())]
+        while stack:
+            x = stack.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            stack += [d for d in g.deps[x] if d in mine and d not in drains.get(x, ()) and d not in seen]
+        out[r] = [t for t in fin if t not in seen]
+    return out
+
+
+@dataclass(frozen=True)
+class _InSwitchTemplate:
+    """One in-switch collective lowered once on a scratch graph, its GPUs' earlier work (`done`) left as markers
+    (-1 - rank): the same collective again (same schedule, group, element size and wire) is this, renumbered."""
+
+    kind: list[int]
+    rank: list[int]
+    dst: list[int]
+    names: list[str]  # after the collective's key
+    deps: list[list[int]]
+    size_bytes: list[float]
+    route: list[tuple[int, ...]]
+    latency_s: list[float]
+    step: list[int]
+    wire: dict[int, float]
+    drain_deps: dict[int, tuple[int, ...]]
+    finals: dict[int, list[int]]
+    marked: frozenset[int]  # tasks whose dependencies hold a marker
+
+
+def _in_switch_from_template(
+    g: TaskGraph,
+    op: Collective,
+    sched: Schedule,
+    fabric: Fabric,
+    router: Router,
+    done: list[list[int]],
+    ci: int,
+    inst: CollectiveInstance,
+    wire: _Wire,
+    key: tuple,
+) -> None:
+    """`_lower_in_switch`, from the template of the same collective lowered before (made on first use): the
+    graph gets the same tasks, dependencies and drains (a data-parallel job repeats its gradient buckets' sizes;
+    each NVLS bucket is some 8,000 transfers)."""
+    tkey = ("in-switch", key, op.group, op.bytes_per_element, wire.factor, wire.net_factor, ANCHOR_DONE, FRONTIER_DONE)
+    tpl = router.cache.get(tkey)
+    if tpl is None:
+        scratch = TaskGraph()
+        marks = [[-1 - r] for r in range(len(done))]
+        proto = CollectiveInstance("", op.op, sched.algorithm, op.group, op.size_bytes, op.label)
+        _lower_in_switch(scratch, _Keyless(op), sched, fabric, router, marks, 0, proto, wire)
+        assert proto.tasks == list(range(len(scratch.kind)))
+        tpl = router.cache[tkey] = _InSwitchTemplate(
+            scratch.kind,
+            scratch.rank,
+            scratch.dst,
+            scratch.name,
+            scratch.deps,
+            scratch.size_bytes,
+            scratch.route,
+            scratch.latency_s,
+            scratch.step,
+            dict(scratch.wire),
+            dict(scratch.drain_deps),
+            {r: list(marks[r]) for r in op.group},
+            frozenset(i for i, deps in enumerate(scratch.deps) if any(d < 0 for d in deps)),
+        )
+    base = len(g.kind)
+    n = len(tpl.kind)
+
+    def expand(deps: list[int]) -> list[int]:
+        out: list[int] = []
+        for d in deps:
+            if d >= 0:
+                out.append(d + base)
+            else:
+                out += done[-1 - d]
+        return out
+
+    # the columns TaskGraph._append fills, a template at a time
+    g.kind.extend(tpl.kind)
+    g.rank.extend(tpl.rank)
+    g.dst.extend(tpl.dst)
+    g.name.extend([op.key + name for name in tpl.names])
+    g.duration_s.extend([0.0] * n)
+    g.size_bytes.extend(tpl.size_bytes)
+    g.route.extend(tpl.route)
+    g.latency_s.extend(tpl.latency_s)
+    g.deps.extend([expand(deps) if i in tpl.marked else [d + base for d in deps] for i, deps in enumerate(tpl.deps)])
+    g.step.extend(tpl.step)
+    g.collective.extend([ci] * n)
+    g.dim.extend([""] * n)
+    for i, factor in tpl.wire.items():
+        g.wire[i + base] = factor
+    for i, early in tpl.drain_deps.items():
+        g.drain_deps[i + base] = tuple(d + base for d in early)
+    inst.tasks.extend(range(base, base + n))
+    for r, finals in tpl.finals.items():
+        if finals and finals != [-1 - r]:
+            done[r] = [t + base for t in finals]
+
+
+class _Keyless:
+    """A collective seen without its key: the template's task names start after it."""
+
+    def __init__(self, op: Collective):
+        self._op = op
+        self.key = ""
+
+    def __getattr__(self, name: str):
+        return getattr(self._op, name)
 
 
 def _ring_edges(sched: Schedule) -> list[tuple[int, int, int, int, int]]:
@@ -538,7 +670,10 @@ def lower_collective(
     inst = CollectiveInstance(op.key, op.op, sched.algorithm, op.group, op.size_bytes, op.label, n_steps=sched.n_steps)
     g.collectives.append(inst)
     if sched.algorithm == "nvls":
-        _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire)
+        if IN_SWITCH_TEMPLATES and key is not None:
+            _in_switch_from_template(g, op, sched, fabric, router, done, ci, inst, wire, key)
+        else:
+            _lower_in_switch(g, op, sched, fabric, router, done, ci, inst, wire)
         return ci
     last_in: dict[int, list[int]] = {}
     last_out: dict[int, list[int]] = {}
