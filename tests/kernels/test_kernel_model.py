@@ -309,6 +309,31 @@ def test_moe_gemm_flops_match_the_model():
     assert gemm_flops(k.op("bwd/moe")) == pytest.approx(2 * gemm_flops(k.op("fwd/moe")), rel=1e-12)
 
 
+def test_fp8_moe_casts_the_experts_not_the_router():
+    # the experts are Transformer Engine layers (FP8, each operand cast and transposed); Megatron-LM's router is
+    # not: its GEMMs are the 16-bit ones
+    model = Transformer(
+        "moe",
+        2,
+        1024,
+        16,
+        4096,
+        32000,
+        kv_heads=4,
+        gated_mlp=True,
+        learned_positions=False,
+        moe=MoE(experts=8, top_k=2, expert_ffn_hidden=2048, shared_experts=1),
+        max_seq_len=4096,
+    )
+    fp8, bf16 = _fp8_pair(model, 1, 2, 2048)
+    for pass_ in ("fwd", "bwd"):
+        got = fp8.op(f"{pass_}/moe").kernels
+        assert [k for k in got if k.name.startswith("router")] == [
+            k for k in bf16.op(f"{pass_}/moe").kernels if k.name.startswith("router")
+        ]
+        assert any("expert" in k.name and "FP8" in k.name for k in got)
+
+
 def _token_wise(name: str) -> bool:
     """Kernels over the block's b·s x h activations (norms, bias-dropout-adds, residual adds); not the
     attention dropout over the s x s scores, split by heads instead."""

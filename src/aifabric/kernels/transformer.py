@@ -24,8 +24,8 @@ the T x V/t logits: read 16-bit, then 4 fp32 passes (max, exp, sum, normalize), 
 a 16-bit write.
 
 FP8 (`precision: fp8`), as Megatron-LM runs it through Transformer Engine's delayed-scaling recipe: the decoder
-blocks' linear layers multiply in FP8 and every other kernel stays 16-bit (the attention core, the LM head, which
-Megatron-LM builds outside Transformer Engine, and the norms and activations). Hopper's FP8 GEMMs take both inputs
+blocks' linear layers multiply in FP8 and every other kernel stays 16-bit (the attention core, the LM head and the MoE
+router, which Megatron-LM builds outside Transformer Engine, and the norms and activations). Hopper's FP8 GEMMs take both inputs
 K-major, so each FP8 operand is written twice, as is and transposed: forward, a linear's input is cast to FP8 with
 its transpose kept for the weight gradient (read 16-bit, write 1 + 1 bytes per element), except behind a norm,
 where Transformer Engine's LayerNormLinear writes the norm's output in FP8 and only the transpose is added (read 1,
@@ -245,7 +245,7 @@ class TransformerKernels:
             per_expert.append(Kernel(k.kind, f"{k.name} x{local}", k.flops * local, k.bytes * local, k.time_s * local))
         permute = km.elementwise("token permutation", T * moe.top_k * m.hidden, 1, 1)
         unpermute = km.elementwise("token unpermutation", T * moe.top_k * m.hidden, 1, 1)
-        router = self._linear("router", T, m.hidden, moe.experts, backward)
+        router = self._linear("router", T, m.hidden, moe.experts, backward, fp8=False)  # not a TE layer
         shared = (
             self._mlp(backward, moe.expert_ffn_hidden * moe.shared_experts, T, "shared expert")
             if moe.shared_experts
