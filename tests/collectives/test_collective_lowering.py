@@ -16,7 +16,7 @@ from aifabric.engines.taskgraph import TRANSFER
 from aifabric.fabric.graph import TIER_SPINE
 from aifabric.scenario import ch14_scenario
 from aifabric.simulate import build_fabric
-from aifabric.workload.ops import Collective, Workload
+from aifabric.workload.ops import Collective, Wait, Workload
 
 
 def fabric_of(servers: int, gpus: int, nic_gbps: float = 400):
@@ -329,24 +329,37 @@ def test_in_switch_pieces_list_earlier_work_once_and_run_exactly_as_when_each_do
 
 
 def test_a_repeated_in_switch_collective_is_the_same_graph_from_its_template(monkeypatch):
-    # gradient buckets of the same size, again and again (a data-parallel job inside one H100 server): the second
-    # and later are built from the first one's template, renumbered, their GPUs' earlier work filled in; the graph
-    # must be the one lowering each afresh gives, column by column, drains and collectives' tasks included
+    # gradient buckets of the same size, again and again (a data-parallel job inside each of two H100 servers): the
+    # second and later are built from the first one's template, renumbered, their GPUs' earlier work filled in (a
+    # list by rank on the main stream, a dict by member off it); the graph must be the one lowering each afresh
+    # gives, column by column, drains and collectives' tasks included
     import aifabric.engines.lower_collective as lc
     from aifabric.workload.ops import Compute
 
-    fabric, router = fabric_of(1, 8)
-    group = tuple(range(8))
-    ops = [Compute("c", 0.0, 1e-4)]
-    for i, mib in enumerate([64, 64, 48, 64, 48]):
-        ops.append(CollectiveCall(f"b{i}", "all-reduce", group, mib * 2**20 // 2, 2, algorithm="nvls", pieces=64))
-        if i == 2:
-            ops.append(Compute("d", 0.0, 2e-4))
-    workload = Workload("t", [list(ops) for _ in group], params=0, iterations=1, flops_per_iteration=0.0)
+    def ops_of(server: int) -> list:
+        group = tuple(range(8 * server, 8 * server + 8))
+        ops: list = [Compute(f"{server}c", 0.0, 1e-4)]
+        for i, mib in enumerate([64, 64, 48, 64, 48]):
+            size = mib * 2**20 // 2
+            ops.append(CollectiveCall(f"{server}b{i}", "all-reduce", group, size, 2, algorithm="nvls", pieces=64))
+            if i == 2:
+                ops.append(Compute(f"{server}d", 0.0, 2e-4))
+        for i, mib in enumerate([32, 32]):  # off the main stream, overlapping compute, as overlapped buckets are
+            size = mib * 2**20 // 2
+            call = CollectiveCall(
+                f"{server}s{i}", "all-reduce", group, size, 2, algorithm="nvls", pieces=64, blocking=False
+            )
+            ops += [call, Compute(f"{server}e{i}", 0.0, 1e-4)]
+        return ops + [Wait("comm")]
+
+    per_server = [ops_of(0), ops_of(1)]
+    workload = Workload(
+        "t", [list(per_server[r // 8]) for r in range(16)], params=0, iterations=1, flops_per_iteration=0.0
+    )
 
     def lowered(templates: bool):
         monkeypatch.setattr(lc, "IN_SWITCH_TEMPLATES", templates)
-        fab, rt = fabric_of(1, 8)  # a fresh router: no template from another test
+        fab, rt = fabric_of(2, 8)  # a fresh router: no template from another test
         return lower(workload, fab, rt)
 
     graph, reference = lowered(True), lowered(False)
@@ -354,7 +367,8 @@ def test_a_repeated_in_switch_collective_is_the_same_graph_from_its_template(mon
     for column in columns + ("collective", "dim", "wire", "drain_deps"):
         assert getattr(graph, column) == getattr(reference, column), column
     assert [c.tasks for c in graph.collectives] == [c.tasks for c in reference.collectives]
-    assert len({c.size_bytes for c in graph.collectives}) < len(graph.collectives)  # templates were reused
+    assert all(c.algorithm == "nvls" for c in graph.collectives)
+    assert len({(c.group, c.size_bytes) for c in graph.collectives}) < len(graph.collectives)  # templates reused
 
 
 def test_the_tuner_sees_gpus_sharing_nics():

@@ -486,9 +486,8 @@ def _in_switch_from_template(
     tpl = router.cache.get(tkey)
     if tpl is None:
         scratch = TaskGraph()
-        marks = {
-            r: [-1 - r] for r in op.group
-        }  # `done` is a list by rank, or a dict (a collective off the main stream)
+        # `done` is a list by rank, or a dict by member for a collective off the main stream
+        marks = {r: [-1 - r] for r in op.group}
         proto = CollectiveInstance("", op.op, sched.algorithm, op.group, op.size_bytes, op.label)
         _lower_in_switch(scratch, _Keyless(op), sched, fabric, router, marks, 0, proto, wire)  # type: ignore[arg-type]
         assert proto.tasks == list(range(len(scratch.kind)))
