@@ -145,13 +145,19 @@ def narayanan_eq3_flops(case: dict) -> float:
     return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-def palm_flops(case: dict) -> float:
-    """PaLM's model FLOPs (Chowdhery et al. 2022, Appendix B): 6N + 12 L H Q T per token, N the parameters
-    that multiply (all but the input embedding and positions), attention over the full T x T square."""
+def model_of(case: dict):
+    """The case's model as the simulator builds it."""
     from aifabric.scenario import parse_scenario
     from aifabric.workload.from_spec import resolve_plan
 
     model, _, _ = resolve_plan(parse_scenario(scenario_of(case)))
+    return model
+
+
+def palm_flops(case: dict) -> float:
+    """PaLM's model FLOPs (Chowdhery et al. 2022, Appendix B): 6N + 12 L H Q T per token, N the parameters
+    that multiply (all but the input embedding and positions), attention over the full T x T square."""
+    model = model_of(case)
     n = model.params - model.embedding_params - model.position_params
     t = case["seq_len"]
     return case["global_batch_size"] * t * (6.0 * n + 12.0 * model.layers * model.hidden * t)
@@ -162,15 +168,12 @@ def nemo_flops(case: dict) -> float:
     72 L h^2 + 12 L s h + 6 h V (forward and backward, attention over the full s x s square, the logits); Llama,
     L h^2 (12 + 12 G / A + 18 F / h + 12 s / h + 6 V / (L h)) with G key-value groups of A heads and FFN width F
     (three matrices, SwiGLU)."""
-    from aifabric.scenario import parse_scenario
-    from aifabric.workload.from_spec import resolve_plan
-
     s = case["seq_len"]
     tokens = case["global_batch_size"] * s
     if "model_name" not in case:
         layers, h, v = case["layers"], case["hidden"], case["vocab"]
         return tokens * (72.0 * layers * h * h + 12.0 * layers * s * h + 6.0 * h * v)
-    model, _, _ = resolve_plan(parse_scenario(scenario_of(case)))
+    model = model_of(case)
     layers, h, v = model.layers, model.hidden, model.vocab
     groups = model.kv_heads or model.heads
     ratio = 12.0 + 12.0 * groups / model.heads + 18.0 * model.ffn_hidden / h + 12.0 * s / h + 6.0 * v / (layers * h)

@@ -289,9 +289,8 @@ def test_unfused_attention_has_the_two_score_gemms(block):
     assert gemm_flops(k.op("recompute/attn-core")) == pytest.approx(2 * core, rel=1e-12)
 
 
-def test_moe_gemm_flops_match_the_model():
-    # routed experts: each token through top_k experts (and the shared one), plus the router (h x experts)
-    model = Transformer(
+def _moe_model() -> Transformer:
+    return Transformer(
         "moe",
         2,
         1024,
@@ -304,6 +303,11 @@ def test_moe_gemm_flops_match_the_model():
         moe=MoE(experts=8, top_k=2, expert_ffn_hidden=2048, shared_experts=1),
         max_seq_len=4096,
     )
+
+
+def test_moe_gemm_flops_match_the_model():
+    # routed experts: each token through top_k experts (and the shared one), plus the router (h x experts)
+    model = _moe_model()
     k = tk(model, 1, 2, 2048)
     assert gemm_flops(k.op("fwd/moe")) == pytest.approx(model.mlp_flops_per_token(True) * 2 * 2048, rel=1e-12)
     assert gemm_flops(k.op("bwd/moe")) == pytest.approx(2 * gemm_flops(k.op("fwd/moe")), rel=1e-12)
@@ -312,19 +316,7 @@ def test_moe_gemm_flops_match_the_model():
 def test_fp8_moe_casts_the_experts_not_the_router():
     # the experts are Transformer Engine layers (FP8, each operand cast and transposed); Megatron-LM's router is
     # not: its GEMMs are the 16-bit ones
-    model = Transformer(
-        "moe",
-        2,
-        1024,
-        16,
-        4096,
-        32000,
-        kv_heads=4,
-        gated_mlp=True,
-        learned_positions=False,
-        moe=MoE(experts=8, top_k=2, expert_ffn_hidden=2048, shared_experts=1),
-        max_seq_len=4096,
-    )
+    model = _moe_model()
     fp8, bf16 = _fp8_pair(model, 1, 2, 2048)
     for pass_ in ("fwd", "bwd"):
         got = fp8.op(f"{pass_}/moe").kernels

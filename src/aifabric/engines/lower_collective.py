@@ -32,7 +32,7 @@ which sends it on that rail, so no transfer crosses a spine (NCCL's PXN, seeds C
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -489,7 +489,8 @@ def _in_switch_from_template(
         # `done` is a list by rank, or a dict by member for a collective off the main stream
         marks = {r: [-1 - r] for r in op.group}
         proto = CollectiveInstance("", op.op, sched.algorithm, op.group, op.size_bytes, op.label)
-        _lower_in_switch(scratch, _Keyless(op), sched, fabric, router, marks, 0, proto, wire)  # type: ignore[arg-type]
+        # without its key, the template's task names start after it
+        _lower_in_switch(scratch, replace(op, key=""), sched, fabric, router, marks, 0, proto, wire)  # type: ignore[arg-type]
         assert proto.tasks == list(range(len(scratch.kind)))
         tpl = router.cache[tkey] = _InSwitchTemplate(
             scratch.kind,
@@ -539,17 +540,6 @@ def _in_switch_from_template(
     for r, finals in tpl.finals.items():
         if finals and finals != [-1 - r]:
             done[r] = [t + base for t in finals]
-
-
-class _Keyless:
-    """A collective seen without its key: the template's task names start after it."""
-
-    def __init__(self, op: Collective):
-        self._op = op
-        self.key = ""
-
-    def __getattr__(self, name: str):
-        return getattr(self._op, name)
 
 
 def _ring_edges(sched: Schedule) -> list[tuple[int, int, int, int, int]]:
