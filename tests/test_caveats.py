@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from rich.console import Console
 
 from aifabric.report import caveats as cv
@@ -18,6 +19,7 @@ from aifabric.scenario import ch14_scenario
 from aifabric.simulate import simulate
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "fidelity" / "results.json"
+CASES = RESULTS.with_name("cases.yaml")
 
 
 def _with(**workload):
@@ -25,9 +27,17 @@ def _with(**workload):
     return s.model_copy(update={"workload": s.workload.model_copy(update=workload)})
 
 
+def _fp8_case_ids() -> set[str]:
+    """The suite's cases run in FP8, by their own (merged) settings in bench/fidelity/cases.yaml."""
+    cases = yaml.safe_load(CASES.read_text())["cases"]
+    return {c["id"] for c in cases if c.get("precision") == "fp8"}
+
+
 def test_the_fp8_figures_are_the_suites_stored_results():
     stored = json.loads(RESULTS.read_text())
-    errors = [100 * (v["predicted"] / v["published"] - 1) for k, v in stored.items() if k.startswith("F")]
+    ids = _fp8_case_ids()
+    assert ids <= set(stored), ids - set(stored)
+    errors = [100 * (stored[k]["predicted"] / stored[k]["published"] - 1) for k in ids]
     assert len(errors) == cv.FP8_CASES
     assert (round(min(errors), 1), round(max(errors), 1)) == cv.FP8_RANGE_PCT
     assert round(sum(abs(e) for e in errors) / len(errors), 1) == cv.FP8_MEAN_PCT
@@ -38,6 +48,23 @@ def test_only_an_fp8_run_on_the_kernel_model_gets_the_fp8_caveat():
     assert cv.caveats(_with(precision="fp8", compute_efficiency=0.4)) == []  # an override says its own time
     [text] = cv.caveats(_with(precision="fp8"))
     assert "FP8" in text and "optimistic" in text and "docs/validation.md" in text
+
+
+def test_a_16_bit_llm_run_on_hopper_gets_the_hopper_caveat_and_no_other_gpu_does():
+    from aifabric.scenario.load import demo_scenario
+
+    llm = demo_scenario()
+    assert llm.workload.kind == "llm-training" and llm.cluster.gpu == "H100" and llm.workload.precision != "fp8"
+    [text] = cv.caveats(llm)
+    assert text.startswith("Hopper:") and "S1-S5" in text and "optimistic" in text
+    for gpu, expected in (("H200", 1), ("A100", 0), ("B200", 0)):
+        other = llm.model_copy(update={"cluster": llm.cluster.model_copy(update={"gpu": gpu})})
+        assert len(cv.caveats(other)) == expected, gpu
+    overridden = llm.model_copy(update={"workload": llm.workload.model_copy(update={"compute_efficiency": 0.4})})
+    assert cv.caveats(overridden) == []
+    fp8 = llm.model_copy(update={"workload": llm.workload.model_copy(update={"precision": "fp8"})})
+    [text] = cv.caveats(fp8)
+    assert text.startswith("FP8:")
 
 
 @pytest.mark.parametrize("precision", ["fp8", "bf16"])
