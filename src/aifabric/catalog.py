@@ -13,7 +13,18 @@ Two kinds of figures, kept apart:
   - `matmul_tflops`: the maximum achievable matmul throughput found by a brute-force shape search
     (S. Bekman, "Machine Learning Engineering", compute/accelerator, MAMF table: mean of 100 iterations
     after 50 warm-ups; `mamf-finder.py`), with the shape it was found on (`matmul_best_shape`). The GEMM
-    model (kernels/gemm.py) is anchored to it.
+    model (kernels/gemm.py) is anchored to it where no sustained measurement exists (below).
+  - `matmul_sustained`: the rate a matmul holds under full load, the clock settled at the board's power cap
+    (S. Bekman, ml-engineering, compute/accelerator/benchmarks/README.md, "How MAMF and MSMF are defined":
+    MSMF, "the steady rate under full load, which matches real training throughput"), per precision with its
+    shape; what the GEMM model is anchored to where it exists, since a training run is one long saturated run.
+    H200 bf16 "2816x1536 ... 749 at K=6144 (1879 MHz, 685 W)", fp8 "1536x2816" at K=10240, "about 1337" (that
+    README's MSMF runs; its MAMF on the same H200: 843-850 bf16); B200 bf16 1421-1428 over five runs (MAMF
+    1682-1705), shape not quoted: taken at the MAMF shape. H100 SXM fp8: cuBLASLt 32768^3 at 1,382.2 TFLOP/s
+    after 10,000 warm-up iterations (Azure AI-benchmarking-guide, ND H100 v5, CUDA 12.6); H100 SXM bf16: the
+    H200's (the same GH100 die at the same 700 W). Derived, stated as such: B200 fp8 at the B200's bf16
+    sustained-to-MAMF ratio, GB200 at the B200's ratio (1,200 W: a lower bound). The A100s, H100 PCIe and
+    MI300X have none published: their MAMF (a mean of 100 iterations after 50 warm-ups), nearer a burst.
   - `hbm_efficiency`: BabelStream Triad over the peak (A100-SXM4-40GB 1,377.5 of 1,555 GB/s, ALCF
     Polaris; A100-SXM4-80GB 1,724.8 of 2,039, Tursa; H100 NVL 3,303.8 of 3,900; MI300X 3,948.1 of 5,300,
     AMD ROCm system validation guide). H100 SXM, H200, B200 have no published run we could check: they
@@ -63,6 +74,8 @@ class GpuSpec:
     l2_mb: float = 0.0
     matmul_tflops: dict[str, float] = field(default_factory=dict, repr=False)  # measured, per precision
     matmul_best_shape: tuple[int, int, int] = (8192, 8192, 8192)  # (M, N, K) of the bf16 measurement
+    # under full load (MSMF): precision -> (TFLOP/s, the (M, N, K) it was measured on); the GEMM anchor where given
+    matmul_sustained: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
     # older software stacks: name -> (measured 16-bit matmul TFLOP/s, the (M, N, K) it was measured on)
     matmul_by_software: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
     hbm_efficiency: float = 0.85
@@ -88,6 +101,14 @@ class GpuSpec:
         fraction = self.matmul_tflops["bf16"] / self.peak_tflops["bf16"]
         return fraction * self.peak_flops(precision)
 
+    def gemm_anchor(self, precision: str) -> tuple[float, tuple[int, int, int]]:
+        """What the GEMM model is anchored to for this precision (FLOP/s, shape): the sustained measurement
+        where there is one (a training run is one long saturated run), else the achievable maximum."""
+        if precision in self.matmul_sustained:
+            tflops, shape = self.matmul_sustained[precision]
+            return tflops * 1e12, shape
+        return self.matmul_flops(precision), self.matmul_best_shape
+
     def attention_flops(self, precision: str, backward: bool) -> float:
         """Fused attention FLOP/s (16-bit; an fp8 run keeps attention in 16-bit, as Transformer Engine)."""
         fwd, bwd = self.attention_tflops
@@ -108,6 +129,10 @@ _A100_MEASURED: dict[str, Any] = dict(
     nvlink_efficiency=232.8 / 300,
     nccl_ll_max_gBps=87.7,
 )
+# MSMF, S. Bekman's ml-engineering (see the module docstring): the H200's, which the H100 SXM shares for bf16
+_GH100_BF16_SUSTAINED = (749.0, (2816, 1536, 6144))
+_B200_BF16_SUSTAINED_TFLOPS = 1425.0  # middle of "1421-1428" over five runs
+_B200_SUSTAINED_RATIO = _B200_BF16_SUSTAINED_TFLOPS / 1745.0  # of its MAMF: how much a saturated B200 keeps
 _HOPPER_MEASURED: dict[str, Any] = dict(
     sm_count=132,
     tensor_clock_mhz=1830,
@@ -183,10 +208,16 @@ GPUS: dict[str, GpuSpec] = {
         pcie_gen=5,
         matmul_tflops={"bf16": 794.5, "fp16": 794.5, "fp8": 1402.6},
         matmul_best_shape=(2048, 2048, 13312),
+        matmul_sustained={
+            "bf16": _GH100_BF16_SUSTAINED,
+            "fp16": _GH100_BF16_SUSTAINED,
+            "fp8": (1382.2, (32768, 32768, 32768)),
+        },
         **_HOPPER_MEASURED,
         tdp_w=700,
         tdp_source="NVIDIA H100 datasheet (2023): H100 SXM, max TDP up to 700 W (configurable)",
-        sources="MAMF 794.5 bf16 / 1,402.6 fp8 TFLOP/s (torch 2.7.0+cu126); HBM efficiency of the H100 NVL",
+        sources="MAMF 794.5 bf16 / 1,402.6 fp8 TFLOP/s (torch 2.7.0+cu126); sustained: fp8 1,382.2 (cuBLASLt "
+        "32768^3 after 10,000 warm-ups, Azure ND H100 v5), bf16 the H200's MSMF 749; HBM efficiency of the H100 NVL",
     ),
     "H100-PCIE": GpuSpec(  # H100 PCIe 80 GB: 114 SMs, HBM2e 2.0 TB/s, 350 W
         name="H100-PCIE",
@@ -221,10 +252,16 @@ GPUS: dict[str, GpuSpec] = {
         pcie_gen=5,
         matmul_tflops={"bf16": 794.5, "fp16": 794.5, "fp8": 1453.4},
         matmul_best_shape=(2048, 2048, 13312),
+        matmul_sustained={
+            "bf16": _GH100_BF16_SUSTAINED,
+            "fp16": _GH100_BF16_SUSTAINED,
+            "fp8": (1337.0, (1536, 2816, 10240)),
+        },
         **_HOPPER_MEASURED,
         tdp_w=700,
         tdp_source="NVIDIA H200 datasheet (2024): H200 SXM, max TDP up to 700 W (configurable)",
-        sources="MAMF bf16 of the H100 SXM ('H200 is the same'), fp8 1,453.4 TFLOP/s (torch 2.7.1+cu128)",
+        sources="MAMF bf16 of the H100 SXM ('H200 is the same'), fp8 1,453.4 TFLOP/s (torch 2.7.1+cu128); MSMF "
+        "749 bf16 / 1,337 fp8 (ml-engineering's mamf-finder runs on an H200)",
     ),
     "B200": GpuSpec(  # HGX B200, 1,000 W
         name="B200",
@@ -237,6 +274,11 @@ GPUS: dict[str, GpuSpec] = {
         pcie_gen=5,
         matmul_tflops={"bf16": 1745.0, "fp16": 1745.0, "fp8": 3432.5},
         matmul_best_shape=(1792, 16128, 3072),
+        matmul_sustained={
+            "bf16": (_B200_BF16_SUSTAINED_TFLOPS, (1792, 16128, 3072)),
+            "fp16": (_B200_BF16_SUSTAINED_TFLOPS, (1792, 16128, 3072)),
+            "fp8": (3432.5 * _B200_SUSTAINED_RATIO, (1792, 16128, 3072)),
+        },
         **{
             **_HOPPER_MEASURED,
             "sm_count": 148,
@@ -247,7 +289,8 @@ GPUS: dict[str, GpuSpec] = {
         },
         tdp_w=1000,
         tdp_source="NVIDIA HGX B200 datasheet (2024): 1,000 W per B200 GPU",
-        sources="MAMF 1,745.0 bf16 / 3,432.5 fp8 TFLOP/s (torch 2.7.1+cu128); no published HBM or attention "
+        sources="MAMF 1,745.0 bf16 / 3,432.5 fp8 TFLOP/s (torch 2.7.1+cu128); MSMF bf16 1,421-1,428 (ml-engineering), "
+        "fp8 sustained derived at the same fraction of its MAMF; no published HBM or attention "
         "measurement: Hopper's fractions; NVLink 5 efficiency taken as NVLink 4's",
     ),
     "GB200": GpuSpec(  # one Blackwell GPU of a GB200 NVL72
@@ -261,6 +304,10 @@ GPUS: dict[str, GpuSpec] = {
         pcie_gen=5,
         matmul_tflops={"bf16": 1822.0, "fp16": 1822.0, "fp8": 3615.6},
         matmul_best_shape=(4096, 9728, 2048),
+        matmul_sustained={  # derived: the B200's sustained fraction of its MAMF (GB200's 1,200 W: a lower bound)
+            p: (tflops * _B200_SUSTAINED_RATIO, (4096, 9728, 2048))
+            for p, tflops in (("bf16", 1822.0), ("fp16", 1822.0), ("fp8", 3615.6))
+        },
         **{
             **_HOPPER_MEASURED,
             "sm_count": 148,
@@ -271,7 +318,8 @@ GPUS: dict[str, GpuSpec] = {
         },
         tdp_w=1200,
         tdp_source="NVIDIA GB200 NVL72 (2024): up to 1,200 W per Blackwell GPU of a GB200 superchip",
-        sources="MAMF 1,822.0 bf16 / 3,615.6 fp8 TFLOP/s (torch 2.10 nightly, cu130); as B200 otherwise",
+        sources="MAMF 1,822.0 bf16 / 3,615.6 fp8 TFLOP/s (torch 2.10 nightly, cu130); sustained derived at the "
+        "B200's fraction of its MAMF (no GB200 MSMF published); as B200 otherwise",
     ),
     "MI300X": GpuSpec(  # AMD Instinct MI300X, 750 W; 8 GPUs joined all-to-all by Infinity Fabric (7 x 64 GB/s)
         name="MI300X",

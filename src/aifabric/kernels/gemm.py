@@ -31,7 +31,8 @@ User's Guide", Deep Learning Performance documentation: tile quantization and wa
   only for a problem that the large ones cannot spread over one wave of SMs.
 
 The SM's achievable rate is not the datasheet peak: it is set so that this model, on the shape where the
-GPU's maximum achievable matmul throughput was measured (catalog: `matmul_tflops`, `matmul_best_shape`),
+GPU's matmul throughput was measured (catalog: `GpuSpec.gemm_anchor`: the rate sustained under full load,
+`matmul_sustained`, where there is one, else the maximum achievable, `matmul_tflops` on `matmul_best_shape`),
 gives exactly that measured throughput, and no GEMM is faster than the measurement (a shape that fills
 more SMs than the measured one would otherwise come out ahead of it): none is above the dense peak.
 """

@@ -99,7 +99,7 @@ class KernelModel:
         self.in_bytes = BYTES_PER_ELEMENT[precision]
         self.act_bytes = max(2, self.in_bytes)  # activations stay 16-bit with fp8 GEMMs (Transformer Engine)
         self.hbm_bytes_per_s = gpu.hbm_bandwidth_gBps * 1e9 * gpu.hbm_efficiency
-        measured, shape = gpu.matmul_flops(precision), gpu.matmul_best_shape
+        measured, shape = gpu.gemm_anchor(precision)  # sustained under full load where measured
         if software in _GEMM_SOFTWARE:
             stack = _GEMM_SOFTWARE[software]
             if stack not in gpu.matmul_by_software or precision not in ("bf16", "fp16"):
