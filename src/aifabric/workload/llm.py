@@ -487,9 +487,10 @@ def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]
             shape = shapes.setdefault(sig, len(shapes)) + template * 1_000_000
             items.append((i, j, shape, sum(op.duration_s for op in ops[i:j] if isinstance(op, Compute)), first))
             i = j
-        else:
-            items.append((i, i, -1, 0.0, -1))
-            i += 1
+        else:  # no collective in the run: each of its ops (or the op that ends it) an item of its own
+            stop = max(j, i + 1)
+            items.extend((k, k, -1, 0.0, -1) for k in range(i, stop))
+            i = stop
     return items
 
 
