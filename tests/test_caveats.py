@@ -56,7 +56,7 @@ def test_a_16_bit_llm_run_on_hopper_gets_the_hopper_caveat_and_no_other_gpu_does
     llm = demo_scenario()
     assert llm.workload.kind == "llm-training" and llm.cluster.gpu == "H100" and llm.workload.precision != "fp8"
     [text] = cv.caveats(llm)
-    assert text.startswith("Hopper:") and "S1-S5" in text and "optimistic" in text
+    assert text.startswith("Hopper:") and cv.LONG_SEQUENCE_CASES in text and "optimistic" in text
     for gpu, expected in (("H200", 1), ("A100", 0), ("B200", 0)):
         other = llm.model_copy(update={"cluster": llm.cluster.model_copy(update={"gpu": gpu})})
         assert len(cv.caveats(other)) == expected, gpu
