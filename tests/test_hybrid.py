@@ -58,12 +58,19 @@ def test_any_span_reads_back_in_seconds(a, width, unit):
 
 
 def test_the_whole_iteration_as_one_uncapped_window_is_the_packet_run(runs):
+    """Inside a window the network transfers are the packet engine's, but transfers inside a server keep their
+    flow-level times (engines/hybrid.py): the window's network traffic starts within a microsecond or so of the
+    packet run's, enough to move a mark or a CNP across DCQCN's 50 µs CNP interval (22 and 23 CNPs of 25 marks
+    once the GEMMs were anchored to sustained rates; equal before). So: the iteration within 0.1 %, the marks
+    and CNPs within one or 5 %."""
     s, _, packet = runs
     hyb = simulate(s, "hybrid", packet_windows=["0:"], packet_max_s=None)
     assert hyb.results.iteration_time_s == pytest.approx(packet.results.iteration_time_s, rel=1e-3)
     tot_h = hyb.packet_stats.to_dict(series=False)["totals"]
     tot_p = packet.packet_stats.to_dict(series=False)["totals"]
-    assert tot_h["ecn_marks"] == tot_p["ecn_marks"] > 0 and tot_h["cnps"] == tot_p["cnps"]
+    assert tot_p["ecn_marks"] > 0 and tot_p["cnps"] > 0
+    for key in ("ecn_marks", "cnps"):
+        assert abs(tot_h[key] - tot_p[key]) <= max(1, 0.05 * tot_p[key]), (key, tot_h[key], tot_p[key])
 
 
 def test_an_expert_parallel_window_agrees_with_the_full_packet_run(runs):
