@@ -271,10 +271,19 @@ def run_collective(case: dict) -> float:
     else:
         group = tuple(range(n))
         elements = size // 4
+        algorithm = case.get("algorithm")  # where the source states NCCL's algorithm (NCCL_ALGO)
         call = (
             Collective("c", op, group, elements, 4)
-            if "ring" not in case.get("assumptions", "")
-            else CollectiveCall("c", op, group, elements, 4, algorithm="ring", channels=fabric.gpus_per_server)
+            if algorithm is None
+            else CollectiveCall(
+                "c",
+                op,
+                group,
+                elements,
+                4,
+                algorithm=algorithm,
+                channels=fabric.gpus_per_server * (algorithm == "ring"),
+            )
         )
         for r in group:
             ranks[r].append(call)
