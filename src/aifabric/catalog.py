@@ -20,15 +20,19 @@ Two kinds of figures, kept apart:
     shape; what the GEMM model is anchored to where it exists, since a training run is one long saturated run.
     H200 bf16 "2816x1536 ... 749 at K=6144 (1879 MHz, 685 W)", fp8 "1536x2816" at K=10240, "about 1337" (that
     README's MSMF runs; its MAMF on the same H200: 843-850 bf16); B200 bf16 1421-1428 over five runs (MAMF
-    1682-1705), shape not quoted: taken at the MAMF shape. H100 SXM fp8: cuBLASLt 32768^3 at 1,382.2 TFLOP/s
-    after 10,000 warm-up iterations (Azure AI-benchmarking-guide, ND H100 v5, CUDA 12.6); H100 SXM bf16: the
-    H200's (the same GH100 die at the same 700 W). Derived, stated as such: B200 fp8 at the B200's bf16
-    sustained-to-MAMF ratio, GB200 at the B200's ratio (1,200 W: a lower bound). The A100s, H100 PCIe and
-    MI300X have none published: their MAMF (a mean of 100 iterations after 50 warm-ups), nearer a burst.
+    1682-1705), shape not quoted: taken at the MAMF shape. FP8 where Azure published cuBLASLt after 10,000
+    warm-up iterations (AI-benchmarking-guide, CUDA 12.6-12.8), its table's highest rate: H100 SXM 1,382.2 at
+    32768^3 (ND H100 v5), H200 1,366.3 at 16384^3 (ND H200 v5; the MSMF runs above: about 1,337), GB200
+    2,906.9 at 16384^3 (ND GB200 v6). H100 SXM bf16: the H200's (the same GH100 die at the same 700 W).
+    Derived, stated as such: B200 fp8 at the B200's bf16 sustained-to-MAMF ratio, GB200 bf16 at the B200's
+    ratio (1,200 W: a lower bound; its fp8 so derived, 2,952.6, is within 1.6 % of Azure's measurement). The
+    A100s, H100 PCIe and MI300X have none published: their MAMF (a mean of 100 iterations after 50 warm-ups),
+    nearer a burst.
   - `hbm_efficiency`: BabelStream Triad over the peak (A100-SXM4-40GB 1,377.5 of 1,555 GB/s, ALCF
     Polaris; A100-SXM4-80GB 1,724.8 of 2,039, Tursa; H100 NVL 3,303.8 of 3,900; MI300X 3,948.1 of 5,300,
-    AMD ROCm system validation guide). H100 SXM, H200, B200 have no published run we could check: they
-    take the H100 NVL figure (same HBM3/HBM3e generation), stated as such.
+    AMD ROCm system validation guide), or STREAM Triad where that is what was published (H100 SXM 2.97 of
+    3.35 TB/s, H200 4.15 of 4.8: Azure AI-benchmarking-guide, ND H100 v5 and ND H200 v5). B200 and GB200
+    have no published run we could check: they take the H100 NVL figure, stated as such.
   - `attention_tflops`: fused attention (FlashAttention) forward and backward, from its papers'
     benchmarks: A100 FlashAttention-2, "up to 230 TFLOPs/s, 73% of the theoretical maximum" and "50-73%"
     overall (Dao 2023; we take the 50% end for the backward pass); Hopper FlashAttention-3 FP16 at head
@@ -213,11 +217,11 @@ GPUS: dict[str, GpuSpec] = {
             "fp16": _GH100_BF16_SUSTAINED,
             "fp8": (1382.2, (32768, 32768, 32768)),
         },
-        **_HOPPER_MEASURED,
+        **{**_HOPPER_MEASURED, "hbm_efficiency": 2970 / 3350},
         tdp_w=700,
         tdp_source="NVIDIA H100 datasheet (2023): H100 SXM, max TDP up to 700 W (configurable)",
         sources="MAMF 794.5 bf16 / 1,402.6 fp8 TFLOP/s (torch 2.7.0+cu126); sustained: fp8 1,382.2 (cuBLASLt "
-        "32768^3 after 10,000 warm-ups, Azure ND H100 v5), bf16 the H200's MSMF 749; HBM efficiency of the H100 NVL",
+        "32768^3 after 10,000 warm-ups, Azure ND H100 v5), bf16 the H200's MSMF 749; STREAM Triad 2.97 TB/s (Azure)",
     ),
     "H100-PCIE": GpuSpec(  # H100 PCIe 80 GB: 114 SMs, HBM2e 2.0 TB/s, 350 W
         name="H100-PCIE",
@@ -255,13 +259,14 @@ GPUS: dict[str, GpuSpec] = {
         matmul_sustained={
             "bf16": _GH100_BF16_SUSTAINED,
             "fp16": _GH100_BF16_SUSTAINED,
-            "fp8": (1337.0, (1536, 2816, 10240)),
+            "fp8": (1366.3, (16384, 16384, 16384)),
         },
-        **_HOPPER_MEASURED,
+        **{**_HOPPER_MEASURED, "hbm_efficiency": 4150 / 4800},
         tdp_w=700,
         tdp_source="NVIDIA H200 datasheet (2024): H200 SXM, max TDP up to 700 W (configurable)",
-        sources="MAMF bf16 of the H100 SXM ('H200 is the same'), fp8 1,453.4 TFLOP/s (torch 2.7.1+cu128); MSMF "
-        "749 bf16 / 1,337 fp8 (ml-engineering's mamf-finder runs on an H200)",
+        sources="MAMF bf16 of the H100 SXM ('H200 is the same'), fp8 1,453.4 TFLOP/s (torch 2.7.1+cu128); sustained "
+        "bf16 749 (MSMF, ml-engineering), fp8 1,366.3 (cuBLASLt 16384^3 after 10,000 warm-ups, Azure ND H200 v5); "
+        "STREAM Triad 4.15 TB/s (Azure)",
     ),
     "B200": GpuSpec(  # HGX B200, 1,000 W
         name="B200",
@@ -304,9 +309,10 @@ GPUS: dict[str, GpuSpec] = {
         pcie_gen=5,
         matmul_tflops={"bf16": 1822.0, "fp16": 1822.0, "fp8": 3615.6},
         matmul_best_shape=(4096, 9728, 2048),
-        matmul_sustained={  # derived: the B200's sustained fraction of its MAMF (GB200's 1,200 W: a lower bound)
-            p: (tflops * _B200_SUSTAINED_RATIO, (4096, 9728, 2048))
-            for p, tflops in (("bf16", 1822.0), ("fp16", 1822.0), ("fp8", 3615.6))
+        matmul_sustained={  # bf16 derived: the B200's sustained fraction of its MAMF (GB200's 1,200 W: a lower bound)
+            "bf16": (1822.0 * _B200_SUSTAINED_RATIO, (4096, 9728, 2048)),
+            "fp16": (1822.0 * _B200_SUSTAINED_RATIO, (4096, 9728, 2048)),
+            "fp8": (2906.9, (16384, 16384, 16384)),  # cuBLASLt after 10,000 warm-ups, Azure ND GB200 v6
         },
         **{
             **_HOPPER_MEASURED,
@@ -318,8 +324,9 @@ GPUS: dict[str, GpuSpec] = {
         },
         tdp_w=1200,
         tdp_source="NVIDIA GB200 NVL72 (2024): up to 1,200 W per Blackwell GPU of a GB200 superchip",
-        sources="MAMF 1,822.0 bf16 / 3,615.6 fp8 TFLOP/s (torch 2.10 nightly, cu130); sustained derived at the "
-        "B200's fraction of its MAMF (no GB200 MSMF published); as B200 otherwise",
+        sources="MAMF 1,822.0 bf16 / 3,615.6 fp8 TFLOP/s (torch 2.10 nightly, cu130); sustained: fp8 2,906.9 "
+        "(cuBLASLt 16384^3 after 10,000 warm-ups, Azure ND GB200 v6), bf16 derived at the B200's fraction of its "
+        "MAMF (no GB200 MSMF published); as B200 otherwise",
     ),
     "MI300X": GpuSpec(  # AMD Instinct MI300X, 750 W; 8 GPUs joined all-to-all by Infinity Fabric (7 x 64 GB/s)
         name="MI300X",
