@@ -135,8 +135,19 @@ _A100_MEASURED: dict[str, Any] = dict(
 )
 # MSMF, S. Bekman's ml-engineering (see the module docstring): the H200's, which the H100 SXM shares for bf16
 _GH100_BF16_SUSTAINED = (749.0, (2816, 1536, 6144))
+_B200_MAMF = {"bf16": 1745.0, "fp16": 1745.0, "fp8": 3432.5}
+_B200_MAMF_SHAPE = (1792, 16128, 3072)
 _B200_BF16_SUSTAINED_TFLOPS = 1425.0  # middle of "1421-1428" over five runs
-_B200_SUSTAINED_RATIO = _B200_BF16_SUSTAINED_TFLOPS / 1745.0  # of its MAMF: how much a saturated B200 keeps
+_B200_SUSTAINED_RATIO = _B200_BF16_SUSTAINED_TFLOPS / _B200_MAMF["bf16"]  # how much of its MAMF a saturated B200 keeps
+_GB200_MAMF = {"bf16": 1822.0, "fp16": 1822.0, "fp8": 3615.6}
+_GB200_MAMF_SHAPE = (4096, 9728, 2048)
+
+
+def _derived_sustained(mamf: dict[str, float], shape: tuple[int, int, int], *precisions: str) -> dict:
+    """Sustained rates derived, where none was measured, as the B200's sustained fraction of the MAMF."""
+    return {p: (mamf[p] * _B200_SUSTAINED_RATIO, shape) for p in precisions}
+
+
 _HOPPER_MEASURED: dict[str, Any] = dict(
     sm_count=132,
     tensor_clock_mhz=1830,
@@ -277,12 +288,12 @@ GPUS: dict[str, GpuSpec] = {
         nvlink_bandwidth_gBps=1800,
         typical_nic_gbps=800,
         pcie_gen=5,
-        matmul_tflops={"bf16": 1745.0, "fp16": 1745.0, "fp8": 3432.5},
-        matmul_best_shape=(1792, 16128, 3072),
-        matmul_sustained={
-            "bf16": (_B200_BF16_SUSTAINED_TFLOPS, (1792, 16128, 3072)),
-            "fp16": (_B200_BF16_SUSTAINED_TFLOPS, (1792, 16128, 3072)),
-            "fp8": (3432.5 * _B200_SUSTAINED_RATIO, (1792, 16128, 3072)),
+        matmul_tflops=_B200_MAMF,
+        matmul_best_shape=_B200_MAMF_SHAPE,
+        matmul_sustained={  # bf16 measured (its MSMF shape not quoted: the MAMF one), fp8 derived
+            "bf16": (_B200_BF16_SUSTAINED_TFLOPS, _B200_MAMF_SHAPE),
+            "fp16": (_B200_BF16_SUSTAINED_TFLOPS, _B200_MAMF_SHAPE),
+            **_derived_sustained(_B200_MAMF, _B200_MAMF_SHAPE, "fp8"),
         },
         **{
             **_HOPPER_MEASURED,
@@ -307,11 +318,10 @@ GPUS: dict[str, GpuSpec] = {
         nvlink_bandwidth_gBps=1800,
         typical_nic_gbps=800,
         pcie_gen=5,
-        matmul_tflops={"bf16": 1822.0, "fp16": 1822.0, "fp8": 3615.6},
-        matmul_best_shape=(4096, 9728, 2048),
-        matmul_sustained={  # bf16 derived: the B200's sustained fraction of its MAMF (GB200's 1,200 W: a lower bound)
-            "bf16": (1822.0 * _B200_SUSTAINED_RATIO, (4096, 9728, 2048)),
-            "fp16": (1822.0 * _B200_SUSTAINED_RATIO, (4096, 9728, 2048)),
+        matmul_tflops=_GB200_MAMF,
+        matmul_best_shape=_GB200_MAMF_SHAPE,
+        matmul_sustained={  # bf16 derived (GB200's 1,200 W: a lower bound), fp8 measured
+            **_derived_sustained(_GB200_MAMF, _GB200_MAMF_SHAPE, "bf16", "fp16"),
             "fp8": (2906.9, (16384, 16384, 16384)),  # cuBLASLt after 10,000 warm-ups, Azure ND GB200 v6
         },
         **{
