@@ -33,11 +33,12 @@ Two kinds of figures, kept apart:
     AMD ROCm system validation guide), or STREAM Triad where that is what was published (H100 SXM 2.97 of
     3.35 TB/s, H200 4.15 of 4.8: Azure AI-benchmarking-guide, ND H100 v5 and ND H200 v5). B200 and GB200
     have no published run we could check: they take the H100 NVL figure, stated as such.
-  - `attention_tflops`: fused attention (FlashAttention) forward and backward, from its papers'
-    benchmarks: A100 FlashAttention-2, "up to 230 TFLOPs/s, 73% of the theoretical maximum" and "50-73%"
-    overall (Dao 2023; we take the 50% end for the backward pass); Hopper FlashAttention-3 FP16 at head
-    dimension 128, sequence 8,448: 661 TFLOP/s forward (Shah et al. 2024, §4.2), backward "up to 450"
-    scaled by the same 661/740 (derived).
+  - `attention_kernels`: fused attention kernels by name, each with its measured rate by sequence length,
+    with and without the causal mask (attention_rates.py): Hopper FlashAttention-2, cuDNN 9.1 and
+    FlashAttention-3 from the FlashAttention-3 paper's charts (Shah et al. 2024, Figures 5 and 6); A100
+    FlashAttention-2, "up to 230 TFLOPs/s" forward and the 50 % end of "50-73%" backward (Dao 2023).
+    `attention_default`: the kernel Transformer Engine picks (cuDNN on Hopper and Blackwell,
+    FlashAttention-2 on Ampere). Other GPUs' tables are the H100's scaled by the peaks' ratio, stated.
   - `nvlink_efficiency`: NCCL's ring bus bandwidth inside one server over the per-direction NVLink line
     rate: A100 232.8 of 300 GB/s (nccl-tests all_reduce_perf, 8 x A100-SXM4-80GB, 4 GB); H100 "an
     effective NVLink bandwidth of 370GB/s" of 450 (S. Jeaugey, NVIDIA, nccl-tests issue 212, 2024).
@@ -61,6 +62,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .attention_rates import AMPERE_ATTENTION, HOPPER_ATTENTION, AttentionKernel, scaled_kernels
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -83,7 +86,9 @@ class GpuSpec:
     # older software stacks: name -> (measured 16-bit matmul TFLOP/s, the (M, N, K) it was measured on)
     matmul_by_software: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
     hbm_efficiency: float = 0.85
-    attention_tflops: tuple[float, float] = (0.0, 0.0)  # measured fused attention, forward and backward
+    # measured fused attention kernels by name (attention_rates.py), and the one Transformer Engine picks
+    attention_kernels: dict[str, AttentionKernel] = field(default_factory=dict, repr=False)
+    attention_default: str = ""
     nvlink_efficiency: float = 0.8
     nccl_ll_max_gBps: float = 0.0  # NCCL's LL bus-bandwidth ceiling inside one server (tuning.cc llMaxBws)
     kernel_gap_us: float = 1.0
@@ -113,10 +118,23 @@ class GpuSpec:
             return tflops * 1e12, shape
         return self.matmul_flops(precision), self.matmul_best_shape
 
-    def attention_flops(self, precision: str, backward: bool) -> float:
-        """Fused attention FLOP/s (16-bit; an fp8 run keeps attention in 16-bit, as Transformer Engine)."""
-        fwd, bwd = self.attention_tflops
-        rate = (bwd if backward else fwd) * 1e12
+    def attention_kernel(self, kernel: str = "flash") -> AttentionKernel:
+        """A fused attention kernel of this GPU by name; `flash`: the one Transformer Engine picks here."""
+        name = self.attention_default if kernel == "flash" else kernel
+        if name not in self.attention_kernels:
+            have = ", ".join(sorted(self.attention_kernels)) or "none"
+            raise ValueError(
+                f"workload.attention: {kernel} has no measurement on {self.name}; the catalog has: flash "
+                f"(= {self.attention_default or 'none'}), {have}, or unfused"
+            )
+        return self.attention_kernels[name]
+
+    def attention_flops(
+        self, precision: str, backward: bool, kernel: str = "flash", seq_len: float = 16384, causal: bool = False
+    ) -> float:
+        """Fused attention FLOP/s at a sequence length (16-bit; an fp8 run keeps attention in 16-bit, as
+        Transformer Engine does)."""
+        rate = self.attention_kernel(kernel).tflops(seq_len, causal, backward) * 1e12
         if precision in ("fp32", "tf32"):
             rate *= self.peak_tflops[precision] / self.peak_tflops["bf16"]
         return rate
@@ -129,7 +147,8 @@ _A100_MEASURED: dict[str, Any] = dict(
     sm_count=108,
     tensor_clock_mhz=1410,
     l2_mb=40,
-    attention_tflops=(230.0, 156.0),
+    attention_kernels=AMPERE_ATTENTION,
+    attention_default="flash2",
     nvlink_efficiency=232.8 / 300,
     nccl_ll_max_gBps=87.7,
 )
@@ -148,12 +167,20 @@ def _derived_sustained(mamf: dict[str, float], shape: tuple[int, int, int], *pre
     return {p: (mamf[p] * _B200_SUSTAINED_RATIO, shape) for p in precisions}
 
 
+def _blackwell_attention(factor: float) -> dict:
+    """FlashAttention-2 and cuDNN (FlashAttention-3 is Hopper-only) at the H100's rates scaled by the peaks'
+    ratio: no published measurement on Blackwell was found."""
+    kernels = {k: HOPPER_ATTENTION[k] for k in ("flash2", "cudnn")}
+    return scaled_kernels(kernels, factor, "scaled by the peaks' ratio")
+
+
 _HOPPER_MEASURED: dict[str, Any] = dict(
     sm_count=132,
     tensor_clock_mhz=1830,
     l2_mb=50,
     hbm_efficiency=3303.8 / 3900,
-    attention_tflops=(661.0, 450.0 * 661 / 740),
+    attention_kernels=HOPPER_ATTENTION,
+    attention_default="cudnn",
     nvlink_efficiency=370 / 450,
     nccl_ll_max_gBps=141.0,
 )
@@ -249,7 +276,7 @@ GPUS: dict[str, GpuSpec] = {
             **_HOPPER_MEASURED,
             "sm_count": 114,
             "tensor_clock_mhz": 1620,
-            "attention_tflops": (661.0 * 756 / 989.4, 450.0 * 661 / 740 * 756 / 989.4),
+            "attention_kernels": scaled_kernels(HOPPER_ATTENTION, 756 / 989.4, "scaled by the peaks' ratio"),
         },
         tdp_w=350,
         tdp_source="NVIDIA H100 datasheet (2023): H100 PCIe, max TDP 300-350 W (configurable)",
@@ -300,7 +327,7 @@ GPUS: dict[str, GpuSpec] = {
             "sm_count": 148,
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
-            "attention_tflops": (661.0 * 2250 / 989.4, 450.0 * 661 / 740 * 2250 / 989.4),
+            "attention_kernels": _blackwell_attention(2250 / 989.4),
             "nccl_ll_max_gBps": 2 * 141.0,
         },
         tdp_w=1000,
@@ -329,7 +356,7 @@ GPUS: dict[str, GpuSpec] = {
             "sm_count": 148,
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
-            "attention_tflops": (661.0 * 2500 / 989.4, 450.0 * 661 / 740 * 2500 / 989.4),
+            "attention_kernels": _blackwell_attention(2500 / 989.4),
             "nccl_ll_max_gBps": 2 * 141.0,
         },
         tdp_w=1200,
@@ -353,7 +380,12 @@ GPUS: dict[str, GpuSpec] = {
         matmul_tflops={"bf16": 668.4, "fp16": 668.4},
         matmul_best_shape=(10240, 15360, 8192),
         hbm_efficiency=3948.1 / 5300,
-        attention_tflops=(661.0 * 668.4 / 794.5, 450.0 * 661 / 740 * 668.4 / 794.5),
+        attention_kernels={
+            "ck": HOPPER_ATTENTION["flash3"].scaled(
+                668.4 / 794.5, "standing in for AMD's Composable Kernel attention: no published measurement", "ck"
+            )
+        },
+        attention_default="ck",
         nvlink_efficiency=312.9 / 448,
         tdp_w=750,
         tdp_source="AMD Instinct MI300X data sheet (2023): total board power 750 W peak",

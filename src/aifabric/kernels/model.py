@@ -5,8 +5,9 @@ Four kinds of kernels (`Kernel.kind`), the classes the report shows compute time
 - `gemm`: matrix multiplies, from their shapes (kernels/gemm.py: tiles, waves, split-K, memory bound),
   anchored to the GPU's measured maximum achievable matmul throughput, or looked up in a table the user
   measured with `aifabric calibrate gemm` (kernels/calibration.py);
-- `attention`: the fused attention kernel (FlashAttention): its FLOPs at the rate the kernel reaches on
-  the GPU in its published benchmarks (catalog: `attention_tflops`), with the SMs it leaves idle when there
+- `attention`: the fused attention kernel (FlashAttention, cuDNN): its FLOPs at the rate the kernel reaches
+  on the GPU in its published benchmarks at that sequence length, causal or not (catalog:
+  `attention_kernels`, attention_rates.py), with the SMs it leaves idle when there
   are fewer query blocks than SMs, or its memory traffic, whichever takes longer; without a fused kernel
   (`attention: unfused`, Megatron-LM before FlashAttention) the scores are batched GEMMs and the softmax
   and dropout are memory-bound kernels over the s x s scores;
@@ -167,16 +168,20 @@ class KernelModel:
         head_dim: int,
         causal: bool,
         backward: bool,
+        kernel: str = "flash",
     ) -> Kernel:
         """FlashAttention: forward 2 products (Q·K^T, P·V), backward 5 (the forward's two recomputed, dV,
         dP, and dQ, dK from dS: counted as 2.5 x forward, Dao 2023). A causal mask skips the blocks
-        above the diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward)."""
+        above the diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward).
+        The rate: the measured rate of `kernel` (catalog: `attention_kernels`; `flash`, the GPU's default)
+        at the length of the shorter side (a context-parallel rank's queries meet the keys in blocks of
+        its own length), with or without the mask."""
         # context parallelism gives each rank s_q of the s_kv queries, balanced over the causal triangle
         # (Megatron's load-balanced chunks): its share of the whole square's computed blocks
         visible = _causal_fraction(s_kv, s_kv, FLASH_BLOCK_ROWS) if causal else 1.0
         fwd_flops = 4.0 * batch * heads * s_q * s_kv * head_dim * visible
         flops = fwd_flops * (2.5 if backward else 1.0)
-        rate = self.gpu.attention_flops(self.precision, backward)
+        rate = self.gpu.attention_flops(self.precision, backward, kernel, min(s_q, s_kv), causal)
         blocks = batch * heads * math.ceil(s_q / FLASH_BLOCK_ROWS)
         sms = self.gpu.sm_count
         busy = blocks / (sms * math.ceil(blocks / sms))  # the last wave's idle SMs

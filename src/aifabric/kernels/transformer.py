@@ -38,7 +38,9 @@ from __future__ import annotations
 from ..models.transformer import Transformer
 from .model import Kernel, KernelModel, KernelSeq
 
-ATTENTION_IMPLS = ("flash", "unfused")
+ATTENTION_IMPLS = ("flash", "flash2", "cudnn", "flash3", "ck", "unfused")
+"""`workload.attention`: a fused kernel by name (flash: the one Transformer Engine picks on the GPU; the others
+as the catalog measured them, attention_rates.py), or unfused (Megatron-LM before FlashAttention)."""
 
 
 class TransformerKernels:
@@ -67,6 +69,8 @@ class TransformerKernels:
         self.T = micro_batch * self.s
         self.T_norm = self.T / tp if sequence_parallel else self.T  # tokens of norms, dropouts, residuals
         self.attention = attention
+        if attention != "unfused":
+            km.gpu.attention_kernel(attention)  # a kernel the catalog has no measurement of: say so now
         self._cache: dict[str, KernelSeq] = {}
         # FP8: the kernels that stay 16-bit (the attention core's GEMMs, the LM head) time on a 16-bit model
         self.fp8 = km.precision == "fp8"
@@ -128,9 +132,11 @@ class TransformerKernels:
         m, km = self.m, self.km16  # 16-bit in an FP8 run too
         heads, kv_heads = m.heads // self.t, max(1, (m.kv_heads or m.heads) // self.t)
         d = self._head_dim()
-        if self.attention == "flash":
+        if self.attention != "unfused":
             name = "flash attention backward" if backward else "flash attention"
-            return [km.flash_attention(name, self.b, heads, kv_heads, self.s, self.s_kv, d, True, backward)]
+            return [
+                km.flash_attention(name, self.b, heads, kv_heads, self.s, self.s_kv, d, True, backward, self.attention)
+            ]
         batch = self.b * heads
         scores = float(batch) * self.s * self.s_kv
         if not backward:

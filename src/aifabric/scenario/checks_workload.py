@@ -16,17 +16,26 @@ def check_workload(s: Scenario) -> list[Problem]:
 
 
 def check_software(s: Scenario) -> list[Problem]:
-    """workload.software other than current needs the GPU's matmul measurement with that software."""
+    """workload.software other than current needs the GPU's matmul measurement with that software; a fused
+    attention kernel named in workload.attention, the GPU's measurement of it."""
     from ..kernels.model import KernelModel
 
     w = s.workload
-    if w.software == "current" or w.compute_efficiency is not None:
+    if w.compute_efficiency is not None:
         return []
+    out: list[Problem] = []
+    if w.kind == "llm-training" and w.attention != "unfused":
+        try:
+            gpu(s.cluster.gpu).attention_kernel(w.attention)
+        except (ValueError, KeyError) as e:
+            out.append(Problem("workload.attention", str(e).removeprefix("workload.attention: ")))
+    if w.software == "current":
+        return out
     try:
         KernelModel(gpu(s.cluster.gpu), w.precision, software=w.software)
     except (ValueError, KeyError) as e:
-        return [Problem("workload.software", str(e).removeprefix("workload.software: "))]
-    return []
+        out.append(Problem("workload.software", str(e).removeprefix("workload.software: ")))
+    return out
 
 
 def check_data_parallel(s: Scenario) -> list[Problem]:

@@ -154,10 +154,13 @@ class WorkloadSpec(Strict):
         "dense peak FLOP/s at the precision x this fraction), recomputation included, no optimizer step on "
         "data-parallel workloads (default: none, each kernel timed from its shape; docs/validation.md)",
     )
-    attention: Literal["flash", "unfused"] = Field(
+    attention: Literal["flash", "flash2", "cudnn", "flash3", "ck", "unfused"] = Field(
         "flash",
-        description="attention kernels: flash (a fused FlashAttention kernel) or unfused (Megatron-LM "
-        "before FlashAttention: batched GEMMs around a fused softmax and a dropout)",
+        description="attention kernels: flash (the fused kernel Transformer Engine picks on the GPU: cuDNN on "
+        "Hopper and Blackwell, FlashAttention-2 on Ampere), a fused kernel by name (flash2: FlashAttention-2, "
+        "cudnn: cuDNN 9.1, flash3: FlashAttention-3, Hopper only; ck: the MI300X's), each at its measured rate "
+        "by sequence length (docs/validation.md), or unfused (Megatron-LM before FlashAttention: batched GEMMs "
+        "around a fused softmax and a dropout)",
     )
     software: Literal["current", "megatron-2022", "megatron-2021"] = Field(
         "current",

@@ -690,6 +690,10 @@ def _build(
         extras.append(f"zero{plan.zero}")
     if plan.recompute != "none":
         extras.append(f"recompute={plan.recompute}")
+    if plan.compute_efficiency is None:  # the kernel model: which attention kernel it timed
+        extras.append(
+            f"attention={'unfused' if plan.attention == 'unfused' else gpu.attention_kernel(plan.attention).name}"
+        )
     per_stage = {stage: compute_summary(t[0].ops) for stage, t in templates.items()}
     hw_flops = sum(per_stage[lay.coords(r)["pp"]][0] for r in range(world)) / iterations
     busiest = max(per_stage.values(), key=lambda fk: sum(s for _, s in fk[1]))[1]

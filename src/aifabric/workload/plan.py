@@ -31,7 +31,7 @@ class Plan:
     grad_reduce_precision: str = "auto"  # see grad_precision
     order: str = DEFAULT_ORDER
     compute_efficiency: float | None = None  # None: the kernel model; else every op at this fraction of peak
-    attention: str = "flash"  # flash (fused FlashAttention kernel) | unfused (Megatron-LM before FlashAttention)
+    attention: str = "flash"  # a fused kernel (flash: the GPU's default; flash2, cudnn, flash3, ck) | unfused
     pipeline_scatter_gather: bool = False  # Megatron: with tp > 1 and no sequence parallelism, each TP rank
     # sends 1/tp of the activation to the next stage, which all-gathers it over NVLink
     layers_per_stage: tuple[int, ...] = ()  # decoder blocks of each virtual stage, in order; () = an even split
