@@ -18,9 +18,11 @@ Ampere: FlashAttention-2 on an A100, "up to 230 TFLOPs/s, 73% of the theoretical
 "50-73%" overall (T. Dao, "FlashAttention-2", 2023): one rate at every length, the backward at the 50 %
 end (156 TFLOP/s), with and without the mask alike (the paper's per-length charts are not taken here).
 
-Which kernel a run uses: Transformer Engine prefers cuDNN's fused attention on Hopper and later when both
-it and FlashAttention support the inputs, and FlashAttention-2 on Ampere (NVIDIA NeMo Framework
-documentation, memory optimizations, "Flash Attention", 2024): the catalog's `attention_default`.
+Which kernel a run uses: "when both implementations are applicable, Transformer Engine prefers cuDNN flash
+attention on Hopper+ architectures, and Tri Dao flash attention" on Ampere (NVIDIA NeMo Framework
+documentation, memory optimizations, "Flash Attention"; NVIDIA/NeMo pull request 9188, May 2024; Transformer
+Engine's context-parallel attention runs cuDNN too since its pull request 572, January 2024): the catalog's
+`attention_default`.
 """
 
 from __future__ import annotations
