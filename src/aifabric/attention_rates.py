@@ -1,18 +1,21 @@
-"""Fused attention kernels' measured throughput, by kernel and sequence length (the GPU catalog's data).
+"""Fused attention kernels' measured throughput, by kernel, sequence length and head dimension (the GPU
+catalog's data).
 
 A fused attention kernel (FlashAttention and its kin) runs at a rate that depends on which kernel it is, how
-long the sequence is (short sequences leave the kernel's pipeline half-filled), whether a causal mask skips
-the blocks above the diagonal (the blocks along it are half-empty, and the rows do unequal work), and the
-direction (the backward pass recomputes the scores and writes three gradients).
+long the sequence is (short sequences leave the kernel's pipeline half-filled), the head dimension (the size of
+its matrix products), whether a causal mask skips the blocks above the diagonal (the blocks along it are
+half-empty, and the rows do unequal work), and the direction (the backward pass recomputes the scores and
+writes three gradients).
 
-Hopper, 16-bit, head dimension 128, batch x sequence = 16K tokens, 16 heads, on an H100 80GB SXM5 at a
-fixed 1,830 MHz: J. Shah, G. Bikshandi, Y. Zhang, V. Thakkar, P. Ramani, T. Dao, "FlashAttention-3: Fast and
-Accurate Attention with Asynchrony and Low-precision" (2024), Figure 5 (c) forward without and (d) with the
-causal mask, Figure 6 (b) backward without it, the TFLOPS/s printed above each bar for FlashAttention-2
-2.5.8, cuDNN 9.1.1.17 and FlashAttention-3 (the paper's appendix C.1 names the versions); FLOPs counted as
-the paper does, 4 · s^2 · d · heads forward, halved with the mask, x 2.5 backward. The paper has no causal
-backward chart: that rate is derived as the backward rate scaled by the forward's causal to non-causal
-ratio at the same length (stated as derived in `AttentionKernel.source`).
+Hopper, 16-bit, head dimension 64, 128 and 256 (32, 16 and 8 heads: hidden 2,048), batch x sequence = 16K
+tokens, on an H100 80GB SXM5 at a fixed 1,830 MHz: J. Shah, G. Bikshandi, Y. Zhang, V. Thakkar, P. Ramani,
+T. Dao, "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision" (2024), Figure 5
+forward without and with the causal mask, Figure 6 backward without it (head dimensions 64 and 128), the
+TFLOPS/s printed above each bar for FlashAttention-2 2.5.8, cuDNN 9.1.1.17 and FlashAttention-3 (the paper's
+appendix C.1 names the versions); FLOPs counted as the paper does, 4 · s^2 · d · heads forward, halved with the
+mask, x 2.5 backward. Derived, and stated so in `AttentionKernel.source`: the causal backward (no chart) as the
+backward rate times the forward's causal to non-causal ratio at the same length; the backward at head
+dimension 256 (no chart) as the forward there times the backward-to-forward ratio at 128.
 
 Ampere: FlashAttention-2 on an A100, "up to 230 TFLOPs/s, 73% of the theoretical maximum" forward and
 "50-73%" overall (T. Dao, "FlashAttention-2", 2023): one rate at every length, the backward at the 50 %
@@ -35,87 +38,166 @@ FA3_PAPER_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
 """The sequence lengths of the FlashAttention-3 paper's 16-bit charts (batch x sequence = 16K tokens)."""
 
 
+Row = tuple[float, ...]
+
+
 @dataclass(frozen=True)
 class AttentionKernel:
-    """One fused attention kernel's measured TFLOP/s on one GPU, at the sequence lengths `seq_lens`
-    (ascending); between two lengths the rate is interpolated on log2 of the length, outside them it is
-    the nearest measured rate."""
+    """One fused attention kernel's measured TFLOP/s on one GPU: a row of rates per head dimension in
+    `head_dims`, one rate per sequence length in `seq_lens` (both ascending). Between two measured points the
+    rate is interpolated on log2 of the length, then of the head dimension; outside them it is the nearest
+    measured one. A backward row may be None (not measured at that head dimension): see `tflops`."""
 
     name: str
     seq_lens: tuple[int, ...]
-    forward_tflops: tuple[float, ...]
-    forward_causal_tflops: tuple[float, ...]
-    backward_tflops: tuple[float, ...]
+    forward_tflops: tuple[Row, ...]
+    forward_causal_tflops: tuple[Row, ...]
+    backward_tflops: tuple[Row | None, ...]
     source: str
+    head_dims: tuple[int, ...] = (128,)
 
     def __post_init__(self) -> None:
-        n = len(self.seq_lens)
-        if n == 0 or any(len(v) != n for v in (self.forward_tflops, self.forward_causal_tflops, self.backward_tflops)):
+        n, h = len(self.seq_lens), len(self.head_dims)
+        rows = (self.forward_tflops, self.forward_causal_tflops, self.backward_tflops)
+        if n == 0 or h == 0 or any(len(r) != h for r in rows):
+            raise ValueError(f"attention kernel {self.name}: one row of rates per head dimension, in each direction")
+        if any(row is not None and len(row) != n for r in rows for row in r):
             raise ValueError(f"attention kernel {self.name}: one rate per sequence length, in each direction")
-        if list(self.seq_lens) != sorted(set(self.seq_lens)):
-            raise ValueError(f"attention kernel {self.name}: sequence lengths must ascend")
+        if all(row is None for row in self.backward_tflops):
+            raise ValueError(f"attention kernel {self.name}: a backward row at one head dimension at least")
+        for axis, values in (("sequence lengths", self.seq_lens), ("head dimensions", self.head_dims)):
+            if list(values) != sorted(set(values)):
+                raise ValueError(f"attention kernel {self.name}: {axis} must ascend")
 
-    def _at(self, values: tuple[float, ...], seq_len: float) -> float:
-        lens = self.seq_lens
-        if seq_len <= lens[0]:
-            return values[0]
-        if seq_len >= lens[-1]:
-            return values[-1]
-        i = bisect.bisect_right(lens, seq_len)
-        x0, x1 = math.log2(lens[i - 1]), math.log2(lens[i])
-        w = (math.log2(seq_len) - x0) / (x1 - x0)
-        return values[i - 1] + w * (values[i] - values[i - 1])
+    @staticmethod
+    def _interp(xs: tuple[int, ...], ys: list[float] | tuple[float, ...], x: float) -> float:
+        if x <= xs[0]:
+            return ys[0]
+        if x >= xs[-1]:
+            return ys[-1]
+        i = bisect.bisect_right(xs, x)
+        x0, x1 = math.log2(xs[i - 1]), math.log2(xs[i])
+        w = (math.log2(x) - x0) / (x1 - x0)
+        return ys[i - 1] + w * (ys[i] - ys[i - 1])
 
-    def tflops(self, seq_len: float, causal: bool, backward: bool) -> float:
-        """The kernel's rate at a sequence length. Causal backward: the backward rate times the forward's
-        causal to non-causal ratio at that length (derived: no measurement of it is published)."""
+    def _at(self, row: Row, seq_len: float) -> float:
+        return self._interp(self.seq_lens, row, seq_len)
+
+    def _backward_row_rate(self, i: int, seq_len: float) -> float:
+        """The measured backward rate at head dimension `i`, or where that was not measured, the forward's
+        there times the backward-to-forward ratio at the nearest head dimension that was (derived)."""
+        row = self.backward_tflops[i]
+        if row is not None:
+            return self._at(row, seq_len)
+        j = min(
+            (k for k, r in enumerate(self.backward_tflops) if r is not None),
+            key=lambda k: abs(math.log2(self.head_dims[k]) - math.log2(self.head_dims[i])),
+        )
+        ratio = self._at(self.backward_tflops[j], seq_len) / self._at(self.forward_tflops[j], seq_len)  # type: ignore[arg-type]
+        return self._at(self.forward_tflops[i], seq_len) * ratio
+
+    def _row_rate(self, i: int, seq_len: float, causal: bool, backward: bool) -> float:
         if not backward:
-            return self._at(self.forward_causal_tflops if causal else self.forward_tflops, seq_len)
-        rate = self._at(self.backward_tflops, seq_len)
+            return self._at((self.forward_causal_tflops if causal else self.forward_tflops)[i], seq_len)
+        rate = self._backward_row_rate(i, seq_len)
         if causal:
-            rate *= self._at(self.forward_causal_tflops, seq_len) / self._at(self.forward_tflops, seq_len)
+            rate *= self._at(self.forward_causal_tflops[i], seq_len) / self._at(self.forward_tflops[i], seq_len)
         return rate
+
+    def tflops(self, seq_len: float, causal: bool, backward: bool, head_dim: float = 128) -> float:
+        """The kernel's rate at a sequence length and head dimension. Causal backward: the backward rate times
+        the forward's causal to non-causal ratio at that length (derived: no measurement of it is published)."""
+        rates = [self._row_rate(i, seq_len, causal, backward) for i in range(len(self.head_dims))]
+        return self._interp(self.head_dims, rates, head_dim)
 
     def scaled(self, factor: float, note: str, name: str = "") -> AttentionKernel:
         """The same kernel on another GPU (or standing in for `name` there), every rate times `factor` (no
         measurement there: stated in `note`)."""
+
+        def times(rows):
+            return tuple(None if row is None else tuple(v * factor for v in row) for row in rows)
+
         return AttentionKernel(
             name or self.name,
             self.seq_lens,
-            tuple(v * factor for v in self.forward_tflops),
-            tuple(v * factor for v in self.forward_causal_tflops),
-            tuple(v * factor for v in self.backward_tflops),
+            times(self.forward_tflops),
+            times(self.forward_causal_tflops),
+            times(self.backward_tflops),
             f"{self.source}; {note}",
+            self.head_dims,
         )
 
 
-_FA3_PAPER = "FlashAttention-3 paper (Shah et al. 2024), H100 SXM5, Fig. 5 (c, d) and 6 (b)"
-_CAUSAL_BWD = "causal backward derived from the forward's causal ratio"
+_FA3_PAPER = "FlashAttention-3 paper (Shah et al. 2024), H100 SXM5, Fig. 5 and 6"
+_CAUSAL_BWD = "derived: the causal backward from the forward's causal ratio, head dim 256's backward from 128's"
+
+FA3_PAPER_HEAD_DIMS = (64, 128, 256)
+"""Head dimensions of the paper's 16-bit charts (32, 16 and 8 heads: hidden 2,048); its backward chart has no
+256: there the backward is derived from the forward (see `AttentionKernel._backward_row_rate`)."""
 
 HOPPER_ATTENTION: dict[str, AttentionKernel] = {
     "flash2": AttentionKernel(
         "flash2",
         FA3_PAPER_SEQ_LENS,
-        forward_tflops=(309.0, 350.0, 362.0, 368.0, 370.0, 370.0),
-        forward_causal_tflops=(191.0, 260.0, 298.0, 319.0, 333.0, 335.0),
-        backward_tflops=(214.0, 260.0, 291.0, 310.0, 318.0, 322.0),
+        forward_tflops=(
+            (282.0, 306.0, 318.0, 321.0, 322.0, 324.0),
+            (309.0, 350.0, 362.0, 368.0, 370.0, 370.0),
+            (275.0, 313.0, 321.0, 323.0, 324.0, 326.0),
+        ),
+        forward_causal_tflops=(
+            (180.0, 229.0, 262.0, 284.0, 295.0, 299.0),
+            (191.0, 260.0, 298.0, 319.0, 333.0, 335.0),
+            (208.0, 251.0, 278.0, 293.0, 297.0, 298.0),
+        ),
+        backward_tflops=(
+            (198.0, 238.0, 264.0, 279.0, 287.0, 291.0),
+            (214.0, 260.0, 291.0, 310.0, 318.0, 322.0),
+            None,
+        ),
         source=f"FlashAttention-2 2.5.8, {_FA3_PAPER}; {_CAUSAL_BWD}",
+        head_dims=FA3_PAPER_HEAD_DIMS,
     ),
     "cudnn": AttentionKernel(
         "cudnn",
         FA3_PAPER_SEQ_LENS,
-        forward_tflops=(497.0, 574.0, 617.0, 609.0, 600.0, 595.0),
-        forward_causal_tflops=(315.0, 410.0, 484.0, 518.0, 529.0, 539.0),
-        backward_tflops=(305.0, 408.0, 465.0, 499.0, 518.0, 516.0),
+        forward_tflops=(
+            (335.0, 373.0, 395.0, 408.0, 412.0, 413.0),
+            (497.0, 574.0, 617.0, 609.0, 600.0, 595.0),
+            (470.0, 546.0, 580.0, 581.0, 580.0, 581.0),
+        ),
+        forward_causal_tflops=(
+            (225.0, 288.0, 334.0, 363.0, 379.0, 388.0),
+            (315.0, 410.0, 484.0, 518.0, 529.0, 539.0),
+            (308.0, 391.0, 450.0, 483.0, 497.0, 509.0),
+        ),
+        backward_tflops=(
+            (266.0, 348.0, 395.0, 417.0, 432.0, 433.0),
+            (305.0, 408.0, 465.0, 499.0, 518.0, 516.0),
+            None,
+        ),
         source=f"cuDNN 9.1.1 fused attention, {_FA3_PAPER}; {_CAUSAL_BWD}",
+        head_dims=FA3_PAPER_HEAD_DIMS,
     ),
     "flash3": AttentionKernel(
         "flash3",
         FA3_PAPER_SEQ_LENS,
-        forward_tflops=(467.0, 565.0, 625.0, 638.0, 646.0, 648.0),
-        forward_causal_tflops=(292.0, 423.0, 521.0, 579.0, 602.0, 616.0),
-        backward_tflops=(316.0, 424.0, 501.0, 542.0, 559.0, 561.0),
+        forward_tflops=(
+            (333.0, 392.0, 460.0, 476.0, 496.0, 497.0),
+            (467.0, 565.0, 625.0, 638.0, 646.0, 648.0),
+            (482.0, 639.0, 707.0, 736.0, 746.0, 756.0),
+        ),
+        forward_causal_tflops=(
+            (197.0, 265.0, 371.0, 420.0, 460.0, 473.0),
+            (292.0, 423.0, 521.0, 579.0, 602.0, 616.0),
+            (286.0, 427.0, 537.0, 612.0, 628.0, 642.0),
+        ),
+        backward_tflops=(
+            (272.0, 363.0, 422.0, 453.0, 472.0, 474.0),
+            (316.0, 424.0, 501.0, 542.0, 559.0, 561.0),
+            None,
+        ),
         source=f"FlashAttention-3, {_FA3_PAPER}; {_CAUSAL_BWD}",
+        head_dims=FA3_PAPER_HEAD_DIMS,
     ),
 }
 
@@ -123,11 +205,11 @@ AMPERE_ATTENTION: dict[str, AttentionKernel] = {
     "flash2": AttentionKernel(
         "flash2",
         (16384,),
-        forward_tflops=(230.0,),
-        forward_causal_tflops=(230.0,),
-        backward_tflops=(156.0,),
+        forward_tflops=((230.0,),),
+        forward_causal_tflops=((230.0,),),
+        backward_tflops=((156.0,),),
         source="FlashAttention-2 paper (Dao 2023): up to 230 TFLOP/s forward, 50 % of the peak backward; "
-        "one rate at every length, causal or not",
+        "one rate at every length and head dimension, causal or not",
     ),
 }
 

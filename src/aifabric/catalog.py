@@ -130,11 +130,17 @@ class GpuSpec:
         return self.attention_kernels[name]
 
     def attention_flops(
-        self, precision: str, backward: bool, kernel: str = "flash", seq_len: float = 16384, causal: bool = False
+        self,
+        precision: str,
+        backward: bool,
+        kernel: str = "flash",
+        seq_len: float = 16384,
+        causal: bool = False,
+        head_dim: float = 128,
     ) -> float:
-        """Fused attention FLOP/s at a sequence length (16-bit; an fp8 run keeps attention in 16-bit, as
-        Transformer Engine does)."""
-        rate = self.attention_kernel(kernel).tflops(seq_len, causal, backward) * 1e12
+        """Fused attention FLOP/s at a sequence length and head dimension (16-bit; an fp8 run keeps attention
+        in 16-bit, as Transformer Engine does)."""
+        rate = self.attention_kernel(kernel).tflops(seq_len, causal, backward, head_dim) * 1e12
         if precision in ("fp32", "tf32"):
             rate *= self.peak_tflops[precision] / self.peak_tflops["bf16"]
         return rate

@@ -22,28 +22,45 @@ KERNELS = [(gpu_name, name) for gpu_name, g in GPUS.items() for name in g.attent
 
 
 @pytest.mark.parametrize("gpu_name,name", KERNELS)
-def test_the_rate_is_the_measurement_at_each_measured_length(gpu_name, name):
+def test_the_rate_is_the_measurement_at_each_measured_point(gpu_name, name):
     k = GPUS[gpu_name].attention_kernels[name]
-    for i, s in enumerate(k.seq_lens):
-        assert k.tflops(s, False, False) == k.forward_tflops[i]
-        assert k.tflops(s, True, False) == k.forward_causal_tflops[i]
-        assert k.tflops(s, False, True) == k.backward_tflops[i]
+    for h, d in enumerate(k.head_dims):
+        for i, s in enumerate(k.seq_lens):
+            assert k.tflops(s, False, False, d) == k.forward_tflops[h][i]
+            assert k.tflops(s, True, False, d) == k.forward_causal_tflops[h][i]
+            if k.backward_tflops[h] is not None:
+                assert k.tflops(s, False, True, d) == k.backward_tflops[h][i]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(KERNELS), st.floats(1, 1 << 22), st.booleans(), st.booleans())
-def test_between_two_measured_lengths_the_rate_lies_between_theirs(kernel, seq_len, causal, backward):
+@given(st.sampled_from(KERNELS), st.floats(1, 1 << 22), st.floats(16, 512), st.booleans(), st.booleans())
+def test_between_measured_points_the_rate_lies_between_theirs(kernel, seq_len, head_dim, causal, backward):
+    # interpolated on log2 of the length, then of the head dimension; outside the measurements, the nearest one
     k = GPUS[kernel[0]].attention_kernels[kernel[1]]
-    rate = k.tflops(seq_len, causal, backward)
-    points = [k.tflops(s, causal, backward) for s in k.seq_lens]
-    if seq_len <= k.seq_lens[0]:
-        assert rate == points[0]  # shorter than any measurement: the shortest one's rate
-    elif seq_len >= k.seq_lens[-1]:
-        assert rate == points[-1]  # longer: the longest one's (the curves are flat by 8-16K)
-    else:
-        i = next(j for j, s in enumerate(k.seq_lens) if s > seq_len)
-        lo, hi = sorted((points[i - 1], points[i]))
-        assert lo - 1e-9 <= rate <= hi + 1e-9
+    rate = k.tflops(seq_len, causal, backward, head_dim)
+    corners = [
+        k.tflops(s, causal, backward, d)
+        for s in _neighbours(k.seq_lens, seq_len)
+        for d in _neighbours(k.head_dims, head_dim)
+    ]
+    assert min(corners) - 1e-9 <= rate <= max(corners) + 1e-9
+
+
+def _neighbours(points, x):
+    """The measured points either side of x (one when x is outside them or on one)."""
+    below = [p for p in points if p <= x]
+    above = [p for p in points if p >= x]
+    return {below[-1] if below else points[0], above[0] if above else points[-1]}
+
+
+def test_head_dimension_256s_backward_is_derived_from_128s_ratio():
+    # the paper's backward chart has head dimensions 64 and 128 only: at 256 the backward is the forward there
+    # times the backward-to-forward ratio at 128, the nearest measured
+    for k in HOPPER_ATTENTION.values():
+        assert k.head_dims == (64, 128, 256) and k.backward_tflops[2] is None
+        for s in (512, 3000, 16384):
+            ratio = k.tflops(s, False, True, 128) / k.tflops(s, False, False, 128)
+            assert k.tflops(s, False, True, 256) == pytest.approx(k.tflops(s, False, False, 256) * ratio, rel=1e-12)
 
 
 def test_the_causal_backward_is_derived_from_the_forwards_causal_ratio():
@@ -98,9 +115,13 @@ def test_a_kernel_the_gpu_has_no_measurement_of_is_refused_naming_what_it_has():
 
 def test_a_kernel_table_is_checked_when_built():
     with pytest.raises(ValueError, match="one rate per sequence length"):
-        AttentionKernel("x", (512, 1024), (1.0, 2.0), (1.0,), (1.0, 2.0), "")
-    with pytest.raises(ValueError, match="ascend"):
-        AttentionKernel("x", (1024, 512), (1.0, 2.0), (1.0, 2.0), (1.0, 2.0), "")
+        AttentionKernel("x", (512, 1024), ((1.0, 2.0),), ((1.0,),), ((1.0, 2.0),), "")
+    with pytest.raises(ValueError, match="one row of rates per head dimension"):
+        AttentionKernel("x", (512,), ((1.0,),), ((1.0,),), ((1.0,),), "", head_dims=(64, 128))
+    with pytest.raises(ValueError, match="sequence lengths must ascend"):
+        AttentionKernel("x", (1024, 512), ((1.0, 2.0),), ((1.0, 2.0),), ((1.0, 2.0),), "")
+    with pytest.raises(ValueError, match="a backward row"):
+        AttentionKernel("x", (512,), ((1.0,),), ((1.0,),), (None,), "")
 
 
 # ---- a plan's choice of kernel ------------------------------------------------------------------------

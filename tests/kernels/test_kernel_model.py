@@ -150,8 +150,8 @@ def test_flash_attention_flops_and_rate(gp, batch, heads, s, d, causal):
     assert bwd.flops == pytest.approx(2.5 * fwd.flops, rel=1e-12)
     # never faster than the GPU's default kernel measured at that length, mask or not (attention_rates.py)
     spec = GPUS[gp[0]]
-    assert fwd.flops / fwd.time_s <= spec.attention_flops(gp[1], False, "flash", s, causal) * (1 + 1e-9)
-    assert bwd.flops / bwd.time_s <= spec.attention_flops(gp[1], True, "flash", s, causal) * (1 + 1e-9)
+    assert fwd.flops / fwd.time_s <= spec.attention_flops(gp[1], False, "flash", s, causal, d) * (1 + 1e-9)
+    assert bwd.flops / bwd.time_s <= spec.attention_flops(gp[1], True, "flash", s, causal, d) * (1 + 1e-9)
 
 
 @settings(max_examples=100, deadline=None)
@@ -173,8 +173,8 @@ def test_causal_attention_costs_about_half_for_long_sequences(gp, batch, heads, 
     causal = model.flash_attention("a", batch, heads, heads, s, s, d, True, backward).time_s
     n = -(-s // FLASH_BLOCK_ROWS)
     spec = GPUS[gp[0]]
-    slower = spec.attention_flops(gp[1], backward, "flash", s, False) / spec.attention_flops(
-        gp[1], backward, "flash", s, True
+    slower = spec.attention_flops(gp[1], backward, "flash", s, False, d) / spec.attention_flops(
+        gp[1], backward, "flash", s, True, d
     )
     assert slower >= 1.0
     assert causal / full == pytest.approx((n + 1) / (2 * n) * slower, rel=1e-9)

@@ -6,7 +6,7 @@ Four kinds of kernels (`Kernel.kind`), the classes the report shows compute time
   anchored to the GPU's measured maximum achievable matmul throughput, or looked up in a table the user
   measured with `aifabric calibrate gemm` (kernels/calibration.py);
 - `attention`: the fused attention kernel (FlashAttention, cuDNN): its FLOPs at the rate the kernel reaches
-  on the GPU in its published benchmarks at that sequence length, causal or not (catalog:
+  on the GPU in its published benchmarks at that sequence length and head dimension, causal or not (catalog:
   `attention_kernels`, attention_rates.py), with the SMs it leaves idle when there
   are fewer query blocks than SMs, or its memory traffic, whichever takes longer; without a fused kernel
   (`attention: unfused`, Megatron-LM before FlashAttention) the scores are batched GEMMs and the softmax
@@ -174,14 +174,14 @@ class KernelModel:
         dP, and dQ, dK from dS: counted as 2.5 x forward, Dao 2023). A causal mask skips the blocks
         above the diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward).
         The rate: the measured rate of `kernel` (catalog: `attention_kernels`; `flash`, the GPU's default)
-        at the length of the shorter side (a context-parallel rank's queries meet the keys in blocks of
-        its own length), with or without the mask."""
+        at the head dimension and the length of the shorter side (a context-parallel rank's queries meet the
+        keys in blocks of its own length), with or without the mask."""
         # context parallelism gives each rank s_q of the s_kv queries, balanced over the causal triangle
         # (Megatron's load-balanced chunks): its share of the whole square's computed blocks
         visible = _causal_fraction(s_kv, s_kv, FLASH_BLOCK_ROWS) if causal else 1.0
         fwd_flops = 4.0 * batch * heads * s_q * s_kv * head_dim * visible
         flops = fwd_flops * (2.5 if backward else 1.0)
-        rate = self.gpu.attention_flops(self.precision, backward, kernel, min(s_q, s_kv), causal)
+        rate = self.gpu.attention_flops(self.precision, backward, kernel, min(s_q, s_kv), causal, head_dim)
         blocks = batch * heads * math.ceil(s_q / FLASH_BLOCK_ROWS)
         sms = self.gpu.sm_count
         busy = blocks / (sms * math.ceil(blocks / sms))  # the last wave's idle SMs

@@ -159,8 +159,8 @@ class WorkloadSpec(Strict):
         description="attention kernels: flash (the fused kernel Transformer Engine picks on the GPU: cuDNN on "
         "Hopper and Blackwell, FlashAttention-2 on Ampere), a fused kernel by name (flash2: FlashAttention-2, "
         "cudnn: cuDNN 9.1, flash3: FlashAttention-3, Hopper only; ck: the MI300X's), each at its measured rate "
-        "by sequence length (docs/validation.md), or unfused (Megatron-LM before FlashAttention: batched GEMMs "
-        "around a fused softmax and a dropout)",
+        "by sequence length and head dimension (docs/validation.md), or unfused (Megatron-LM before "
+        "FlashAttention: batched GEMMs around a fused softmax and a dropout)",
     )
     software: Literal["current", "megatron-2022", "megatron-2021"] = Field(
         "current",
