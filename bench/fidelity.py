@@ -163,11 +163,12 @@ def palm_flops(case: dict) -> float:
     return case["global_batch_size"] * t * (6.0 * n + 12.0 * model.layers * model.hidden * t)
 
 
-def nemo_flops(case: dict) -> float:
+def nemo_flops(case: dict, causal: bool = False) -> float:
     """NeMo's model FLOPs (the NeMo Framework performance summary's 'Model TFLOP / sec / GPU'), per token: GPT-3,
     72 L h^2 + 12 L s h + 6 h V (forward and backward, attention over the full s x s square, the logits); Llama,
     L h^2 (12 + 12 G / A + 18 F / h + 12 s / h + 6 V / (L h)) with G key-value groups of A heads and FFN width F
-    (three matrices, SwiGLU)."""
+    (three matrices, SwiGLU). `causal`: Megatron Bridge's count (NeMo 25.x), the causal half of the square,
+    6 s / h (its tables' tokens/s give their TFLOP/s so, test)."""
     s = case["seq_len"]
     tokens = case["global_batch_size"] * s
     if "model_name" not in case:
@@ -176,11 +177,17 @@ def nemo_flops(case: dict) -> float:
     model = model_of(case)
     layers, h, v = model.layers, model.hidden, model.vocab
     groups = model.kv_heads or model.heads
-    ratio = 12.0 + 12.0 * groups / model.heads + 18.0 * model.ffn_hidden / h + 12.0 * s / h + 6.0 * v / (layers * h)
+    attention = (6.0 if causal else 12.0) * s / h
+    ratio = 12.0 + 12.0 * groups / model.heads + 18.0 * model.ffn_hidden / h + attention + 6.0 * v / (layers * h)
     return tokens * layers * h * h * ratio
 
 
-FLOPS = {"narayanan-eq3": narayanan_eq3_flops, "palm": palm_flops, "nemo": nemo_flops}
+FLOPS = {
+    "narayanan-eq3": narayanan_eq3_flops,
+    "palm": palm_flops,
+    "nemo": nemo_flops,
+    "nemo-causal": lambda case: nemo_flops(case, causal=True),
+}
 
 
 def run_iteration(case: dict) -> float:

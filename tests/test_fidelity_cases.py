@@ -85,6 +85,29 @@ def test_nemo_flops_reproduce_each_nemo_rows_tflops_from_its_tokens_per_second(c
         assert per_token * tokens_per_gpu_s / 1e12 == pytest.approx(c["published"], rel=rounding), c["id"]
 
 
+def test_megatron_bridge_flops_count_the_causal_half_and_reproduce_each_rows_tflops(cases, fidelity):
+    """Megatron Bridge's table (NeMo 25.11) prints tokens/s and model TFLOP/s per GPU too, in its 14th and 15th
+    columns, with GBS in the 4th and the sequence length in the 6th: its count is NeMo's with the attention
+    term halved (the causal triangle, 6 s / h for 12 s / h), and NeMo's full-square count misses every row by
+    more than the rounding."""
+    _, items = cases
+    rows = [c for c in items if c["source"] == "bridge2025"]
+    assert len(rows) >= 3
+    for c in rows:
+        cells = [x.strip() for x in c["quote"].split("|")[1:-1]]
+        gpus, tokens_per_gpu_s = int(cells[1]), float(cells[13])
+        assert gpus == fidelity.gpus_of(c) and int(cells[14]) == c["published"], c["id"]
+        assert int(cells[3]) == c["global_batch_size"] and int(cells[5]) == c["seq_len"], c["id"]
+        assert int(cells[7]) == c["tp"] and int(cells[8]) == c["pp"] and int(cells[9]) == c["cp"], c["id"]
+        assert c["flops"] == "nemo-causal"
+        tokens = c["global_batch_size"] * c["seq_len"]
+        rounding = 0.5 / tokens_per_gpu_s + 0.5 / c["published"]
+        causal = fidelity.FLOPS["nemo-causal"](c) / tokens * tokens_per_gpu_s / 1e12
+        full = fidelity.nemo_flops(c) / tokens * tokens_per_gpu_s / 1e12
+        assert causal == pytest.approx(c["published"], rel=rounding), c["id"]
+        assert abs(full / c["published"] - 1) > 0.02, c["id"]
+
+
 def test_palm_flops_count_llama3_405bs_matmuls_and_full_attention(cases, fidelity):
     """PaLM's 6N + 12 L H Q T per token, N from Llama 3 405B's published shapes (hidden 16,384, 8 KV heads of
     128, FFN 53,248 SwiGLU, 126 blocks, vocabulary 128,256, RMSNorm weights), not from the tool's model."""
