@@ -27,20 +27,29 @@ def _with(**workload):
     return s.model_copy(update={"workload": s.workload.model_copy(update=workload)})
 
 
-def _fp8_case_ids() -> set[str]:
-    """The suite's cases run in FP8, by their own (merged) settings in bench/fidelity/cases.yaml."""
+def _fp8_case_ids(sources: tuple[str, ...]) -> set[str]:
+    """The suite's cases run in FP8 from these sources, by their own (merged) settings in
+    bench/fidelity/cases.yaml."""
     cases = yaml.safe_load(CASES.read_text())["cases"]
-    return {c["id"] for c in cases if c.get("precision") == "fp8"}
+    return {c["id"] for c in cases if c.get("precision") == "fp8" and c["source"] in sources}
 
 
-def test_the_fp8_figures_are_the_suites_stored_results():
+@pytest.mark.parametrize("figures", [cv.FP8_2025, cv.FP8_2024], ids=["2025", "2024"])
+def test_the_fp8_figures_are_the_suites_stored_results(figures):
     stored = json.loads(RESULTS.read_text())
-    ids = _fp8_case_ids()
+    ids = _fp8_case_ids(figures.sources)
     assert ids <= set(stored), ids - set(stored)
     errors = [100 * (stored[k]["predicted"] / stored[k]["published"] - 1) for k in ids]
-    assert len(errors) == cv.FP8_CASES
-    assert (round(min(errors), 1), round(max(errors), 1)) == cv.FP8_RANGE_PCT
-    assert round(sum(abs(e) for e in errors) / len(errors), 1) == cv.FP8_MEAN_PCT
+    assert len(errors) == figures.cases
+    assert (round(min(errors), 1), round(max(errors), 1)) == figures.range_pct
+    assert round(sum(abs(e) for e in errors) / len(errors), 1) == figures.mean_pct
+
+
+def test_every_fp8_case_of_the_suite_is_in_one_era():
+    cases = yaml.safe_load(CASES.read_text())["cases"]
+    fp8 = {c["id"] for c in cases if c.get("precision") == "fp8"}
+    assert fp8 == _fp8_case_ids(cv.FP8_2025.sources) | _fp8_case_ids(cv.FP8_2024.sources)
+    assert cv.FP8_2025.cases + cv.FP8_2024.cases == len(fp8)
 
 
 def test_only_an_fp8_run_on_the_kernel_model_gets_the_fp8_caveat():
