@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "aifabric"
 
 # lowest first; docs/architecture.md "Layers" lists the same
 LAYERS: list[set[str]] = [
-    {"_lazy", "collector", "compiled", "errors", "units", "scenarios"},  # scenarios: the embedded YAML files
+    {"_lazy", "attention_rates", "collector", "compiled", "errors", "units", "scenarios"},  # scenarios: embedded YAML
     {"catalog", "models", "collectives"},
     {"kernels"},
     {"scenario"},
