@@ -34,7 +34,7 @@ def _fp8_case_ids(sources: tuple[str, ...]) -> set[str]:
     return {c["id"] for c in cases if c.get("precision") == "fp8" and c["source"] in sources}
 
 
-@pytest.mark.parametrize("figures", [cv.FP8_2025, cv.FP8_2024], ids=["2025", "2024"])
+@pytest.mark.parametrize("figures", [cv.FP8_2025, cv.FP8_2024, cv.BLACKWELL], ids=["2025", "2024", "blackwell"])
 def test_the_fp8_figures_are_the_suites_stored_results(figures):
     stored = json.loads(RESULTS.read_text())
     ids = _fp8_case_ids(figures.sources)
@@ -48,8 +48,9 @@ def test_the_fp8_figures_are_the_suites_stored_results(figures):
 def test_every_fp8_case_of_the_suite_is_in_one_era():
     cases = yaml.safe_load(CASES.read_text())["cases"]
     fp8 = {c["id"] for c in cases if c.get("precision") == "fp8"}
-    assert fp8 == _fp8_case_ids(cv.FP8_2025.sources) | _fp8_case_ids(cv.FP8_2024.sources)
-    assert cv.FP8_2025.cases + cv.FP8_2024.cases == len(fp8)
+    eras = (cv.FP8_2025, cv.FP8_2024, cv.BLACKWELL)
+    assert fp8 == set().union(*(_fp8_case_ids(e.sources) for e in eras))
+    assert sum(e.cases for e in eras) == len(fp8)
 
 
 def test_only_an_fp8_run_on_the_kernel_model_gets_the_fp8_caveat():
@@ -66,9 +67,14 @@ def test_a_16_bit_llm_run_on_hopper_gets_the_hopper_caveat_and_no_other_gpu_does
     assert llm.workload.kind == "llm-training" and llm.cluster.gpu == "H100" and llm.workload.precision != "fp8"
     [text] = cv.caveats(llm)
     assert text.startswith("Hopper:") and cv.LONG_SEQUENCE_CASES in text and "optimistic" in text
-    for gpu, expected in (("H200", 1), ("A100", 0), ("B200", 0)):
+    for gpu, expected in (("H200", 1), ("A100", 0), ("B200", 1), ("GB200", 1)):
         other = llm.model_copy(update={"cluster": llm.cluster.model_copy(update={"gpu": gpu})})
         assert len(cv.caveats(other)) == expected, gpu
+        if gpu.endswith("B200"):  # Blackwell's own line, in 16-bit and FP8 alike, not H100's
+            [text] = cv.caveats(other)
+            assert text.startswith("Blackwell:") and "B4-B5" in text and "derived" in text
+            fp8 = other.model_copy(update={"workload": other.workload.model_copy(update={"precision": "fp8"})})
+            assert cv.caveats(fp8) == [text]
     overridden = llm.model_copy(update={"workload": llm.workload.model_copy(update={"compute_efficiency": 0.4})})
     assert cv.caveats(overridden) == []
     fp8 = llm.model_copy(update={"workload": llm.workload.model_copy(update={"precision": "fp8"})})

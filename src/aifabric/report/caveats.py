@@ -21,6 +21,9 @@ class SuiteFigures:
 FP8_2025 = SuiteFigures("2025's software (NeMo 25.11)", ("bridge2025",), 3, (0.8, 18.5), 8.0)
 FP8_2024 = SuiteFigures("2024's (NeMo 24.03-24.07)", ("nemo2024", "nemo2024cp"), 18, (13.8, 37.2), 24.8)
 FP8_CASE_IDS = "B1-B3, F1-F9, S1-S9"
+# Megatron Bridge's NeMo 25.11 FP8 runs on DGX-B200 (B4-B5): the catalog's Blackwell figures are partly derived
+BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200",), 2, (13.0, 21.5), 17.2)
+BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them
 HOPPER_GPUS = frozenset({"H100", "H100-PCIE", "H200"})
@@ -38,18 +41,28 @@ def _eras() -> str:
 def caveats(scenario) -> list[str]:
     """What to keep in mind reading this run's iteration time."""
     w = scenario.workload
-    out = []
-    on_kernel_model = getattr(w, "compute_efficiency", None) is None
-    if getattr(w, "precision", None) == "fp8" and on_kernel_model:
-        out.append(
+    if getattr(w, "compute_efficiency", None) is not None:  # an override says its own time
+        return []
+    gpu = scenario.cluster.gpu.upper()
+    llm = w.kind == "llm-training"
+    if llm and gpu in BLACKWELL_GPUS:
+        lo, hi = BLACKWELL.range_pct
+        return [
+            f"Blackwell: against Megatron Bridge's {BLACKWELL.cases} published FP8 runs on B200 ({BLACKWELL.software}) "
+            f"the kernel model was {lo:.0f}-{hi:.0f} % optimistic; the catalog's B200 and GB200 fp8 GEMM and "
+            "attention rates are derived, not measured: read the iteration time as a lower bound "
+            "(docs/validation.md, B4-B5)"
+        ]
+    if getattr(w, "precision", None) == "fp8":
+        return [
             f"FP8: against NVIDIA's published NeMo FP8 runs on H100 (4 to 1,024 GPUs, 2K to 1M tokens a sequence) the "
             f"kernel model was {_eras()}: read the iteration time as a lower bound (docs/validation.md, "
             f"{FP8_CASE_IDS})"
-        )
-    elif w.kind == "llm-training" and on_kernel_model and scenario.cluster.gpu.upper() in HOPPER_GPUS:
-        out.append(
+        ]
+    if llm and gpu in HOPPER_GPUS:
+        return [
             f"Hopper: against NVIDIA's published NeMo runs on H100 the kernel model was {_eras()}, the most on "
             f"long sequences whose time is mostly 16-bit attention ({LONG_SEQUENCE_CASES}); no 16-bit H100 run is "
             "checked directly: read the iteration time as a lower bound (docs/validation.md)"
-        )
-    return out
+        ]
+    return []
