@@ -89,11 +89,11 @@ class AttentionKernel:
         row = self.backward_tflops[i]
         if row is not None:
             return self._at(row, seq_len)
-        j = min(
-            (k for k, r in enumerate(self.backward_tflops) if r is not None),
-            key=lambda k: abs(math.log2(self.head_dims[k]) - math.log2(self.head_dims[i])),
+        j, measured = min(
+            ((k, r) for k, r in enumerate(self.backward_tflops) if r is not None),
+            key=lambda kr: abs(math.log2(self.head_dims[kr[0]]) - math.log2(self.head_dims[i])),
         )
-        ratio = self._at(self.backward_tflops[j], seq_len) / self._at(self.forward_tflops[j], seq_len)  # type: ignore[arg-type]
+        ratio = self._at(measured, seq_len) / self._at(self.forward_tflops[j], seq_len)
         return self._at(self.forward_tflops[i], seq_len) * ratio
 
     def _row_rate(self, i: int, seq_len: float, causal: bool, backward: bool) -> float:
@@ -135,70 +135,81 @@ FA3_PAPER_HEAD_DIMS = (64, 128, 256)
 """Head dimensions of the paper's 16-bit charts (32, 16 and 8 heads: hidden 2,048); its backward chart has no
 256: there the backward is derived from the forward (see `AttentionKernel._backward_row_rate`)."""
 
+
+def _fa3_paper_kernel(
+    name: str, label: str, forward: tuple[Row, ...], forward_causal: tuple[Row, ...], backward_64_128: tuple[Row, ...]
+) -> AttentionKernel:
+    """One kernel of the FlashAttention-3 paper's 16-bit charts: rows at `FA3_PAPER_HEAD_DIMS`, the backward
+    charted at 64 and 128 only (256 derived, see `AttentionKernel._backward_row_rate`)."""
+    return AttentionKernel(
+        name,
+        FA3_PAPER_SEQ_LENS,
+        forward,
+        forward_causal,
+        (*backward_64_128, None),
+        f"{label}, {_FA3_PAPER}; {_CAUSAL_BWD}",
+        FA3_PAPER_HEAD_DIMS,
+    )
+
+
 HOPPER_ATTENTION: dict[str, AttentionKernel] = {
-    "flash2": AttentionKernel(
-        "flash2",
-        FA3_PAPER_SEQ_LENS,
-        forward_tflops=(
-            (282.0, 306.0, 318.0, 321.0, 322.0, 324.0),
-            (309.0, 350.0, 362.0, 368.0, 370.0, 370.0),
-            (275.0, 313.0, 321.0, 323.0, 324.0, 326.0),
+    k.name: k
+    for k in (
+        _fa3_paper_kernel(
+            "flash2",
+            "FlashAttention-2 2.5.8",
+            forward=(
+                (282.0, 306.0, 318.0, 321.0, 322.0, 324.0),
+                (309.0, 350.0, 362.0, 368.0, 370.0, 370.0),
+                (275.0, 313.0, 321.0, 323.0, 324.0, 326.0),
+            ),
+            forward_causal=(
+                (180.0, 229.0, 262.0, 284.0, 295.0, 299.0),
+                (191.0, 260.0, 298.0, 319.0, 333.0, 335.0),
+                (208.0, 251.0, 278.0, 293.0, 297.0, 298.0),
+            ),
+            backward_64_128=(
+                (198.0, 238.0, 264.0, 279.0, 287.0, 291.0),
+                (214.0, 260.0, 291.0, 310.0, 318.0, 322.0),
+            ),
         ),
-        forward_causal_tflops=(
-            (180.0, 229.0, 262.0, 284.0, 295.0, 299.0),
-            (191.0, 260.0, 298.0, 319.0, 333.0, 335.0),
-            (208.0, 251.0, 278.0, 293.0, 297.0, 298.0),
+        _fa3_paper_kernel(
+            "cudnn",
+            "cuDNN 9.1.1 fused attention",
+            forward=(
+                (335.0, 373.0, 395.0, 408.0, 412.0, 413.0),
+                (497.0, 574.0, 617.0, 609.0, 600.0, 595.0),
+                (470.0, 546.0, 580.0, 581.0, 580.0, 581.0),
+            ),
+            forward_causal=(
+                (225.0, 288.0, 334.0, 363.0, 379.0, 388.0),
+                (315.0, 410.0, 484.0, 518.0, 529.0, 539.0),
+                (308.0, 391.0, 450.0, 483.0, 497.0, 509.0),
+            ),
+            backward_64_128=(
+                (266.0, 348.0, 395.0, 417.0, 432.0, 433.0),
+                (305.0, 408.0, 465.0, 499.0, 518.0, 516.0),
+            ),
         ),
-        backward_tflops=(
-            (198.0, 238.0, 264.0, 279.0, 287.0, 291.0),
-            (214.0, 260.0, 291.0, 310.0, 318.0, 322.0),
-            None,
+        _fa3_paper_kernel(
+            "flash3",
+            "FlashAttention-3",
+            forward=(
+                (333.0, 392.0, 460.0, 476.0, 496.0, 497.0),
+                (467.0, 565.0, 625.0, 638.0, 646.0, 648.0),
+                (482.0, 639.0, 707.0, 736.0, 746.0, 756.0),
+            ),
+            forward_causal=(
+                (197.0, 265.0, 371.0, 420.0, 460.0, 473.0),
+                (292.0, 423.0, 521.0, 579.0, 602.0, 616.0),
+                (286.0, 427.0, 537.0, 612.0, 628.0, 642.0),
+            ),
+            backward_64_128=(
+                (272.0, 363.0, 422.0, 453.0, 472.0, 474.0),
+                (316.0, 424.0, 501.0, 542.0, 559.0, 561.0),
+            ),
         ),
-        source=f"FlashAttention-2 2.5.8, {_FA3_PAPER}; {_CAUSAL_BWD}",
-        head_dims=FA3_PAPER_HEAD_DIMS,
-    ),
-    "cudnn": AttentionKernel(
-        "cudnn",
-        FA3_PAPER_SEQ_LENS,
-        forward_tflops=(
-            (335.0, 373.0, 395.0, 408.0, 412.0, 413.0),
-            (497.0, 574.0, 617.0, 609.0, 600.0, 595.0),
-            (470.0, 546.0, 580.0, 581.0, 580.0, 581.0),
-        ),
-        forward_causal_tflops=(
-            (225.0, 288.0, 334.0, 363.0, 379.0, 388.0),
-            (315.0, 410.0, 484.0, 518.0, 529.0, 539.0),
-            (308.0, 391.0, 450.0, 483.0, 497.0, 509.0),
-        ),
-        backward_tflops=(
-            (266.0, 348.0, 395.0, 417.0, 432.0, 433.0),
-            (305.0, 408.0, 465.0, 499.0, 518.0, 516.0),
-            None,
-        ),
-        source=f"cuDNN 9.1.1 fused attention, {_FA3_PAPER}; {_CAUSAL_BWD}",
-        head_dims=FA3_PAPER_HEAD_DIMS,
-    ),
-    "flash3": AttentionKernel(
-        "flash3",
-        FA3_PAPER_SEQ_LENS,
-        forward_tflops=(
-            (333.0, 392.0, 460.0, 476.0, 496.0, 497.0),
-            (467.0, 565.0, 625.0, 638.0, 646.0, 648.0),
-            (482.0, 639.0, 707.0, 736.0, 746.0, 756.0),
-        ),
-        forward_causal_tflops=(
-            (197.0, 265.0, 371.0, 420.0, 460.0, 473.0),
-            (292.0, 423.0, 521.0, 579.0, 602.0, 616.0),
-            (286.0, 427.0, 537.0, 612.0, 628.0, 642.0),
-        ),
-        backward_tflops=(
-            (272.0, 363.0, 422.0, 453.0, 472.0, 474.0),
-            (316.0, 424.0, 501.0, 542.0, 559.0, 561.0),
-            None,
-        ),
-        source=f"FlashAttention-3, {_FA3_PAPER}; {_CAUSAL_BWD}",
-        head_dims=FA3_PAPER_HEAD_DIMS,
-    ),
+    )
 }
 
 AMPERE_ATTENTION: dict[str, AttentionKernel] = {

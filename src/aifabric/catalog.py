@@ -130,13 +130,7 @@ class GpuSpec:
         return self.attention_kernels[name]
 
     def attention_flops(
-        self,
-        precision: str,
-        backward: bool,
-        kernel: str = "flash",
-        seq_len: float = 16384,
-        causal: bool = False,
-        head_dim: float = 128,
+        self, precision: str, backward: bool, kernel: str, seq_len: float, causal: bool, head_dim: float
     ) -> float:
         """Fused attention FLOP/s at a sequence length and head dimension (16-bit; an fp8 run keeps attention
         in 16-bit, as Transformer Engine does)."""
