@@ -160,3 +160,12 @@ def test_validate_refuses_a_kernel_the_gpu_lacks(write_scenario, capsys):
     assert "workload.attention" in text.out + text.err and "flash3 has no measurement on B200" in text.out + text.err
     data["workload"]["attention"] = "flash2"
     assert run_app(app, ["validate", str(write_scenario(data))]) == 0
+
+
+@pytest.mark.parametrize("bad", ["bogus", 0, -1, float("inf"), float("nan"), 10**30, "", "FLASH3"])
+def test_validate_names_workload_attention_on_any_bad_value(bad, write_scenario, capsys):
+    data = yaml.safe_load(demo_scenario_text())
+    data["workload"]["attention"] = bad
+    code = run_app(app, ["validate", str(write_scenario(data))])
+    text = capsys.readouterr()
+    assert code == 2 and "workload.attention" in text.out + text.err
