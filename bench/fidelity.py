@@ -98,6 +98,7 @@ def scenario_of(case: dict) -> dict:
             "sequence_parallel",
             "recompute",
             "overlap_grad_reduce",
+            "grad_reduce_precision",
         )
         if k in case
     }

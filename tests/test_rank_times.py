@@ -1,6 +1,6 @@
 """Per-rank compute, communication and exposed communication (results.summarize, vectorized) equal the
-interval-by-interval definition on runs with every kind of task: lockstep groups with folded collectives,
-point-to-point pipeline transfers, lowered collectives, compute on single ranks."""
+interval-by-interval definition on runs with every kind of task: lockstep groups with folded collectives (adding
+to the compute, or beside it), point-to-point pipeline transfers, lowered collectives, compute on single ranks."""
 
 from __future__ import annotations
 
@@ -36,10 +36,13 @@ def reference(run):
         a, b = float(tl.start_s[t]), float(tl.end_s[t])
         if g.kind[t] == COMPUTE:
             c = g.comm_s.get(t, 0.0)
+            h = g.hidden_s.get(t, 0.0)  # folded collectives beside the compute: at its end, at most its length
             for r in g.ranks_of(t):
                 compute[r].append((a, b - c))
                 if c:
                     comm[r].append((b - c, b))
+                if h:
+                    comm[r].append((max(a, b - c - h), b - c))
         elif g.collective[t] < 0:
             comm[g.rank[t]].append((a, b))
             comm[g.dst[t]].append((a, b))
@@ -84,3 +87,5 @@ def test_rank_times_follow_their_definition(make):
     np.testing.assert_allclose(r.rank_comm_s, m, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(r.rank_exposed_s, x, rtol=1e-9, atol=1e-9)
     assert m.max() > 0 and c.max() > 0
+    if make is _pipeline:  # the backward's tensor-parallel AllReduces beside the weight gradients' GEMMs
+        assert run.graph.hidden_s

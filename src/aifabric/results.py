@@ -134,6 +134,14 @@ def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int)
     c_rank = np.concatenate((rank[single], members))
     c_a, c_b = start[owner], end[owner] - comm[owner]
     folded = comm[owner] > 0
+    # folded collectives that ran beside a task's compute (graph.hidden_s): communication under its compute's
+    # end, for as long as they took (at most the compute's length)
+    hidden = np.zeros(n)
+    if graph.hidden_s:
+        keys = np.fromiter(graph.hidden_s.keys(), dtype=np.int64, count=len(graph.hidden_s))
+        hidden[keys] = np.fromiter(graph.hidden_s.values(), dtype=float, count=len(keys))
+    beside = hidden[owner] > 0
+    h_a = np.maximum(c_a, c_b - hidden[owner])[beside]
     # point-to-point transfers (pipeline activations and gradients) on both ends
     p2p = np.flatnonzero(ran & (kind != COMPUTE) & (coll < 0))
     # lowered collectives: each member from its first task to its last
@@ -147,9 +155,9 @@ def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int)
     k_lo = np.minimum.reduceat(start[tasks], heads) if len(key) else np.zeros(0)
     k_hi = np.maximum.reduceat(end[tasks], heads) if len(key) else np.zeros(0)
     k_rank = key[heads] % world if len(key) else np.zeros(0, dtype=np.int64)
-    m_rank = np.concatenate((c_rank[folded], rank[p2p], dst[p2p], k_rank))
-    m_a = np.concatenate((c_b[folded], start[p2p], start[p2p], k_lo))
-    m_b = np.concatenate((end[owner][folded], end[p2p], end[p2p], k_hi))
+    m_rank = np.concatenate((c_rank[folded], c_rank[beside], rank[p2p], dst[p2p], k_rank))
+    m_a = np.concatenate((c_b[folded], h_a, start[p2p], start[p2p], k_lo))
+    m_b = np.concatenate((end[owner][folded], c_b[beside], end[p2p], end[p2p], k_hi))
     return (c_rank, c_a, c_b), (m_rank, m_a, m_b)
 
 

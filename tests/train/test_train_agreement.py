@@ -50,6 +50,7 @@ def _model_and_plan(cfg):
         precision="fp32",
         order="tp-cp-pp-dp",
         bucket_mb=cfg.bucket_bytes / 2**20,
+        tp_async_backward=False,  # the trainer's autograd functions exchange one after the other, blocking
     )
     return model, plan
 

@@ -101,7 +101,13 @@ def test_vocabulary_parallel_exchanges_sit_where_megatron_issues_them(h100):
     assert names[i + 1 : i + 4] == ["cross-entropy max-logit", "cross-entropy target-logit", "cross-entropy sum-exp"]
     j = names.index("bwd/logits")
     assert names[j + 1] == "LM head input gradient"
-    assert all(op.blocking and op.stream == "comm" for op in _tp_ops(w, plan.layout.rank(pp=1)))
+    vocab = [op for op in _tp_ops(w, plan.layout.rank(pp=1)) if op.label != "activations"]
+    assert vocab and all(op.blocking and op.stream == "comm" for op in vocab)
+    # the blocks' backward: each column-parallel layer's input-gradient AllReduce beside its weight gradient's
+    # GEMM, on the "tp" stream (Megatron-LM's async_grad_allreduce), the forward's blocking
+    blocks = _tp_ops(w, plan.layout.rank(pp=1), labels={"activations"})
+    side = [op for op in blocks if not op.blocking]
+    assert len(side) == len(blocks) // 2 and all(op.stream == "tp" for op in side)
 
 
 def test_sequence_parallel_moves_the_same_bytes_as_allreduce(h100):
@@ -110,7 +116,14 @@ def test_sequence_parallel_moves_the_same_bytes_as_allreduce(h100):
     sp = build_llm_training(SMALL, Plan(sequence_parallel=True, **kw), h100)
     ops = {op.op for op in _tp_ops(sp) if not op.label.startswith("cross-entropy")}
     assert ops == {"all-gather", "reduce-scatter"}
-    assert sent(sp, "tp").per_gpu_max_bytes == pytest.approx(sent(ar, "tp").per_gpu_max_bytes)
+    # Korthikanti et al. 2022, section 4.2.2: an AllGather and a ReduceScatter move what one AllReduce moves,
+    # plus, per column-parallel layer (2 a block), its input gathered again in the backward for the weight
+    # gradient (only its 1/t shard is kept), (t - 1) / t of a block's activations each
+    t, act = 4, 256 * SMALL.hidden * 2
+    regather = [op for op in _tp_ops(sp) if op.label == "layer input for the weight gradient"]
+    assert len(regather) == 2 * SMALL.layers and all(not op.blocking for op in regather)
+    extra = 2 * SMALL.layers * (t - 1) / t * act
+    assert sent(sp, "tp").per_gpu_max_bytes == pytest.approx(sent(ar, "tp").per_gpu_max_bytes + extra)
 
 
 def test_full_recompute_repeats_the_forward_exchanges(h100):

@@ -5,7 +5,10 @@ parallelism, mostly) is not expanded into transfers for the whole run. It is low
 and executed by the flow engine with nothing else in the network; the time that takes becomes a task
 that occupies every member from the moment the last member arrives (NCCL's rendezvous). Compute ops
 and folded collectives that follow one another on the same ranks are then merged into one task per
-group (engines/tasks.py), because ranks that rendezvous at every collective run in lockstep.
+group (engines/tasks.py), because ranks that rendezvous at every collective run in lockstep. A
+collective that such a run launches beside its compute (on the "tp" stream: the backward's exchanges that
+Megatron-LM overlaps with its GEMMs, workload/llm.py) adds to the task only what outlasts the compute it
+runs beside, up to the run's `Wait("tp")`.
 
 Why this is sound: inside a server the NVSwitch is non-blocking, so a TP collective contends only with
 other traffic on the same GPU's NVLink ports: PXN relays and the intra-server hops of DP/PP rings,
@@ -27,7 +30,7 @@ import numpy as np
 
 from ..fabric.graph import Fabric
 from ..fabric.routing import Router
-from ..workload.ops import Collective
+from ..workload.ops import Collective, Wait
 from .folded import FoldedKind
 from .taskgraph import TRANSFER, TaskGraph
 
@@ -59,14 +62,19 @@ class ScaleUpFolder:
         self._where: dict[tuple, tuple[tuple, int]] = {}  # (shape, group) -> (the block's cache key, its server)
         self._moved_links: dict[tuple, np.ndarray] = {}  # (block key, server) -> its links on that server
         self._pending: dict[tuple, list] = {}  # (block key, server) -> [blocks folded, the graph's table]
-        # (shape, group) -> (time, its links and bytes on its server, its `_pending` entry): fold_block's answer
-        # again, until `finish` empties `_pending`
-        self._fast: dict[tuple, tuple[float, tuple[np.ndarray, np.ndarray], list]] = {}
+        # (shape, group) -> (time, time beside the compute, its links and bytes on its server, its `_pending` entry):
+        # fold_block's answer again, until `finish` empties `_pending`
+        self._fast: dict[tuple, tuple[float, float, tuple[np.ndarray, np.ndarray], list]] = {}
         self._group_ok: dict[tuple[int, ...], bool] = {}
+        self.last_hidden_s = 0.0  # the last folded block's collectives beside its compute, seconds
 
     def foldable(self, op: Collective) -> bool:
+        return op.blocking and self._in_server(op)
+
+    def _in_server(self, op: Collective) -> bool:
+        """The collective's group sits in one server and its routes stay on NVLink."""
         group = op.group
-        if not op.blocking or len(group) < 2:
+        if len(group) < 2:
             return False
         server = self.fabric.server_of(group[0])
         if any(self.fabric.server_of(r) != server for r in group):
@@ -105,15 +113,18 @@ class ScaleUpFolder:
         """Every collective of the block folds (checked once per group)."""
         ok = self._group_ok.get(block.group)
         if ok is None:
-            ok = self._group_ok[block.group] = all(self.foldable(op) for op in block.ops if isinstance(op, Collective))
+            ok = self._group_ok[block.group] = all(
+                self._in_server(op) for op in block.ops if isinstance(op, Collective)
+            )
         return ok
 
     def fold_block(self, block, folded: dict) -> float:
-        """The folded collectives of a `Block`: their total time; bytes and per-kind counts recorded
-        (into `folded`, the TaskGraph's table). Cached per (shape, GPU indices in the server)."""
+        """The folded collectives of a `Block`: the time they add to its compute (`last_hidden_s`: the time of
+        those that ran beside it); bytes and per-kind counts recorded (into `folded`, the TaskGraph's table).
+        Cached per (shape, GPU indices in the server)."""
         fast = self._fast.get((block.shape, block.group))
         if fast is not None:  # this group's block of this shape again (tens of thousands at 1,024 GPUs)
-            time_s, self.last, entry = fast
+            time_s, self.last_hidden_s, self.last, entry = fast
             entry[0] += 1
             return time_s
         where = self._where.get((block.shape, block.group))
@@ -131,18 +142,30 @@ class ScaleUpFolder:
             self.link_bytes, self.pairs = np.zeros(len(self.fabric.links)), {}
             self.link_peak = np.zeros(len(self.fabric.links))
             time_s, kinds = 0.0, dict[tuple[str, str, int, int, str], FoldedKind]()
+            side_s = 0.0  # what the "tp" stream still has to run
             for op in block.ops:
                 if isinstance(op, Collective):
                     t = self.fold(replace(op, group=key[1]))  # on server 0
-                    time_s += t
+                    if op.blocking:
+                        time_s += t
+                        side_s = max(0.0, side_s - t)
+                    else:  # beside the compute that follows, after what the stream already holds
+                        side_s += t
                     k = (op.op, op.dim, len(op.group), op.size_bytes, op.label)
                     if k in kinds:
                         kinds[k].count += 1
                     else:
                         kinds[k] = FoldedKind(1, t, op.label, self.payload_bytes(replace(op, group=key[1])))
+                elif isinstance(op, Wait):  # the main stream waits for what the "tp" stream has left
+                    time_s += side_s
+                    side_s = 0.0
+                else:
+                    side_s = max(0.0, side_s - op.duration_s)
+            time_s += side_s  # a block ends with its stream drained (the workload waits inside the block)
+            hidden_s = sum(kind.time_s * kind.count for kind in kinds.values()) - time_s
             nz = np.flatnonzero(self.link_bytes)
             cached = self._blocks[key] = (
-                time_s,
+                (time_s, max(0.0, hidden_s)),
                 nz,
                 self.link_bytes[nz],
                 [(a, b, d, v) for (a, b, d), v in self.pairs.items()],
@@ -150,7 +173,7 @@ class ScaleUpFolder:
                 self.link_peak[nz],
             )
             self.link_bytes, self.pairs, self.link_peak = before_links, before_pairs, before_peak
-        time_s, links, values, pairs, kinds, peaks = cached
+        (time_s, self.last_hidden_s), links, values, pairs, kinds, peaks = cached
         if server:
             where = (key, server)
             moved = self._moved_links.get(where)
@@ -165,7 +188,7 @@ class ScaleUpFolder:
             count = self._pending[(key, server)] = [1, folded]
         else:
             count[0] += 1
-        self._fast[(block.shape, block.group)] = (time_s, self.last, count)
+        self._fast[(block.shape, block.group)] = (time_s, self.last_hidden_s, self.last, count)
         return time_s
 
     def finish(self) -> None:

@@ -40,6 +40,8 @@ class TaskGraph:
     # merged tasks (engines/tasks.py): a compute task may stand for several ops, on several ranks in lockstep
     members: dict[int, tuple[int, ...]] = field(default_factory=dict)  # task -> its ranks (absent: (rank,))
     comm_s: dict[int, float] = field(default_factory=dict)  # task -> seconds of folded collectives inside it
+    # task -> seconds of folded collectives that ran beside its compute (the "tp" stream), not adding to it
+    hidden_s: dict[int, float] = field(default_factory=dict)
     ops: dict[int, int] = field(default_factory=dict)  # task -> workload ops merged into it (absent: 1)
     # sprayed transfers (load balancing other than ECMP on the flow/analytic engines): the route holds every
     # link of every equal-cost path, and this the share of the transfer's rate on each (absent: 1 each)

@@ -67,10 +67,18 @@ class _Merger:
         self.lockstep(op.group, op.key, 0.0, time_s, op.dim, 1)
 
     def lockstep(
-        self, group: tuple[int, ...], name: str, compute_s: float, comm_s: float, dim: str, n_ops: int
+        self,
+        group: tuple[int, ...],
+        name: str,
+        compute_s: float,
+        comm_s: float,
+        dim: str,
+        n_ops: int,
+        hidden_s: float = 0.0,
     ) -> None:
         """Work the whole group does together after a rendezvous: `compute_s` of compute and `comm_s` of
-        folded collectives. Extends the group's task when every member is in it, else starts a new one."""
+        folded collectives (and `hidden_s` of folded collectives beside the compute). Extends the group's task
+        when every member is in it, else starts a new one."""
         g = self.g
         time_s = compute_s + comm_s
         t = self._extendable(group[0])
@@ -80,6 +88,8 @@ class _Merger:
             if max(seconds) - min(seconds) <= 1e-12 * max(1.0, max(seconds)):
                 g.duration_s[t] += seconds[0] + time_s
                 g.comm_s[t] = g.comm_s.get(t, 0.0) + comm_s
+                if hidden_s:
+                    g.hidden_s[t] = g.hidden_s.get(t, 0.0) + hidden_s
                 g.ops[t] = g.ops.get(t, 1) + n_ops + int(pend.get(group[0], [0.0, 0])[1])
                 pend.clear()
                 return
@@ -102,6 +112,8 @@ class _Merger:
         t = g._append(COMPUTE, group[0], -1, name, sorted(set(deps)), time_s, 0.0, (), 0.0, -1, -1, dim)
         members[t] = group
         g.comm_s[t] = comm_s
+        if hidden_s:
+            g.hidden_s[t] = hidden_s
         if n_ops > 1:
             g.ops[t] = n_ops
         pending[t] = {}
@@ -358,7 +370,7 @@ def lower(
                 if cls is Block:
                     assert folder is not None  # blocks exist only where scale-up collectives fold
                     comm_s = folder.fold_block(op, g.folded.kinds)
-                    merge.lockstep(group, op.key, op.compute_s, comm_s, "tp", len(op.ops))
+                    merge.lockstep(group, op.key, op.compute_s, comm_s, "tp", len(op.ops), folder.last_hidden_s)
                     g.folded.task_bytes.setdefault(done[group[0]][0], []).append(folder.last)
                 elif folder is not None and folder.foldable(op):
                     time_s = folder.fold(op)

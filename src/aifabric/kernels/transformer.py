@@ -43,6 +43,29 @@ ATTENTION_IMPLS = ("flash", "flash2", "cudnn", "flash3", "ck", "unfused")
 as the catalog measured them, attention_rates.py), or unfused (Megatron-LM before FlashAttention)."""
 
 
+COLUMN_LAYERS = {"attn": "QKV projection", "mlp": "MLP up projection"}
+"""A dense block part's column-parallel layer: its backward's exchanges run beside its GEMMs (workload/llm.py)."""
+PIECES = {
+    "fwd/attn": ("pre", "core", "post"),
+    "bwd/attn": ("pre", "dgrad", "wgrad", "post", "head", "core", "tail", "rest"),
+    "bwd/mlp": ("pre", "dgrad", "wgrad", "post"),
+}
+"""The pieces an op can be cut into (`TransformerKernels.op("bwd/attn:core")`): pre / dgrad / wgrad / post around
+the column-parallel layer's backward GEMMs; the attention core, with head (before it), tail (after it, up to the
+column layer's input gradient) and rest (everything after it)."""
+
+
+def column_width(model: Transformer, part: str) -> float:
+    """Output width of a block part's column-parallel layer, all tensor-parallel ranks together: the QKV
+    projection (MLA: the whole latent chain as one GEMM of its FLOPs), or the MLP's up (and gate) projection."""
+    m = model
+    if part == "mlp":
+        return (2 if m.gated_mlp else 1) * m.ffn_hidden
+    if m.mla:
+        return m.mla.params(m.hidden, m.heads) / m.hidden
+    return m.hidden + 2 * m.kv_dim
+
+
 class TransformerKernels:
     """Kernel sequences of one rank's ops, for one plan (cached per op name)."""
 
@@ -78,8 +101,11 @@ class TransformerKernels:
 
     def op(self, name: str) -> KernelSeq:
         """fwd/attn, fwd/mlp, fwd/moe, bwd/..., recompute/attn-core, fwd/logits, bwd/logits,
-        fwd/embedding, bwd/embedding."""
+        fwd/embedding, bwd/embedding; a piece of one (`PIECES`), e.g. bwd/attn:dgrad."""
         seq = self._cache.get(name)
+        if seq is None and ":" in name:
+            whole, piece = name.split(":")
+            seq = self._cache[name] = self.km.seq(*self._pieces(whole)[piece])
         if seq is None:
             pass_, part = name.split("/", 1)
             builder = {
@@ -92,6 +118,34 @@ class TransformerKernels:
             }[part]
             seq = self._cache[name] = self.km.seq(*builder(pass_ == "bwd"))
         return seq
+
+    def _pieces(self, whole: str) -> dict[str, tuple[Kernel, ...]]:
+        """The kernels of fwd/attn, bwd/attn or bwd/mlp cut where exchanges run beside them (`PIECES`): the
+        attention core (context parallelism's K and V), a column-parallel layer's input-gradient and
+        weight-gradient GEMMs (the backward's tensor-parallel exchanges)."""
+        kernels = self.op(whole).kernels
+        names = [k.name for k in kernels]
+        pass_, part = whole.split("/", 1)
+        out: dict[str, tuple[Kernel, ...]] = {}
+        if part == "attn":
+            core = {k.name for k in self._core(pass_ == "bwd")}
+            at = [i for i, n in enumerate(names) if n in core]
+            c0, c1 = at[0], at[-1] + 1
+            out.update(core=kernels[c0:c1], rest=kernels[c1:])
+            if pass_ == "fwd":
+                return {**out, "pre": kernels[:c0], "post": kernels[c1:]}
+            out["head"] = kernels[:c0]
+        layer = COLUMN_LAYERS[part]
+        d, w = names.index(f"{layer} dgrad"), names.index(f"{layer} wgrad")
+        if part == "attn":
+            out["tail"] = kernels[c1:d]
+        return {
+            **out,
+            "pre": kernels[:d],
+            "dgrad": kernels[d : d + 1],
+            "wgrad": kernels[w : w + 1],
+            "post": kernels[w + 1 :],
+        }
 
     # ---- pieces --------------------------------------------------------------------------------
     def _linear(
@@ -163,10 +217,7 @@ class TransformerKernels:
 
     def _qkv_width(self) -> float:
         """Output width of the rank's QKV projection (MLA: the whole latent chain as one GEMM of its FLOPs)."""
-        m = self.m
-        if m.mla:
-            return m.mla.params(m.hidden, m.heads) / m.hidden / self.t
-        return (m.hidden + 2 * m.kv_dim) / self.t
+        return column_width(self.m, "attn") / self.t
 
     # ---- ops -----------------------------------------------------------------------------------
     def _attn(self, backward: bool) -> list[Kernel]:

@@ -166,8 +166,9 @@ class WorkloadSpec(Strict):
         "current",
         description="the kernels the run is made with: current (GEMMs at the GPU's maximum achievable "
         "matmul throughput, 2025 software; norms at the achievable HBM bandwidth), megatron-2022 (GEMMs at the "
-        "GPU's CUDA 11.7 measurement: A100 only), megatron-2021 (that, and Megatron-LM's 2021 fused LayerNorm "
-        "at its measured bandwidth); kernels/model.py, docs/validation.md",
+        "GPU's CUDA 11.7 measurement: A100 only), megatron-2021 (that, Megatron-LM's 2021 fused LayerNorm "
+        "at its measured bandwidth, and its backward's tensor-parallel exchanges one after the other, before it "
+        "overlapped them with the GEMMs); kernels/model.py, docs/validation.md",
     )
 
     memory_check: bool = Field(True, description="llm-training: refuse a plan that does not fit GPU memory")

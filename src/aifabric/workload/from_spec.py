@@ -186,5 +186,6 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
         pipeline_scatter_gather=(par.pipeline_scatter_gather if par.pipeline_scatter_gather is not None else True)
         and par.tp > 1
         and not par.sequence_parallel,
+        tp_async_backward=w.software != "megatron-2021",
     )
     return model, plan, out

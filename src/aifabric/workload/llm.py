@@ -16,7 +16,15 @@ Per iteration, each rank runs its pipeline stage's passes in the schedule's orde
 - Backward: receive the gradient, recompute (none / selective / full, where full re-runs the forward
   including its tensor-parallel exchanges), the LM head's AllReduce of its input gradient on the last
   stage, the blocks in reverse with the same exchanges mirrored, send the gradient to the previous
-  stage (the embedding's backward needs no collective).
+  stage (the embedding's backward needs no collective). A dense block part's column-parallel layer (QKV,
+  MLP up) runs its backward exchanges beside its GEMMs, as Megatron-LM has since late 2021 and Transformer
+  Engine does (`Plan.tp_async_backward`; not with `software: megatron-2021`): under sequence parallelism
+  its input is gathered again for the weight gradient while the input gradient's GEMM runs, and the input
+  gradient is reduce-scattered (all-reduced without sequence parallelism) while the weight gradient's runs.
+- Bytes: in an FP8 run the gathers that feed a linear layer carry FP8 (Transformer Engine casts the input,
+  or the output's gradient, before it gathers it), as do the weights' gathers (Megatron-LM's
+  fp8_param_gather); every other activation exchange is 16-bit: the reductions of a row-parallel layer's
+  output or of an input gradient, context parallelism's K and V, the pipeline's tensors, MoE tokens.
 - Data parallelism: gradients are summed over the data (and context) parallel ranks in buckets of
   `bucket_mb` MiB filled with whole parameter tensors in backward order, a bucket closed once it holds at
   least the cap, as PyTorch DDP does (workload/buckets.py; each tensor taken when backward has produced
@@ -41,7 +49,7 @@ from collections.abc import Callable, Sequence
 from .. import collector
 from ..catalog import GpuSpec
 from ..kernels.model import KernelModel
-from ..kernels.transformer import TransformerKernels, optimizer_kernels
+from ..kernels.transformer import TransformerKernels, column_width, optimizer_kernels
 from ..models.transformer import Transformer
 from ..units import BYTES_PER_ELEMENT
 from .compute import LayerFlops, compute_summary, duration_s, iteration_flops, layer_flops, logits_flops
@@ -102,7 +110,11 @@ class _StageBuilder:
         self.ep_group = lay.group(rank, "ep")
         self.edp_group = lay.group(rank, "edp")
         self.embd_group = lay.group(rank, "embd")
-        self.bpe = BYTES_PER_ELEMENT[plan.precision]
+        # bytes per element: what a GEMM takes (FP8 in an FP8 run: Transformer Engine casts a linear layer's input,
+        # or its output's gradient, before gathering it) and every other activation, 16-bit in an FP8 run
+        # (a row-parallel layer's output and its reduction, the attention core, the pipeline's tensors)
+        self.gemm_bpe = BYTES_PER_ELEMENT[plan.precision]
+        self.bpe = BYTES_PER_ELEMENT["bf16"] if plan.precision == "fp8" else self.gemm_bpe
         self.grad_bpe = BYTES_PER_ELEMENT[plan.grad_precision]  # data-parallel gradient reductions
         self.tokens = plan.micro_batch_size * plan.seq_len  # per micro-batch, whole sequence
         self.eff = plan.compute_efficiency
@@ -172,15 +184,21 @@ class _StageBuilder:
             )
 
     # ---- per-block exchanges --------------------------------------------------------------
-    def tp_exchange(self, key: str, before: bool, label: str = "activations") -> None:
+    def tp_exchange(
+        self, key: str, before: bool, label: str = "activations", gemm_input: bool = False, blocking: bool = True
+    ) -> None:
         """Megatron: AllReduce after a block part (fwd) / before it (bwd); with sequence parallelism an
-        AllGather before and a ReduceScatter after (mirrored in the backward)."""
+        AllGather before and a ReduceScatter after (mirrored in the backward). `gemm_input`: the gathered
+        tensor is a linear layer's input (FP8 in an FP8 run). `blocking=False`: on the "tp" stream, beside
+        the compute that follows (until a Wait("tp"))."""
         elements = self.tokens / self.p.cp * self.m.hidden
+        bpe = self.gemm_bpe if gemm_input else self.bpe
+        stream = "comm" if blocking else "tp"
         if self.p.sequence_parallel:
             op = "all-gather" if before else "reduce-scatter"
-            self.coll(key, op, self.tp_group, elements, label, "tp")
+            self.coll(key, op, self.tp_group, elements, label, "tp", blocking, stream, bpe)
         elif not before:
-            self.coll(key, "all-reduce", self.tp_group, elements, label, "tp")
+            self.coll(key, "all-reduce", self.tp_group, elements, label, "tp", blocking, stream, bpe)
 
     def cross_entropy(self, pre: str) -> None:
         """Megatron's vocabulary-parallel cross-entropy on the logits split by vocabulary: AllReduce (MAX) of
@@ -198,9 +216,15 @@ class _StageBuilder:
             )
 
     def cp_exchange(self, key: str, backward: bool) -> None:
+        """Context parallelism (Transformer Engine's ring of K and V chunks, passed on while each step's attention
+        runs): K and V of the whole sequence gathered beside the attention core, on the "cp" stream; in the
+        backward gathered again (only the rank's own chunk is kept) and their gradients reduce-scattered."""
         elements = 2 * self.tokens * self.m.kv_dim / self.p.tp  # K and V of the whole sequence
-        op = "reduce-scatter" if backward else "all-gather"
-        self.coll(key, op, self.cp_group, elements, "dK,dV" if backward else "K,V", "cp")
+        if backward:
+            self.coll(f"{key}/bwd-kv", "all-gather", self.cp_group, elements, "K,V", "cp", False, "cp")
+            self.coll(key, "reduce-scatter", self.cp_group, elements, "dK,dV", "cp", False, "cp")
+        else:
+            self.coll(key, "all-gather", self.cp_group, elements, "K,V", "cp", False, "cp")
 
     def moe_exchange(self, key: str) -> None:
         m = self.m.moe
@@ -221,20 +245,27 @@ class _StageBuilder:
         """ZeRO-3 / FSDP: the block's weight shards gathered (dense over data parallel, experts over
         expert-data parallel) before it runs."""
         dense, expert = self.layer_params(layer)
-        self.coll(f"{key}/zero3-ag", "all-gather", self.dp_group, dense, "weights", "zero")
-        self.coll(f"{key}/zero3-ag-experts", "all-gather", self.edp_group, expert, "weights", "zero")
+        bpe = self.gemm_bpe  # FP8 runs gather FP8 weights (Megatron-LM's fp8_param_gather, NeMo's FP8 recipes)
+        self.coll(f"{key}/zero3-ag", "all-gather", self.dp_group, dense, "weights", "zero", bpe=bpe)
+        self.coll(f"{key}/zero3-ag-experts", "all-gather", self.edp_group, expert, "weights", "zero", bpe=bpe)
 
     # ---- passes ---------------------------------------------------------------------------
     def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, gather: bool = True) -> None:
         p = self.p
         if p.zero >= 3 and gather:
             self.zero3_gather(f"{pre}/L{layer}", layer)
-        self.tp_exchange(f"{pre}/L{layer}/attn-in", True)
-        if p.cp > 1:
+        self.tp_exchange(f"{pre}/L{layer}/attn-in", True, gemm_input=True)
+        if p.cp > 1:  # K and V of the other chunks arrive while the attention core runs
+            qkv = self.column_gemm_flops("attn")
+            self.compute("fwd/attn:pre", qkv)
             self.cp_exchange(f"{pre}/L{layer}/kv", False)
-        self.compute("fwd/attn", lf.attention)
+            self.compute("fwd/attn:core", lf.attention_core)
+            self.ops.append(Wait("cp"))
+            self.compute("fwd/attn:post", lf.attention - qkv - lf.attention_core)
+        else:
+            self.compute("fwd/attn", lf.attention)
         self.tp_exchange(f"{pre}/L{layer}/attn-out", False)
-        self.tp_exchange(f"{pre}/L{layer}/mlp-in", True)
+        self.tp_exchange(f"{pre}/L{layer}/mlp-in", True, gemm_input=True)
         if moe and p.ep > 1:
             self.moe_exchange(f"{pre}/L{layer}/dispatch")
         self.compute(f"fwd/{'moe' if moe else 'mlp'}", lf.mlp)
@@ -251,26 +282,33 @@ class _StageBuilder:
         elif p.recompute == "selective":
             self.compute("recompute/attn-core", lf.attention_core)
         # mirrored: the forward's "out" exchange becomes the backward's "in" and vice versa
-        self.tp_exchange(f"{pre}/L{layer}/mlp-out", True)
-        if moe and p.ep > 1:
-            self.moe_exchange(f"{pre}/L{layer}/combine")
-        self.compute(f"bwd/{'moe' if moe else 'mlp'}", 2 * lf.mlp)
-        if moe and p.ep > 1:
-            self.moe_exchange(f"{pre}/L{layer}/dispatch")
+        self.tp_exchange(f"{pre}/L{layer}/mlp-out", True, gemm_input=True)
         dense, expert = self.layer_params(layer)
         # DDP buckets take each gradient when backward has produced it (the MLP's, the attention's and the
         # second norm's, the first norm's), so a bucket can be launched between the block's exchanges
         mlp, attn, norm1 = self.tensors(layer) if buckets is not None else ((), (), ())
-        if buckets is not None:
-            buckets.add(mlp, expert)
-        self.tp_exchange(f"{pre}/L{layer}/mlp-in", False)
-        self.tp_exchange(f"{pre}/L{layer}/attn-out", True)
-        self.compute("bwd/attn", 2 * lf.attention)
-        if p.cp > 1:
-            self.cp_exchange(f"{pre}/L{layer}/kv", True)
-        if buckets is not None:
-            buckets.add(attn)
-        self.tp_exchange(f"{pre}/L{layer}/attn-in", False)
+        if moe:
+            if p.ep > 1:
+                self.moe_exchange(f"{pre}/L{layer}/combine")
+            self.compute("bwd/moe", 2 * lf.mlp)
+            if p.ep > 1:
+                self.moe_exchange(f"{pre}/L{layer}/dispatch")
+            if buckets is not None:
+                buckets.add(mlp, expert)
+            self.tp_exchange(f"{pre}/L{layer}/mlp-in", False)
+        else:
+            self.part_backward(
+                "mlp", f"{pre}/L{layer}/mlp-in", 2 * lf.mlp, after_wgrad=lambda: buckets and buckets.add(mlp, expert)
+            )
+        self.tp_exchange(f"{pre}/L{layer}/attn-out", True, gemm_input=True)
+        self.part_backward(
+            "attn",
+            f"{pre}/L{layer}/attn-in",
+            2 * lf.attention,
+            after_wgrad=lambda: buckets and buckets.add(attn),
+            cp_key=f"{pre}/L{layer}/kv",
+            core_flops=lf.attention_core,
+        )
         if p.zero >= 3:  # FSDP: each unit's gradients reduce-scattered right after its backward
             self.coll(
                 f"{pre}/L{layer}/zero3-rs",
@@ -296,6 +334,65 @@ class _StageBuilder:
             )
         elif buckets is not None:
             buckets.add(norm1)
+
+    def part_backward(
+        self,
+        part: str,
+        key: str,
+        flops: float,
+        after_wgrad: Callable[[], object] | None = None,
+        cp_key: str = "",
+        core_flops: float = 0.0,
+    ) -> None:
+        """The backward of a dense block part (attn, mlp) and the exchange of its input gradient. With
+        `tp_async_backward` (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication, Transformer Engine's
+        Linear alike), its column-parallel layer (QKV, MLP up) runs its exchanges beside its GEMMs: the layer's
+        input, kept as a 1/tp shard under sequence parallelism, gathered again for the weight gradient while the
+        input gradient's GEMM runs; the input gradient reduced (ReduceScatter, or AllReduce without sequence
+        parallelism) while the weight gradient's GEMM runs. With context parallelism (`cp_key`) the attention's
+        core runs beside its ring (`cp_exchange`; `core_flops`: its forward FLOPs). `after_wgrad`: what follows
+        the weight gradient (DDP buckets)."""
+        name = f"bwd/{part}"
+        gemm = self.column_gemm_flops(part)
+        core = self.p.cp > 1 and part == "attn" and cp_key  # the attention core beside context parallelism's ring
+        if core:
+            lf_core = 2.0 * core_flops
+            head = flops - 2.0 * gemm - lf_core  # the output projection's two GEMMs
+            self.compute(f"{name}:head", head)
+            self.cp_exchange(cp_key, True)
+            self.compute(f"{name}:core", lf_core)
+            self.ops.append(Wait("cp"))
+        if self.p.tp == 1 or not self.p.tp_async_backward:  # the rest as one op, then its exchange
+            if core:
+                self.compute(f"{name}:rest", 2.0 * gemm)
+            else:
+                self.compute(name, flops)
+            if after_wgrad is not None:
+                after_wgrad()
+            self.tp_exchange(key, False)
+            return
+        if core:
+            self.compute(f"{name}:tail", 0.0)
+        else:
+            self.compute(f"{name}:pre", flops - 2.0 * gemm)
+        if self.p.sequence_parallel:
+            elements = self.tokens / self.p.cp * self.m.hidden
+            label = "layer input for the weight gradient"
+            self.coll(f"{key}/regather", "all-gather", self.tp_group, elements, label, "tp", False, "tp", self.gemm_bpe)
+        self.compute(f"{name}:dgrad", gemm)
+        if self.p.sequence_parallel:
+            self.ops.append(Wait("tp"))
+        self.tp_exchange(key, False, blocking=False)
+        self.compute(f"{name}:wgrad", gemm)
+        self.ops.append(Wait("tp"))
+        if after_wgrad is not None:
+            after_wgrad()
+        self.compute(f"{name}:post", 0.0)
+
+    def column_gemm_flops(self, part: str) -> float:
+        """FLOPs of one GEMM of a block part's column-parallel layer (QKV, MLP up) on this rank, forward or
+        either of its backward's."""
+        return 2.0 * (self.tokens / self.p.cp) * self.m.hidden * column_width(self.m, part) / self.p.tp
 
     def chunk_layers(self, chunk: int) -> list[int]:
         vs = chunk * self.p.pp + self.stage
@@ -330,7 +427,15 @@ class _StageBuilder:
         size = self.act_bytes()
         zero3_extra = p.zero >= 3 and chunk == 0 and self.extra_params > 0
         if zero3_extra:  # FSDP's root unit: embedding, final norm, output layer
-            self.coll(f"{pre}/{kind}/extra-zero3-ag", "all-gather", self.dp_group, self.extra_params, "weights", "zero")
+            self.coll(
+                f"{pre}/{kind}/extra-zero3-ag",
+                "all-gather",
+                self.dp_group,
+                self.extra_params,
+                "weights",
+                "zero",
+                bpe=self.gemm_bpe,
+            )
         if kind == F:
             if vs > 0 and p.pp > 1:
                 self.ops.append(_Placeholder("recv", f"{pre}/act{vs - 1}to{vs}", vs - 1, size, "activations"))
@@ -414,8 +519,9 @@ class _StageBuilder:
             )
         self.optimizer((dense + expert) / (p.dp * p.cp if p.zero >= 1 else 1), dense + expert)
         if 1 <= p.zero <= 2:
-            self.coll(f"it{it}/zero-ag-dense", "all-gather", self.dp_group, dense, "weights", "zero")
-            self.coll(f"it{it}/zero-ag-expert", "all-gather", self.edp_group, expert, "weights", "zero")
+            bpe = self.gemm_bpe  # as zero3_gather's
+            self.coll(f"it{it}/zero-ag-dense", "all-gather", self.dp_group, dense, "weights", "zero", bpe=bpe)
+            self.coll(f"it{it}/zero-ag-expert", "all-gather", self.edp_group, expert, "weights", "zero", bpe=bpe)
 
 
 class _Buckets:
@@ -466,14 +572,17 @@ class _Buckets:
 
 def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]]:
     """A stage's op list cut into items (lo, hi, shape, compute seconds, first collective): a maximal run ops[lo:hi] of
-    compute ops and blocking tensor-parallel collectives that holds at least one collective (a `Block`),
-    or a single op (lo, lo, ...), in order. Runs with the same ops in the same order share a shape."""
+    compute ops and tensor-parallel collectives (blocking, or beside the compute on the "tp" stream, with its
+    waits) that holds at least one collective (a `Block`), or a single op (lo, lo, ...), in order. Runs with
+    the same ops in the same order share a shape."""
     items: list[tuple[int, int, int, float, int]] = []
     shapes: dict[tuple, int] = {}
     i, n = 0, len(ops)
 
     def lockstep(op) -> bool:
-        return isinstance(op, Compute) or (isinstance(op, Collective) and op.dim == "tp" and op.blocking)
+        if isinstance(op, Collective):
+            return op.dim == "tp" and (op.blocking or op.stream == "tp")
+        return isinstance(op, Compute) or (isinstance(op, Wait) and op.stream == "tp")
 
     while i < n:
         j = i
@@ -482,7 +591,12 @@ def _skeleton(ops: list, template: int) -> list[tuple[int, int, int, float, int]
         first = next((k for k in range(i, j) if isinstance(ops[k], Collective)), -1)
         if first >= 0:
             sig = tuple(
-                (op.name, op.duration_s) if isinstance(op, Compute) else (op.op, op.elements) for op in ops[i:j]
+                (op.name, op.duration_s)
+                if isinstance(op, Compute)
+                else (op.op, op.elements, op.bytes_per_element, op.blocking)
+                if isinstance(op, Collective)
+                else ("wait", op.stream)
+                for op in ops[i:j]
             )
             shape = shapes.setdefault(sig, len(shapes)) + template * 1_000_000
             items.append((i, j, shape, sum(op.duration_s for op in ops[i:j] if isinstance(op, Compute)), first))

@@ -35,6 +35,9 @@ class Plan:
     pipeline_scatter_gather: bool = False  # Megatron: with tp > 1 and no sequence parallelism, each TP rank
     # sends 1/tp of the activation to the next stage, which all-gathers it over NVLink
     layers_per_stage: tuple[int, ...] = ()  # decoder blocks of each virtual stage, in order; () = an even split
+    tp_async_backward: bool = True  # the column-parallel layers' backward exchanges beside their GEMMs (Megatron-LM
+    # from late 2021, Transformer Engine): the input re-gathered under the input-gradient GEMM (sequence
+    # parallelism), the input gradient reduced under the weight-gradient GEMM; False: Megatron-LM of early 2021
 
     @property
     def layout(self) -> RankLayout:
