@@ -18,11 +18,11 @@ class SuiteFigures:
     mean_pct: float  # mean absolute error
 
 
-FP8_2025 = SuiteFigures("2025's software (NeMo 25.11)", ("bridge2025",), 3, (0.8, 18.5), 8.0)
-FP8_2024 = SuiteFigures("2024's (NeMo 24.03-24.07)", ("nemo2024", "nemo2024cp"), 18, (13.8, 37.2), 24.8)
+FP8_2025 = SuiteFigures("2025's software (NeMo 25.11)", ("bridge2025",), 3, (0.8, 19.1), 8.1)
+FP8_2024 = SuiteFigures("2024's (NeMo 24.03-24.07)", ("nemo2024", "nemo2024cp"), 18, (13.9, 48.6), 28.1)
 FP8_CASE_IDS = "B1-B3, F1-F9, S1-S9"
 # Megatron Bridge's NeMo 25.11 FP8 runs on DGX-B200 (B4-B5): the catalog's Blackwell figures are partly derived
-BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200",), 2, (13.0, 21.5), 17.2)
+BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200",), 2, (13.0, 21.1), 17.0)
 BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them

@@ -298,14 +298,17 @@ class _StageBuilder:
             self.tp_exchange(f"{pre}/L{layer}/mlp-in", False)
         else:
             self.part_backward(
-                "mlp", f"{pre}/L{layer}/mlp-in", 2 * lf.mlp, after_wgrad=lambda: buckets and buckets.add(mlp, expert)
+                "mlp",
+                f"{pre}/L{layer}/mlp-in",
+                2 * lf.mlp,
+                after_wgrad=(lambda: buckets.add(mlp, expert)) if buckets is not None else None,
             )
         self.tp_exchange(f"{pre}/L{layer}/attn-out", True, gemm_input=True)
         self.part_backward(
             "attn",
             f"{pre}/L{layer}/attn-in",
             2 * lf.attention,
-            after_wgrad=lambda: buckets and buckets.add(attn),
+            after_wgrad=(lambda: buckets.add(attn)) if buckets is not None else None,
             cp_key=f"{pre}/L{layer}/kv",
             core_flops=lf.attention_core,
         )
@@ -340,7 +343,7 @@ class _StageBuilder:
         part: str,
         key: str,
         flops: float,
-        after_wgrad: Callable[[], object] | None = None,
+        after_wgrad: Callable[[], None] | None = None,
         cp_key: str = "",
         core_flops: float = 0.0,
     ) -> None:
@@ -354,7 +357,7 @@ class _StageBuilder:
         the weight gradient (DDP buckets)."""
         name = f"bwd/{part}"
         gemm = self.column_gemm_flops(part)
-        core = self.p.cp > 1 and part == "attn" and cp_key  # the attention core beside context parallelism's ring
+        core = self.p.cp > 1 and part == "attn" and bool(cp_key)  # the attention core beside the cp ring
         if core:
             lf_core = 2.0 * core_flops
             head = flops - 2.0 * gemm - lf_core  # the output projection's two GEMMs
