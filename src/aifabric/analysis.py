@@ -207,10 +207,7 @@ def _rank_timeline(
     width = np.fromiter(map(len, ranks_of), dtype=np.int64, count=len(ct))
     c_rank = np.fromiter(chain.from_iterable(ranks_of), dtype=np.int64, count=int(width.sum()))
     c_task = np.repeat(ct, width)  # ascending
-    comm = np.zeros(n)
-    if graph.comm_s:
-        folded_t = np.fromiter(graph.comm_s.keys(), dtype=np.int64, count=len(graph.comm_s))
-        comm[folded_t] = np.fromiter(graph.comm_s.values(), dtype=float, count=len(graph.comm_s))
+    comm = TaskGraph.per_task(graph.comm_s, n)
     c_a, c_b = start[c_task], end[c_task] - comm[c_task]
     is_c = c_b > c_a
     is_f = comm[c_task] > 0

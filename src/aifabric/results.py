@@ -119,10 +119,7 @@ def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int)
     rank = np.fromiter(graph.rank, dtype=np.int64, count=n)
     dst = np.fromiter(graph.dst, dtype=np.int64, count=n)
     coll = np.fromiter(graph.collective, dtype=np.int64, count=n)
-    comm = np.zeros(n)
-    if graph.comm_s:
-        keys = np.fromiter(graph.comm_s.keys(), dtype=np.int64, count=len(graph.comm_s))
-        comm[keys] = np.fromiter(graph.comm_s.values(), dtype=float, count=len(keys))
+    comm = TaskGraph.per_task(graph.comm_s, n)
     is_compute = ran & (kind == COMPUTE)
     groups = [t for t in graph.members if is_compute[t]]
     grouped = np.zeros(n, dtype=bool)
@@ -136,10 +133,7 @@ def _rank_intervals(graph: TaskGraph, tl: Timeline, ran: np.ndarray, world: int)
     folded = comm[owner] > 0
     # folded collectives that ran beside a task's compute (graph.hidden_s): communication under its compute's
     # end, for as long as they took (at most the compute's length)
-    hidden = np.zeros(n)
-    if graph.hidden_s:
-        keys = np.fromiter(graph.hidden_s.keys(), dtype=np.int64, count=len(graph.hidden_s))
-        hidden[keys] = np.fromiter(graph.hidden_s.values(), dtype=float, count=len(keys))
+    hidden = TaskGraph.per_task(graph.hidden_s, n)
     beside = hidden[owner] > 0
     h_a = np.maximum(c_a, c_b - hidden[owner])[beside]
     # point-to-point transfers (pipeline activations and gradients) on both ends

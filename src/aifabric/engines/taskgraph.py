@@ -74,6 +74,17 @@ class TaskGraph:
             size[idx] /= np.fromiter(self.wire.values(), dtype=float, count=len(self.wire))
         return size
 
+    @staticmethod
+    def per_task(values: dict[int, float], n: int):
+        """A task -> seconds table (`comm_s`, `hidden_s`) as a numpy array over the first n tasks, 0 where absent."""
+        import numpy as np
+
+        out = np.zeros(n)
+        if values:
+            keys = np.fromiter(values.keys(), dtype=np.int64, count=len(values))
+            out[keys] = np.fromiter(values.values(), dtype=float, count=len(values))
+        return out
+
     def ranks_of(self, t: int) -> tuple[int, ...]:
         """The ranks a compute task occupies."""
         return self.members.get(t) or (self.rank[t],)

@@ -131,10 +131,9 @@ class TransformerKernels:
             core = {k.name for k in self._core(pass_ == "bwd")}
             at = [i for i, n in enumerate(names) if n in core]
             c0, c1 = at[0], at[-1] + 1
-            out.update(core=kernels[c0:c1], rest=kernels[c1:])
             if pass_ == "fwd":
-                return {**out, "pre": kernels[:c0], "post": kernels[c1:]}
-            out["head"] = kernels[:c0]
+                return {"pre": kernels[:c0], "core": kernels[c0:c1], "post": kernels[c1:]}
+            out.update(head=kernels[:c0], core=kernels[c0:c1], rest=kernels[c1:])
         layer = COLUMN_LAYERS[part]
         d, w = names.index(f"{layer} dgrad"), names.index(f"{layer} wgrad")
         if part == "attn":
