@@ -93,6 +93,7 @@ def scenario_of(case: dict) -> dict:
             "pp",
             "dp",
             "cp",
+            "ep",
             "zero",
             "micro_batch_size",
             "sequence_parallel",
@@ -189,6 +190,10 @@ FLOPS = {
     "nemo": nemo_flops,
     "nemo-causal": lambda case: nemo_flops(case, causal=True),
 }
+
+
+TRAINING_METRICS = ("iteration_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu")
+"""The metrics of a whole training iteration (a case of a model, GPUs, network and plan)."""
 
 
 def run_iteration(case: dict) -> float:
@@ -312,6 +317,8 @@ def predict(case: dict) -> float:
         return t
     if metric == "tflops_per_gpu":
         return FLOPS[case["flops"]](case) / (t * gpus_of(case)) / 1e12
+    if metric == "tokens_per_s_per_gpu":  # no FLOP formula in between: the tokens the iteration trains
+        return case["global_batch_size"] * case["seq_len"] / (t * gpus_of(case))
     raise ValueError(f"unknown metric {metric}")
 
 
@@ -345,7 +352,7 @@ def sweep_range(sweep: dict[int, float], metric: str) -> str:
 
 def work_units(case: dict) -> float:
     """GPUs x micro-batches x layers per stage: what the flow engine's wall time grows with."""
-    if case.get("metric") not in ("iteration_time_s", "tflops_per_gpu") or "layers" not in case:
+    if case.get("metric") not in TRAINING_METRICS or "layers" not in case:
         return 0.0
     tp, pp = case.get("tp", 1), case.get("pp", 1)
     dp = case.get("dp") or max(1, gpus_of(case) // (tp * pp))
@@ -478,6 +485,8 @@ def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, float, float]]
 def _fmt(v: float | None, metric: str) -> str:
     if v is None:
         return "-"
+    if metric == "tokens_per_s_per_gpu":
+        return f"{v:,.0f}"
     return f"{v:.3g}" if metric != "iteration_time_s" else f"{v:.2f}"
 
 

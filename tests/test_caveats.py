@@ -48,9 +48,38 @@ def test_the_fp8_figures_are_the_suites_stored_results(figures):
 def test_every_fp8_case_of_the_suite_is_in_one_era():
     cases = yaml.safe_load(CASES.read_text())["cases"]
     fp8 = {c["id"] for c in cases if c.get("precision") == "fp8"}
-    eras = (cv.FP8_2025, cv.FP8_2024, cv.BLACKWELL)
+    eras = (cv.FP8_2025, cv.FP8_2024, cv.BLACKWELL, cv.MOE)
     assert fp8 == set().union(*(_fp8_case_ids(e.sources) for e in eras))
     assert sum(e.cases for e in eras) == len(fp8)
+
+
+def test_the_moe_figures_are_the_suites_stored_results_and_every_moe_case_is_counted():
+    stored = json.loads(RESULTS.read_text())
+    cases = yaml.safe_load(CASES.read_text())["cases"]
+    moe = {c["id"] for c in cases if c["source"] in cv.MOE.sources}
+    assert moe <= set(stored), moe - set(stored)
+    errors = [100 * (stored[k]["predicted"] / stored[k]["published"] - 1) for k in moe]
+    assert len(errors) == cv.MOE.cases
+    assert (round(min(errors), 1), round(max(errors), 1)) == cv.MOE.range_pct
+    assert round(sum(abs(e) for e in errors) / len(errors), 1) == cv.MOE.mean_pct
+    # every case of an MoE model in the suite is one of them
+    from aifabric.models.zoo import MODELS
+
+    assert moe == {c["id"] for c in cases if getattr(MODELS.get(c.get("model_name", "")), "moe", None)}
+
+
+def test_an_moe_run_gets_the_moe_caveat_before_its_gpus():
+    from aifabric.scenario.load import demo_scenario
+
+    llm = demo_scenario()
+    spec = llm.workload.model.model_copy(update={"name": "mixtral-8x7b"})
+    moe = llm.model_copy(update={"workload": llm.workload.model_copy(update={"model": spec})})
+    lines = cv.caveats(moe)
+    assert lines[0].startswith("Mixture of experts:") and cv.MOE_CASE_IDS in lines[0]
+    assert lines[1:] == cv.caveats(llm)  # and the dense line of its GPU, as for a dense model
+    assert not any(line.startswith("Mixture") for line in cv.caveats(llm))
+    overridden = moe.model_copy(update={"workload": moe.workload.model_copy(update={"compute_efficiency": 0.4})})
+    assert cv.caveats(overridden) == []
 
 
 def test_only_an_fp8_run_on_the_kernel_model_gets_the_fp8_caveat():

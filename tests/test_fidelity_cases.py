@@ -15,7 +15,7 @@ import pytest
 from aifabric.scenario import parse_scenario
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "fidelity.py"
-METRICS = {"iteration_time_s", "tflops_per_gpu", "layer_ms", "busbw_gBps"}
+METRICS = {"iteration_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu", "layer_ms", "busbw_gBps"}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_every_runnable_training_case_is_a_valid_scenario(cases, fidelity):
     stages, batch divides the replicas, the fabric's ports suffice)."""
     _, items = cases
     for c in items:
-        if c.get("runnable", True) and c["metric"] in ("iteration_time_s", "tflops_per_gpu", "layer_ms"):
+        if c.get("runnable", True) and c["metric"] in (*fidelity.TRAINING_METRICS, "layer_ms"):
             s = parse_scenario(fidelity.scenario_of(c))
             assert s.cluster.total_gpus == fidelity.gpus_of(c), c["id"]
 

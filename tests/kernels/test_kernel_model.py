@@ -248,7 +248,9 @@ def blocks(draw):
     d = draw(st.sampled_from([32, 64, 128]))
     heads = tp * draw(st.integers(1, 6))
     kv_heads = draw(st.sampled_from([heads, tp]))  # multi-head, or grouped-query with one kv head per rank
-    hidden = heads * d
+    # heads of d on a hidden of heads x d, or (Qwen3) on a narrower or wider hidden: Q is then heads x d wide
+    hidden = heads * d * draw(st.sampled_from([1, 1, 2])) // draw(st.sampled_from([1, 1, 2]))
+    kv_channels = None if hidden == heads * d else d
     ffn = tp * draw(st.integers(1, 512)) * 8
     gated = draw(st.booleans())
     model = Transformer(
@@ -259,6 +261,8 @@ def blocks(draw):
         ffn,
         tp * draw(st.integers(1, 2000)),
         kv_heads=kv_heads,
+        kv_channels=kv_channels,
+        qk_norm=kv_channels is not None and gated,
         gated_mlp=gated,
         learned_positions=not gated,
         max_seq_len=8192,
@@ -347,8 +351,9 @@ def test_fp8_moe_casts_the_experts_not_the_router():
 
 def _token_wise(name: str) -> bool:
     """Kernels over the block's b·s x h activations (norms, bias-dropout-adds, residual adds); not the
-    attention dropout over the s x s scores, split by heads instead."""
-    return ("norm" in name or "dropout" in name or "residual" in name) and "attention dropout" not in name
+    attention dropout over the s x s scores, nor Qwen3's norm of each head's Q and K: split by heads instead."""
+    by_heads = "attention dropout" in name or "Q/K norm" in name
+    return ("norm" in name or "dropout" in name or "residual" in name) and not by_heads
 
 
 @settings(max_examples=40, deadline=None)
@@ -424,11 +429,11 @@ def test_fp8_blocks_add_transformer_engines_casts_and_keep_the_rest_16_bit(block
     model, tp, b, s = block
     fp8, bf16 = _fp8_pair(model, tp, b, s, sp)
     T, h = b * s, model.hidden
-    qkv = (h + 2 * model.kv_dim) / tp
+    qkv = (model.q_dim + 2 * model.kv_dim) / tp
     up = (2 if model.gated_mlp else 1) * model.ffn_hidden / tp
     casts_fwd = {
         "QKV projection FP8 transpose": T * h * 2,
-        "attention output projection FP8 cast-transpose": T * h / tp * 4,
+        "attention output projection FP8 cast-transpose": T * model.q_dim / tp * 4,
         "MLP up projection FP8 transpose": T * h * 2,
         "MLP down projection FP8 cast-transpose": T * model.ffn_hidden / tp * 4,
     }

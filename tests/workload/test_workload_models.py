@@ -37,6 +37,24 @@ def test_moe_active_parameters():
     assert MODELS["deepseek-v3"].active_params == pytest.approx(37e9, rel=0.02)
 
 
+def test_heads_wider_than_hidden_over_heads():
+    # Qwen3 30B-A3B (Qwen3 technical report: "30.5B total, 3.3B activated"; its configuration: hidden 2,048, 32
+    # query heads of head_dim 128, 4 key-value heads, 128 experts of 768, 8 per token, an RMSNorm over each
+    # head's Q and K): Q is 32 x 128 = 4,096 wide, twice the hidden size, so the attention's projections are
+    # 2,048 x (4,096 + 2 x 512) and 4,096 x 2,048
+    m = MODELS["qwen3-30b-a3b"]
+    assert (m.head_dim, m.q_dim, m.kv_dim) == (128, 4096, 512)
+    assert m.attention_params == 2048 * (4096 + 2 * 512) + 4096 * 2048 + 2 * 128
+    assert m.params == pytest.approx(30.5e9, rel=0.005)
+    assert m.active_params == pytest.approx(3.3e9, rel=0.02)
+    assert m.attention_core_flops_per_token(4096) == 4.0 * 4096 * 4096
+    big = MODELS["qwen3-235b-a22b"]  # "235B total, 22B activated"
+    assert big.params == pytest.approx(235e9, rel=0.002)
+    assert big.active_params == pytest.approx(22e9, rel=0.02)
+    # without kv_channels the heads split the hidden size, as before
+    assert MODELS["llama3-8b"].q_dim == MODELS["llama3-8b"].hidden
+
+
 def test_ch3_mnist_network():
     m = MODELS["mnist-784-128-10"]
     assert m.weights == 100_352 + 1_280 == 101_632

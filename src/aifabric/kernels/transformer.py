@@ -63,7 +63,7 @@ def column_width(model: Transformer, part: str) -> float:
         return (2 if m.gated_mlp else 1) * m.ffn_hidden
     if m.mla:
         return m.mla.params(m.hidden, m.heads) / m.hidden
-    return m.hidden + 2 * m.kv_dim
+    return m.q_dim + 2 * m.kv_dim
 
 
 class TransformerKernels:
@@ -222,11 +222,14 @@ class TransformerKernels:
     def _attn(self, backward: bool) -> list[Kernel]:
         m, km, T, t = self.m, self.km, self.T, self.t
         h = m.hidden
-        out_k = (m.mla.v_head_dim * m.heads if m.mla else h) / t
+        out_k = (m.mla.v_head_dim * m.heads if m.mla else m.q_dim) / t
+        qk = T * (m.q_dim + m.kv_dim) / t  # the rank's Q and K elements
         fwd = [self._norm("input norm", False)]
         fwd += self._linear("QKV projection", T, h, self._qkv_width(), False, after_norm=True)
+        if m.qk_norm:
+            fwd.append(km.norm("Q/K norm", qk, False))
         if not m.learned_positions:
-            fwd.append(km.elementwise("rotary embedding", T * (h + m.kv_dim) / t, 1, 1))
+            fwd.append(km.elementwise("rotary embedding", qk, 1, 1))
         fwd += self._core(False)
         fwd += self._linear("attention output projection", T, out_k, h, False)
         fwd.append(self._dropout_add("bias-dropout-add", False))
@@ -236,7 +239,9 @@ class TransformerKernels:
         bwd += self._linear("attention output projection", T, out_k, h, True)
         bwd += self._core(True)
         if not m.learned_positions:
-            bwd.append(km.elementwise("rotary embedding backward", T * (h + m.kv_dim) / t, 1, 1))
+            bwd.append(km.elementwise("rotary embedding backward", qk, 1, 1))
+        if m.qk_norm:
+            bwd.append(km.norm("Q/K norm backward", qk, True))
         bwd += self._linear("QKV projection", T, h, self._qkv_width(), True)
         bwd.append(self._norm("input norm", True))
         bwd.append(km.elementwise("residual gradient add", self.T_norm * h, 2, 1))

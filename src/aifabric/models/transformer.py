@@ -61,6 +61,10 @@ class Transformer:
     ffn_hidden: int
     vocab: int
     kv_heads: int | None = None  # grouped-query attention; None = heads (multi-head attention)
+    # each head's width when it is not hidden / heads (Megatron's kv_channels: Qwen3 has 32 heads of 128 on a
+    # hidden of 2,048, so its attention is 4,096 wide)
+    kv_channels: int | None = None
+    qk_norm: bool = False  # an RMSNorm over each head's Q and K before the rotary embedding (Qwen3)
     max_seq_len: int = 2048
     gated_mlp: bool = False  # SwiGLU: three matrices per MLP
     bias: bool = True  # biases in the linear layers (GPT-3 yes, Llama no)
@@ -75,12 +79,18 @@ class Transformer:
     # ---- shapes -------------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.hidden // self.heads if self.kv_channels is None else self.kv_channels
+
+    @property
+    def q_dim(self) -> int:
+        """Width of Q (and of the attention's output, the output projection's input): h, or heads x d when
+        the heads' width is set apart from h (`kv_channels`)."""
+        return self.hidden if self.kv_channels is None else self.heads * self.kv_channels
 
     @property
     def kv_dim(self) -> int:
-        """Width of K (and of V): h for multi-head attention, g x d with grouped-query attention."""
-        return self.hidden if self.kv_heads is None else self.kv_heads * self.head_dim
+        """Width of K (and of V): that of Q for multi-head attention, g x d with grouped-query attention."""
+        return self.q_dim if self.kv_heads is None else self.kv_heads * self.head_dim
 
     @property
     def norm_params(self) -> int:
@@ -91,10 +101,10 @@ class Transformer:
     def attention_params(self) -> int:
         if self.mla:
             return self.mla.params(self.hidden, self.heads)
-        h, kv = self.hidden, self.kv_dim
-        weights = 2 * h * h + 2 * h * kv
-        biases = (2 * h + 2 * kv) if self.bias else 0
-        return weights + biases
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        weights = 2 * h * q + 2 * h * kv
+        biases = (q + h + 2 * kv) if self.bias else 0
+        return weights + biases + (2 * self.head_dim if self.qk_norm else 0)
 
     def mlp_params(self, ffn_hidden: int) -> int:
         h, f = self.hidden, ffn_hidden
@@ -163,12 +173,12 @@ class Transformer:
     def attention_matmul_flops_per_token(self) -> float:
         if self.mla:
             return 2.0 * self.mla.params(self.hidden, self.heads)
-        h, kv = self.hidden, self.kv_dim
-        return 2.0 * (2 * h * h + 2 * h * kv)
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        return 2.0 * (2 * h * q + 2 * h * kv)
 
     def attention_core_flops_per_token(self, seq_len: int) -> float:
-        """Q·K^T and softmax·V over the full s x s square: 2 products x 2 FLOP x s x h."""
-        return 4.0 * seq_len * (self.mla.core_width(self.heads) if self.mla else self.hidden)
+        """Q·K^T and softmax·V over the full s x s square: 2 products x 2 FLOP x s x (the heads' width)."""
+        return 4.0 * seq_len * (self.mla.core_width(self.heads) if self.mla else self.q_dim)
 
     def mlp_flops_per_token(self, moe_layer: bool = False) -> float:
         mats = 3 if self.gated_mlp else 2

@@ -101,6 +101,7 @@ _TRANSFORMER_FIELDS = (
     "hidden",
     "heads",
     "kv_heads",
+    "kv_channels",
     "ffn_hidden",
     "vocab",
     "gated_mlp",

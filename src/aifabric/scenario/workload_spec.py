@@ -40,6 +40,9 @@ class ModelSpec(Strict):
     hidden: int | None = Field(None, ge=1, le=1 << 20)
     heads: int | None = Field(None, ge=1, le=1 << 16)
     kv_heads: int | None = Field(None, ge=1, le=1 << 16, description="grouped-query attention key/value heads")
+    kv_channels: int | None = Field(
+        None, ge=1, le=1 << 16, description="width of each attention head (default hidden / heads; Qwen3: 128)"
+    )
     ffn_hidden: int | None = Field(None, ge=1, le=1 << 22, description="MLP width (default 4 x hidden)")
     vocab: int | None = Field(None, ge=1, le=1 << 24)
     gated_mlp: bool = False

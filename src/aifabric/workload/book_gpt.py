@@ -53,6 +53,8 @@ def check_book_gpt(model: Transformer, plan: Plan) -> list[str]:
         or model.mla
         or model.gated_mlp
         or model.kv_heads not in (None, model.heads)
+        or model.q_dim != model.hidden
+        or model.qk_norm
         or model.tied_embeddings
         or not model.learned_positions
         or model.norm != "layernorm"

@@ -44,6 +44,7 @@ def resolve_model(spec, field: str = "workload.model") -> Transformer:
         spec.ffn_hidden or 4 * spec.hidden,
         spec.vocab,
         kv_heads=spec.kv_heads,
+        kv_channels=spec.kv_channels,
         gated_mlp=spec.gated_mlp,
         bias=spec.bias,
         moe=moe,

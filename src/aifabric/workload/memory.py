@@ -129,16 +129,21 @@ def block_param_tensors(model: Transformer, plan: Plan, layer: int) -> tuple[lis
     if model.mla:
         attn = [_attention_params_per_gpu(model, plan)]
     else:
+        q = model.q_dim
+        qk_norm = [model.head_dim] * 2 if model.qk_norm else []  # each rank's own copy, as the norms
         attn = (
-            [h if bias else 0, h * h / t] + [kv / t if bias else 0, kv * h / t] * 2 + [h / t if bias else 0, h * h / t]
+            qk_norm
+            + [h if bias else 0, q * h / t]
+            + [kv / t if bias else 0, kv * h / t] * 2
+            + [q / t if bias else 0, q * h / t]
         )
     keep = lambda xs: [x for x in xs if x]  # noqa: E731
     return keep(mlp), keep(attn + norm[::-1]), keep(norm[::-1])
 
 
 def _attention_params_per_gpu(model: Transformer, plan: Plan) -> float:
-    row_bias = model.hidden if model.bias and not model.mla else 0
-    return (model.attention_params - row_bias) / plan.tp + row_bias
+    whole = (model.hidden if model.bias and not model.mla else 0) + (2 * model.head_dim if model.qk_norm else 0)
+    return (model.attention_params - whole) / plan.tp + whole  # the row-parallel bias and Q/K norms: on every rank
 
 
 def outer_param_tensors(model: Transformer, plan: Plan, stage: int) -> tuple[list[float], list[float], list[float]]:
@@ -184,7 +189,7 @@ def stage_params(model: Transformer, plan: Plan, stage: int) -> tuple[float, flo
 
 
 def layer_activation_bytes_per_token(model: Transformer, plan: Plan, moe_layer: bool) -> float:
-    h, g, t = model.hidden, model.kv_dim, plan.tp
+    h, q, g, t = model.hidden, model.q_dim, model.kv_dim, plan.tp
     scale = BYTES_PER_ELEMENT[plan.precision] / 2  # the formulas count 16-bit activations
     if plan.recompute == "full":
         return 2 * h * scale / (t if plan.sequence_parallel else 1)
@@ -196,7 +201,7 @@ def layer_activation_bytes_per_token(model: Transformer, plan: Plan, moe_layer: 
     else:
         mlp = mats * model.ffn_hidden
     whole = 10 * h
-    split = 4 * h + 4 * g + mlp
+    split = 4 * q + 4 * g + mlp  # Q and the attention's output (2 bytes each), K and V, the MLP's
     scores = 0 if plan.recompute == "selective" else 5 * model.heads * plan.seq_len / plan.cp
     if plan.sequence_parallel:
         per = (whole + split + scores) / t
