@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                 rate.append((wall, units))
             err = predicted / case["published"] - 1
             console.print(
-                f"\r{case['id']}: {predicted:.4g} vs {case['published']:g} ({100 * err:+.1f} %), {wall:.1f} s"
+                f"\r{case['id']}: {_fmt(predicted, case['metric'])} vs {case['published']:g} ({100 * err:+.1f} %), {wall:.1f} s"
             )
             outcomes.append(Outcome(case, predicted, err, wall))
     except KeyboardInterrupt:

@@ -27,7 +27,7 @@ BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 
 # Megatron Bridge's NeMo 25.11 mixture-of-experts runs (Q1-Q3: Qwen3 30B-A3B on H100 and B200, 235B-A22B on B200),
 # compared on tokens/s per GPU
-MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 3, (98.2, 247.9), 173.5)
+MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 3, (98.2, 248.1), 173.7)
 MOE_CASE_IDS = "Q1-Q3"
 
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them
