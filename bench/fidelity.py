@@ -485,9 +485,9 @@ def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, float, float]]
 def _fmt(v: float | None, metric: str) -> str:
     if v is None:
         return "-"
-    if metric == "tokens_per_s_per_gpu":
-        return f"{v:,.0f}"
-    return f"{v:.3g}" if metric != "iteration_time_s" else f"{v:.2f}"
+    if metric == "iteration_time_s":
+        return f"{v:.2f}"
+    return f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
 
 
 def render(outcomes: list[Outcome], sources: dict, console: Console) -> bool:

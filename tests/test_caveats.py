@@ -101,7 +101,7 @@ def test_a_16_bit_llm_run_on_hopper_gets_the_hopper_caveat_and_no_other_gpu_does
         assert len(cv.caveats(other)) == expected, gpu
         if gpu.endswith("B200"):  # Blackwell's own line, in 16-bit and FP8 alike, not H100's
             [text] = cv.caveats(other)
-            assert text.startswith("Blackwell:") and "B4-B5" in text and "derived" in text
+            assert text.startswith("Blackwell:") and cv.BLACKWELL_CASE_IDS in text and "derived" in text
             fp8 = other.model_copy(update={"workload": other.workload.model_copy(update={"precision": "fp8"})})
             assert cv.caveats(fp8) == [text]
     overridden = llm.model_copy(update={"workload": llm.workload.model_copy(update={"compute_efficiency": 0.4})})

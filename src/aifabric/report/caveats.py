@@ -21,14 +21,16 @@ class SuiteFigures:
 FP8_2025 = SuiteFigures("2025's software (NeMo 25.11)", ("bridge2025",), 3, (0.8, 19.1), 8.1)
 FP8_2024 = SuiteFigures("2024's (NeMo 24.03-24.07)", ("nemo2024", "nemo2024cp"), 18, (13.9, 48.6), 28.1)
 FP8_CASE_IDS = "B1-B3, F1-F9, S1-S9"
-# Megatron Bridge's NeMo 25.11 FP8 runs on DGX-B200 (B4-B5): the catalog's Blackwell figures are partly derived
-BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200",), 2, (13.0, 21.1), 17.0)
+# Megatron Bridge's NeMo 25.11 FP8 runs on DGX-B200 (B4-B5) and DGX-GB200 (G1-G3): the catalog's Blackwell figures
+# are partly derived
+BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200", "bridge2025gb200"), 5, (8.7, 21.1), 0.0)
+BLACKWELL_CASE_IDS = "B4-B5, G1-G3"
 BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 
-# Megatron Bridge's NeMo 25.11 mixture-of-experts runs (Q1-Q3: Qwen3 30B-A3B on H100 and B200, 235B-A22B on B200),
-# compared on tokens/s per GPU
+# Megatron Bridge's NeMo 25.11 mixture-of-experts runs (Q1-Q5: Qwen3 30B-A3B on H100, B200 and GB200, 235B-A22B on
+# B200 and GB200), compared on tokens/s per GPU
 MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 3, (98.2, 248.1), 173.7)
-MOE_CASE_IDS = "Q1-Q3"
+MOE_CASE_IDS = "Q1-Q5"
 
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them
 HOPPER_GPUS = frozenset({"H100", "H100-PCIE", "H200"})
@@ -47,7 +49,7 @@ def _moe_line() -> str:
     lo, hi = MOE.range_pct
     return (
         f"Mixture of experts: against Megatron Bridge's {MOE.cases} published MoE runs ({MOE.software}: Qwen3 "
-        f"30B-A3B and 235B-A22B on H100 and B200) the tool was {lo:.0f}-{hi:.0f} % optimistic in tokens/s, the most "
+        f"30B-A3B and 235B-A22B on H100, B200 and GB200) the tool was {lo:.0f}-{hi:.0f} % optimistic in tokens/s, the most "
         "with small experts and one sequence per micro-batch: a cost per micro-batch beyond the GPU's kernels (the "
         "host's launches and the token dispatch's synchronizations) that the tool does not model; read the "
         f"iteration time as a lower bound (docs/validation.md, {MOE_CASE_IDS})"
@@ -83,10 +85,10 @@ def _dense(scenario) -> list[str]:
     if llm and gpu in BLACKWELL_GPUS:
         lo, hi = BLACKWELL.range_pct
         return [
-            f"Blackwell: against Megatron Bridge's {BLACKWELL.cases} published FP8 runs on B200 ({BLACKWELL.software}) "
-            f"the kernel model was {lo:.0f}-{hi:.0f} % optimistic; the catalog's B200 and GB200 fp8 GEMM and "
-            "attention rates are derived, not measured: read the iteration time as a lower bound "
-            "(docs/validation.md, B4-B5)"
+            f"Blackwell: against Megatron Bridge's {BLACKWELL.cases} published FP8 runs on B200 and GB200 "
+            f"({BLACKWELL.software}) the kernel model was {lo:.0f}-{hi:.0f} % optimistic; the catalog's B200 fp8 GEMM "
+            "and Blackwell attention rates are derived, not measured: read the iteration time as a lower bound "
+            f"(docs/validation.md, {BLACKWELL_CASE_IDS})"
         ]
     if getattr(w, "precision", None) == "fp8":
         return [
