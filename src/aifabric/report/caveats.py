@@ -23,13 +23,13 @@ FP8_2024 = SuiteFigures("2024's (NeMo 24.03-24.07)", ("nemo2024", "nemo2024cp"),
 FP8_CASE_IDS = "B1-B3, F1-F9, S1-S9"
 # Megatron Bridge's NeMo 25.11 FP8 runs on DGX-B200 (B4-B5) and DGX-GB200 (G1-G3): the catalog's Blackwell figures
 # are partly derived
-BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200", "bridge2025gb200"), 5, (8.7, 21.1), 0.0)
+BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200", "bridge2025gb200"), 5, (8.7, 21.1), 12.9)
 BLACKWELL_CASE_IDS = "B4-B5, G1-G3"
 BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 
 # Megatron Bridge's NeMo 25.11 mixture-of-experts runs (Q1-Q5: Qwen3 30B-A3B on H100, B200 and GB200, 235B-A22B on
 # B200 and GB200), compared on tokens/s per GPU
-MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 3, (98.2, 248.1), 173.7)
+MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 5, (17.7, 248.1), 116.9)
 MOE_CASE_IDS = "Q1-Q5"
 
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them
