@@ -99,16 +99,18 @@ transfers = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers
 gap_rows = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6), st.booleans()), max_size=20)
 
 
-@given(rows_of, rows_of, transfers, rows_of, gap_rows, st.integers(1, 3), st.integers(0, 2**32 - 1))
+@given(rows_of, rows_of, rows_of, transfers, rows_of, gap_rows, st.integers(1, 3), st.integers(0, 2**32 - 1))
 @settings(max_examples=300, deadline=None)
-def test_timeline_rows_are_the_stable_sort_of_busy_rows_idle_and_bubble(comp, fold, p2p, spans, gaps, n_coll, seed):
+def test_timeline_rows_are_the_stable_sort_of_busy_rows_idle_and_bubble(
+    comp, fold, beside, p2p, spans, gaps, n_coll, seed
+):
     """`_timeline_rows` (Python and compiled) against what the timeline did before it: the busy rows (compute,
-    folded, pipeline sends, pipeline receives, collective spans), then the idle gaps, then the bubble gaps, each row
-    with its kind and codes, stably sorted by (rank, start)."""
+    folded, folded beside the compute, pipeline sends, pipeline receives, collective spans), then the idle gaps,
+    then the bubble gaps, each row with its kind and codes, stably sorted by (rank, start)."""
     rng = np.random.default_rng(seed)
     sends = [(x, t) for x, _, t in p2p]
     recvs = [(y, t) for _, y, t in p2p]
-    parts = [comp, fold, sends, recvs, spans]
+    parts = [comp, fold, beside, sends, recvs, spans]
     sizes = [len(p) for p in parts]
     r = np.array([x for p in parts for x, _ in p], dtype=np.int64)
     a = np.array([float(y) for p in parts for _, y in p])
@@ -116,8 +118,9 @@ def test_timeline_rows_are_the_stable_sort_of_busy_rows_idle_and_bubble(comp, fo
     bounds = np.cumsum([0] + sizes).astype(np.int64)
     c_name = rng.integers(0, 50, sizes[0])
     f_name = rng.integers(100, 110, sizes[1])
-    p_name = rng.integers(0, 50, sizes[2])
-    s_coll = rng.integers(0, n_coll, sizes[4])
+    h_name = rng.integers(110, 120, sizes[2])
+    p_name = rng.integers(0, 50, sizes[3])
+    s_coll = rng.integers(0, n_coll, sizes[5])
     g = sorted({(x, y): z for x, y, z in gaps}.items())  # distinct (rank, start), in that order
     gr = np.array([x for (x, _), _ in g], dtype=np.int64)
     ga = np.array([float(y) for (_, y), _ in g])
@@ -131,10 +134,10 @@ def test_timeline_rows_are_the_stable_sort_of_busy_rows_idle_and_bubble(comp, fo
     )
     cat = np.concatenate(
         [full(sizes[0], analysis._CAT_COMPUTE), full(sizes[1], analysis._CAT_FOLDED)]
-        + [full(2 * sizes[2], analysis._CAT_P2P), analysis._CAT_COLL + s_coll]
+        + [full(sizes[2], analysis._CAT_BESIDE), full(2 * sizes[3], analysis._CAT_P2P), analysis._CAT_COLL + s_coll]
         + [full(n_idle, analysis._CAT_IDLE), full(n_bubble, analysis._CAT_BUBBLE)]
     )
-    name = np.concatenate([c_name, f_name, p_name, p_name, 200 + s_coll, full(len(gr), -1)])
+    name = np.concatenate([c_name, f_name, h_name, p_name, p_name, 200 + s_coll, full(len(gr), -1)])
     rank = np.concatenate((r, gr[~bubble], gr[bubble]))
     start = np.concatenate((a, ga[~bubble], ga[bubble]))
     end = np.concatenate((b, gb[~bubble], gb[bubble]))
@@ -142,7 +145,7 @@ def test_timeline_rows_are_the_stable_sort_of_busy_rows_idle_and_bubble(comp, fo
     want = [rank[o], kind[o], cat[o], name[o], start[o], end[o]]
     busy_order = analysis._order(r, a)
     for fn in _kernels(analysis._timeline_rows):
-        got = fn(busy_order, r, a, b, bounds, c_name, f_name, p_name, s_coll, 200, gr, ga, gb, bubble)
+        got = fn(busy_order, r, a, b, bounds, c_name, f_name, h_name, p_name, s_coll, 200, gr, ga, gb, bubble)
         assert [x.tolist() for x in got] == [x.tolist() for x in want]
         assert got[0].dtype == np.int64 and got[1].dtype == np.int8
 

@@ -25,6 +25,7 @@ KINDS = ("compute", "communication", "idle", "bubble")
 COMPUTE_K, COMM_K, IDLE_K, BUBBLE_K = range(4)
 # what a communication segment is, beside its collective's parallel dimension
 FOLDED = "folded scale-up collectives"
+BESIDE = "folded collectives beside the compute"  # a merged task's folded collectives that ran under its compute
 P2P = "pipeline send/recv"
 
 _ITERATION = re.compile(r"it(\d+)/")
@@ -45,7 +46,8 @@ class RankTimeline:
 
     compute: its compute tasks (a merged task's folded collectives excluded); communication: each
     collective it takes part in (first to last transfer of the instance that involves it), each pipeline
-    send or receive, the folded scale-up collectives of a merged task (drawn at its end); idle: the time
+    send or receive, the folded scale-up collectives of a merged task (what they add to it drawn at its end; those
+    that ran beside its compute, `TaskGraph.hidden_s`, under the compute's end, as results.py counts them); idle: the time
     it neither computes nor communicates; bubble (pipeline-parallel runs only): the idle time before its
     first and after its last compute of each iteration (the pipeline's fill and drain), and any idle time
     that ends when a pipeline transfer to the rank starts (waiting for another stage, e.g. 1F1B's stage 0
@@ -213,6 +215,13 @@ def _rank_timeline(
     is_f = comm[c_task] > 0
     f_task = c_task[is_f]
     f_tasks, f_which = _runs(f_task)  # each merged task's folded collectives named once
+    # folded collectives beside a task's compute: under the compute's end, for as long as they took (at most the
+    # compute's length), as results.py counts them
+    hidden = TaskGraph.per_task(graph.hidden_s, n)
+    is_h = (hidden[c_task] > 0) & is_c
+    h_task = c_task[is_h]
+    h_tasks, h_which = _runs(h_task)
+    h_a = np.maximum(c_a, c_b - hidden[c_task])[is_h]
 
     # point-to-point transfers (pipeline): on the sender and on the receiver
     pt = np.flatnonzero(ran & (kind == TRANSFER) & (coll < 0))
@@ -235,18 +244,21 @@ def _rank_timeline(
     cat_table = np.empty(_CAT_COLL + n_coll, dtype=object)
     cat_table[:_CAT_COLL] = _CATEGORIES
     cat_table[_CAT_COLL:] = [f"{c.dim or 'other'} collectives" for c in graph.collectives]
-    name_table = np.empty(n + len(f_tasks) + n_coll + 1, dtype=object)
+    nf, nh = n + len(f_tasks), n + len(f_tasks) + len(h_tasks)
+    name_table = np.empty(nh + n_coll + 1, dtype=object)
     name_table[:n] = graph.name
-    name_table[n : n + len(f_tasks)] = [f"{graph.name[t]}: folded collectives" for t in f_tasks.tolist()]
-    name_table[n + len(f_tasks) : n + len(f_tasks) + n_coll] = [c.key for c in graph.collectives]
+    name_table[n:nf] = [f"{graph.name[t]}: folded collectives" for t in f_tasks.tolist()]
+    name_table[nf:nh] = [f"{graph.name[t]}: folded collectives beside the compute" for t in h_tasks.tolist()]
+    name_table[nh : nh + n_coll] = [c.key for c in graph.collectives]
     name_table[-1] = ""  # idle and bubble: code -1
 
-    # the busy rows, by part: compute, folded collectives, pipeline sends, pipeline receives, collective spans
+    # the busy rows, by part: compute, folded collectives, those beside the compute, pipeline sends, pipeline
+    # receives, collective spans
     c_name = c_task[is_c]
-    busy_r = np.concatenate((c_rank[is_c], c_rank[is_f], src[pt], dst[pt], s_rank))
-    busy_a = np.concatenate((c_a[is_c], c_b[is_f], start[pt], start[pt], s_a))
-    busy_b = np.concatenate((c_b[is_c], end[f_task], end[pt], end[pt], s_b))
-    parts = np.cumsum([0, len(c_name), len(f_task), len(pt), len(pt), len(s_rank)]).astype(np.int64)
+    busy_r = np.concatenate((c_rank[is_c], c_rank[is_f], c_rank[is_h], src[pt], dst[pt], s_rank))
+    busy_a = np.concatenate((c_a[is_c], c_b[is_f], h_a, start[pt], start[pt], s_a))
+    busy_b = np.concatenate((c_b[is_c], end[f_task], c_b[is_h], end[pt], end[pt], s_b))
+    parts = np.cumsum([0, len(c_name), len(f_task), len(h_task), len(pt), len(pt), len(s_rank)]).astype(np.int64)
     busy_order = _order_ranks(busy_r, busy_a, world)  # sorted once: for the union, and for the timeline's order
     union = compiled(_union_in_order) if len(busy_r) >= COMPILED_MIN else None
     ur, us, ue = (union or _union_in_order)(busy_order, busy_r, busy_a, busy_b)
@@ -281,7 +293,7 @@ def _rank_timeline(
     # the busy rows in their order merged with the gaps (in order already), not sorted
     rows = compiled(_timeline_rows) if len(busy_r) + len(gr) >= COMPILED_MIN else None
     rank, kinds, cats, name_codes, row_a, row_b = (rows or _timeline_rows)(
-        busy_order, busy_r, busy_a, busy_b, parts, c_name, n + f_which, pt, s_coll, n + len(f_tasks), gr, ga, gb, bubble
+        busy_order, busy_r, busy_a, busy_b, parts, c_name, n + f_which, nf + h_which, pt, s_coll, nh, gr, ga, gb, bubble
     )
     its = max(iterations, 1)
     return RankTimeline(
@@ -302,8 +314,8 @@ def _rank_timeline(
 
 # the fixed categories of `RankTimeline.category` (codes into them while the timeline is built); each collective's
 # "<dim> collectives" follows them
-_CATEGORIES = ("compute", FOLDED, P2P, "idle", "bubble")
-_CAT_COMPUTE, _CAT_FOLDED, _CAT_P2P, _CAT_IDLE, _CAT_BUBBLE = range(5)
+_CATEGORIES = ("compute", FOLDED, P2P, "idle", "bubble", BESIDE)
+_CAT_COMPUTE, _CAT_FOLDED, _CAT_P2P, _CAT_IDLE, _CAT_BUBBLE, _CAT_BESIDE = range(6)
 _CAT_COLL = len(_CATEGORIES)
 
 
@@ -371,6 +383,7 @@ def _timeline_rows(
     parts: np.ndarray,
     c_name: np.ndarray,
     f_name: np.ndarray,
+    h_name: np.ndarray,
     p_name: np.ndarray,
     s_coll: np.ndarray,
     coll_name: int,
@@ -383,8 +396,9 @@ def _timeline_rows(
     `order` (by rank, then start) merged with the gaps (gr, ga, gb, in that order already; idle, or bubble where
     `bubble`), a busy row first at an equal (rank, start): the stable sort of the busy rows, the idle gaps and the
     bubble gaps by (rank, start) (no two gaps of a rank start together). A busy row's part (`parts` cuts them:
-    compute, folded collectives, pipeline sends, pipeline receives, collective spans) gives its kind and codes:
-    names from c_name, f_name, p_name (both pipeline parts) or coll_name + its collective (s_coll), which also gives
+    compute, folded collectives, those beside the compute, pipeline sends, pipeline receives, collective spans) gives
+    its kind and codes: names from c_name, f_name, h_name, p_name (both pipeline parts) or coll_name + its collective
+    (s_coll), which also gives
     its category; gaps are named -1 (the last name). Plain loops: compiled (aifabric.compiled) for large runs."""
     nb, ng = len(order), len(gr)
     m = nb + ng
@@ -430,14 +444,18 @@ def _timeline_rows(
             o_k[j] = COMM_K
             o_c[j] = _CAT_FOLDED
             o_n[j] = f_name[x - parts[1]]
-        elif x < parts[4]:
+        elif x < parts[3]:
+            o_k[j] = COMM_K
+            o_c[j] = _CAT_BESIDE
+            o_n[j] = h_name[x - parts[2]]
+        elif x < parts[5]:
             o_k[j] = COMM_K
             o_c[j] = _CAT_P2P
-            o_n[j] = p_name[x - parts[2] if x < parts[3] else x - parts[3]]
+            o_n[j] = p_name[x - parts[3] if x < parts[4] else x - parts[4]]
         else:
             o_k[j] = COMM_K
-            o_c[j] = _CAT_COLL + s_coll[x - parts[4]]
-            o_n[j] = coll_name + s_coll[x - parts[4]]
+            o_c[j] = _CAT_COLL + s_coll[x - parts[5]]
+            o_n[j] = coll_name + s_coll[x - parts[5]]
     return o_r, o_k, o_c, o_n, o_a, o_b
 
 

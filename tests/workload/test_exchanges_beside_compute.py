@@ -186,3 +186,33 @@ def test_a_folded_block_charges_what_outlasts_the_compute_beside_it(folder, comp
         "c@0", group, (gemm, side.__class__(**{**side.__dict__, "blocking": True, "stream": "comm"})), 999, 0.0
     )
     assert folder.fold_block(blocking, {}) == pytest.approx(alone)
+
+
+def test_the_timeline_draws_the_exchanges_beside_the_compute_under_its_end():
+    # what results.py counts as communication under the compute (TaskGraph.hidden_s) is what the rank timeline
+    # draws: per merged task and member, a row of the task's hidden seconds ending where its compute ends
+    import numpy as np
+
+    from aifabric.analysis import BESIDE, COMM_K
+    from aifabric.engines.taskgraph import TaskGraph
+    from aifabric.scenario.load import demo_scenario
+    from aifabric.simulate import simulate
+
+    run = simulate(demo_scenario())
+    g, rt = run.graph, run.rank_timeline
+    hidden = TaskGraph.per_task(g.hidden_s, len(g))
+    assert hidden.sum() > 0  # the demo's tensor parallelism overlaps its backward exchanges
+    beside = rt.category == BESIDE
+    assert (rt.kind[beside] == COMM_K).all()
+    expected = sum(hidden[t] * len(g.members.get(t, (g.rank[t],))) for t in np.flatnonzero(hidden))
+    assert (rt.end_s[beside] - rt.start_s[beside]).sum() == pytest.approx(expected, rel=1e-9)
+    # each lies within a compute row of its rank and ends where it ends, so it adds no busy time (idle is as before)
+    compute = rt.kind == 0
+    starts = {
+        (r, b): a
+        for r, a, b in zip(
+            rt.rank[compute].tolist(), rt.start_s[compute].tolist(), rt.end_s[compute].tolist(), strict=True
+        )
+    }
+    for r, a, b in zip(rt.rank[beside].tolist(), rt.start_s[beside].tolist(), rt.end_s[beside].tolist(), strict=True):
+        assert (r, b) in starts and starts[(r, b)] <= a < b

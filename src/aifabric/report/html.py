@@ -21,7 +21,7 @@ import yaml
 from _plotly_utils.utils import convert_to_base64
 from plotly.offline import get_plotlyjs
 
-from ..analysis import FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, traffic_matrix
+from ..analysis import BESIDE, FOLDED, NETWORKS, P2P, Flows, RankTimeline, cdf, traffic_matrix
 from ..compiled import pure_python
 from ..fabric.graph import TIERS
 from ..simulate import Run
@@ -49,6 +49,7 @@ PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#F
 GANTT_COLORS = {
     "compute": "#4C78A8",
     FOLDED: "#F2B880",
+    BESIDE: "#C9A227",
     P2P: "#54A24B",
     "dp collectives": "#F58518",
     "idle": "#D5D5D5",
@@ -172,7 +173,7 @@ def gantt(run: Run, ctx: _Context | None = None, full: Full | None = None) -> tu
     shown_cat = rt.category[shown]
     present = set(shown_cat.tolist())
     fig = go.Figure()
-    cats = [c for c in ("compute", FOLDED, P2P) if c in present]
+    cats = [c for c in ("compute", FOLDED, BESIDE, P2P) if c in present]
     cats += sorted(present - set(cats) - {"idle", "bubble"})
     cats += [c for c in ("idle", "bubble") if c in present]
     spare = iter(PALETTE[4:] * 4)
@@ -229,8 +230,15 @@ def gantt(run: Run, ctx: _Context | None = None, full: Full | None = None) -> tu
             else ""
         )
         + (
-            "Folded scale-up collectives run inside their merged compute task and are drawn at its end. "
+            "Folded scale-up collectives run inside their merged compute task: what they add to it is drawn at its "
+            "end. "
             if FOLDED in present
+            else ""
+        )
+        + (
+            "Those that ran beside the compute (the backward's exchanges beside their GEMMs) are drawn over the "
+            "compute's end, for as long as they took. "
+            if BESIDE in present
             else ""
         )
         + (f"{its} iterations." if its > 1 else "")

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS
+from ..analysis import BESIDE, BUBBLE_K, COMM_K, COMPUTE_K, FOLDED, KINDS
 from ..engines.taskgraph import TRANSFER
 from ..simulate import Run
 from ..units import bytes_per_s_to_gbps
@@ -185,6 +185,7 @@ def _segment_lines(run: Run, other: dict[str, Any]) -> list[str] | Block:
     # names: compute and collectives by their task or key; folded collectives and bubbles by their kind
     names = rt.name[idx].copy()
     names[folded] = "folded collectives"
+    names[rt.category[idx] == BESIDE] = BESIDE  # on the rank's communication track, beside its compute
     names[kinds == BUBBLE_K] = "bubble"
     cats = [_enc(KINDS[k]) for k in range(len(KINDS))]
     a, b = np.round(rt.start_s[idx] * 1e6, 3), np.round(rt.end_s[idx] * 1e6, 3)
