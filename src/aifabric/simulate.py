@@ -165,8 +165,9 @@ def add_folded_bytes(graph: TaskGraph, timeline: Timeline) -> None:
             continue
         if len(parts) == 1:
             items.append((a, b, parts[0][0], parts[0][1]))
-        else:
-            items.append((a, b, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])))
+        else:  # one entry per link: a task merged over a whole run holds thousands of parts on the same links
+            links, inv = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
+            items.append((a, b, links, np.bincount(inv, weights=np.concatenate([p[1] for p in parts]))))
     if items:
         timeline.link_load.add_spread(items)
 
