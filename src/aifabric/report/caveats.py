@@ -86,8 +86,8 @@ def _dense(scenario) -> list[str]:
         lo, hi = BLACKWELL.range_pct
         return [
             f"Blackwell: against Megatron Bridge's {BLACKWELL.cases} published FP8 runs on B200 and GB200 "
-            f"({BLACKWELL.software}) the kernel model was {lo:.0f}-{hi:.0f} % optimistic; the catalog's B200 fp8 GEMM "
-            "and Blackwell attention rates are derived, not measured: read the iteration time as a lower bound "
+            f"({BLACKWELL.software}) the kernel model was {lo:.0f}-{hi:.0f} % optimistic; the catalog's B200 fp8 and "
+            "GB200 bf16 GEMM rates and the Blackwell attention rates are derived, not measured: read the iteration time as a lower bound "
             f"(docs/validation.md, {BLACKWELL_CASE_IDS})"
         ]
     if getattr(w, "precision", None) == "fp8":
