@@ -575,6 +575,7 @@ def _lower_ring_edges(
     ci: int,
     inst: CollectiveInstance,
     wire: _Wire,
+    cache: bool = False,
 ) -> None:
     """A ring as one transfer per ring edge (src, dst, channel) carrying the bytes of all its steps, with
     the latency of all its steps; it starts when both ends have reached the collective. `edges` are
@@ -586,31 +587,11 @@ def _lower_ring_edges(
     other edges finish early and free their links (a mildly optimistic approximation, used for
     `fidelity.ring_steps: merged`, the default of LLM workloads where rings have thousands of steps).
     """
-    gps = fabric.gpus_per_server
-    layout = Layout(gps)
     finals: dict[int, list[int]] = {r: [] for r in op.group}
     name = f"{op.key}/ring ["
-    bpe, factor_of, base_s = op.bytes_per_element, wire.factor_of, wire.base_s
-    route_of, append, tasks, wires = router.route, g._append, inst.tasks, g.wire
-    # network_of depends on the two ranks' local indices and whether they share a server: one string per such pair
-    nets = router.cache.setdefault("ring-edge-networks", {})
-    # a chunk crosses every hop of its channel's ring in turn (and a GPU does not wait for its last step's arrival
-    # to send the next, as the stepped lowering has it): each step costs the ring's mean hop latency, NVLink on
-    # most hops and the network on the server boundaries, not the edge's own latency on every step
-    routes = [route_of(src + base, dst + base, channel) for src, dst, channel, _, _ in edges]
-    alpha_sum: dict[int, float] = {}
-    hops: dict[int, int] = {}
-    for (_, _, channel, _, _), route in zip(edges, routes):
-        alpha_sum[channel] = alpha_sum.get(channel, 0.0) + route.latency_s + wire.step_s(route)
-        hops[channel] = hops.get(channel, 0) + 1
-    for (src, dst, channel, elements, n_steps), route in zip(edges, routes):
-        src += base
-        dst += base
-        where = (src % gps, dst % gps, src // gps == dst // gps)
-        net = nets.get(where)
-        if net is None:
-            net = nets[where] = network_of(src, dst, layout)
-        factor = factor_of(route)
+    append, tasks, wires = g._append, inst.tasks, g.wire
+    template = _ring_edge_template(op, edges, base, fabric, router, wire, cache)
+    for src, dst, net, size, links, latency, factor in template:
         t = append(  # g.add(TRANSFER, ..., step=-1, collective=ci, wire=factor), positionally
             TRANSFER,
             src,
@@ -618,9 +599,9 @@ def _lower_ring_edges(
             f"{name}{net}]",
             sorted(set(done[src] + done[dst])),
             0.0,
-            elements * bpe * factor,
-            route.links,
-            n_steps * alpha_sum[channel] / hops[channel] + base_s,
+            size,
+            links,
+            latency,
             -1,
             ci,
             "",
@@ -635,11 +616,73 @@ def _lower_ring_edges(
             done[r] = finals[r]
 
 
+def _ring_edge_template(
+    op: Collective,
+    edges: list[tuple[int, int, int, int, int]],
+    base: int,
+    fabric: Fabric,
+    router: Router,
+    wire: _Wire,
+    cache: bool,
+) -> list[tuple[int, int, str, float, tuple, float, float]]:
+    """Each edge's transfer but its dependencies: (src, dst, network name, wire bytes, route links, latency, wire
+    factor), once per edge list, placement and protocol (a group's collectives repeat every layer and micro-batch)."""
+    # cached only where the edges and the wire are cached themselves (a workload's collectives with a cached
+    # schedule, `_planned`): a bench's calls, an AllToAllv, build their own each time
+    key = ("ring-edge-template", id(edges), base, op.bytes_per_element, id(wire))
+    hit = router.cache.get(key) if cache else None
+    if hit is not None and hit[0] is edges and hit[1] is wire:
+        return hit[2]
+    gps = fabric.gpus_per_server
+    layout = Layout(gps)
+    bpe, factor_of, base_s, route_of = op.bytes_per_element, wire.factor_of, wire.base_s, router.route
+    # network_of depends on the two ranks' local indices and whether they share a server: one string per such pair
+    nets = router.cache.setdefault("ring-edge-networks", {})
+    # a chunk crosses every hop of its channel's ring in turn (and a GPU does not wait for its last step's arrival
+    # to send the next, as the stepped lowering has it): each step costs the ring's mean hop latency, NVLink on
+    # most hops and the network on the server boundaries, not the edge's own latency on every step
+    routes = [route_of(src + base, dst + base, channel) for src, dst, channel, _, _ in edges]
+    alpha_sum: dict[int, float] = {}
+    hops: dict[int, int] = {}
+    for (_, _, channel, _, _), route in zip(edges, routes, strict=True):
+        alpha_sum[channel] = alpha_sum.get(channel, 0.0) + route.latency_s + wire.step_s(route)
+        hops[channel] = hops.get(channel, 0) + 1
+    out = []
+    for (src, dst, channel, elements, n_steps), route in zip(edges, routes, strict=True):
+        src += base
+        dst += base
+        where = (src % gps, dst % gps, src // gps == dst // gps)
+        net = nets.get(where)
+        if net is None:
+            net = nets[where] = network_of(src, dst, layout)
+        factor = factor_of(route)
+        latency = n_steps * alpha_sum[channel] / hops[channel] + base_s
+        out.append((src, dst, net, elements * bpe * factor, route.links, latency, factor))
+    if cache:
+        router.cache[key] = (edges, wire, out)  # the edges and wire kept alive: their ids stay theirs
+    return out
+
+
+def _planned(
+    op: Collective, fabric: Fabric, router: Router
+) -> tuple[Schedule, int, Choice | None, tuple | None, _Wire]:
+    """`_plan` and the protocol's `_Wire`, once per workload collective of the same operation, group and size (a
+    run lowers each group's collectives thousands of times: every layer, every micro-batch)."""
+    fast = not hasattr(op, "algorithm")  # a workload's Collective: nothing but its operation, group and size decides
+    fkey = ("planned", op.op, op.group, op.elements, op.bytes_per_element) if fast else None
+    hit = router.cache.get(fkey) if fast else None
+    if hit is None:
+        sched, base, choice, key = _plan(op, fabric, router)
+        hit = (sched, base, choice, key, _Wire(op, choice, fabric, router))
+        if fast:
+            router.cache[fkey] = hit
+    return hit
+
+
 def lower_collective(
     g: TaskGraph, op: Collective, fabric: Fabric, router: Router, done: list[list[int]], merge_ring_steps: bool = False
 ) -> int:
-    sched, base, choice, key = _plan(op, fabric, router)
-    wire = _Wire(op, choice, fabric, router)
+    sched, base, choice, key, wire = _planned(op, fabric, router)
     pxn = sched.algorithm == "pxn" or getattr(op, "pxn", False)
     if merge_ring_steps and sched.algorithm == "ring" and not pxn:
         ci = len(g.collectives)
@@ -652,7 +695,8 @@ def lower_collective(
             edges = _ring_edges(sched)
             if key is not None:
                 router.cache[("ring-edges", key)] = edges
-        _lower_ring_edges(g, op, edges, base, fabric, router, done, ci, g.collectives[ci], wire)
+        cache = key is not None and not hasattr(op, "algorithm")  # edges and wire cached: so is their template
+        _lower_ring_edges(g, op, edges, base, fabric, router, done, ci, g.collectives[ci], wire, cache)
         return ci
     sched = sched.shifted(base)
     layout = Layout(fabric.gpus_per_server)
