@@ -487,3 +487,31 @@ def test_a_rings_steps_wait_for_their_own_channel_and_its_last_sends_bytes():
     for t in xfer:
         starts[(g.rank[t], g.step[t])].add(round(float(tl.start_s[t]), 12))
     assert any(len(s) > 1 for s in starts.values())
+
+
+@pytest.mark.parametrize("merge", [True, False])
+@pytest.mark.parametrize("op", ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast"])
+def test_a_collective_lowered_again_is_lowered_alike(op, merge):
+    """A run lowers each group's collectives thousands of times (every layer, every micro-batch), from what the first
+    lowering cached: plan, protocol and, for a merged ring, its edges per placement. Lowered again (and on another
+    server's translate of the group), every transfer is what a fresh router makes of it."""
+    from aifabric.engines.lower_collective import lower_collective
+    from aifabric.engines.taskgraph import TaskGraph
+
+    def lowered(router, fabric, ops):
+        g = TaskGraph()
+        done: list[list[int]] = [[] for _ in range(fabric.world_size)]
+        for o in ops:
+            lower_collective(g, o, fabric, router, done, merge_ring_steps=merge)
+        return [  # all but the dependencies, which chain one collective to the next
+            (g.rank[t], g.dst[t], g.name[t], g.size_bytes[t], g.route[t], g.latency_s[t], g.wire.get(t))
+            for t in range(len(g))
+        ]
+
+    fabric, warm = fabric_of(4, 4)
+    ops = [Collective(f"c{i}", op, group, 1 << 20, 2, dim="dp") for i in range(3) for group in ((0, 4), (1, 5, 9, 13))]
+    ops += [Collective("c9", op, (8, 12), 1 << 20, 2, dim="dp")]  # the first group two servers on
+    ops += [Collective("c10", op, (0, 4), 1 << 20, 1, dim="dp")]  # the same elements in one byte each
+    again = lowered(warm, fabric, ops)  # most of these from what the first ones cached
+    fresh = [row for o in ops for row in lowered(fabric_of(4, 4)[1], fabric, [o])]  # each on a router of its own
+    assert again == fresh
