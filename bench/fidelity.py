@@ -469,16 +469,31 @@ def stored_outcome(case: dict, stored: dict) -> Outcome | None:
     return Outcome(case, r["predicted"], r["predicted"] / case["published"] - 1, r["wall_s"])
 
 
+ALL_TRAINING = "iteration time / throughput, all sources"
+DENSE_TRAINING = "iteration time / throughput, dense models (all but mixture of experts)"
+
+
+def is_moe_case(case: dict) -> bool:
+    from aifabric.models.zoo import MODELS
+
+    return getattr(MODELS.get(case.get("model_name", "")), "moe", None) is not None
+
+
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, float, float]]:
-    """(group, cases, mean |error|, max |error|) per source and overall, over the cases that ran."""
+    """(group, cases, mean |error|, max |error|) per source, then over the dense models' training cases and over
+    every training case, of the cases that ran."""
     groups: dict[str, list[float]] = {}
+    overall: dict[str, list[float]] = {DENSE_TRAINING: [], ALL_TRAINING: []}
     for o in outcomes:
         if o.error is None:
             continue
         key = "collectives (nccl-tests)" if o.case["metric"] == "busbw_gBps" else o.case["source"]
         groups.setdefault(key, []).append(abs(o.error))
         if o.case["metric"] != "busbw_gBps":
-            groups.setdefault("iteration time / throughput, all sources", []).append(abs(o.error))
+            overall[ALL_TRAINING].append(abs(o.error))
+            if not is_moe_case(o.case):
+                overall[DENSE_TRAINING].append(abs(o.error))
+    groups.update((k, v) for k, v in overall.items() if v)
     return [(k, len(v), sum(v) / len(v), max(v)) for k, v in groups.items()]
 
 

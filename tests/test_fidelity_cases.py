@@ -164,3 +164,21 @@ def test_stored_results_survive_a_partial_rerun(cases, fidelity, tmp_path, monke
     assert fidelity.stored_outcome(b, stored).error == pytest.approx(0.0)
     assert fidelity.stored_outcome(a, stored).error == pytest.approx(-0.1)
     assert fidelity.stored_outcome({**a, "published": a["published"] * 2}, stored) is None
+
+
+def test_the_aggregates_are_every_training_case_and_the_dense_models_ones(fidelity):
+    """The summary's last two rows: every training case, and all but the mixture-of-experts models' (whose gap, the
+    host's cost per micro-batch, docs/validation.md keeps apart); collectives in neither."""
+    cases = [
+        {"id": "a", "source": "s", "metric": "iteration_time_s", "model_name": "llama3-8b"},
+        {"id": "b", "source": "s", "metric": "tokens_per_s_per_gpu", "model_name": "qwen3-30b-a3b"},
+        {"id": "c", "source": "t", "metric": "tflops_per_gpu", "hidden": 1024},
+        {"id": "d", "source": "nccl", "metric": "busbw_gBps"},
+    ]
+    errors = [0.1, -1.0, 0.3, 0.5]
+    outcomes = [fidelity.Outcome(c, 1.0, e, 0.0) for c, e in zip(cases, errors, strict=True)]
+    rows = {k: (n, mean, worst) for k, n, mean, worst in fidelity.summary_rows(outcomes)}
+    assert rows[fidelity.ALL_TRAINING] == (3, pytest.approx(1.4 / 3), 1.0)
+    assert rows[fidelity.DENSE_TRAINING] == (2, pytest.approx(0.2), 0.3)
+    assert rows["collectives (nccl-tests)"] == (1, 0.5, 0.5)
+    assert list(rows)[-2:] == [fidelity.DENSE_TRAINING, fidelity.ALL_TRAINING]
