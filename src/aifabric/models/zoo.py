@@ -37,7 +37,10 @@ def _llama(
     published: float,
     source: str,
     seq: int,
+    **more,
 ) -> Transformer:
+    """Llama's architecture (RMSNorm, SwiGLU, rotary positions, no biases, an untied output layer), which others
+    share with a few fields `more` (Qwen3: wider heads, Q/K norms, experts)."""
     return Transformer(
         name,
         layers,
@@ -54,6 +57,7 @@ def _llama(
         tied_embeddings=False,
         published_params=published,
         source=source,
+        **more,
     )
 
 
@@ -150,45 +154,35 @@ MODELS: dict[str, Model] = {
     # Qwen3 MoE (Qwen Team 2025, Qwen3 technical report, Table 2; the models' published configurations): every
     # block an MoE of 128 experts, 8 per token, no shared expert; 4 key/value heads; heads of 128 wider than
     # hidden / heads; an RMSNorm over each head's Q and K
-    "qwen3-30b-a3b": Transformer(
+    "qwen3-30b-a3b": _llama(
         "qwen3-30b-a3b",
         48,
         2048,
         32,
+        4,
         6144,
         151936,
-        kv_heads=4,
+        30.5e9,
+        "Qwen Team 2025 (Qwen3 technical report: 30.5 B total, 3.3 B activated)",
+        32768,
         kv_channels=128,
         qk_norm=True,
-        max_seq_len=32768,
-        gated_mlp=True,
-        bias=False,
-        norm="rmsnorm",
-        learned_positions=False,
-        tied_embeddings=False,
         moe=MoE(128, 8, 768),
-        published_params=30.5e9,
-        source="Qwen Team 2025 (Qwen3 technical report: 30.5 B total, 3.3 B activated)",
     ),
-    "qwen3-235b-a22b": Transformer(
+    "qwen3-235b-a22b": _llama(
         "qwen3-235b-a22b",
         94,
         4096,
         64,
+        4,
         12288,
         151936,
-        kv_heads=4,
+        235e9,
+        "Qwen Team 2025 (Qwen3 technical report: 235 B total, 22 B activated)",
+        32768,
         kv_channels=128,
         qk_norm=True,
-        max_seq_len=32768,
-        gated_mlp=True,
-        bias=False,
-        norm="rmsnorm",
-        learned_positions=False,
-        tied_embeddings=False,
         moe=MoE(128, 8, 1536),
-        published_params=235e9,
-        source="Qwen Team 2025 (Qwen3 technical report: 235 B total, 22 B activated)",
     ),
     # DeepSeek-V3: MLA attention, 3 dense blocks then 58 MoE blocks of 256 routed + 1 shared expert, top-8
     # (the multi-token-prediction module, 14 B more in the checkpoint, is not part of the 671 B)
