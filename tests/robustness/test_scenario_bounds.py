@@ -116,3 +116,35 @@ def test_a_name_with_markup_in_the_fabric_commands(tmp_path, capsys, args):
     path.write_text(yaml.safe_dump(_with("name", "[/] [bold red]x")))
     assert run_app(app, [*args[:2], str(path), *args[2:]]) == 0
     assert "[/] [bold red]x" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", [0, -1, 2**20, float("inf"), float("nan"), True, "128x"])
+def test_a_custom_models_head_width_out_of_bounds_exits_2_naming_it(tmp_path, value, capsys):
+    """`workload.model.kv_channels` (each attention head's width): a positive whole number up to 65,536."""
+    data = copy.deepcopy(BASE)
+    data["workload"] = {
+        "kind": "llm-training",
+        "model": {"kind": "transformer", "layers": 2, "hidden": 256, "heads": 4, "vocab": 1000, "kv_channels": value},
+        "global_batch_size": 8,
+        "seq_len": 128,
+    }
+    with pytest.raises(InputError) as exc:
+        parse_scenario(data)
+    assert [p.path for p in exc.value.problems] == ["workload.model.kv_channels"], str(exc.value)
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML; inf and nan as the words YAML reads as floats
+    path.write_text(path.read_text().replace("Infinity", ".inf").replace("NaN", ".nan"))
+    assert run_app(app, ["validate", str(path)]) == 2
+    said = capsys.readouterr()
+    assert "workload.model.kv_channels" in said.out + said.err
+
+
+def test_a_custom_models_head_width_in_bounds_passes():
+    data = copy.deepcopy(BASE)
+    data["workload"] = {
+        "kind": "llm-training",
+        "model": {"kind": "transformer", "layers": 2, "hidden": 256, "heads": 4, "vocab": 1000, "kv_channels": 128},
+        "global_batch_size": 8,
+        "seq_len": 128,
+    }
+    parse_scenario(data)
