@@ -121,22 +121,25 @@ def scenario_of(case: dict) -> dict:
             "heads": case["heads"],
             "vocab": case["vocab"],
         }
+    workload = {
+        "kind": "llm-training",
+        "model": model,
+        "parallelism": par,
+        "global_batch_size": case["global_batch_size"],
+        "seq_len": case["seq_len"],
+        "precision": case["precision"],
+        "attention": case.get("attention", "flash"),
+        "software": case.get("software", "current"),
+        "memory_check": False,
+    }
+    if case["precision"] == "fp8" and "fp8_recipe" in case:  # Transformer Engine's scaling recipe, where stated
+        workload["fp8_recipe"] = case["fp8_recipe"]
     return {
         "name": f"fidelity-{case['id']}",
         "seed": 0,
         "cluster": cluster,
         "fabric": fabric,
-        "workload": {
-            "kind": "llm-training",
-            "model": model,
-            "parallelism": par,
-            "global_batch_size": case["global_batch_size"],
-            "seq_len": case["seq_len"],
-            "precision": case["precision"],
-            "attention": case.get("attention", "flash"),
-            "software": case.get("software", "current"),
-            "memory_check": False,
-        },
+        "workload": workload,
         "engine": "flow",
     }
 

@@ -49,6 +49,9 @@ Two kinds of figures, kept apart:
   - `nccl_ll_max_gBps`: the most bus bandwidth NCCL's LL protocol reaches inside one server, NCCL's own tuner
     constant `llMaxBws` for one node (NVIDIA/nccl src/graph/tuning.cc: Ampere 87.7, Hopper 141.0, Blackwell
     2 x 141.0 GB/s), where LL's flags alone would give half the link (A100: 116 GB/s); 0: no cap known (RCCL).
+  - `fp8_any_layout`, `mxfp8` (architecture, from Transformer Engine's source): Blackwell's FP8 GEMMs take their
+    operands in either layout (`nvte_is_non_tn_fp8_gemm_supported`: compute capability 10.x), so a per-tensor FP8
+    cast keeps no transposed copy, and its tensor cores take MXFP8 (a scale per 32 elements).
   - `kernel_gap_us`, `launch_us`: GPU idle between dependent kernels and host launch cost per kernel in
     eager PyTorch: ~4-6 µs per launch measured through the driver (CUDA launch-latency studies); 1 µs gap.
     Calibrate for your system.
@@ -93,6 +96,10 @@ class GpuSpec:
     nccl_ll_max_gBps: float = 0.0  # NCCL's LL bus-bandwidth ceiling inside one server (tuning.cc llMaxBws)
     kernel_gap_us: float = 1.0
     launch_us: float = 5.0
+    # Blackwell (sm 10.x): FP8 GEMMs take operands in either layout (Transformer Engine's
+    # nvte_is_non_tn_fp8_gemm_supported), so per-tensor FP8 keeps no transposed copy; MXFP8 block scaling
+    fp8_any_layout: bool = False
+    mxfp8: bool = False
     sources: str = field(default="", repr=False)
     # board power: the datasheet's maximum thermal design power (TDP), W, and where it is stated
     tdp_w: float = 0.0
@@ -328,6 +335,8 @@ GPUS: dict[str, GpuSpec] = {
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
             "attention_kernels": _blackwell_attention(2250 / 989.4),
+            "fp8_any_layout": True,
+            "mxfp8": True,
             "nccl_ll_max_gBps": 2 * 141.0,
         },
         tdp_w=1000,
@@ -357,6 +366,8 @@ GPUS: dict[str, GpuSpec] = {
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
             "attention_kernels": _blackwell_attention(2500 / 989.4),
+            "fp8_any_layout": True,
+            "mxfp8": True,
             "nccl_ll_max_gBps": 2 * 141.0,
         },
         tdp_w=1200,

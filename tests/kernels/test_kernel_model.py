@@ -448,10 +448,15 @@ def test_fp8_blocks_add_transformer_engines_casts_and_keep_the_rest_16_bit(block
             k.name: k.bytes for part in ("attn", "mlp") for k in fp8.op(f"{pass_}/{part}").kernels if "FP8" in k.name
         }
         assert got == pytest.approx(casts, rel=1e-12)
-        for part in ("attn", "mlp"):  # everything else as in 16-bit, but the GEMMs' FP8 inputs
+        for part in ("attn", "mlp"):  # everything else as in 16-bit, but the GEMMs' FP8 inputs and the norms
+            # of the LayerNormLinears, which write FP8 (1 byte per element of their output instead of 2)
             rest = [k for k in fp8.op(f"{pass_}/{part}").kernels if "FP8" not in k.name and k.kind != "gemm"]
             same = [k for k in bf16.op(f"{pass_}/{part}").kernels if k.kind != "gemm"]
-            assert rest == same
+            assert [k.name for k in rest] == [k.name for k in same]
+            for a, b16 in zip(rest, same):
+                fp8_norm = pass_ == "fwd" and a.name in ("input norm", "post-attention norm")
+                written = T / tp * h if (fp8_norm and sp and tp > 1) else T * h
+                assert a.bytes == pytest.approx(b16.bytes - written if fp8_norm else b16.bytes, rel=1e-12)
         assert fp8.op(f"{pass_}/logits").kernels == bf16.op(f"{pass_}/logits").kernels  # the LM head in 16-bit
     for part in ("attn", "mlp"):
         assert gemm_flops(fp8.op(f"fwd/{part}")) == pytest.approx(gemm_flops(bf16.op(f"fwd/{part}")), rel=1e-12)

@@ -167,3 +167,34 @@ def test_default_gradient_bucket_is_megatron_cores(tmp_path):
     data["workload"]["parallelism"]["bucket_mb"] = 25
     _, plan, _ = resolve_plan(type(s).model_validate(data))
     assert plan.bucket_mb == 25
+
+
+def test_fp8_recipe_is_checked_against_the_precision_and_the_gpu():
+    p = problems(with_workload(precision="bf16", fp8_recipe="current"))
+    assert "applies to precision: fp8" in p["workload.fp8_recipe"]
+    p = problems(with_workload(precision="fp8", fp8_recipe="mxfp8"))  # the H100 has no MXFP8
+    assert "Blackwell" in p["workload.fp8_recipe"]
+    p = problems(with_workload(precision="fp8", fp8_recipe="hybrid"))
+    assert "workload.fp8_recipe" in p
+    parse_scenario(with_workload(precision="fp8", fp8_recipe="current"))
+
+
+def test_current_scaling_all_reduces_each_sequence_parallel_inputs_amax():
+    # Transformer Engine: a column-parallel layer's input (forward) and a row-parallel layer's output gradient
+    # (backward) are quantized on each shard and gathered in FP8; under current scaling their amax is first
+    # all-reduced over the tensor-parallel group: four 4-byte AllReduces per block and micro-batch
+    from aifabric.workload.ops import Collective
+
+    def amax_ops(recipe, sp):
+        d = with_workload(precision="fp8", fp8_recipe=recipe)
+        d["workload"]["parallelism"]["sequence_parallel"] = sp
+        w = build_workload(parse_scenario(d))
+        ops = [op for op in w.ranks[0] if isinstance(op, Collective) and op.label == "FP8 amax"]
+        return ops, w
+
+    ops, w = amax_ops("current", True)
+    model_layers = 24  # gpt3-1.3b over pp 2: 12 blocks on rank 0's stage, micro-batches = 8 / (2 x 1)
+    micro_batches = 4
+    assert len(ops) == 4 * (model_layers // 2) * micro_batches
+    assert all(op.op == "all-reduce" and op.size_bytes == 4 and len(op.group) == 4 and op.blocking for op in ops)
+    assert amax_ops("delayed", True)[0] == [] and amax_ops("current", False)[0] == []

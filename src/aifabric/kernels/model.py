@@ -147,10 +147,12 @@ class KernelModel:
     def memory(self, name: str, nbytes: float, kind: str = "memory", flops: float = 0.0) -> Kernel:
         return Kernel(kind, name, flops, nbytes, nbytes / self.hbm_bytes_per_s)
 
-    def norm(self, name: str, elements: float, backward: bool) -> Kernel:
+    def norm(self, name: str, elements: float, backward: bool, out_bytes: float | None = None) -> Kernel:
         """A LayerNorm / RMSNorm over `elements` activations: read x (and the gradient backward), write one
-        tensor, at the norm kernel's share of the achievable bandwidth (`SOFTWARE`)."""
-        nbytes = elements * ((2 if backward else 1) + 1) * self.act_bytes
+        tensor (16-bit, or `out_bytes` per element: a norm that writes FP8 itself), at the norm kernel's share
+        of the achievable bandwidth (`SOFTWARE`)."""
+        written = self.act_bytes if out_bytes is None else out_bytes
+        nbytes = elements * ((2 if backward else 1) * self.act_bytes + written)
         return Kernel("memory", name, 0.0, nbytes, nbytes / (self.hbm_bytes_per_s * self.norm_fraction[backward]))
 
     def elementwise(self, name: str, elements: float, reads: float, writes: float, extra_bytes: float = 0.0) -> Kernel:

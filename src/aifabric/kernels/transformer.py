@@ -23,14 +23,29 @@ and K; softmax (unfused) 1 + 1 of the scores, backward 2 + 1; the vocabulary-par
 the T x V/t logits: read 16-bit, then 4 fp32 passes (max, exp, sum, normalize), backward 1 fp32 read and
 a 16-bit write.
 
-FP8 (`precision: fp8`), as Megatron-LM runs it through Transformer Engine's delayed-scaling recipe: the decoder
-blocks' linear layers multiply in FP8 and every other kernel stays 16-bit (the attention core, the LM head and the MoE
-router, which Megatron-LM builds outside Transformer Engine, and the norms and activations). Hopper's FP8 GEMMs take both inputs
-K-major, so each FP8 operand is written twice, as is and transposed: forward, a linear's input is cast to FP8 with
-its transpose kept for the weight gradient (read 16-bit, write 1 + 1 bytes per element), except behind a norm,
-where Transformer Engine's LayerNormLinear writes the norm's output in FP8 and only the transpose is added (read 1,
-write 1); backward, the output gradient is cast and transposed the same way (read 2, write 1 + 1). Not counted: the
-weights' casts (once per iteration, kept across micro-batches) and the scaling factors' update (one small kernel).
+FP8 (`precision: fp8`), as Megatron-LM runs it through Transformer Engine: the decoder blocks' linear layers
+multiply in FP8 and every other kernel stays 16-bit (the attention core, the LM head and the MoE router, which
+Megatron-LM builds outside Transformer Engine, and the norms and activations). A linear layer's input is cast to
+FP8 before its forward GEMMs, its output's gradient before its backward ones. What a cast costs depends on the
+scaling recipe (`fp8_recipe`, Transformer Engine's transformer_engine/pytorch/csrc: quantizer.cpp and the
+normalization extensions) and on the GPU: Hopper's FP8 GEMMs take both inputs K-major, so each per-tensor FP8
+operand is written twice, as is and transposed (1 + 1 bytes per element); Blackwell's take either layout
+(`nvte_is_non_tn_fp8_gemm_supported`), so once (1 byte).
+
+- `delayed` (the scale from earlier iterations' amax): a cast reads the 16-bit tensor and writes its FP8
+  copies; behind a norm (LayerNormLinear) the norm kernel writes FP8 itself (1 byte per element instead of
+  2) and only Hopper's transpose is added (read 1, write 1).
+- `current` (Float8CurrentScaling, Megatron Bridge's FP8-CS): the scale from the tensor itself, so a cast is
+  three kernels: its amax (a read of the 16-bit tensor), the scale, the cast (read 2, write the FP8 copies);
+  behind a norm the norm writes 16-bit and computes the amax on the way (FUSED_NORM_AMAX_FP8), then the cast.
+  Under sequence parallelism the amax of a gathered input is all-reduced over the tensor-parallel group
+  first (workload/llm.py).
+- `mxfp8` (MXFP8BlockScaling, Blackwell only): a scale per 32 elements computed in the cast, rowwise and
+  columnwise copies both written (1 + 1 bytes and a 1-byte scale per 32 each); the norm writes 16-bit (its
+  fused MXFP8 output is cuDNN's, off by default: NVTE_NORM_FWD_USE_CUDNN).
+
+Not counted: the weights' casts (once per iteration, kept across micro-batches) and the delayed recipe's
+amax-history update (one small kernel per iteration).
 """
 
 from __future__ import annotations
@@ -39,6 +54,8 @@ from ..models.transformer import Transformer
 from .model import Kernel, KernelModel, KernelSeq
 
 ATTENTION_IMPLS = ("flash", "flash2", "cudnn", "flash3", "ck", "unfused")
+FP8_RECIPES = ("delayed", "current", "mxfp8")
+"""`workload.fp8_recipe`: Transformer Engine's FP8 scaling recipe (the module docstring says what each costs)."""
 """`workload.attention`: a fused kernel by name (flash: the one Transformer Engine picks on the GPU; the others
 as the catalog measured them, attention_rates.py), or unfused (Megatron-LM before FlashAttention)."""
 
@@ -81,9 +98,12 @@ class TransformerKernels:
         sequence_parallel: bool,
         attention: str = "flash",
         ep: int = 1,
+        fp8_recipe: str = "delayed",
     ):
         if attention not in ATTENTION_IMPLS:
             raise ValueError(f"attention must be one of {ATTENTION_IMPLS}")
+        if fp8_recipe not in FP8_RECIPES:
+            raise ValueError(f"fp8_recipe must be one of {FP8_RECIPES}")
         self.km, self.m = km, model
         self.t, self.cp, self.ep = tp, cp, ep
         self.b = micro_batch
@@ -98,6 +118,17 @@ class TransformerKernels:
         # FP8: the kernels that stay 16-bit (the attention core's GEMMs, the LM head) time on a 16-bit model
         self.fp8 = km.precision == "fp8"
         self.km16 = KernelModel(km.gpu, "bf16", software=km.software) if self.fp8 else km
+        self.fp8_recipe = fp8_recipe
+        if self.fp8 and fp8_recipe == "mxfp8" and not km.gpu.mxfp8:
+            raise ValueError(
+                f"fp8_recipe: mxfp8 needs a GPU with MXFP8 tensor cores (Blackwell); {km.gpu.name} has none"
+            )
+        # FP8 bytes a cast writes per element: both layouts (Hopper's K-major GEMMs, or MXFP8's rowwise and
+        # columnwise copies with a 1-byte scale per 32 each), or one (per-tensor FP8 on Blackwell)
+        if fp8_recipe == "mxfp8":
+            self.fp8_written = 2.0 * (1.0 + 1.0 / 32.0)
+        else:
+            self.fp8_written = 1.0 if km.gpu.fp8_any_layout else 2.0
 
     def op(self, name: str) -> KernelSeq:
         """fwd/attn, fwd/mlp, fwd/moe, bwd/..., recompute/attn-core, fwd/logits, bwd/logits,
@@ -151,29 +182,36 @@ class TransformerKernels:
         self, name: str, rows: float, k: float, n: float, backward: bool, after_norm: bool = False, fp8: bool = True
     ) -> list[Kernel]:
         """A linear layer's GEMMs (rows x k -> n), with Transformer Engine's FP8 casts when the run is FP8
-        (`after_norm`: its input comes out of a LayerNormLinear's norm, already FP8); `fp8=False`: a 16-bit
-        layer in an FP8 run."""
+        (`after_norm`: its input comes out of a LayerNormLinear's norm); `fp8=False`: a 16-bit layer in an FP8
+        run."""
         km = self.km if fp8 else self.km16
         casts = self.fp8 and fp8
         if not backward:
             out = [km.gemm(name, rows, n, k)]
-            if casts:
-                e = rows * k
-                cast = (
-                    km.memory(f"{name} FP8 transpose", e * 2.0)
-                    if after_norm
-                    else km.memory(f"{name} FP8 cast-transpose", e * (km.act_bytes + 2.0))
-                )
-                out.insert(0, cast)
-            return out
+            return (self._cast(name, rows * k, after_norm) + out) if casts else out
         out = [km.gemm(f"{name} dgrad", rows, k, n), km.gemm(f"{name} wgrad", k, n, rows, accumulate_fp32=True)]
-        if casts:
-            out.insert(0, km.memory(f"{name} gradient FP8 cast-transpose", rows * n * (km.act_bytes + 2.0)))
+        return (self._cast(f"{name} gradient", rows * n) + out) if casts else out
+
+    def _cast(self, name: str, elements: float, after_norm: bool = False) -> list[Kernel]:
+        """The kernels that cast a 16-bit tensor of `elements` to FP8 under the run's recipe (module docstring)."""
+        km, recipe, two = self.km, self.fp8_recipe, self.km.act_bytes
+        if recipe == "delayed" and after_norm:  # the norm wrote FP8 itself
+            return [km.memory(f"{name} FP8 transpose", elements * 2.0)] if self.fp8_written == 2.0 else []
+        out = []
+        if recipe == "current":
+            if not after_norm:  # behind a norm, the norm computed the amax
+                out.append(km.memory(f"{name} FP8 amax", elements * two))
+            out.append(km.memory(f"{name} FP8 scale", 0.0))
+        what = "cast" if self.fp8_written == 1.0 else "cast-transpose" if recipe != "mxfp8" else "MXFP8 cast"
+        label = f"{name} FP8 {what}" if recipe != "mxfp8" else f"{name} {what}"
+        out.append(km.memory(label, elements * (two + self.fp8_written)))
         return out
 
-    def _norm(self, name: str, backward: bool) -> Kernel:
+    def _norm(self, name: str, backward: bool, feeds_fp8: bool = False) -> Kernel:
+        """`feeds_fp8`: the norm of a LayerNormLinear in an FP8 run, which writes FP8 under the delayed recipe."""
         e = self.T_norm * self.m.hidden
-        return self.km.norm(f"{name} backward" if backward else name, e, backward)
+        fp8_out = feeds_fp8 and not backward and self.fp8 and self.fp8_recipe == "delayed"
+        return self.km.norm(f"{name} backward" if backward else name, e, backward, 1.0 if fp8_out else None)
 
     def _dropout_add(self, name: str, backward: bool) -> Kernel:
         e = self.T_norm * self.m.hidden
@@ -224,7 +262,7 @@ class TransformerKernels:
         h = m.hidden
         out_k = (m.mla.v_head_dim * m.heads if m.mla else m.q_dim) / t
         qk = T * (m.q_dim + m.kv_dim) / t  # the rank's Q and K elements
-        fwd = [self._norm("input norm", False)]
+        fwd = [self._norm("input norm", False, feeds_fp8=True)]
         fwd += self._linear("QKV projection", T, h, self._qkv_width(), False, after_norm=True)
         if m.qk_norm:
             fwd.append(km.norm("Q/K norm", qk, False))
@@ -290,7 +328,7 @@ class TransformerKernels:
                 ]
             )
         return (
-            [self._norm("post-attention norm", False)]
+            [self._norm("post-attention norm", False, feeds_fp8=True)]
             + self._mlp(False)
             + [self._dropout_add("bias-dropout-add", False)]
         )

@@ -21,9 +21,18 @@ def check_software(s: Scenario) -> list[Problem]:
     from ..kernels.model import KernelModel
 
     w = s.workload
-    if w.compute_efficiency is not None:
-        return []
     out: list[Problem] = []
+    if w.fp8_recipe != "delayed" and "fp8_recipe" in w.model_fields_set and w.precision != "fp8":
+        out.append(Problem("workload.fp8_recipe", f"applies to precision: fp8 (the run is {w.precision})"))
+    elif w.fp8_recipe == "mxfp8" and not gpu(s.cluster.gpu).mxfp8:
+        out.append(
+            Problem(
+                "workload.fp8_recipe",
+                f"mxfp8 needs MXFP8 tensor cores (Blackwell: B200, GB200); {s.cluster.gpu} has none",
+            )
+        )
+    if w.compute_efficiency is not None:
+        return out
     if w.kind == "llm-training" and w.attention != "unfused":
         try:
             gpu(s.cluster.gpu).attention_kernel(w.attention)

@@ -165,6 +165,15 @@ class WorkloadSpec(Strict):
         "by sequence length and head dimension (docs/validation.md), or unfused (Megatron-LM before "
         "FlashAttention: batched GEMMs around a fused softmax and a dropout)",
     )
+    fp8_recipe: Literal["delayed", "current", "mxfp8"] = Field(
+        "delayed",
+        description="precision fp8: Transformer Engine's scaling recipe, which sets what each cast of a linear "
+        "layer's input or output gradient costs: delayed (the scale from earlier iterations' amax; the norm "
+        "before a layer writes FP8 itself), current (Float8CurrentScaling, Megatron Bridge's FP8-CS: an amax pass "
+        "over each tensor before its cast, the amax of a sequence-parallel input all-reduced over the "
+        "tensor-parallel group), mxfp8 (MXFP8BlockScaling, FP8-MX, Blackwell only: a scale per 32 elements, "
+        "rowwise and columnwise copies); kernels/transformer.py",
+    )
     software: Literal["current", "megatron-2022", "megatron-2021"] = Field(
         "current",
         description="the kernels the run is made with: current (GEMMs at the GPU's maximum achievable "

@@ -183,6 +183,7 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
         order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
         compute_efficiency=w.compute_efficiency,
         attention=w.attention,
+        fp8_recipe=w.fp8_recipe,
         layers_per_stage=tuple(par.layers_per_stage or ()),
         pipeline_scatter_gather=(par.pipeline_scatter_gather if par.pipeline_scatter_gather is not None else True)
         and par.tp > 1

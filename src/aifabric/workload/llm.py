@@ -100,6 +100,7 @@ class _StageBuilder:
                 sequence_parallel=plan.sequence_parallel,
                 attention=plan.attention,
                 ep=plan.ep,
+                fp8_recipe=plan.fp8_recipe,
             )
         )
         self.c = lay.coords(rank)
@@ -196,6 +197,10 @@ class _StageBuilder:
         stream = "comm" if blocking else "tp"
         if self.p.sequence_parallel:
             op = "all-gather" if before else "reduce-scatter"
+            if before and gemm_input and self.p.precision == "fp8" and self.p.fp8_recipe == "current":
+                # Transformer Engine's current scaling: the shards' amax all-reduced (MAX) before the FP8 gather
+                fp32 = BYTES_PER_ELEMENT["fp32"]
+                self.coll(f"{key}/amax", "all-reduce", self.tp_group, 1, "FP8 amax", "tp", True, "comm", fp32)
             self.coll(key, op, self.tp_group, elements, label, "tp", blocking, stream, bpe)
         elif not before:
             self.coll(key, "all-reduce", self.tp_group, elements, label, "tp", blocking, stream, bpe)

@@ -31,6 +31,7 @@ class Plan:
     grad_reduce_precision: str = "auto"  # see grad_precision
     order: str = DEFAULT_ORDER
     compute_efficiency: float | None = None  # None: the kernel model; else every op at this fraction of peak
+    fp8_recipe: str = "delayed"  # precision fp8: Transformer Engine's scaling recipe (kernels/transformer.py)
     attention: str = "flash"  # a fused kernel (flash: the GPU's default; flash2, cudnn, flash3, ck) | unfused
     pipeline_scatter_gather: bool = False  # Megatron: with tp > 1 and no sequence parallelism, each TP rank
     # sends 1/tp of the activation to the next stage, which all-gathers it over NVLink
