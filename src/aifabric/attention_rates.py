@@ -55,10 +55,14 @@ class AttentionKernel:
     backward_tflops: tuple[Row | None, ...]
     source: str
     head_dims: tuple[int, ...] = (128,)
+    # a measured causal backward, per head dimension (None: derived from the forward's causal ratio)
+    backward_causal_tflops: tuple[Row | None, ...] | None = None
 
     def __post_init__(self) -> None:
         n, h = len(self.seq_lens), len(self.head_dims)
         rows = (self.forward_tflops, self.forward_causal_tflops, self.backward_tflops)
+        if self.backward_causal_tflops is not None:
+            rows += (self.backward_causal_tflops,)
         if n == 0 or h == 0 or any(len(r) != h for r in rows):
             raise ValueError(f"attention kernel {self.name}: one row of rates per head dimension, in each direction")
         if any(row is not None and len(row) != n for r in rows for row in r):
@@ -99,14 +103,17 @@ class AttentionKernel:
     def _row_rate(self, i: int, seq_len: float, causal: bool, backward: bool) -> float:
         if not backward:
             return self._at((self.forward_causal_tflops if causal else self.forward_tflops)[i], seq_len)
+        if causal and self.backward_causal_tflops is not None and self.backward_causal_tflops[i] is not None:
+            return self._at(self.backward_causal_tflops[i], seq_len)
         rate = self._backward_row_rate(i, seq_len)
         if causal:
             rate *= self._at(self.forward_causal_tflops[i], seq_len) / self._at(self.forward_tflops[i], seq_len)
         return rate
 
     def tflops(self, seq_len: float, causal: bool, backward: bool, head_dim: float = 128) -> float:
-        """The kernel's rate at a sequence length and head dimension. Causal backward: the backward rate times
-        the forward's causal to non-causal ratio at that length (derived: no measurement of it is published)."""
+        """The kernel's rate at a sequence length and head dimension. Causal backward: measured where the table
+        has it (`backward_causal_tflops`), else the backward rate times the forward's causal to non-causal ratio
+        at that length (derived)."""
         rates = [self._row_rate(i, seq_len, causal, backward) for i in range(len(self.head_dims))]
         return self._interp(self.head_dims, rates, head_dim)
 
@@ -125,6 +132,7 @@ class AttentionKernel:
             times(self.backward_tflops),
             f"{self.source}; {note}",
             self.head_dims,
+            None if self.backward_causal_tflops is None else times(self.backward_causal_tflops),
         )
 
 
@@ -211,6 +219,52 @@ HOPPER_ATTENTION: dict[str, AttentionKernel] = {
         ),
     )
 }
+
+B200_CUDNN_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+# NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training, artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv
+# (log sample_b200_bf16_run.txt): cuDNN 9.13.0 through PyTorch's SDPA (torch 2.9.0a0, NGC 25.09), bf16, causal,
+# batch 1, 128 query and 8 key/value heads of 128, forward and backward TFLOP/s as printed (FLOPs 4·s²·d·heads
+# halved by the mask, x 2.5 backward)
+_B200_CUDNN_CAUSAL_FWD = (83.991, 254.501, 478.921, 855.678, 1171.278, 1332.415, 1419.000)
+_B200_CUDNN_CAUSAL_BWD = (134.164, 308.529, 371.486, 701.265, 942.509, 1074.776, 1108.688)
+
+
+def _b200_cudnn() -> AttentionKernel:
+    """cuDNN 9.13 on a B200, measured with the causal mask at head dimension 128; without the mask (no such run
+    of that version was found) derived from it at the H100 cuDNN table's non-causal to causal ratio at each
+    length (the ratio at 16K beyond it)."""
+    h100 = HOPPER_ATTENTION["cudnn"]
+    i = h100.head_dims.index(128)
+
+    def ratio(s: int, row: Row) -> float:
+        return h100._at(row, s) / h100._at(h100.forward_causal_tflops[i], s)
+
+    fwd = tuple(c * ratio(s, h100.forward_tflops[i]) for s, c in zip(B200_CUDNN_SEQ_LENS, _B200_CUDNN_CAUSAL_FWD))
+    bwd_row = h100.backward_tflops[i]
+    assert bwd_row is not None
+    # the H100's non-causal backward over its causal one (derived there the same way) is its forward's ratio
+    bwd = tuple(c * ratio(s, h100.forward_tflops[i]) for s, c in zip(B200_CUDNN_SEQ_LENS, _B200_CUDNN_CAUSAL_BWD))
+    return AttentionKernel(
+        "cudnn",
+        B200_CUDNN_SEQ_LENS,
+        (fwd,),
+        (_B200_CUDNN_CAUSAL_FWD,),
+        (bwd,),
+        "cuDNN 9.13.0 (PyTorch SDPA, NGC 25.09) on a B200, NVIDIA/cudnn-frontend's SDPA training benchmark "
+        "(sdpa_bf16_benchmark_results_NVIDIA_B200.csv): causal forward and backward measured at head dimension "
+        "128; derived: without the mask, at the H100 cuDNN 9.1 table's non-causal to causal ratio",
+        (128,),
+        (_B200_CUDNN_CAUSAL_BWD,),
+    )
+
+
+B200_ATTENTION: dict[str, AttentionKernel] = {
+    "cudnn": _b200_cudnn(),
+    # FlashAttention-2 (not the default on Blackwell): the H100's, scaled by the bf16 peaks' ratio
+    "flash2": HOPPER_ATTENTION["flash2"].scaled(2250 / 989.4, "scaled by the peaks' ratio"),
+}
+"""B200 (HGX, 1,000 W): the kernel Transformer Engine picks there measured; the other scaled, stated."""
+
 
 AMPERE_ATTENTION: dict[str, AttentionKernel] = {
     "flash2": AttentionKernel(

@@ -38,7 +38,10 @@ Two kinds of figures, kept apart:
     FlashAttention-3 from the FlashAttention-3 paper's charts (Shah et al. 2024, Figures 5 and 6); A100
     FlashAttention-2, "up to 230 TFLOPs/s" forward and the 50 % end of "50-73%" backward (Dao 2023).
     `attention_default`: the kernel Transformer Engine picks (cuDNN on Hopper and Blackwell,
-    FlashAttention-2 on Ampere). Other GPUs' tables are the H100's scaled by the peaks' ratio, stated.
+    FlashAttention-2 on Ampere). B200: cuDNN 9.13.0 measured with the causal mask at head dimension 128, forward
+    and backward, 512 to 32K tokens (NVIDIA/cudnn-frontend's SDPA training benchmark, PyTorch's cuDNN path, NGC
+    25.09: the software of 2025's Blackwell runs), its non-causal rates derived (attention_rates.py); GB200 the
+    B200's scaled by the bf16 peaks' ratio. Other GPUs' tables are the H100's scaled by the peaks' ratio, stated.
   - `nvlink_efficiency`: NCCL's ring bus bandwidth inside one server over the per-direction NVLink line
     rate: A100 232.8 of 300 GB/s (nccl-tests all_reduce_perf, 8 x A100-SXM4-80GB, 4 GB); H100 "an
     effective NVLink bandwidth of 370GB/s" of 450 (S. Jeaugey, NVIDIA, nccl-tests issue 212, 2024).
@@ -65,7 +68,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .attention_rates import AMPERE_ATTENTION, HOPPER_ATTENTION, AttentionKernel, scaled_kernels
+from .attention_rates import AMPERE_ATTENTION, B200_ATTENTION, HOPPER_ATTENTION, AttentionKernel, scaled_kernels
 
 
 @dataclass(frozen=True)
@@ -172,13 +175,6 @@ _GB200_MAMF_SHAPE = (4096, 9728, 2048)
 def _derived_sustained(mamf: dict[str, float], shape: tuple[int, int, int], *precisions: str) -> dict:
     """Sustained rates derived, where none was measured, as the B200's sustained fraction of the MAMF."""
     return {p: (mamf[p] * _B200_SUSTAINED_RATIO, shape) for p in precisions}
-
-
-def _blackwell_attention(factor: float) -> dict:
-    """FlashAttention-2 and cuDNN (FlashAttention-3 is Hopper-only) at the H100's rates scaled by the peaks'
-    ratio: no published measurement on Blackwell was found."""
-    kernels = {k: HOPPER_ATTENTION[k] for k in ("flash2", "cudnn")}
-    return scaled_kernels(kernels, factor, "scaled by the peaks' ratio")
 
 
 _HOPPER_MEASURED: dict[str, Any] = dict(
@@ -334,7 +330,7 @@ GPUS: dict[str, GpuSpec] = {
             "sm_count": 148,
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
-            "attention_kernels": _blackwell_attention(2250 / 989.4),
+            "attention_kernels": B200_ATTENTION,
             "fp8_any_layout": True,
             "mxfp8": True,
             "nccl_ll_max_gBps": 2 * 141.0,
@@ -342,8 +338,9 @@ GPUS: dict[str, GpuSpec] = {
         tdp_w=1000,
         tdp_source="NVIDIA HGX B200 datasheet (2024): 1,000 W per B200 GPU",
         sources="MAMF 1,745.0 bf16 / 3,432.5 fp8 TFLOP/s (torch 2.7.1+cu128); MSMF bf16 1,421-1,428 (ml-engineering), "
-        "fp8 sustained derived at the same fraction of its MAMF; no published HBM or attention "
-        "measurement: Hopper's fractions; NVLink 5 efficiency taken as NVLink 4's",
+        "fp8 sustained derived at the same fraction of its MAMF; attention: cuDNN 9.13 measured (causal, head "
+        "dimension 128; cudnn-frontend's SDPA benchmark); no published HBM measurement: Hopper's fraction; NVLink 5 "
+        "efficiency taken as NVLink 4's",
     ),
     "GB200": GpuSpec(  # one Blackwell GPU of a GB200 NVL72
         name="GB200",
@@ -365,7 +362,9 @@ GPUS: dict[str, GpuSpec] = {
             "sm_count": 148,
             "tensor_clock_mhz": 0,
             "l2_mb": 0,
-            "attention_kernels": _blackwell_attention(2500 / 989.4),
+            "attention_kernels": scaled_kernels(
+                B200_ATTENTION, 2500 / 2250, "the B200's, scaled by the bf16 peaks' ratio (no GB200 run of that cuDNN)"
+            ),
             "fp8_any_layout": True,
             "mxfp8": True,
             "nccl_ll_max_gBps": 2 * 141.0,

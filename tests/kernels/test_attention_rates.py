@@ -169,3 +169,29 @@ def test_validate_names_workload_attention_on_any_bad_value(bad, write_scenario,
     code = run_app(app, ["validate", str(write_scenario(data))])
     text = capsys.readouterr()
     assert code == 2 and "workload.attention" in text.out + text.err
+
+
+def test_b200_cudnn_is_the_measured_causal_table_and_gb200_scales_it():
+    # cudnn-frontend's SDPA training benchmark on a B200 (cuDNN 9.13.0, PyTorch's cuDNN path, NGC 25.09): causal,
+    # batch 1, 128 / 8 heads of 128, TFLOP/s as its CSV prints them, forward and backward, at 4K and 8K tokens
+    from aifabric.attention_rates import B200_CUDNN_SEQ_LENS
+
+    b200, gb200, h100 = (GPUS[n].attention_kernel("flash") for n in ("B200", "GB200", "H100"))
+    assert b200.tflops(4096, True, False) == pytest.approx(855.678)
+    assert b200.tflops(4096, True, True) == pytest.approx(701.265)  # measured, not derived from the forward
+    assert b200.tflops(8192, True, False) == pytest.approx(1171.278)
+    assert b200.tflops(8192, True, True) == pytest.approx(942.509)
+    # between two measured lengths: on log2 of the length, so 3K lies between 2K and 4K
+    assert 478.921 < b200.tflops(3072, True, False) < 855.678
+    # without the mask (no run of that version found): at the H100 cuDNN's non-causal to causal ratio
+    for s in B200_CUDNN_SEQ_LENS:
+        ratio = h100.tflops(min(s, 16384), False, False) / h100.tflops(min(s, 16384), True, False)
+        assert b200.tflops(s, False, False) == pytest.approx(b200.tflops(s, True, False) * ratio, rel=1e-9)
+        assert b200.tflops(s, False, True) == pytest.approx(b200.tflops(s, True, True) * ratio, rel=1e-9)
+        # GB200: the B200's at the bf16 peaks' ratio, 2,500 / 2,250
+        for causal in (False, True):
+            for backward in (False, True):
+                assert gb200.tflops(s, causal, backward) == pytest.approx(
+                    b200.tflops(s, causal, backward) * 2500 / 2250, rel=1e-12
+                )
+    assert "9.13" in b200.source and "derived" in b200.source and "scaled" in gb200.source
