@@ -60,7 +60,11 @@ class AttentionKernel:
 
     def __post_init__(self) -> None:
         n, h = len(self.seq_lens), len(self.head_dims)
-        rows = (self.forward_tflops, self.forward_causal_tflops, self.backward_tflops)
+        rows: tuple[tuple[Row | None, ...], ...] = (
+            self.forward_tflops,
+            self.forward_causal_tflops,
+            self.backward_tflops,
+        )
         if self.backward_causal_tflops is not None:
             rows += (self.backward_causal_tflops,)
         if n == 0 or h == 0 or any(len(r) != h for r in rows):
@@ -103,8 +107,9 @@ class AttentionKernel:
     def _row_rate(self, i: int, seq_len: float, causal: bool, backward: bool) -> float:
         if not backward:
             return self._at((self.forward_causal_tflops if causal else self.forward_tflops)[i], seq_len)
-        if causal and self.backward_causal_tflops is not None and self.backward_causal_tflops[i] is not None:
-            return self._at(self.backward_causal_tflops[i], seq_len)
+        measured = None if self.backward_causal_tflops is None else self.backward_causal_tflops[i]
+        if causal and measured is not None:
+            return self._at(measured, seq_len)
         rate = self._backward_row_rate(i, seq_len)
         if causal:
             rate *= self._at(self.forward_causal_tflops[i], seq_len) / self._at(self.forward_tflops[i], seq_len)
