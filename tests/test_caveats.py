@@ -125,3 +125,8 @@ def test_the_caveat_reaches_terminal_summary_and_report(precision):
     assert ("optimistic" in page) == bool(expected)
     if precision == "fp8":
         assert expected and "lower bound" in out.getvalue()
+
+
+def test_a_range_that_crosses_zero_is_said_with_its_signs():
+    assert cv._span(cv.SuiteFigures("x", (), 1, (-1.4, 15.9), 6.4)) == "from -1 to +16 %"
+    assert cv._span(cv.SuiteFigures("x", (), 1, (6.4, 15.6), 9.6)) == "6-16 % optimistic"

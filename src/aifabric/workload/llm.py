@@ -816,6 +816,8 @@ def _build(
         extras.append(
             f"attention={'unfused' if plan.attention == 'unfused' else gpu.attention_kernel(plan.attention).name}"
         )
+        if plan.precision == "fp8":
+            extras.append(f"fp8 {plan.fp8_recipe} scaling")
     per_stage = {stage: compute_summary(t[0].ops) for stage, t in templates.items()}
     hw_flops = sum(per_stage[lay.coords(r)["pp"]][0] for r in range(world)) / iterations
     busiest = max(per_stage.values(), key=lambda fk: sum(s for _, s in fk[1]))[1]
