@@ -117,15 +117,19 @@ def build_fabric(s: Scenario) -> tuple[Fabric, Router]:
 
 
 def kernel_model(s: Scenario):
-    """The compute model of the scenario's GPU at its precision, with the user's GEMM table if it has one."""
+    """The compute model of the scenario's GPU at its precision, with the user's GEMM and attention tables if it
+    has them."""
+    from .kernels.attention_calibration import load_attention_table
     from .kernels.calibration import load_gemm_table
     from .kernels.model import KernelModel
 
     table = load_gemm_table(s.calibration.gemm) if s.calibration.gemm else None
+    attention = load_attention_table(s.calibration.attention)[0] if s.calibration.attention else None
     software = s.workload.software
     km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, software=software)
-    if table is not None:
-        km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, table.with_model(km.gemm_time_s), software)
+    if table is not None or attention is not None:
+        gemms = table.with_model(km.gemm_time_s) if table is not None else None
+        km = KernelModel(gpu(s.cluster.gpu), s.workload.precision, gemms, software, attention)
     return km
 
 

@@ -74,6 +74,7 @@ def _base(inputs) -> dict[tuple[str, ...], list[str]]:
         ("learn",): ["learn", "neuron"],
         ("calibrate", "nccl-tests"): ["calibrate", "nccl-tests", nccl],
         ("calibrate", "gemm"): ["calibrate", "gemm"],
+        ("calibrate", "attention"): ["calibrate", "attention"],
         ("sweep",): ["sweep", sc, "--vary", "cluster.nic_speed_gbps=200,400", "--backend", "local"],
         ("optimize",): ["optimize", sc, "--vary", "cluster.nic_speed_gbps=200,400", "--backend", "local"],
     }
@@ -95,6 +96,7 @@ PATH_KIND_OF = {
     (("fabric", "polarization"), "--out"): "file",
     (("calibrate", "nccl-tests"), "--out"): "file",
     (("calibrate", "gemm"), "--out"): "file",
+    (("calibrate", "attention"), "--out"): "file",
     (("fabric", "config"), "--import"): "input",
 }
 # string options whose every value is valid (none yet): an unknown word must be refused everywhere else
@@ -145,6 +147,7 @@ def test_every_command_is_walked():
         "fabric rail-map",
         "collective bench",
         "calibrate gemm",
+        "calibrate attention",
     } <= names and len(names) > 25
 
 

@@ -2,7 +2,9 @@
 
 `nccl-tests FILE...` reads nccl-tests outputs and writes a `calibration:` block (per tier: bandwidth
 efficiency, extra latency) that a scenario takes as `calibration: calibration.yaml`; `gemm` times
-torch.matmul over a grid of shapes and writes a GEMM table (`calibration: {gemm: gemm-table.yaml}`).
+torch.matmul over a grid of shapes and writes a GEMM table (`calibration: {gemm: gemm-table.yaml}`); `attention`
+times torch's fused attention by sequence length and head dimension and writes an attention table
+(`calibration: {attention: attention-table.yaml}`).
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from .outdir import claim_file
 FORCE_HELP = "replace an --out file aifabric did not write"
 NCCL_HEAD = "# aifabric calibrate nccl-tests"
 GEMM_HEAD = "# aifabric calibrate gemm"  # the first words of GemmTable.to_yaml
+ATTENTION_HEAD = "# aifabric calibrate attention"  # the first words of attention_calibration.table_yaml
 
 console = make_console()
 err_console = Console(stderr=True)
 if not err_console.is_terminal:
     err_console = Console(stderr=True, width=PIPE_WIDTH)
 calibrate_app = typer.Typer(
-    help="Fit the model to your own measurements: nccl-tests outputs, GEMM timings.", no_args_is_help=True
+    help="Fit the model to your own measurements: nccl-tests outputs, GEMM and attention timings.", no_args_is_help=True
 )
 app.add_typer(calibrate_app, name="calibrate")
 
@@ -320,6 +323,118 @@ def gemm(
     console.print(
         f"wrote {out}: {len(entries)} shapes on {escape(device_name)}"
         + (f" (catalog GPU {gpu_key})" if gpu_key else ""),
+        highlight=False,
+    )
+    return 0
+
+
+@calibrate_app.command("attention")
+def attention(
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when there is one), cpu or cuda"),
+    dtype: str = typer.Option(None, "--dtype", help="bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU)"),
+    head_dim: list[int] = typer.Option(
+        None, "--head-dim", help="head dimension to measure (repeatable; default 128, 32 with --quick)"
+    ),
+    quick: bool = typer.Option(False, "--quick", help="a small grid (3 lengths up to 256): seconds, even on a CPU"),
+    out: Path = typer.Option(Path("attention-table.yaml"), "--out", "-o", help="the attention table to write"),
+    repeats: int = typer.Option(5, "--repeats", help="timed samples per point (the median is kept)"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+) -> int:
+    """Time fused attention (torch's scaled_dot_product_attention) by sequence length and head dimension, with and
+    without the causal mask, forward and backward, on this machine; write a table for `calibration.attention`."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..attention_rates import AttentionKernel
+    from ..calibration.attention_bench import KERNEL, grid, measure
+    from ..calibration.gemm_bench import DTYPES, resolve_device
+    from ..kernels.attention_calibration import MEASURED, table_yaml
+    from ..report.files import write_atomic
+
+    problems: list[Problem] = []
+    if device not in ("auto", "cpu", "cuda"):
+        problems.append(Problem("--device", f"one of auto, cpu, cuda (got {device!r})"))
+    if dtype is not None and dtype not in DTYPES:
+        problems.append(Problem("--dtype", f"one of {', '.join(DTYPES)} (got {dtype!r})"))
+    if repeats < 1:
+        problems.append(Problem("--repeats", f"must be >= 1 (got {repeats})"))
+    dims = sorted(set(head_dim or ((32,) if quick else (128,))))
+    if any(not 8 <= d <= 512 for d in dims):
+        problems.append(Problem("--head-dim", f"between 8 and 512 (got {', '.join(map(str, dims))})"))
+    if out.exists() and out.is_dir():
+        problems.append(Problem("--out", f"{out} is a directory"))
+    if problems:
+        raise InputError(problems)
+    out = claim_file(out, force, ATTENTION_HEAD)  # before any work: never over a file of the user's
+    try:
+        import torch
+    except ImportError:
+        raise InputError(
+            Problem(
+                "torch",
+                "calibrate attention times torch's scaled_dot_product_attention and needs PyTorch: "
+                "pip install 'aifabric[train]' (or pip install torch)",
+            )
+        ) from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError(Problem("--device", "cuda: torch sees no CUDA device (a CPU build, or no GPU)"))
+    dev, device_name, gpu_key = resolve_device(torch, device)
+    dtype = dtype or ("bf16" if dev.type == "cuda" else "fp32")
+    seq_lens, tokens, hidden = grid(quick, dev.type)
+    total = len(dims) * len(seq_lens)
+    err_console.print(
+        f"timing attention at {total} points ({dtype}, {tokens:,} tokens each, head dimension "
+        f"{', '.join(map(str, dims))}) on {escape(device_name)} (Ctrl-C stops; nothing is written unless every "
+        "length of a head dimension was measured)",
+        highlight=False,
+    )
+    progress = Progress(
+        TextColumn("attention"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    )
+    points = []
+    interrupted = False
+    with progress:
+        task = progress.add_task("", total=total)
+        try:
+            for point in measure(torch, tuple(dims), seq_lens, tokens, hidden, dev, dtype, repeats):
+                points.append(point)
+                fwd, fwd_c, bwd, bwd_c = point.tflops()
+                progress.update(
+                    task,
+                    advance=1,
+                    description=f"d {point.head_dim}, {point.seq_len} tokens: forward {fwd:.2f}, "
+                    f"causal {fwd_c:.2f}, backward {bwd:.2f} TFLOP/s",
+                )
+        except KeyboardInterrupt:
+            interrupted = True
+    complete = [d for d in dims if sum(p.head_dim == d for p in points) == len(seq_lens)]
+    if not complete:
+        raise (
+            Interrupted("no head dimension measured at every length; nothing written")
+            if interrupted
+            else (RuntimeError("no points"))
+        )
+    rows = [tuple(tuple(p.tflops()[i] for p in points if p.head_dim == d) for d in complete) for i in range(4)]
+    kernel = AttentionKernel(MEASURED, seq_lens, rows[0], rows[1], rows[2], KERNEL, tuple(complete), rows[3])
+    write_atomic(out, table_yaml(kernel, device_name, gpu_key, dtype, str(torch.__version__), tokens))
+    d = complete[-1]
+    at = seq_lens[-1]
+    line = (
+        f"head dimension {d}, {at} tokens: forward {kernel.tflops(at, False, False, d):.2f} "
+        f"(causal {kernel.tflops(at, True, False, d):.2f}), backward {kernel.tflops(at, False, True, d):.2f} "
+        f"(causal {kernel.tflops(at, True, True, d):.2f}) TFLOP/s"
+    )
+    console.print(line, highlight=False)
+    if interrupted:
+        raise Interrupted(f"wrote head dimension(s) {', '.join(map(str, complete))} to {out} (a valid table)")
+    console.print(
+        f"wrote {out}: {total} points on {escape(device_name)}" + (f" (catalog GPU {gpu_key})" if gpu_key else ""),
         highlight=False,
     )
     return 0

@@ -77,7 +77,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "calibrate": (
         ("calibrate_cmd",),
-        "Fit the model to your own measurements: nccl-tests outputs, GEMM timings.",
+        "Fit the model to your own measurements: nccl-tests outputs, GEMM and attention timings.",
     ),
     "collective": (
         ("collective_cmd",),

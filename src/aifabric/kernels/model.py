@@ -93,8 +93,10 @@ class KernelModel:
     """Kernel times on one GPU at one precision. `gemm_table`: measured GEMM throughputs that replace the
     tile model for the shapes they cover (kernels/calibration.py)."""
 
-    def __init__(self, gpu: GpuSpec, precision: str, gemm_table=None, software: str = "current"):
+    def __init__(self, gpu: GpuSpec, precision: str, gemm_table=None, software: str = "current", attention_table=None):
         self.gpu = gpu
+        # measured fused attention (kernels/attention_calibration.py): replaces the catalog's kernels
+        self.attention_table = attention_table
         self.precision = precision
         self.software = software
         self.in_bytes = BYTES_PER_ELEMENT[precision]
@@ -183,7 +185,10 @@ class KernelModel:
         visible = _causal_fraction(s_kv, s_kv, FLASH_BLOCK_ROWS) if causal else 1.0
         fwd_flops = 4.0 * batch * heads * s_q * s_kv * head_dim * visible
         flops = fwd_flops * (2.5 if backward else 1.0)
-        rate = self.gpu.attention_flops(self.precision, backward, kernel, min(s_q, s_kv), causal, head_dim)
+        if self.attention_table is not None:  # the user's own measurement of the device's kernel
+            rate = self.attention_table.tflops(min(s_q, s_kv), causal, backward, head_dim) * 1e12
+        else:
+            rate = self.gpu.attention_flops(self.precision, backward, kernel, min(s_q, s_kv), causal, head_dim)
         blocks = batch * heads * math.ceil(s_q / FLASH_BLOCK_ROWS)
         sms = self.gpu.sm_count
         busy = blocks / (sms * math.ceil(blocks / sms))  # the last wave's idle SMs

@@ -112,12 +112,14 @@ class TransformerKernels:
         self.T = micro_batch * self.s
         self.T_norm = self.T / tp if sequence_parallel else self.T  # tokens of norms, dropouts, residuals
         self.attention = attention
-        if attention != "unfused":
+        if attention != "unfused" and km.attention_table is None:
             km.gpu.attention_kernel(attention)  # a kernel the catalog has no measurement of: say so now
         self._cache: dict[str, KernelSeq] = {}
         # FP8: the kernels that stay 16-bit (the attention core's GEMMs, the LM head) time on a 16-bit model
         self.fp8 = km.precision == "fp8"
-        self.km16 = KernelModel(km.gpu, "bf16", software=km.software) if self.fp8 else km
+        self.km16 = (
+            KernelModel(km.gpu, "bf16", software=km.software, attention_table=km.attention_table) if self.fp8 else km
+        )
         self.fp8_recipe = fp8_recipe
         if self.fp8 and fp8_recipe == "mxfp8" and not km.gpu.mxfp8:
             raise ValueError(

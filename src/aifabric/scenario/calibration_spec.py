@@ -3,6 +3,7 @@
 ```yaml
 calibration:
   gemm: gemm-h100.yaml          # `aifabric calibrate gemm` output: measured GEMM throughput by shape
+  attention: attention-h100.yaml  # `aifabric calibrate attention` output: fused attention by length
   nvlink:                       # `aifabric calibrate nccl-tests` output, one block per tier it measured
     bandwidth_efficiency: 0.82  # achievable fraction of the tier's line rate for large messages
     extra_latency_us: 1.5       # added to every step of a collective on this tier (may be negative)
@@ -36,5 +37,8 @@ class TierCalibration(Strict):
 
 class CalibrationSpec(Strict):
     gemm: str | None = Field(None, description="a GEMM table from `aifabric calibrate gemm` (path)")
+    attention: str | None = Field(
+        None, description="a fused-attention table from `aifabric calibrate attention` (path): replaces the catalog's"
+    )
     nvlink: TierCalibration | None = Field(None, description="the scale-up tier (NVLink / NVSwitch)")
     network: TierCalibration | None = Field(None, description="the scale-out tier (NIC, rail and spine switches)")

@@ -39,16 +39,31 @@ def checked(s: Scenario, source: str | None = None) -> Scenario:
 
 
 def check_calibration(s: Scenario) -> list[Problem]:
-    """A GEMM table must read, and must have been measured on the cluster's GPU."""
-    if s.calibration.gemm is None:
-        return []
-    from ..kernels.calibration import load_gemm_table
+    """A GEMM or attention table must read, and must have been measured on the cluster's GPU."""
+    out: list[Problem] = []
+    if s.calibration.gemm is not None:
+        from ..kernels.calibration import load_gemm_table
 
-    try:
-        table = load_gemm_table(s.calibration.gemm)
-    except InputError as exc:
-        return list(exc.problems)
-    if table.gpu != s.cluster.gpu:
-        where = f"a {table.gpu}" if table.gpu else f"{table.device or 'a device'} (not a GPU of the catalog)"
-        return [Problem("calibration.gemm", f"measured on {where}; the cluster's GPU is {s.cluster.gpu}")]
-    return []
+        try:
+            table = load_gemm_table(s.calibration.gemm)
+        except InputError as exc:
+            out += list(exc.problems)
+        else:
+            out += _measured_on("calibration.gemm", table.gpu, table.device, s.cluster.gpu)
+    if s.calibration.attention is not None:
+        from ..kernels.attention_calibration import load_attention_table
+
+        try:
+            kernel, on = load_attention_table(s.calibration.attention)
+        except InputError as exc:
+            out += list(exc.problems)
+        else:
+            out += _measured_on("calibration.attention", on, kernel.source.removeprefix("measured on "), s.cluster.gpu)
+    return out
+
+
+def _measured_on(field: str, gpu: str, device: str, cluster_gpu: str) -> list[Problem]:
+    if gpu == cluster_gpu:
+        return []
+    where = f"a {gpu}" if gpu else f"{device or 'a device'} (not a GPU of the catalog)"
+    return [Problem(field, f"measured on {where}; the cluster's GPU is {cluster_gpu}")]

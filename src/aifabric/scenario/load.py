@@ -130,7 +130,7 @@ def problems_from_validation(exc: ValidationError) -> list[Problem]:
 
 def resolve_calibration(data: dict, base: Path | None, source: str) -> dict:
     """`calibration: FILE` read into the scenario (the file's `calibration:` block, or the file itself), and a
-    relative `calibration.gemm` path made absolute, both relative to the scenario file's folder (`base`), so
+    relative `calibration.gemm` or `calibration.attention` path made absolute, both relative to the scenario file's folder (`base`), so
     that the scenario copied into a run folder still finds them."""
     cal = data.get("calibration")
     if cal is None:
@@ -150,10 +150,11 @@ def resolve_calibration(data: dict, base: Path | None, source: str) -> dict:
             raise InputError([Problem("calibration", f"{path}: expected a mapping (a `calibration:` block)")], source)
         cal = loaded
         base = path.parent
-    if isinstance(cal, dict) and isinstance(cal.get("gemm"), str):
-        gemm = Path(cal["gemm"]).expanduser()
-        if not gemm.is_absolute() and base is not None:
-            cal = {**cal, "gemm": str((base / gemm).resolve())}
+    for key in ("gemm", "attention"):  # tables by path
+        if isinstance(cal, dict) and isinstance(cal.get(key), str):
+            table = Path(cal[key]).expanduser()
+            if not table.is_absolute() and base is not None:
+                cal = {**cal, key: str((base / table).resolve())}
     data["calibration"] = cal
     return data
 

@@ -813,9 +813,13 @@ def _build(
     if plan.recompute != "none":
         extras.append(f"recompute={plan.recompute}")
     if plan.compute_efficiency is None:  # the kernel model: which attention kernel it timed
-        extras.append(
-            f"attention={'unfused' if plan.attention == 'unfused' else gpu.attention_kernel(plan.attention).name}"
-        )
+        if plan.attention == "unfused":
+            kernel = "unfused"
+        elif kernels is not None and kernels.attention_table is not None:
+            kernel = "measured"
+        else:
+            kernel = gpu.attention_kernel(plan.attention).name
+        extras.append(f"attention={kernel}")
         if plan.precision == "fp8":
             extras.append(f"fp8 {plan.fp8_recipe} scaling")
     per_stage = {stage: compute_summary(t[0].ops) for stage, t in templates.items()}
