@@ -342,8 +342,21 @@ class TransformerKernels:
         rows = T * moe.top_k / local  # per local expert: the tokens routed to the local experts, spread evenly
         per_expert: list[Kernel] = []
         one = self._mlp(backward, moe.expert_ffn_hidden, rows, "expert")
-        for k in one:  # the local experts run as a grouped GEMM: same kernels, `local` times the work
-            per_expert.append(Kernel(k.kind, f"{k.name} x{local}", k.flops * local, k.bytes * local, k.time_s * local))
+        # Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) launches one GEMM per local expert
+        # (general_grouped_gemm: a cuBLAS GEMM each, round-robin over its compute streams) and, but for the delayed
+        # recipe's fused multi-tensor cast, one FP8 cast per expert (split_quantize); the activation runs once over
+        # every expert's rows. Each kernel: an expert's even share of the tokens
+        for k in one:
+            cast = "FP8" in k.name
+            if local > 1 and (k.kind == "gemm" or (cast and self.fp8_recipe != "delayed")):
+                per_expert += [
+                    Kernel(k.kind, f"{k.name} (expert {i + 1} of {local})", k.flops, k.bytes, k.time_s)
+                    for i in range(local)
+                ]
+            else:
+                per_expert.append(
+                    Kernel(k.kind, f"{k.name} x{local}", k.flops * local, k.bytes * local, k.time_s * local)
+                )
         permute = km.elementwise("token permutation", T * moe.top_k * m.hidden, 1, 1)
         unpermute = km.elementwise("token unpermutation", T * moe.top_k * m.hidden, 1, 1)
         router = self._linear("router", T, m.hidden, moe.experts, backward, fp8=False)  # not a TE layer
