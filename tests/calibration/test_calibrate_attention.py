@@ -53,10 +53,10 @@ def test_quick_on_cpu_writes_a_table_that_loads(tmp_path, capsys):
 
     out = tmp_path / "attention.yaml"
     assert calibrate("attention", "--quick", "--device", "cpu", "--repeats", 2, "--out", out) == 0
-    kernel, on = load_attention_table(out)
+    kernel, on, device = load_attention_table(out)
     assert on == "" and kernel.seq_lens == QUICK_SEQ_LENS and kernel.head_dims == (32,)
     data = yaml.safe_load(out.read_text())
-    assert data["dtype"] == "fp32" and data["device"].startswith("cpu") and data["tokens"] == 256
+    assert data["dtype"] == "fp32" and device == data["device"] and device.startswith("cpu") and data["tokens"] == 256
     # every direction measured (not derived): the causal backward is the file's own row
     assert kernel.tflops(128, True, True, 32) == data["backward_causal_tflops"][0][1]
     assert "TFLOP/s" in capsys.readouterr().out
@@ -153,7 +153,7 @@ MODEL = Transformer("t", 2, 2048, 16, 8192, 32000, max_seq_len=4096, kv_heads=4,
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 def test_the_compute_model_times_attention_at_the_tables_rates(tmp_path, precision):
-    kernel, _ = load_attention_table(write(tmp_path, TABLE))
+    kernel, _, _ = load_attention_table(write(tmp_path, TABLE))
     km = KernelModel(gpu("H100"), precision, attention_table=kernel)
     tk = TransformerKernels(km, MODEL, tp=1, cp=1, micro_batch=8, seq_len=1024, sequence_parallel=False)
     # 8 sequences x 16 heads x 8 blocks of 128 queries = 1,024 thread blocks on the H100's 132 SMs: 8 waves, the

@@ -65,9 +65,9 @@ def table_yaml(kernel: AttentionKernel, device: str, gpu: str, dtype: str, torch
     return head + yaml.safe_dump(data, sort_keys=False, width=200, default_flow_style=None)
 
 
-def load_attention_table(path: str | Path, field: str = "calibration.attention") -> tuple[AttentionKernel, str]:
-    """(the measured kernel, the catalog GPU it was measured on or ""). Every problem names the file and the
-    key, and raises InputError."""
+def load_attention_table(path: str | Path, field: str = "calibration.attention") -> tuple[AttentionKernel, str, str]:
+    """(the measured kernel, the catalog GPU it was measured on or "", the device as torch named it). Every
+    problem names the file and the key, and raises InputError."""
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -138,4 +138,4 @@ def load_attention_table(path: str | Path, field: str = "calibration.attention")
         head_dims,
         rows["backward_causal_tflops"],
     )
-    return kernel, str(data.get("gpu", "") or "")
+    return kernel, str(data.get("gpu", "") or ""), str(data.get("device", "") or "")

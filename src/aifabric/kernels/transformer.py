@@ -54,10 +54,10 @@ from ..models.transformer import Transformer
 from .model import Kernel, KernelModel, KernelSeq
 
 ATTENTION_IMPLS = ("flash", "flash2", "cudnn", "flash3", "ck", "unfused")
-FP8_RECIPES = ("delayed", "current", "mxfp8")
-"""`workload.fp8_recipe`: Transformer Engine's FP8 scaling recipe (the module docstring says what each costs)."""
 """`workload.attention`: a fused kernel by name (flash: the one Transformer Engine picks on the GPU; the others
 as the catalog measured them, attention_rates.py), or unfused (Megatron-LM before FlashAttention)."""
+FP8_RECIPES = ("delayed", "current", "mxfp8")
+"""`workload.fp8_recipe`: Transformer Engine's FP8 scaling recipe (the module docstring says what each costs)."""
 
 
 COLUMN_LAYERS = {"attn": "QKV projection", "mlp": "MLP up projection"}
@@ -204,8 +204,10 @@ class TransformerKernels:
             if not after_norm:  # behind a norm, the norm computed the amax
                 out.append(km.memory(f"{name} FP8 amax", elements * two))
             out.append(km.memory(f"{name} FP8 scale", 0.0))
-        what = "cast" if self.fp8_written == 1.0 else "cast-transpose" if recipe != "mxfp8" else "MXFP8 cast"
-        label = f"{name} FP8 {what}" if recipe != "mxfp8" else f"{name} {what}"
+        if recipe == "mxfp8":
+            label = f"{name} MXFP8 cast"
+        else:
+            label = f"{name} FP8 {'cast' if self.fp8_written == 1.0 else 'cast-transpose'}"
         out.append(km.memory(label, elements * (two + self.fp8_written)))
         return out
 

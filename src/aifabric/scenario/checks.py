@@ -54,11 +54,11 @@ def check_calibration(s: Scenario) -> list[Problem]:
         from ..kernels.attention_calibration import load_attention_table
 
         try:
-            kernel, on = load_attention_table(s.calibration.attention)
+            _, on, device = load_attention_table(s.calibration.attention)
         except InputError as exc:
             out += list(exc.problems)
         else:
-            out += _measured_on("calibration.attention", on, kernel.source.removeprefix("measured on "), s.cluster.gpu)
+            out += _measured_on("calibration.attention", on, device, s.cluster.gpu)
     return out
 
 

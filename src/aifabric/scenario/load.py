@@ -130,8 +130,8 @@ def problems_from_validation(exc: ValidationError) -> list[Problem]:
 
 def resolve_calibration(data: dict, base: Path | None, source: str) -> dict:
     """`calibration: FILE` read into the scenario (the file's `calibration:` block, or the file itself), and a
-    relative `calibration.gemm` or `calibration.attention` path made absolute, both relative to the scenario file's folder (`base`), so
-    that the scenario copied into a run folder still finds them."""
+    relative `calibration.gemm` or `calibration.attention` path made absolute, both relative to the scenario
+    file's folder (`base`), so that the scenario copied into a run folder still finds them."""
     cal = data.get("calibration")
     if cal is None:
         return data
