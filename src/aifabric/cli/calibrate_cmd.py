@@ -233,6 +233,53 @@ def nccl_tests(
     return 0
 
 
+def _bench_flags(device: str, dtype: str | None, repeats: int, out: Path) -> list[Problem]:
+    """The flags `calibrate gemm` and `calibrate attention` share, checked before any work."""
+    from ..calibration.gemm_bench import DTYPES
+
+    problems: list[Problem] = []
+    if device not in ("auto", "cpu", "cuda"):
+        problems.append(Problem("--device", f"one of auto, cpu, cuda (got {device!r})"))
+    if dtype is not None and dtype not in DTYPES:
+        problems.append(Problem("--dtype", f"one of {', '.join(DTYPES)} (got {dtype!r})"))
+    if repeats < 1:
+        problems.append(Problem("--repeats", f"must be >= 1 (got {repeats})"))
+    if out.exists() and out.is_dir():
+        problems.append(Problem("--out", f"{out} is a directory"))
+    return problems
+
+
+def _torch_device(what: str, device: str):
+    """torch, the device to time on, its name and the catalog GPU it stands for; exit 2 without torch or CUDA."""
+    from ..calibration.gemm_bench import resolve_device
+
+    try:
+        import torch
+    except ImportError:
+        raise InputError(
+            Problem(
+                "torch", f"calibrate {what} and needs PyTorch: pip install 'aifabric[train]' (or pip install torch)"
+            )
+        ) from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError(Problem("--device", "cuda: torch sees no CUDA device (a CPU build, or no GPU)"))
+    return (torch, *resolve_device(torch, device))
+
+
+def _bench_progress(label: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    )
+
+
 @calibrate_app.command("gemm")
 def gemm(
     device: str = typer.Option("auto", "--device", help="auto (CUDA when there is one), cpu or cuda"),
@@ -244,37 +291,16 @@ def gemm(
 ) -> int:
     """Time torch.matmul over a grid of M, N, K on this machine; write a GEMM table for `calibration.gemm`."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..calibration.gemm_bench import DTYPES, measure, resolve_device, shape_grid
+    from ..calibration.gemm_bench import measure, shape_grid
     from ..kernels.calibration import GemmTable
     from ..report.files import write_atomic
 
-    problems: list[Problem] = []
-    if device not in ("auto", "cpu", "cuda"):
-        problems.append(Problem("--device", f"one of auto, cpu, cuda (got {device!r})"))
-    if dtype is not None and dtype not in DTYPES:
-        problems.append(Problem("--dtype", f"one of {', '.join(DTYPES)} (got {dtype!r})"))
-    if repeats < 1:
-        problems.append(Problem("--repeats", f"must be >= 1 (got {repeats})"))
-    if out.exists() and out.is_dir():
-        problems.append(Problem("--out", f"{out} is a directory"))
+    problems = _bench_flags(device, dtype, repeats, out)
     if problems:
         raise InputError(problems)
     out = claim_file(out, force, GEMM_HEAD)  # before any work: never over a file of the user's
-    try:
-        import torch
-    except ImportError:
-        raise InputError(
-            Problem(
-                "torch",
-                "calibrate gemm times torch.matmul and needs PyTorch: "
-                "pip install 'aifabric[train]' (or pip install torch)",
-            )
-        ) from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError(Problem("--device", "cuda: torch sees no CUDA device (a CPU build, or no GPU)"))
-    dev, device_name, gpu_key = resolve_device(torch, device)
+    torch, dev, device_name, gpu_key = _torch_device("gemm times torch.matmul", device)
     dtype = dtype or ("bf16" if dev.type == "cuda" else "fp32")
     shapes = shape_grid(quick, dev.type)
     entries = []
@@ -283,15 +309,7 @@ def gemm(
         "(Ctrl-C stops and writes the shapes measured so far)",
         highlight=False,
     )
-    progress = Progress(
-        TextColumn("matmul"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err_console,
-        transient=True,
-    )
+    progress = _bench_progress("matmul")
     interrupted = False
     with progress:
         task = progress.add_task("", total=len(shapes))
@@ -343,42 +361,20 @@ def attention(
     """Time fused attention (torch's scaled_dot_product_attention) by sequence length and head dimension, with and
     without the causal mask, forward and backward, on this machine; write a table for `calibration.attention`."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..attention_rates import AttentionKernel
     from ..calibration.attention_bench import KERNEL, grid, measure
-    from ..calibration.gemm_bench import DTYPES, resolve_device
     from ..kernels.attention_calibration import MEASURED, table_yaml
     from ..report.files import write_atomic
 
-    problems: list[Problem] = []
-    if device not in ("auto", "cpu", "cuda"):
-        problems.append(Problem("--device", f"one of auto, cpu, cuda (got {device!r})"))
-    if dtype is not None and dtype not in DTYPES:
-        problems.append(Problem("--dtype", f"one of {', '.join(DTYPES)} (got {dtype!r})"))
-    if repeats < 1:
-        problems.append(Problem("--repeats", f"must be >= 1 (got {repeats})"))
+    problems = _bench_flags(device, dtype, repeats, out)
     dims = sorted(set(head_dim or ((32,) if quick else (128,))))
     if any(not 8 <= d <= 512 for d in dims):
         problems.append(Problem("--head-dim", f"between 8 and 512 (got {', '.join(map(str, dims))})"))
-    if out.exists() and out.is_dir():
-        problems.append(Problem("--out", f"{out} is a directory"))
     if problems:
         raise InputError(problems)
     out = claim_file(out, force, ATTENTION_HEAD)  # before any work: never over a file of the user's
-    try:
-        import torch
-    except ImportError:
-        raise InputError(
-            Problem(
-                "torch",
-                "calibrate attention times torch's scaled_dot_product_attention and needs PyTorch: "
-                "pip install 'aifabric[train]' (or pip install torch)",
-            )
-        ) from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError(Problem("--device", "cuda: torch sees no CUDA device (a CPU build, or no GPU)"))
-    dev, device_name, gpu_key = resolve_device(torch, device)
+    torch, dev, device_name, gpu_key = _torch_device("attention times torch's scaled_dot_product_attention", device)
     dtype = dtype or ("bf16" if dev.type == "cuda" else "fp32")
     seq_lens, tokens, hidden = grid(quick, dev.type)
     total = len(dims) * len(seq_lens)
@@ -388,15 +384,7 @@ def attention(
         "length of a head dimension was measured)",
         highlight=False,
     )
-    progress = Progress(
-        TextColumn("attention"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err_console,
-        transient=True,
-    )
+    progress = _bench_progress("attention")
     points = []
     interrupted = False
     with progress:
