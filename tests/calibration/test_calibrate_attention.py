@@ -198,3 +198,15 @@ def test_a_scenario_takes_the_table_and_refuses_one_of_another_gpu(tmp_path):
     with pytest.raises(InputError) as e:
         load_scenario(path)
     assert any(p.path == "calibration.attention" and "measured on a H100" in p.message for p in e.value.problems)
+
+
+def test_a_chosen_backend_is_timed_and_named_or_refused_where_it_cannot_run(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "math.yaml"
+    assert calibrate("attention", "--quick", "--device", "cpu", "--repeats", 1, "--backend", "math", "--out", out) == 0
+    assert yaml.safe_load(out.read_text())["kernel"].endswith("math backend")
+    # cuDNN's kernel (what Transformer Engine runs on Hopper and Blackwell) does not run on a CPU: exit 2, no file
+    none = tmp_path / "cudnn.yaml"
+    assert calibrate("attention", "--quick", "--device", "cpu", "--backend", "cudnn", "--out", none) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--backend" in err and "cudnn" in err and not none.exists()

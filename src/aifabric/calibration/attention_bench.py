@@ -27,6 +27,13 @@ QUICK_SEQ_LENS = (64, 128, 256)  # seconds on a 2-core CPU
 GPU_TOKENS, CPU_TOKENS, QUICK_TOKENS = 16384, 2048, 256
 GPU_HIDDEN, CPU_HIDDEN, QUICK_HIDDEN = 2048, 512, 128  # heads = hidden / head dimension (the paper's 2,048)
 KERNEL = "torch.nn.functional.scaled_dot_product_attention"
+BACKENDS = {  # --backend -> torch.nn.attention.SDPBackend member (auto: torch's own choice)
+    "auto": None,
+    "flash": "FLASH_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "math": "MATH",
+}
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,11 @@ def measure(
     dtype: str,
     repeats: int,
     seed: int = 0,
+    backend: str = "auto",
 ) -> Iterator[AttentionPoint]:
     """One point per (head dimension, sequence length), head dimension outermost, as each is measured (an
-    interrupted caller keeps what it has)."""
+    interrupted caller keeps what it has). `backend`: the kernel torch must use (`BACKENDS`); RuntimeError from
+    torch when the device has no such kernel for these shapes."""
     tdtype = getattr(torch, DTYPES[dtype])
     gen = torch.Generator(device=device).manual_seed(seed)
     if device.type == "cuda":
@@ -106,17 +115,29 @@ def measure(
             batch = max(1, tokens // s)
             shape = (batch, heads, s, d)
             times = tuple(
-                _time_call(torch, shape, tdtype, gen, device, causal, backward, repeats, sync)
+                _time_call(torch, shape, tdtype, gen, device, causal, backward, repeats, sync, backend)
                 for backward in (False, True)
                 for causal in (False, True)
             )
             yield AttentionPoint(d, s, batch, heads, times)  # type: ignore[arg-type]
 
 
-def _time_call(torch, shape, tdtype, gen, device, causal: bool, backward: bool, repeats: int, sync) -> float:
-    """Seconds per forward call of SDPA on random (batch, heads, s, d) Q, K, V, or per backward of one."""
-    sdpa = torch.nn.functional.scaled_dot_product_attention
+def _time_call(
+    torch, shape, tdtype, gen, device, causal: bool, backward: bool, repeats: int, sync, backend: str = "auto"
+) -> float:
+    """Seconds per forward call of SDPA on random (batch, heads, s, d) Q, K, V, or per backward of one (its
+    kernel is the one the forward chose)."""
     q, k, v = (torch.randn(shape, generator=gen, device=device).to(tdtype).requires_grad_(backward) for _ in "qkv")
+    member = BACKENDS[backend]
+
+    def sdpa(*args, **kw):
+        if member is None:
+            return torch.nn.functional.scaled_dot_product_attention(*args, **kw)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(getattr(SDPBackend, member)):
+            return torch.nn.functional.scaled_dot_product_attention(*args, **kw)
+
     if not backward:
         with torch.no_grad():
             return _median_time(lambda: sdpa(q, k, v, is_causal=causal), repeats, sync)

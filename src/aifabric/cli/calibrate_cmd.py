@@ -353,6 +353,12 @@ def attention(
     head_dim: list[int] = typer.Option(
         None, "--head-dim", help="head dimension to measure (repeatable; default 128, 32 with --quick)"
     ),
+    backend: str = typer.Option(
+        "auto",
+        "--backend",
+        help="the kernel torch must use: auto (its own choice), flash, cudnn (Transformer Engine's choice on Hopper "
+        "and Blackwell), efficient or math",
+    ),
     quick: bool = typer.Option(False, "--quick", help="a small grid (3 lengths up to 256): seconds, even on a CPU"),
     out: Path = typer.Option(Path("attention-table.yaml"), "--out", "-o", help="the attention table to write"),
     repeats: int = typer.Option(5, "--repeats", help="timed samples per point (the median is kept)"),
@@ -363,11 +369,13 @@ def attention(
     from rich.markup import escape
 
     from ..attention_rates import AttentionKernel
-    from ..calibration.attention_bench import KERNEL, grid, measure
+    from ..calibration.attention_bench import BACKENDS, KERNEL, grid, measure
     from ..kernels.attention_calibration import MEASURED, table_yaml
     from ..report.files import write_atomic
 
     problems = _bench_flags(device, dtype, repeats, out)
+    if backend not in BACKENDS:
+        problems.append(Problem("--backend", f"one of {', '.join(BACKENDS)} (got {backend!r})"))
     dims = sorted(set(head_dim or ((32,) if quick else (128,))))
     if any(not 8 <= d <= 512 for d in dims):
         problems.append(Problem("--head-dim", f"between 8 and 512 (got {', '.join(map(str, dims))})"))
@@ -390,7 +398,7 @@ def attention(
     with progress:
         task = progress.add_task("", total=total)
         try:
-            for point in measure(torch, tuple(dims), seq_lens, tokens, hidden, dev, dtype, repeats):
+            for point in measure(torch, tuple(dims), seq_lens, tokens, hidden, dev, dtype, repeats, backend=backend):
                 points.append(point)
                 fwd, fwd_c, bwd, bwd_c = point.tflops()
                 progress.update(
@@ -401,6 +409,13 @@ def attention(
                 )
         except KeyboardInterrupt:
             interrupted = True
+        except RuntimeError as exc:  # the kernel asked for does not run here (device, dtype, head dimension)
+            if backend == "auto":
+                raise
+            msg = " ".join(str(exc).split())[:200]
+            raise InputError(
+                Problem("--backend", f"{backend}: torch has no such kernel for this run on {device_name} ({msg})")
+            ) from None
     complete = [d for d in dims if sum(p.head_dim == d for p in points) == len(seq_lens)]
     if not complete:
         raise (
@@ -409,7 +424,8 @@ def attention(
             else (RuntimeError("no points"))
         )
     rows = [tuple(tuple(p.tflops()[i] for p in points if p.head_dim == d) for d in complete) for i in range(4)]
-    kernel = AttentionKernel(MEASURED, seq_lens, rows[0], rows[1], rows[2], KERNEL, tuple(complete), rows[3])
+    name = KERNEL if backend == "auto" else f"{KERNEL}, {backend} backend"
+    kernel = AttentionKernel(MEASURED, seq_lens, rows[0], rows[1], rows[2], name, tuple(complete), rows[3])
     write_atomic(out, table_yaml(kernel, device_name, gpu_key, dtype, str(torch.__version__), tokens))
     d = complete[-1]
     at = seq_lens[-1]
