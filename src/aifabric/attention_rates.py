@@ -225,50 +225,50 @@ HOPPER_ATTENTION: dict[str, AttentionKernel] = {
     )
 }
 
-B200_CUDNN_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+B200_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+B200_CUDNN_SEQ_LENS = B200_SEQ_LENS
 # NVIDIA/cudnn-frontend, benchmark/sdpa_benchmark_training, artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv
-# (log sample_b200_bf16_run.txt): cuDNN 9.13.0 through PyTorch's SDPA (torch 2.9.0a0, NGC 25.09), bf16, causal,
-# batch 1, 128 query and 8 key/value heads of 128, forward and backward TFLOP/s as printed (FLOPs 4·s²·d·heads
-# halved by the mask, x 2.5 backward)
+# (log sample_b200_bf16_run.txt): through PyTorch (torch 2.9.0a0, NGC 25.09), bf16, causal, batch 1, 128 query and
+# 8 key/value heads of 128, forward and backward TFLOP/s as printed (FLOPs 4·s²·d·heads halved by the mask, x 2.5
+# backward): its pyt_cudnn rows (cuDNN 9.13.0) and its flash_attention rows (FlashAttention-2 2.7.4.post1)
 _B200_CUDNN_CAUSAL_FWD = (83.991, 254.501, 478.921, 855.678, 1171.278, 1332.415, 1419.000)
 _B200_CUDNN_CAUSAL_BWD = (134.164, 308.529, 371.486, 701.265, 942.509, 1074.776, 1108.688)
+_B200_FA2_CAUSAL_FWD = (63.936, 154.417, 254.381, 342.990, 399.925, 425.128, 435.762)
+_B200_FA2_CAUSAL_BWD = (81.393, 104.860, 198.845, 273.484, 318.004, 336.635, 345.634)
 
 
-def _b200_cudnn() -> AttentionKernel:
-    """cuDNN 9.13 on a B200, measured with the causal mask at head dimension 128; without the mask (no such run
-    of that version was found) derived from it at the H100 cuDNN table's non-causal to causal ratio at each
-    length (the ratio at 16K beyond it)."""
-    h100 = HOPPER_ATTENTION["cudnn"]
+def _b200_measured(name: str, label: str, causal_fwd: Row, causal_bwd: Row) -> AttentionKernel:
+    """A kernel measured on a B200 with the causal mask at head dimension 128 (cudnn-frontend's SDPA benchmark);
+    without the mask (no such run was found) derived from it at the same H100 kernel's non-causal to causal ratio
+    at each length (the ratio at 16K beyond it)."""
+    h100 = HOPPER_ATTENTION[name]
     i = h100.head_dims.index(128)
 
-    def ratio(s: int, row: Row) -> float:
-        return h100._at(row, s) / h100._at(h100.forward_causal_tflops[i], s)
+    def ratio(s: int) -> float:
+        return h100._at(h100.forward_tflops[i], s) / h100._at(h100.forward_causal_tflops[i], s)
 
-    fwd = tuple(c * ratio(s, h100.forward_tflops[i]) for s, c in zip(B200_CUDNN_SEQ_LENS, _B200_CUDNN_CAUSAL_FWD))
-    bwd_row = h100.backward_tflops[i]
-    assert bwd_row is not None
     # the H100's non-causal backward over its causal one (derived there the same way) is its forward's ratio
-    bwd = tuple(c * ratio(s, h100.forward_tflops[i]) for s, c in zip(B200_CUDNN_SEQ_LENS, _B200_CUDNN_CAUSAL_BWD))
+    fwd = tuple(c * ratio(s) for s, c in zip(B200_SEQ_LENS, causal_fwd))
+    bwd = tuple(c * ratio(s) for s, c in zip(B200_SEQ_LENS, causal_bwd))
     return AttentionKernel(
-        "cudnn",
-        B200_CUDNN_SEQ_LENS,
+        name,
+        B200_SEQ_LENS,
         (fwd,),
-        (_B200_CUDNN_CAUSAL_FWD,),
+        (causal_fwd,),
         (bwd,),
-        "cuDNN 9.13.0 (PyTorch SDPA, NGC 25.09) on a B200, NVIDIA/cudnn-frontend's SDPA training benchmark "
-        "(sdpa_bf16_benchmark_results_NVIDIA_B200.csv): causal forward and backward measured at head dimension "
-        "128; derived: without the mask, at the H100 cuDNN 9.1 table's non-causal to causal ratio",
+        f"{label} on a B200 (PyTorch 2.9, NGC 25.09), NVIDIA/cudnn-frontend's SDPA training benchmark "
+        "(sdpa_bf16_benchmark_results_NVIDIA_B200.csv): causal forward and backward measured at head dimension 128; "
+        f"derived: without the mask, at the H100 {name} table's non-causal to causal ratio",
         (128,),
-        (_B200_CUDNN_CAUSAL_BWD,),
+        (causal_bwd,),
     )
 
 
 B200_ATTENTION: dict[str, AttentionKernel] = {
-    "cudnn": _b200_cudnn(),
-    # FlashAttention-2 (not the default on Blackwell): the H100's, scaled by the bf16 peaks' ratio
-    "flash2": HOPPER_ATTENTION["flash2"].scaled(2250 / 989.4, "scaled by the peaks' ratio"),
+    "cudnn": _b200_measured("cudnn", "cuDNN 9.13.0", _B200_CUDNN_CAUSAL_FWD, _B200_CUDNN_CAUSAL_BWD),
+    "flash2": _b200_measured("flash2", "FlashAttention-2 2.7.4.post1", _B200_FA2_CAUSAL_FWD, _B200_FA2_CAUSAL_BWD),
 }
-"""B200 (HGX, 1,000 W): the kernel Transformer Engine picks there measured; the other scaled, stated."""
+"""B200 (HGX, 1,000 W): cuDNN (the kernel Transformer Engine picks there) and FlashAttention-2, both measured."""
 
 
 AMPERE_ATTENTION: dict[str, AttentionKernel] = {

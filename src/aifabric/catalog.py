@@ -38,10 +38,10 @@ Two kinds of figures, kept apart:
     FlashAttention-3 from the FlashAttention-3 paper's charts (Shah et al. 2024, Figures 5 and 6); A100
     FlashAttention-2, "up to 230 TFLOPs/s" forward and the 50 % end of "50-73%" backward (Dao 2023).
     `attention_default`: the kernel Transformer Engine picks (cuDNN on Hopper and Blackwell,
-    FlashAttention-2 on Ampere). B200: cuDNN 9.13.0 measured with the causal mask at head dimension 128, forward
-    and backward, 512 to 32K tokens (NVIDIA/cudnn-frontend's SDPA training benchmark, PyTorch's cuDNN path, NGC
-    25.09: the software of 2025's Blackwell runs), its non-causal rates derived (attention_rates.py); GB200 the
-    B200's scaled by the bf16 peaks' ratio. Other GPUs' tables are the H100's scaled by the peaks' ratio, stated.
+    FlashAttention-2 on Ampere). B200: cuDNN 9.13.0 and FlashAttention-2 2.7.4 measured with the causal mask at head
+    dimension 128, forward and backward, 512 to 32K tokens (NVIDIA/cudnn-frontend's SDPA training benchmark,
+    through PyTorch, NGC 25.09: the software of 2025's Blackwell runs), their non-causal rates derived
+    (attention_rates.py); GB200 the B200's scaled by the bf16 peaks' ratio. Other GPUs' tables are the H100's scaled by the peaks' ratio, stated.
   - `nvlink_efficiency`: NCCL's ring bus bandwidth inside one server over the per-direction NVLink line
     rate: A100 232.8 of 300 GB/s (nccl-tests all_reduce_perf, 8 x A100-SXM4-80GB, 4 GB); H100 "an
     effective NVLink bandwidth of 370GB/s" of 450 (S. Jeaugey, NVIDIA, nccl-tests issue 212, 2024).

@@ -195,3 +195,8 @@ def test_b200_cudnn_is_the_measured_causal_table_and_gb200_scales_it():
                     b200.tflops(s, causal, backward) * 2500 / 2250, rel=1e-12
                 )
     assert "9.13" in b200.source and "derived" in b200.source and "scaled" in gb200.source
+    # FlashAttention-2 on the same B200 (the CSV's flash_attention rows), measured too: at 8K a third of cuDNN's
+    fa2 = GPUS["B200"].attention_kernel("flash2")
+    assert fa2.tflops(8192, True, False) == pytest.approx(399.925)
+    assert fa2.tflops(8192, True, True) == pytest.approx(318.004)
+    assert "2.7.4" in fa2.source
