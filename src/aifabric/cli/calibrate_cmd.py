@@ -409,12 +409,12 @@ def attention(
                 )
         except KeyboardInterrupt:
             interrupted = True
-        except RuntimeError as exc:  # the kernel asked for does not run here (device, dtype, head dimension)
+        except RuntimeError as exc:  # the kernel asked for does not run here (device, dtype, head dimension, memory)
             if backend == "auto":
                 raise
             msg = " ".join(str(exc).split())[:200]
             raise InputError(
-                Problem("--backend", f"{backend}: torch has no such kernel for this run on {device_name} ({msg})")
+                Problem("--backend", f"{backend}: torch could not run this kernel here on {device_name} ({msg})")
             ) from None
     complete = [d for d in dims if sum(p.head_dim == d for p in points) == len(seq_lens)]
     if not complete:
