@@ -54,8 +54,8 @@ def _moe_line() -> str:
     return (
         f"Mixture of experts: against Megatron Bridge's {MOE.cases} published MoE runs ({MOE.software}: Qwen3 "
         f"30B-A3B and 235B-A22B on H100, B200 and GB200) the tool was {_span(MOE)} in tokens/s, the most "
-        "with small experts and one sequence per micro-batch: a cost per micro-batch beyond the GPU's kernels (most "
-        "likely the host's launches and the token dispatch's synchronizations) that the tool does not model; read the "
+        "with small experts and one sequence per micro-batch: a cost per micro-batch beyond the GPU's kernels (the "
+        "host's launches and the token dispatch's synchronization are candidates) that the tool does not model; read the "
         f"iteration time as a lower bound (docs/validation.md, {MOE_CASE_IDS})"
     )
 
