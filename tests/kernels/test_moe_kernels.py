@@ -53,3 +53,30 @@ def test_per_expert_kernels_add_only_their_gaps_and_launches():
     kernel_s = sum(k.time_s for k in op.kernels)
     assert op.gpu_s == pytest.approx(kernel_s + op.gap_s * len(op.kernels))
     assert len(op.kernels) > 2 * 16  # 16 local experts, two GEMMs and two casts each
+
+
+@pytest.mark.parametrize("ep", [1, 8, 128])
+def test_the_dispatchers_sort_by_local_expert_and_back(ep):
+    # Megatron-Core's all-to-all dispatcher reorders the received tokens by local expert (sort_chunks_by_idxs) and
+    # back, with their routing probabilities in the forward: only with expert parallelism and several local experts
+    routed = 4096 * 8  # one sequence of 4,096 tokens, top 8
+    for backward in (False, True):
+        op = moe_op(ep, "bf16", "delayed", backward)
+        names = [k.name for k in op.kernels]
+        sorts = [k for k in op.kernels if "sorted" in k.name]
+        if ep == 8:
+            tokens = [k for k in sorts if k.name.startswith("tokens")]
+            assert [k.name for k in tokens] == (
+                ["tokens unsorted", "tokens sorted by local expert"]
+                if backward
+                else [
+                    "tokens sorted by local expert",
+                    "tokens unsorted",
+                ]
+            )
+            assert all(k.bytes == pytest.approx(routed * 2048 * 2 * 2) for k in tokens)  # read and write, 16-bit
+            assert len(sorts) == (2 if backward else 4)  # the probabilities' in the forward only
+        else:
+            assert sorts == []
+        # the fused permutation's row-id map: three kernels, forward only
+        assert sum("row-id map" in n for n in names) == (0 if backward else 3)

@@ -359,15 +359,30 @@ class TransformerKernels:
                 per_expert.append(
                     Kernel(k.kind, f"{k.name} x{local}", k.flops * local, k.bytes * local, k.time_s * local)
                 )
-        permute = km.elementwise("token permutation", T * moe.top_k * m.hidden, 1, 1)
-        unpermute = km.elementwise("token unpermutation", T * moe.top_k * m.hidden, 1, 1)
+        routed = T * moe.top_k  # token copies sent to experts
+        permute = [km.elementwise("token permutation", routed * m.hidden, 1, 1)]
+        unpermute = [km.elementwise("token unpermutation", routed * m.hidden, 1, 1)]
+        if not backward:  # the fused permutation's forward first builds its row-id map (3 Triton kernels)
+            row_map = [km.memory(f"permutation row-id map ({i} of 3)", T * moe.experts * 4 * 2) for i in (1, 2, 3)]
+            permute = row_map + permute
+        sort: list[Kernel] = []
+        unsort: list[Kernel] = []
+        if self.ep > 1 and local > 1:
+            # Megatron-Core's all-to-all dispatcher: the tokens received from every rank reordered by local expert
+            # (sort_chunks_by_idxs) before the experts and back after them, with their routing probabilities in the
+            # forward (token_dispatcher.py)
+            sort = [km.elementwise("tokens sorted by local expert", routed * m.hidden, 1, 1)]
+            unsort = [km.elementwise("tokens unsorted", routed * m.hidden, 1, 1)]
+            if not backward:
+                sort.append(km.memory("routing probabilities sorted by local expert", routed * 4 * 2))
+                unsort.append(km.memory("routing probabilities unsorted", routed * 4 * 2))
         router = self._linear("router", T, m.hidden, moe.experts, backward, fp8=False)  # not a TE layer
         shared = (
             self._mlp(backward, moe.expert_ffn_hidden * moe.shared_experts, T, "shared expert")
             if moe.shared_experts
             else []
         )
-        body = router + [permute] + per_expert + [unpermute] + shared
+        body = router + permute + sort + per_expert + unsort + unpermute + shared
         if backward:
             return (
                 [self._dropout_add("bias-dropout-add", True)] + body[::-1] + [self._norm("post-attention norm", True)]
