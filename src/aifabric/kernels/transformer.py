@@ -9,8 +9,11 @@ Forward, attention part: norm; QKV projection (GEMM T x h -> (a + 2g)d/t); rotar
 (models without learned positions); the attention core (fused FlashAttention kernel, or with `unfused`
 Megatron-LM's batched GEMMs Q·K^T and P·V around a fused scale-mask-softmax and an attention dropout);
 output projection (T x h/t -> h); bias-dropout-add. MLP part: norm; up (and gate) projection; bias-GeLU
-or SwiGLU; down projection; bias-dropout-add. An MoE layer: router GEMM and top-k, token permutation,
-the local experts' GEMMs (the tokens spread evenly over the experts), unpermutation, shared experts.
+or SwiGLU; down projection; bias-dropout-add. An MoE layer, as Megatron-Core's all-to-all dispatcher and Transformer
+Engine's GroupedLinear run it: the router GEMM, the fused token permutation (its row-id map, then the copy), with
+expert parallelism the received tokens reordered by local expert and back (sort_chunks_by_idxs), the local experts'
+GEMMs one per expert (the tokens spread evenly over the experts), one activation over them, unpermutation, shared
+experts.
 
 Backward: each GEMM twice (input gradient: T x N -> K; weight gradient: K x T -> N, accumulated into
 the fp32 main gradient as Megatron's gradient-accumulation fusion does), each memory-bound kernel's
