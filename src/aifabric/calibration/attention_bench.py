@@ -13,13 +13,10 @@ torch is imported inside the functions: it is an optional dependency (`aifabric[
 
 from __future__ import annotations
 
-import math
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .gemm_bench import DTYPES, MAX_INNER, MIN_SAMPLE_S
+from .gemm_bench import DTYPES, median_time
 
 GPU_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
 CPU_SEQ_LENS = (128, 256, 512, 1024)
@@ -62,25 +59,6 @@ def grid(quick: bool, device_type: str) -> tuple[tuple[int, ...], int, int]:
     if device_type == "cuda":
         return GPU_SEQ_LENS, GPU_TOKENS, GPU_HIDDEN
     return CPU_SEQ_LENS, CPU_TOKENS, CPU_HIDDEN
-
-
-def _median_time(call: Callable[[], None], repeats: int, sync: Callable[[], None]) -> float:
-    call()  # warm-up
-    sync()
-    t0 = time.perf_counter()
-    call()
-    sync()
-    once = time.perf_counter() - t0
-    inner = max(1, min(MAX_INNER, math.ceil(MIN_SAMPLE_S / max(once, 1e-9))))
-    samples = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            call()
-        sync()
-        samples.append((time.perf_counter() - t0) / inner)
-    return statistics.median_low(samples)
 
 
 def measure(
@@ -140,7 +118,7 @@ def _time_call(
 
     if not backward:
         with torch.no_grad():
-            return _median_time(lambda: sdpa(q, k, v, is_causal=causal), repeats, sync)
+            return median_time(lambda: sdpa(q, k, v, is_causal=causal), repeats, sync)
     out = sdpa(q, k, v, is_causal=causal)
     grad = torch.randn(out.shape, generator=gen, device=device).to(tdtype)
-    return _median_time(lambda: out.backward(grad, retain_graph=True), repeats, sync)
+    return median_time(lambda: out.backward(grad, retain_graph=True), repeats, sync)

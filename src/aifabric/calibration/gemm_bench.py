@@ -60,12 +60,18 @@ def resolve_device(torch, device: str) -> tuple[Any, str, str]:
 
 
 def time_matmul(torch, a, b, out, repeats: int, sync: Callable[[], None]) -> float:
-    """Seconds per product a @ b: the median of `repeats` samples after one warm-up (the lower middle one
-    for an even count: a sample slowed by another process weighs nothing unless most are)."""
-    torch.matmul(a, b, out=out)
+    """Seconds per product a @ b (`median_time`)."""
+    return median_time(lambda: torch.matmul(a, b, out=out), repeats, sync)
+
+
+def median_time(call: Callable[[], object], repeats: int, sync: Callable[[], None]) -> float:
+    """Seconds per `call`: the median of `repeats` samples after one warm-up (the lower middle one for an even
+    count: a sample slowed by another process weighs nothing unless most are), each sample a run of calls of at
+    least MIN_SAMPLE_S between two synchronizations."""
+    call()
     sync()
     t0 = time.perf_counter()
-    torch.matmul(a, b, out=out)
+    call()
     sync()
     once = time.perf_counter() - t0
     inner = max(1, min(MAX_INNER, math.ceil(MIN_SAMPLE_S / max(once, 1e-9))))
@@ -74,7 +80,7 @@ def time_matmul(torch, a, b, out, repeats: int, sync: Callable[[], None]) -> flo
         sync()
         t0 = time.perf_counter()
         for _ in range(inner):
-            torch.matmul(a, b, out=out)
+            call()
         sync()
         samples.append((time.perf_counter() - t0) / inner)
     return statistics.median_low(samples)

@@ -34,6 +34,7 @@ import yaml
 
 from ..attention_rates import AttentionKernel
 from ..errors import InputError, Problem
+from .calibration import read_table
 
 TABLE_KIND = "aifabric-attention-table"
 TABLE_VERSION = 1
@@ -68,22 +69,7 @@ def table_yaml(kernel: AttentionKernel, device: str, gpu: str, dtype: str, torch
 def load_attention_table(path: str | Path, field: str = "calibration.attention") -> tuple[AttentionKernel, str, str]:
     """(the measured kernel, the catalog GPU it was measured on or "", the device as torch named it). Every
     problem names the file and the key, and raises InputError."""
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(Problem(field, f"cannot read {p}: {exc.strerror or exc}")) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(Problem(field, f"{p}{where}: not valid YAML")) from None
-    if not isinstance(data, dict) or data.get("kind") != TABLE_KIND:
-        raise InputError(
-            Problem(
-                field,
-                f"{p}: not an attention table (expected kind: {TABLE_KIND}, as `aifabric calibrate attention` writes)",
-            )
-        )
+    p, data = read_table(path, field, TABLE_KIND, "an attention table", "attention")
     problems: list[Problem] = []
 
     def ascending_ints(key: str) -> tuple[int, ...]:

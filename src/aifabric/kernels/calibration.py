@@ -105,8 +105,9 @@ class GemmTable:
         return head + yaml.safe_dump(data, sort_keys=False, width=200)
 
 
-def load_gemm_table(path: str | Path, field: str = "calibration.gemm") -> GemmTable:
-    """Read a table; every problem names the file (and the entry) and raises InputError."""
+def read_table(path: str | Path, field: str, kind: str, what: str, command: str) -> tuple[Path, dict]:
+    """A measured table's YAML mapping, checked to be `what` (`kind`, as `aifabric calibrate <command>` writes it);
+    an unreadable file, invalid YAML (with its line) or another kind raises InputError naming the file."""
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -116,10 +117,16 @@ def load_gemm_table(path: str | Path, field: str = "calibration.gemm") -> GemmTa
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise InputError(Problem(field, f"{p}{where}: not valid YAML")) from None
-    if not isinstance(data, dict) or data.get("kind") != TABLE_KIND:
+    if not isinstance(data, dict) or data.get("kind") != kind:
         raise InputError(
-            Problem(field, f"{p}: not a GEMM table (expected kind: {TABLE_KIND}, as `aifabric calibrate gemm` writes)")
+            Problem(field, f"{p}: not {what} (expected kind: {kind}, as `aifabric calibrate {command}` writes)")
         )
+    return p, data
+
+
+def load_gemm_table(path: str | Path, field: str = "calibration.gemm") -> GemmTable:
+    """Read a table; every problem names the file (and the entry) and raises InputError."""
+    p, data = read_table(path, field, TABLE_KIND, "a GEMM table", "gemm")
     problems: list[Problem] = []
     entries = []
     raw = data.get("entries")
