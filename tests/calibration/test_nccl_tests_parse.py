@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from calib_synth import float_str, output
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aifabric.calibration import catalog_gpu
@@ -231,6 +231,7 @@ NOISE = st.sampled_from(
 
 
 @settings(max_examples=60, deadline=None)
+@example(rows=[(1, 1.625)], noise={}, layout=(1, 8))
 @given(
     st.lists(st.tuples(st.integers(1, 40), st.floats(1.0, 5e6)), min_size=1, max_size=12, unique_by=lambda x: x[0]),
     st.dictionaries(st.integers(0, 11), NOISE, max_size=4),
@@ -247,7 +248,12 @@ def test_rows_round_trip_through_nccl_tests_formatting(rows, noise, layout):
     assert (run.gpus, run.nodes, run.gpus_per_node) == (nodes * per_node, nodes, per_node)
     assert [r.size_bytes for r in run.rows] == sizes
     assert [r.out_of_place.time_us for r in run.rows] == [float(float_str(t, 7)) for t in times]
-    assert all(abs(r.out_of_place.time_us / t - 1) < 1e-3 for r, t in zip(run.rows, times))
+    # Each time is read back within half a unit of the last digit nccl-tests printed: 0.005 us in the
+    # %.2f range (so 0.3 % at 1.625 us, which prints as 1.62), 0.5 us in the %.0f range.
+    for r, t in zip(run.rows, times):
+        text = float_str(t, 7).strip()
+        half_unit = 0.5 * 10.0 ** -(len(text.split(".")[1]) if "." in text else 0)
+        assert abs(r.out_of_place.time_us - t) <= half_unit * (1 + 1e-9)
 
 
 def test_catalog_gpu_names():
