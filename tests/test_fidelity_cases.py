@@ -110,6 +110,27 @@ def test_megatron_bridge_flops_count_the_causal_half_and_reproduce_each_rows_tfl
         assert abs(full / c["published"] - 1) > 0.02, c["id"]
 
 
+def test_llm_foundry_rows_are_read_as_printed_and_the_built_mpt_has_their_parameter_count(cases, fidelity):
+    """LLM Foundry's MPT table: the plan (micro-batch, gradient accumulation, global batch, GPUs, activation
+    checkpointing) and the figure are the quote's own cells, the tokens/s per GPU is its tokens/s over the GPUs,
+    and the model the tool builds from the yaml's d_model, n_heads, n_layers (biases, learned positions, tied
+    output layer) has the row's NumParams to the parameter: the architecture is read, not guessed."""
+    _, items = cases
+    rows = [c for c in items if c["source"] == "foundry2023"]
+    assert len(rows) >= 12
+    for c in rows:
+        cells = [x.strip() for x in c["quote"].split("|")[1:-1]]
+        seq, gpus, gpu = int(cells[1]), int(cells[2]), cells[3]
+        mbs, accum, gbs = int(cells[7]), int(cells[8]), int(cells[9])
+        tokens_s, tokens_s_gpu, params = int(cells[11]), int(cells[12]), int(cells[19])
+        assert (seq, gpus) == (c["seq_len"], fidelity.gpus_of(c)), c["id"]
+        assert gpu == {"A100": "a100_80gb", "H100": "h100_80gb"}[c["gpu"]], c["id"]
+        assert (mbs, gbs) == (c["micro_batch_size"], c["global_batch_size"]) and mbs * accum * gpus == gbs, c["id"]
+        assert (cells[17] == "True") == (c.get("recompute") == "full"), c["id"]
+        assert tokens_s_gpu == c["published"] and abs(tokens_s / gpus - tokens_s_gpu) <= 1, c["id"]
+        assert fidelity.model_of(c).params == params, c["id"]
+
+
 def test_palm_flops_count_llama3_405bs_matmuls_and_full_attention(cases, fidelity):
     """PaLM's 6N + 12 L H Q T per token, N from Llama 3 405B's published shapes (hidden 16,384, 8 KV heads of
     128, FFN 53,248 SwiGLU, 126 blocks, vocabulary 128,256, RMSNorm weights), not from the tool's model."""
