@@ -127,6 +127,35 @@ def test_the_caveat_reaches_terminal_summary_and_report(precision):
         assert expected and "lower bound" in out.getvalue()
 
 
+@pytest.mark.parametrize(
+    ("figures", "gpus"), [(cv.FSDP_A100, cv.A100_GPUS), (cv.FSDP_H100, cv.HOPPER_GPUS)], ids=["a100", "h100"]
+)
+def test_the_fsdp_figures_are_the_suites_stored_results(figures, gpus):
+    stored = json.loads(RESULTS.read_text())
+    cases = yaml.safe_load(CASES.read_text())["cases"]
+    ids = {c["id"] for c in cases if c["source"] in figures.sources and c["gpu"] in gpus}
+    assert ids <= set(stored), ids - set(stored)
+    errors = [100 * (stored[k]["predicted"] / stored[k]["published"] - 1) for k in ids]
+    assert len(errors) == figures.cases
+    assert (round(min(errors), 1), round(max(errors), 1)) == figures.range_pct
+    assert round(sum(abs(e) for e in errors) / len(errors), 1) == figures.mean_pct
+
+
+def test_an_fsdp_run_on_a100_gets_the_fsdp_caveat_and_a_hopper_run_cites_the_16_bit_fsdp_runs():
+    from aifabric.scenario.load import demo_scenario
+
+    llm = demo_scenario()
+    a100 = llm.model_copy(update={"cluster": llm.cluster.model_copy(update={"gpu": "A100"})})
+    assert cv.caveats(a100) == []  # Megatron-style, ZeRO-0: the A100 cases' own ground
+    for field, value in (("zero", 3), ("fsdp", True)):
+        par = a100.workload.parallelism.model_copy(update={field: value})
+        fsdp = a100.model_copy(update={"workload": a100.workload.model_copy(update={"parallelism": par})})
+        [text] = cv.caveats(fsdp)
+        assert text.startswith("FSDP on A100:") and cv.FSDP_A100_CASE_IDS in text and "from -8 to +13 %" in text
+    [hopper] = cv.caveats(llm)
+    assert cv.FSDP_H100_CASE_IDS in hopper and "22-44 % optimistic" in hopper
+
+
 def test_a_range_that_crosses_zero_is_said_with_its_signs():
     assert cv._span(cv.SuiteFigures("x", (), 1, (-1.4, 15.9), 6.4)) == "from -1 to +16 %"
     assert cv._span(cv.SuiteFigures("x", (), 1, (6.4, 15.6), 9.6)) == "6-16 % optimistic"

@@ -32,8 +32,15 @@ BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 5, (8.4, 191.7), 89.8)
 MOE_CASE_IDS = "Q1-Q5"
 
+# MosaicML's LLM Foundry runs of MPT in bf16 with PyTorch FSDP on one server (P1-P14), by GPU
+FSDP_A100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 9, (-7.9, 13.0), 8.9)
+FSDP_A100_CASE_IDS = "P1-P9"
+FSDP_H100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 5, (21.5, 43.9), 29.4)
+FSDP_H100_CASE_IDS = "P10-P14"
+
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them
 HOPPER_GPUS = frozenset({"H100", "H100-PCIE", "H200"})
+A100_GPUS = frozenset({"A100", "A100-40GB", "A100-PCIE"})
 LONG_SEQUENCE_CASES = "S5-S9"
 
 
@@ -103,7 +110,20 @@ def _dense(scenario) -> list[str]:
     if llm and gpu in HOPPER_GPUS:
         return [
             f"Hopper: against NVIDIA's published NeMo runs on H100 the kernel model was {_eras()}, the most on "
-            f"long sequences whose time is mostly 16-bit attention ({LONG_SEQUENCE_CASES}); no 16-bit H100 run is "
-            "checked directly: read the iteration time as a lower bound (docs/validation.md)"
+            f"long sequences whose time is mostly 16-bit attention ({LONG_SEQUENCE_CASES}); against MosaicML's "
+            f"{FSDP_H100.cases} published bf16 runs with PyTorch FSDP on one H100 server it was {_span(FSDP_H100)}: "
+            f"read the iteration time as a lower bound (docs/validation.md, {FSDP_H100_CASE_IDS})"
+        ]
+    if llm and gpu in A100_GPUS and _fsdp(w):
+        return [
+            f"FSDP on A100: against MosaicML's {FSDP_A100.cases} published bf16 runs with PyTorch FSDP on one A100 "
+            f"server (MPT, 125M to 30B parameters) the kernel model was {_span(FSDP_A100)}, the smaller the model "
+            f"the more optimistic (docs/validation.md, {FSDP_A100_CASE_IDS})"
         ]
     return []
+
+
+def _fsdp(workload) -> bool:
+    """Weights sharded over data parallelism: ZeRO-3 or PyTorch FSDP's full shard."""
+    par = getattr(workload, "parallelism", None)
+    return par is not None and (par.zero >= 3 or bool(getattr(par, "fsdp", False)))
