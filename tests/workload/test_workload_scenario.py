@@ -109,6 +109,53 @@ def test_custom_transformer_dimensions():
     assert "needs hidden, heads, vocab" in problems(d)["workload.model"]
 
 
+def test_a_custom_transformer_describes_a_llama_or_a_long_learned_table():
+    """A custom model states its norm, positions and output layer: described as Llama 2 7B is (RMSNorm, rotary, no
+    biases, SwiGLU 11,008 wide, an output layer of its own) it has the zoo model's 6,738,415,616 parameters and
+    runs rotary kernels; with learned positions a longer sequence needs a longer table, which the message says."""
+    from aifabric.models.zoo import MODELS
+
+    d = with_workload()
+    llama = {"kind": "transformer", "layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008, "vocab": 32000}
+    llama.update(gated_mlp=True, bias=False, norm="rmsnorm", positions="rotary", tied_embeddings=False)
+    d["workload"]["model"] = llama
+    d["workload"]["memory_check"] = False
+    w = build_workload(parse_scenario(d))
+    assert w.params == MODELS["llama2-7b"].params == 6_738_415_616
+    d["workload"]["model"] = {**llama, "positions": "learned", "max_seq_len": 1024}
+    learned = build_workload(parse_scenario(d))
+    assert learned.params == w.params + 1024 * 4096  # the table, and nothing else, differs
+    # rotary embeddings of Q and K in every block, forward and backward, against one table add per micro-batch
+    assert dict(w.compute_by_kind_s)["memory"] > dict(learned.compute_by_kind_s)["memory"]
+    assert dict(w.compute_by_kind_s)["gemm"] == pytest.approx(dict(learned.compute_by_kind_s)["gemm"])
+    gpt = {"kind": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000}
+    d["workload"].update(model=gpt, seq_len=4096)
+    msg = problems(d)["workload.seq_len"]
+    assert "learned positions for 2048 tokens" in msg and "max_seq_len" in msg and "rotary" in msg
+    d["workload"]["model"] = {**gpt, "max_seq_len": 4096}
+    assert build_workload(parse_scenario(d)).params == 4 * (12 * 512**2 + 13 * 512) + 1000 * 512 + 4096 * 512 + 1024
+    d["workload"]["model"] = {**gpt, "positions": "rotary"}
+    assert build_workload(parse_scenario(d)).params == 4 * (12 * 512**2 + 13 * 512) + 1000 * 512 + 1024
+    d["workload"]["model"] = "gpt3-1.3b"  # a zoo model's table is its own: no field to raise
+    assert "max_seq_len" not in problems(d)["workload.seq_len"]
+
+
+def test_the_documented_custom_transformer_is_llama_3_8b():
+    """docs/workload.md's custom-model example, read from the page, has Llama 3 8B's parameters."""
+    from pathlib import Path
+
+    import yaml
+
+    from aifabric.models.zoo import MODELS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "workload.md").read_text(encoding="utf-8")
+    block = page.split("A custom transformer states", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    d = with_workload()
+    d["workload"]["model"] = yaml.safe_load(block)["model"]
+    d["workload"]["memory_check"] = False
+    assert build_workload(parse_scenario(d)).params == MODELS["llama3-8b"].params
+
+
 def test_data_parallel_form_rejects_parallelism():
     d = copy.deepcopy(LLM)
     d["workload"] = {

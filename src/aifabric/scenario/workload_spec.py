@@ -46,6 +46,22 @@ class ModelSpec(Strict):
     ffn_hidden: int | None = Field(None, ge=1, le=1 << 22, description="MLP width (default 4 x hidden)")
     vocab: int | None = Field(None, ge=1, le=1 << 24)
     gated_mlp: bool = False
+    norm: Literal["layernorm", "rmsnorm"] = Field(
+        "layernorm", description="custom transformer: LayerNorm (scale and bias, GPT-3) or RMSNorm (scale, Llama)"
+    )
+    positions: Literal["learned", "rotary"] = Field(
+        "learned",
+        description="custom transformer: a learned table of max_seq_len x hidden added to the embedding (GPT-3, "
+        "MPT) or rotary embeddings applied to Q and K (Llama: no table)",
+    )
+    max_seq_len: int = Field(
+        2048,
+        ge=1,
+        le=1 << 24,
+        description="custom transformer with learned positions: the table's length, the "
+        "longest sequence it can train on",
+    )
+    tied_embeddings: bool = Field(True, description="custom transformer: the output layer shares the token embedding")
     experts: int | None = Field(None, ge=1, le=1 << 16, description="MoE: routed experts per layer")
     top_k: int = Field(2, ge=1, le=1 << 16)
     expert_ffn_hidden: int | None = Field(None, ge=1, le=1 << 22)

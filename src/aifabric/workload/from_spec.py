@@ -47,6 +47,10 @@ def resolve_model(spec, field: str = "workload.model") -> Transformer:
         kv_channels=spec.kv_channels,
         gated_mlp=spec.gated_mlp,
         bias=spec.bias,
+        norm=spec.norm,
+        learned_positions=spec.positions == "learned",
+        max_seq_len=spec.max_seq_len,
+        tied_embeddings=spec.tied_embeddings,
         moe=moe,
     )
 
@@ -126,9 +130,11 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
             out.append(Problem(f"{P}.ep", f"ep={par.ep} must divide the data-parallel size {dp}"))
     seq = w.seq_len or model.max_seq_len
     if model.learned_positions and seq > model.max_seq_len:
+        fix = " (raise workload.model.max_seq_len, or set positions: rotary)" if w.model.name is None else ""
         out.append(
             Problem(
-                "workload.seq_len", f"{model.name} has learned positions for {model.max_seq_len} tokens (got {seq})"
+                "workload.seq_len",
+                f"{model.name} has learned positions for {model.max_seq_len} tokens (got {seq}){fix}",
             )
         )
     if seq % par.cp:
