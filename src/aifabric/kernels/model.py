@@ -173,22 +173,29 @@ class KernelModel:
         causal: bool,
         backward: bool,
         kernel: str = "flash",
+        window: int | None = None,
     ) -> Kernel:
         """FlashAttention: forward 2 products (Q·K^T, P·V), backward 5 (the forward's two recomputed, dV,
         dP, and dQ, dK from dS: counted as 2.5 x forward, Dao 2023). A causal mask skips the blocks
-        above the diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward).
+        above the diagonal; a sliding `window` (causal) computes only the band of blocks within it of the
+        diagonal. Memory: Q, K, V, O (and dO, dQ, dK, dV, the fp32 dQ accumulator backward).
         The rate: the measured rate of `kernel` (catalog: `attention_kernels`; `flash`, the GPU's default)
         at the head dimension and the length of the shorter side (a context-parallel rank's queries meet the
-        keys in blocks of its own length), with or without the mask."""
+        keys in blocks of its own length; a windowed query its window), with or without the mask."""
         # context parallelism gives each rank s_q of the s_kv queries, balanced over the causal triangle
         # (Megatron's load-balanced chunks): its share of the whole square's computed blocks
-        visible = _causal_fraction(s_kv, s_kv, FLASH_BLOCK_ROWS) if causal else 1.0
+        if window is not None and window < s_kv:
+            visible = _band_fraction(s_kv, window, FLASH_BLOCK_ROWS)
+        else:
+            visible = _causal_fraction(s_kv, s_kv, FLASH_BLOCK_ROWS) if causal else 1.0
+            window = None
         fwd_flops = 4.0 * batch * heads * s_q * s_kv * head_dim * visible
         flops = fwd_flops * (2.5 if backward else 1.0)
+        length = min(s_q, s_kv) if window is None else min(s_q, s_kv, window)
         if self.attention_table is not None:  # the user's own measurement of the device's kernel
-            rate = self.attention_table.tflops(min(s_q, s_kv), causal, backward, head_dim) * 1e12
+            rate = self.attention_table.tflops(length, causal, backward, head_dim) * 1e12
         else:
-            rate = self.gpu.attention_flops(self.precision, backward, kernel, min(s_q, s_kv), causal, head_dim)
+            rate = self.gpu.attention_flops(self.precision, backward, kernel, length, causal, head_dim)
         blocks = batch * heads * math.ceil(s_q / FLASH_BLOCK_ROWS)
         sms = self.gpu.sm_count
         busy = blocks / (sms * math.ceil(blocks / sms))  # the last wave's idle SMs
@@ -213,6 +220,16 @@ def gpu_name_with(stack: str) -> list[str]:
     from ..catalog import GPUS
 
     return [name for name, spec in GPUS.items() if stack in spec.matmul_by_software]
+
+
+def _band_fraction(s: int, window: int, block: int) -> float:
+    """Share of the blocks of an s x s score square a causal sliding-window kernel computes: per row of query
+    blocks, the diagonal block and the blocks the window reaches back into (w / block, rounded up), fewer near
+    the start of the sequence."""
+    n = math.ceil(max(s, 1) / block)
+    reach = math.ceil(window / block)  # key blocks before the diagonal a query block's window touches
+    ramp = min(reach, n)  # the first rows of blocks, whose window starts before the sequence does
+    return (ramp * (ramp + 1) / 2 + (n - ramp) * (reach + 1)) / (n * n)
 
 
 def _causal_fraction(s_q: int, s_kv: int, block: int) -> float:

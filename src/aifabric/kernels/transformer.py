@@ -102,9 +102,13 @@ class TransformerKernels:
         attention: str = "flash",
         ep: int = 1,
         fp8_recipe: str = "delayed",
+        window: int | None = None,
     ):
         if attention not in ATTENTION_IMPLS:
             raise ValueError(f"attention must be one of {ATTENTION_IMPLS}")
+        if window is not None and (attention == "unfused" or cp > 1):
+            raise ValueError("a sliding window is timed on a fused attention kernel without context parallelism")
+        self.window = window  # the blocks of these kernels attend through a sliding window of this many keys
         if fp8_recipe not in FP8_RECIPES:
             raise ValueError(f"fp8_recipe must be one of {FP8_RECIPES}")
         self.km, self.m = km, model
@@ -233,7 +237,9 @@ class TransformerKernels:
         if self.attention != "unfused":
             name = "flash attention backward" if backward else "flash attention"
             return [
-                km.flash_attention(name, self.b, heads, kv_heads, self.s, self.s_kv, d, True, backward, self.attention)
+                km.flash_attention(
+                    name, self.b, heads, kv_heads, self.s, self.s_kv, d, True, backward, self.attention, self.window
+                )
             ]
         batch = self.b * heads
         scores = float(batch) * self.s * self.s_kv

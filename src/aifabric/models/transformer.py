@@ -13,7 +13,9 @@ output projection V x h unless tied to the embedding.
 FLOPs are counted as 2 per multiply-accumulate (the seeds' convention, Ch. 1) for the matrix products,
 which carry all but a fraction of a percent of the work; attention scores Q·K^T and probabilities·V add
 2 x 2 x s x (a x d) per token per layer, counted over the full s x s square (Megatron's convention,
-Narayanan et al. 2021; a causal kernel skips about half of it).
+Narayanan et al. 2021; a causal kernel skips about half of it). A block with sliding-window attention (Mistral
+7B; every other block of Gemma 2 and GPT-OSS) lets each query see the w keys before it: 2 x 2 x min(w, s) x (a x d)
+per token, the band in place of the square.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ class Transformer:
     norm: str = "layernorm"  # or "rmsnorm"
     learned_positions: bool = True  # GPT-3: a learned s x h table; rotary models: none
     tied_embeddings: bool = True  # output projection shares the token embedding
+    # sliding-window attention: each query sees the `sliding_window` keys before it (None: every key); with
+    # `global_every` k > 0 every k-th block (the k-th, 2k-th, ...) attends to the whole sequence instead
+    sliding_window: int | None = None
+    global_every: int = 0
     moe: MoE | None = None
     mla: MLA | None = None  # multi-head latent attention instead of Q/K/V/O projections
     published_params: float | None = None  # the count the authors publish, for the tests
@@ -176,9 +182,32 @@ class Transformer:
         h, q, kv = self.hidden, self.q_dim, self.kv_dim
         return 2.0 * (2 * h * q + 2 * h * kv)
 
-    def attention_core_flops_per_token(self, seq_len: int) -> float:
-        """Q·K^T and softmax·V over the full s x s square: 2 products x 2 FLOP x s x (the heads' width)."""
-        return 4.0 * seq_len * (self.mla.core_width(self.heads) if self.mla else self.q_dim)
+    def is_windowed(self, layer: int) -> bool:
+        """Whether block `layer` (0-based) attends through the sliding window."""
+        if self.sliding_window is None:
+            return False
+        return self.global_every == 0 or (layer + 1) % self.global_every != 0
+
+    @property
+    def windowed_layers(self) -> int:
+        return sum(self.is_windowed(i) for i in range(self.layers))
+
+    def attention_span(self, seq_len: int, windowed: bool = False) -> int:
+        """The keys a query's scores are counted over: the sequence, or the window of a windowed block."""
+        return min(seq_len, self.sliding_window) if windowed and self.sliding_window else seq_len
+
+    def attention_core_flops_per_token(self, seq_len: int, windowed: bool = False) -> float:
+        """Q·K^T and softmax·V over the full s x s square (a windowed block's s x w band): 2 products x 2 FLOP x
+        s (or w) x (the heads' width)."""
+        span = self.attention_span(seq_len, windowed)
+        return 4.0 * span * (self.mla.core_width(self.heads) if self.mla else self.q_dim)
+
+    def attention_core_flops_all_layers(self, seq_len: int) -> float:
+        """Every block's attention-core FLOPs per token, windowed blocks on their band."""
+        windowed = self.windowed_layers
+        return windowed * self.attention_core_flops_per_token(seq_len, True) + (
+            self.layers - windowed
+        ) * self.attention_core_flops_per_token(seq_len)
 
     def mlp_flops_per_token(self, moe_layer: bool = False) -> float:
         mats = 3 if self.gated_mlp else 2
@@ -195,8 +224,8 @@ class Transformer:
         return 2.0 * self.vocab * self.hidden
 
     def forward_flops_per_token(self, seq_len: int) -> float:
-        per_layer = self.attention_matmul_flops_per_token() + self.attention_core_flops_per_token(seq_len)
-        total = self.layers * per_layer + self.dense_layers * self.mlp_flops_per_token(False)
+        total = self.layers * self.attention_matmul_flops_per_token() + self.attention_core_flops_all_layers(seq_len)
+        total += self.dense_layers * self.mlp_flops_per_token(False)
         if self.moe:
             total += self.moe_layers * self.mlp_flops_per_token(True)
         return total + self.logits_flops_per_token()

@@ -115,6 +115,21 @@ MODELS: dict[str, Model] = {
     "llama3-405b": _llama(
         "llama3-405b", 126, 16384, 128, 8, 53248, 128256, 405e9, "Dubey et al. 2024 (Llama 3.1 405B)", 8192
     ),
+    # sliding-window attention in every block, 4,096 keys (Jiang et al. 2023, Table 1: window_size 4096,
+    # context_len 8192)
+    "mistral-7b": _llama(
+        "mistral-7b",
+        32,
+        4096,
+        32,
+        8,
+        14336,
+        32000,
+        7.24e9,
+        "Jiang et al. 2023 (Mistral 7B; 7.24 B parameters as released)",
+        8192,
+        sliding_window=4096,
+    ),
     # --- mixture of experts ---
     "mixtral-8x7b": Transformer(
         "mixtral-8x7b",

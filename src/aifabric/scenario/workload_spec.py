@@ -62,6 +62,20 @@ class ModelSpec(Strict):
         "longest sequence it can train on",
     )
     tied_embeddings: bool = Field(True, description="custom transformer: the output layer shares the token embedding")
+    sliding_window: int | None = Field(
+        None,
+        ge=1,
+        le=1 << 24,
+        description="custom transformer: sliding-window attention, each query seeing this many keys before it "
+        "(Mistral 7B 4,096; GPT-OSS 128); default: every key",
+    )
+    global_every: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="with sliding_window: every k-th block (the k-th, 2k-th, ...) attends to the whole sequence "
+        "instead (GPT-OSS and Gemma 2: 2, alternating; Gemma 3: 6); 0: every block through the window",
+    )
     experts: int | None = Field(None, ge=1, le=1 << 16, description="MoE: routed experts per layer")
     top_k: int = Field(2, ge=1, le=1 << 16)
     expert_ffn_hidden: int | None = Field(None, ge=1, le=1 << 22)
@@ -89,6 +103,8 @@ class ModelSpec(Strict):
             missing = [f for f in ("layers", "hidden", "heads", "vocab") if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"a custom transformer needs {', '.join(missing)}")
+            if self.global_every and self.sliding_window is None:
+                raise ValueError("global_every says which blocks skip the sliding window: give sliding_window too")
         return self
 
     @field_validator("layer_widths")

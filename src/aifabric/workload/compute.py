@@ -42,10 +42,19 @@ class LayerFlops:
         return 0.0
 
 
-def layer_flops(model: Transformer, tokens: int, seq_len: int, moe_layer: bool, tp: int = 1, cp: int = 1) -> LayerFlops:
-    """`tokens` = sequences x seq_len of the micro-batch; context parallelism splits the tokens."""
+def layer_flops(
+    model: Transformer,
+    tokens: int,
+    seq_len: int,
+    moe_layer: bool,
+    tp: int = 1,
+    cp: int = 1,
+    windowed: bool = False,
+) -> LayerFlops:
+    """`tokens` = sequences x seq_len of the micro-batch; context parallelism splits the tokens; `windowed`: a
+    block attending through the model's sliding window."""
     t = tokens / (tp * cp)
-    core = model.attention_core_flops_per_token(seq_len) * t
+    core = model.attention_core_flops_per_token(seq_len, windowed) * t
     attn = model.attention_matmul_flops_per_token() * t + core
     return LayerFlops(attn, core, model.mlp_flops_per_token(moe_layer) * t)
 
@@ -82,5 +91,5 @@ def iteration_flops(model: Transformer, global_batch: int, seq_len: int, recompu
     if recompute == "full":
         extra = fwd - model.logits_flops_per_token() * tokens
     elif recompute == "selective":
-        extra = model.layers * model.attention_core_flops_per_token(seq_len) * tokens
+        extra = model.attention_core_flops_all_layers(seq_len) * tokens
     return 3.0 * fwd + extra

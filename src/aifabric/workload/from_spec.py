@@ -51,6 +51,8 @@ def resolve_model(spec, field: str = "workload.model") -> Transformer:
         learned_positions=spec.positions == "learned",
         max_seq_len=spec.max_seq_len,
         tied_embeddings=spec.tied_embeddings,
+        sliding_window=spec.sliding_window,
+        global_every=spec.global_every,
         moe=moe,
     )
 
@@ -139,6 +141,11 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
         )
     if seq % par.cp:
         out.append(Problem("workload.seq_len", f"must be divisible by cp={par.cp} (got {seq})"))
+    if model.sliding_window is not None and model.sliding_window < seq and model.windowed_layers:
+        if par.cp > 1:
+            out.append(Problem(f"{P}.cp", "context parallelism with sliding-window attention is not modelled"))
+        if w.attention == "unfused":
+            out.append(Problem("workload.attention", "sliding-window attention is timed on a fused kernel only"))
     per_step = dp * par.micro_batch_size
     if w.global_batch_size % per_step:
         out.append(

@@ -87,10 +87,11 @@ class _StageBuilder:
     ):
         self.m, self.p, self.gpu = model, plan, gpu
         self.km = kernels
-        self.tk = (
-            None
-            if kernels is None
-            else TransformerKernels(
+
+        def kernels_of(window: int | None) -> TransformerKernels | None:
+            if kernels is None:
+                return None
+            return TransformerKernels(
                 kernels,
                 model,
                 tp=plan.tp,
@@ -101,8 +102,14 @@ class _StageBuilder:
                 attention=plan.attention,
                 ep=plan.ep,
                 fp8_recipe=plan.fp8_recipe,
+                window=window,
             )
-        )
+
+        # the kernels of a block attending to the whole sequence, and of one attending through the sliding window
+        # (`self.tk` is the current block's: `_block_kernels`)
+        self.tk_full = self.tk = kernels_of(None)
+        windowed = model.sliding_window is not None and model.sliding_window < plan.seq_len
+        self.tk_window = kernels_of(model.sliding_window) if windowed else self.tk_full
         self.c = lay.coords(rank)
         self.stage = self.c["pp"]
         self.tp_group = lay.group(rank, "tp")
@@ -122,10 +129,11 @@ class _StageBuilder:
         self.stage_bounds = plan.virtual_stage_layers(model.layers)
         self.layers = stage_layers(model, plan, self.stage)
         self.flops = {
-            moe: layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp)
+            (moe, win): layer_flops(model, self.tokens, plan.seq_len, moe, plan.tp, plan.cp, win)
             for moe in ((False, True) if model.moe else (False,))
+            for win in (False, True)
         }
-        self._compute_cache: dict[tuple[str, float], Compute] = {}
+        self._compute_cache: dict[tuple[str, float, bool], Compute] = {}
         # outside the blocks: token embedding + positions (first stage), final norm + output layer (last)
         self.first_params, self.last_params = outer_params_per_gpu(model, plan, self.stage)
         self.extra_params = self.first_params + self.last_params
@@ -137,7 +145,8 @@ class _StageBuilder:
     def compute(self, name: str, flops: float) -> None:
         """A compute op: timed kernel by kernel (kernels/transformer.py), or, with a `compute_efficiency`
         override, as its FLOPs at that fraction of the dense peak."""
-        op = self._compute_cache.get((name, flops))
+        key = (name, flops, self.tk is not self.tk_full)
+        op = self._compute_cache.get(key)
         if op is None:
             if self.tk is None:
                 t = duration_s(flops, self.gpu, self.p.precision, self.eff)
@@ -145,7 +154,7 @@ class _StageBuilder:
             else:
                 seq = self.tk.op(name)
                 op = Compute(name, flops, seq.time_s, seq.by_kind())
-            self._compute_cache[(name, flops)] = op
+            self._compute_cache[key] = op
         self.ops.append(op)
 
     def optimizer(self, shard_params: float, local_params: float) -> None:
@@ -255,6 +264,12 @@ class _StageBuilder:
         self.coll(f"{key}/zero3-ag-experts", "all-gather", self.edp_group, expert, "weights", "zero", bpe=bpe)
 
     # ---- passes ---------------------------------------------------------------------------
+    def _block_kernels(self, layer: int | None) -> None:
+        """Time what follows with block `layer`'s kernels (its attention windowed or not); None: outside the
+        blocks."""
+        windowed = layer is not None and self.m.is_windowed(layer)
+        self.tk = self.tk_window if windowed else self.tk_full
+
     def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, gather: bool = True) -> None:
         p = self.p
         if p.zero >= 3 and gather:
@@ -454,7 +469,9 @@ class _StageBuilder:
                 self.tp_exchange(f"{pre}/fwd/embedding", False, "embedding output")
             for layer in layers:
                 moe = is_moe_layer(m, layer)
-                self.block_forward(f"{pre}/fwd", layer, self.flops[moe], moe)
+                self._block_kernels(layer)
+                self.block_forward(f"{pre}/fwd", layer, self.flops[(moe, m.is_windowed(layer))], moe)
+            self._block_kernels(None)
             if vs == last_vs:
                 self.tp_exchange(f"{pre}/fwd/head-in", True, "LM head input")
                 self.compute("fwd/logits", logits_flops(m, self.tokens, p.tp, p.cp))
@@ -475,7 +492,9 @@ class _StageBuilder:
                 buckets.add(self.final_norm_tensors)
         for layer in reversed(layers):
             moe = is_moe_layer(m, layer)
-            self.block_backward(f"{pre}/bwd", layer, self.flops[moe], moe, buckets)
+            self._block_kernels(layer)
+            self.block_backward(f"{pre}/bwd", layer, self.flops[(moe, m.is_windowed(layer))], moe, buckets)
+        self._block_kernels(None)
         if vs == 0:
             self.tp_exchange(f"{pre}/bwd/embedding", True, "embedding output gradient")
             if self.tk is not None:
