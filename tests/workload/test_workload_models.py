@@ -37,6 +37,18 @@ def test_moe_active_parameters():
     assert MODELS["deepseek-v3"].active_params == pytest.approx(37e9, rel=0.02)
 
 
+def test_gpt_oss_counts_as_its_model_card_does():
+    """gpt-oss (OpenAI 2025 model card): 116.83 B and 5.13 B active (120B), 20.91 B and 3.61 B (20B); the card's
+    active count leaves out the input embedding (a lookup, no multiply), not the output layer. Every other block
+    attends through its 128-token window, the first one included."""
+    for name, total, active in (("gpt-oss-120b", 116.83e9, 5.13e9), ("gpt-oss-20b", 20.91e9, 3.61e9)):
+        m = MODELS[name]
+        assert abs(m.params - total) <= 0.005e9  # the card's two decimals
+        assert abs(m.active_params - m.embedding_params - active) <= 0.005e9
+        assert [m.is_windowed(i) for i in range(4)] == [True, False, True, False]
+        assert m.windowed_layers == m.layers // 2 and m.sliding_window == 128
+
+
 def test_heads_wider_than_hidden_over_heads():
     # Qwen3 30B-A3B (Qwen3 technical report: "30.5B total, 3.3B activated"; its configuration: hidden 2,048, 32
     # query heads of head_dim 128, 4 key-value heads, 128 experts of 768, 8 per token, an RMSNorm over each
