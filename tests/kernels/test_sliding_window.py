@@ -137,3 +137,11 @@ def test_what_a_window_is_not_modelled_with_is_refused_by_field():
     with pytest.raises(InputError) as e:
         parse_scenario(d)
     assert "sliding_window" in str(e.value)
+    # every block global (global_every 1): no window to refuse context parallelism for, and none timed
+    d = copy.deepcopy(LLM)
+    d["workload"]["model"] = {**MISTRAL_SHAPE, "sliding_window": 4096, "global_every": 1}
+    d["workload"]["parallelism"].update(tp=4, cp=2)
+    unwindowed = copy.deepcopy(d)
+    unwindowed["workload"]["model"] = MISTRAL_SHAPE
+    built = build_workload(parse_scenario(d))
+    assert built.compute_by_kind_s == build_workload(parse_scenario(unwindowed)).compute_by_kind_s

@@ -108,7 +108,9 @@ class _StageBuilder:
         # the kernels of a block attending to the whole sequence, and of one attending through the sliding window
         # (`self.tk` is the current block's: `_block_kernels`)
         self.tk_full = self.tk = kernels_of(None)
-        windowed = model.sliding_window is not None and model.sliding_window < plan.seq_len
+        windowed = (
+            model.sliding_window is not None and model.sliding_window < plan.seq_len and model.windowed_layers > 0
+        )
         self.tk_window = kernels_of(model.sliding_window) if windowed else self.tk_full
         self.c = lay.coords(rank)
         self.stage = self.c["pp"]
