@@ -60,5 +60,8 @@ def test_models_command_lists_the_zoo_and_figure_13_3(capsys):
     assert rows["llama3-405b"].rstrip(" │").endswith("11")
     assert rows["llama3-8b"].rstrip(" │").endswith("1")
     assert "101,632" in rows["mnist-784-128-10"]
+    # the sliding window: every block of Mistral 7B, every other block of gpt-oss
+    window = {name: [c.strip() for c in line.split("│")][8] for name, line in rows.items()}
+    assert (window["mistral-7b"], window["gpt-oss-120b"], window["llama3-8b"]) == ("4,096", "128/2", "")
     code, text = run(["models", "--gpu-memory-gb", "0"], capsys)
     assert code == 2

@@ -113,16 +113,23 @@ def models(
     ]
     if bad:
         raise InputError(bad)
-    t = Table(title=f"model zoo (weights at {bytes_per_param:g} bytes per parameter, {gpu_memory_gb:g} GB GPUs)")
-    for col in ("model", "parameters", "published", "active", "layers", "hidden", "heads (kv)", "GPUs for weights"):
+    t = Table(
+        title=f"model zoo (weights at {bytes_per_param:g} bytes per parameter, {gpu_memory_gb:g} GB GPUs)",
+        caption="window: the keys a query sees in a sliding-window block; /k: every k-th block sees all of them",
+    )
+    columns = ("model", "parameters", "published", "active", "layers", "hidden", "heads (kv)", "window")
+    for col in (*columns, "GPUs for weights"):
         t.add_column(col, justify="left" if col == "model" else "right")
     for name, m in MODELS.items():
         pub = getattr(m, "published_params", None)
         if isinstance(m, Transformer):
             kv = f"{m.heads} ({m.kv_heads})" if m.kv_heads else str(m.heads)
-            row = [f"{m.active_params:,}" if m.moe else "", str(m.layers), str(m.hidden), kv]
+            window = "" if m.sliding_window is None else f"{m.sliding_window:,}"
+            if window and m.global_every:
+                window += f"/{m.global_every}"
+            row = [f"{m.active_params:,}" if m.moe else "", str(m.layers), str(m.hidden), kv, window]
         else:
-            row = ["", "", "", ""]
+            row = ["", "", "", "", ""]
         t.add_row(
             name,
             f"{m.params:,}",
