@@ -127,6 +127,8 @@ def test_llm_foundry_rows_are_read_as_printed_and_the_built_mpt_has_their_parame
         assert gpu == {"A100": "a100_80gb", "H100": "h100_80gb"}[c["gpu"]], c["id"]
         assert (mbs, gbs) == (c["micro_batch_size"], c["global_batch_size"]) and mbs * accum * gpus == gbs, c["id"]
         assert (cells[17] == "True") == (c.get("recompute") == "full"), c["id"]
+        # Composer's PURE: bf16 throughout, gradients reduced in bf16; DEFAULT: the tool's FSDP (fp32 reductions)
+        assert (cells[15] == "PURE") == (c.get("grad_reduce_precision") == "bf16"), c["id"]
         assert tokens_s_gpu == c["published"] and abs(tokens_s / gpus - tokens_s_gpu) <= 1, c["id"]
         assert fidelity.model_of(c).params == params, c["id"]
 
