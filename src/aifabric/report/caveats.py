@@ -32,9 +32,10 @@ BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 MOE = SuiteFigures("NeMo 25.11", ("bridge2025moe",), 5, (8.4, 191.7), 89.8)
 MOE_CASE_IDS = "Q1-Q5"
 
-# MosaicML's LLM Foundry runs of MPT in bf16 with PyTorch FSDP on one server (P1-P14), by GPU
-FSDP_A100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 9, (-7.9, 13.0), 8.9)
-FSDP_A100_CASE_IDS = "P1-P9"
+# MosaicML's LLM Foundry runs of MPT in bf16 with PyTorch FSDP (P1-P16: one server, and MPT-70B on 32 and 64 A100),
+# by GPU
+FSDP_A100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 11, (-7.9, 13.0), 8.1)
+FSDP_A100_CASE_IDS = "P1-P9, P15-P16"
 FSDP_H100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 5, (21.5, 43.9), 29.4)
 FSDP_H100_CASE_IDS = "P10-P14"
 
@@ -116,8 +117,8 @@ def _dense(scenario) -> list[str]:
         ]
     if llm and gpu in A100_GPUS and _fsdp(w):
         return [
-            f"FSDP on A100: against MosaicML's {FSDP_A100.cases} published bf16 runs with PyTorch FSDP on one A100 "
-            f"server (MPT, 125M to 30B parameters) the kernel model was {_span(FSDP_A100)}, the smaller the model "
+            f"FSDP on A100: against MosaicML's {FSDP_A100.cases} published bf16 runs with PyTorch FSDP on 8 to 64 "
+            f"A100 (MPT, 125M to 70B parameters) the kernel model was {_span(FSDP_A100)}, the smaller the model "
             f"the more optimistic (docs/validation.md, {FSDP_A100_CASE_IDS})"
         ]
     return []
