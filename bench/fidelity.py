@@ -100,6 +100,7 @@ def scenario_of(case: dict) -> dict:
             "recompute",
             "overlap_grad_reduce",
             "grad_reduce_precision",
+            "backward_prefetch",
         )
         if k in case
     }

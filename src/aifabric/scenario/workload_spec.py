@@ -149,6 +149,13 @@ class ParallelismSpec(Strict):
         "parameters (PyTorch DDP's default is 25)",
     )
     overlap_grad_reduce: bool = Field(True, description="launch bucket AllReduces during the backward pass")
+    backward_prefetch: Literal["pre", "post"] = Field(
+        "pre",
+        description="ZeRO-3 / FSDP: in the backward, the next block's weights are gathered before the current "
+        "block's gradients are computed, beside them (pre: PyTorch FSDP's BACKWARD_PRE default, FSDP2, Megatron-Core's "
+        "FSDP), or after (post: BACKWARD_POST, Composer's default), so the next block waits for its gather; the "
+        "forward always gathers one block ahead",
+    )
     grad_reduce_precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto",
         description="precision the data-parallel gradient reductions move; auto: fp32 when training in bf16 "

@@ -192,6 +192,7 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
             dp, Plan(precision=w.precision, grad_reduce_precision=par.grad_reduce_precision).grad_precision
         ),
         overlap_grad_reduce=par.overlap_grad_reduce,
+        backward_prefetch=par.backward_prefetch,
         grad_reduce_precision=par.grad_reduce_precision,
         order=par.order if not any(p.path == f"{P}.order" for p in out) else Plan.order,
         compute_efficiency=w.compute_efficiency,

@@ -257,13 +257,37 @@ class _StageBuilder:
         """(dense, expert) parameters of one block on this GPU (row-parallel biases and norms replicated)."""
         return block_params_per_gpu(self.m, self.p, layer)
 
-    def zero3_gather(self, key: str, layer: int) -> None:
+    def zero3_gather(self, key: str, layer: int, prefetch: bool = False) -> None:
         """ZeRO-3 / FSDP: the block's weight shards gathered (dense over data parallel, experts over
-        expert-data parallel) before it runs."""
+        expert-data parallel) before it runs. `prefetch`: on the "zero" stream, beside the compute that follows
+        until a Wait("zero") (`zero3_blocks`)."""
         dense, expert = self.layer_params(layer)
         bpe = self.gemm_bpe  # FP8 runs gather FP8 weights (Megatron-LM's fp8_param_gather, NeMo's FP8 recipes)
-        self.coll(f"{key}/zero3-ag", "all-gather", self.dp_group, dense, "weights", "zero", bpe=bpe)
-        self.coll(f"{key}/zero3-ag-experts", "all-gather", self.edp_group, expert, "weights", "zero", bpe=bpe)
+        blocking, stream = (False, "zero") if prefetch else (True, "comm")
+        for suffix, group, n in (("", self.dp_group, dense), ("-experts", self.edp_group, expert)):
+            self.coll(f"{key}/zero3-ag{suffix}", "all-gather", group, n, "weights", "zero", blocking, stream, bpe)
+
+    def zero3_blocks(self, pre: str, layers: list[int], ahead: bool = True):
+        """The blocks of a pass in order, each one's weights gathered one block ahead, as PyTorch FSDP and
+        Megatron-Core's FSDP run them (FSDP's forward issues the next unit's all-gather while the current one
+        computes, the host running ahead of the GPU; its backward, with BACKWARD_PRE, before computing the current
+        unit's gradients; at most two units' weights in flight, `limit_all_gathers`): the first block's gather is
+        waited for at once, every later one runs beside the block before it. `ahead=False` (BACKWARD_POST): the
+        next block's gather is issued after the current block's ops, so it runs beside nothing of the compute.
+        Yields each layer, its weights gathered; without ZeRO-3, just the layers."""
+        if self.p.zero < 3:
+            yield from layers
+            return
+        for i, layer in enumerate(layers):
+            if i == 0:
+                self.zero3_gather(f"{pre}/L{layer}", layer, prefetch=True)
+            self.ops.append(Wait("zero"))  # this block's weights
+            nxt = layers[i + 1] if i + 1 < len(layers) else None
+            if nxt is not None and ahead:
+                self.zero3_gather(f"{pre}/L{nxt}", nxt, prefetch=True)  # the next block's, beside this one
+            yield layer
+            if nxt is not None and not ahead:
+                self.zero3_gather(f"{pre}/L{nxt}", nxt, prefetch=True)  # after this block's ops
 
     # ---- passes ---------------------------------------------------------------------------
     def _block_kernels(self, layer: int | None) -> None:
@@ -273,6 +297,8 @@ class _StageBuilder:
         self.tk = self.tk_window if windowed else self.tk_full
 
     def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, gather: bool = True) -> None:
+        """`gather=False`: ZeRO-3's weights already gathered (`zero3_blocks`, or the backward's for its
+        recomputation)."""
         p = self.p
         if p.zero >= 3 and gather:
             self.zero3_gather(f"{pre}/L{layer}", layer)
@@ -295,9 +321,11 @@ class _StageBuilder:
             self.moe_exchange(f"{pre}/L{layer}/combine")
         self.tp_exchange(f"{pre}/L{layer}/mlp-out", False)
 
-    def block_backward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: _Buckets | None) -> None:
+    def block_backward(
+        self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: _Buckets | None, gather: bool = True
+    ) -> None:
         p = self.p
-        if p.zero >= 3:
+        if p.zero >= 3 and gather:
             self.zero3_gather(f"{pre}/L{layer}", layer)
         if p.recompute == "full":
             self.block_forward(f"{pre}/recompute", layer, lf, moe, gather=False)  # weights just gathered
@@ -469,10 +497,10 @@ class _StageBuilder:
                 if self.tk is not None:
                     self.compute("fwd/embedding", 0.0)
                 self.tp_exchange(f"{pre}/fwd/embedding", False, "embedding output")
-            for layer in layers:
+            for layer in self.zero3_blocks(f"{pre}/fwd", layers):
                 moe = is_moe_layer(m, layer)
                 self._block_kernels(layer)
-                self.block_forward(f"{pre}/fwd", layer, self.flops[(moe, m.is_windowed(layer))], moe)
+                self.block_forward(f"{pre}/fwd", layer, self.flops[(moe, m.is_windowed(layer))], moe, gather=False)
             self._block_kernels(None)
             if vs == last_vs:
                 self.tp_exchange(f"{pre}/fwd/head-in", True, "LM head input")
@@ -492,10 +520,11 @@ class _StageBuilder:
             self.tp_exchange(f"{pre}/bwd/head-in", False, "LM head input gradient")
             if buckets is not None:  # the final norm's, after the LM head's input gradient
                 buckets.add(self.final_norm_tensors)
-        for layer in reversed(layers):
+        for layer in self.zero3_blocks(f"{pre}/bwd", list(reversed(layers)), p.backward_prefetch == "pre"):
             moe = is_moe_layer(m, layer)
             self._block_kernels(layer)
-            self.block_backward(f"{pre}/bwd", layer, self.flops[(moe, m.is_windowed(layer))], moe, buckets)
+            lf = self.flops[(moe, m.is_windowed(layer))]
+            self.block_backward(f"{pre}/bwd", layer, lf, moe, buckets, gather=False)
         self._block_kernels(None)
         if vs == 0:
             self.tp_exchange(f"{pre}/bwd/embedding", True, "embedding output gradient")

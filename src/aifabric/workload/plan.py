@@ -28,6 +28,7 @@ class Plan:
     zero: int = 0  # 0 none, 1 optimizer states, 2 + gradients, 3 + weights (= FSDP full shard)
     bucket_mb: float = DDP_BUCKET_MB
     overlap_grad_reduce: bool = True  # DDP: bucket AllReduce launched during the backward pass
+    backward_prefetch: str = "pre"  # ZeRO-3: the next block's gather before (pre) or after (post) its backward's
     grad_reduce_precision: str = "auto"  # see grad_precision
     order: str = DEFAULT_ORDER
     compute_efficiency: float | None = None  # None: the kernel model; else every op at this fraction of peak
