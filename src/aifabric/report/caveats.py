@@ -18,12 +18,12 @@ class SuiteFigures:
     mean_pct: float  # mean absolute error
 
 
-FP8_2025 = SuiteFigures("2025's software (NeMo 25.11)", ("bridge2025",), 3, (-1.4, 15.9), 6.4)
+FP8_2025 = SuiteFigures("2025's software (NeMo 25.11)", ("bridge2025",), 3, (1.8, 15.9), 7.5)
 FP8_2024 = SuiteFigures("2024's (NeMo 24.03-24.07)", ("nemo2024", "nemo2024cp"), 18, (14.0, 48.6), 28.2)
 FP8_CASE_IDS = "B1-B3, F1-F9, S1-S9"
 # Megatron Bridge's NeMo 25.11 FP8 runs on DGX-B200 (B4-B5) and DGX-GB200 (G1-G3): the catalog's Blackwell figures
 # are partly derived
-BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200", "bridge2025gb200"), 5, (6.5, 15.6), 9.6)
+BLACKWELL = SuiteFigures("NeMo 25.11", ("bridge2025b200", "bridge2025gb200"), 5, (7.2, 15.6), 11.0)
 BLACKWELL_CASE_IDS = "B4-B5, G1-G3"
 BLACKWELL_GPUS = frozenset({"B200", "GB200"})
 
@@ -34,9 +34,9 @@ MOE_CASE_IDS = "Q1-Q5"
 
 # MosaicML's LLM Foundry runs of MPT in bf16 with PyTorch FSDP (P1-P16: one server, and MPT-70B on 32 and 64 A100),
 # by GPU
-FSDP_A100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 11, (-7.9, 13.0), 8.1)
+FSDP_A100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 11, (-7.9, 13.1), 7.5)
 FSDP_A100_CASE_IDS = "P1-P9, P15-P16"
-FSDP_H100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 5, (21.5, 43.9), 29.4)
+FSDP_H100 = SuiteFigures("LLM Foundry, PyTorch FSDP", ("foundry2023",), 5, (21.4, 44.2), 29.5)
 FSDP_H100_CASE_IDS = "P10-P14"
 
 # the GPUs with the H100's compute (the GH100 die): what the H100 cases say holds for them
