@@ -257,15 +257,14 @@ class _StageBuilder:
         """(dense, expert) parameters of one block on this GPU (row-parallel biases and norms replicated)."""
         return block_params_per_gpu(self.m, self.p, layer)
 
-    def zero3_gather(self, key: str, layer: int, prefetch: bool = False) -> None:
+    def zero3_gather(self, key: str, layer: int) -> None:
         """ZeRO-3 / FSDP: the block's weight shards gathered (dense over data parallel, experts over
-        expert-data parallel) before it runs. `prefetch`: on the "zero" stream, beside the compute that follows
-        until a Wait("zero") (`zero3_blocks`)."""
+        expert-data parallel) on the "zero" stream, beside the compute that follows until a Wait("zero")
+        (`zero3_blocks`)."""
         dense, expert = self.layer_params(layer)
         bpe = self.gemm_bpe  # FP8 runs gather FP8 weights (Megatron-LM's fp8_param_gather, NeMo's FP8 recipes)
-        blocking, stream = (False, "zero") if prefetch else (True, "comm")
         for suffix, group, n in (("", self.dp_group, dense), ("-experts", self.edp_group, expert)):
-            self.coll(f"{key}/zero3-ag{suffix}", "all-gather", group, n, "weights", "zero", blocking, stream, bpe)
+            self.coll(f"{key}/zero3-ag{suffix}", "all-gather", group, n, "weights", "zero", False, "zero", bpe)
 
     def zero3_blocks(self, pre: str, layers: list[int], ahead: bool = True):
         """The blocks of a pass in order, each one's weights gathered one block ahead, as PyTorch FSDP and
@@ -280,14 +279,14 @@ class _StageBuilder:
             return
         for i, layer in enumerate(layers):
             if i == 0:
-                self.zero3_gather(f"{pre}/L{layer}", layer, prefetch=True)
+                self.zero3_gather(f"{pre}/L{layer}", layer)
             self.ops.append(Wait("zero"))  # this block's weights
             nxt = layers[i + 1] if i + 1 < len(layers) else None
             if nxt is not None and ahead:
-                self.zero3_gather(f"{pre}/L{nxt}", nxt, prefetch=True)  # the next block's, beside this one
+                self.zero3_gather(f"{pre}/L{nxt}", nxt)  # the next block's, beside this one
             yield layer
             if nxt is not None and not ahead:
-                self.zero3_gather(f"{pre}/L{nxt}", nxt, prefetch=True)  # after this block's ops
+                self.zero3_gather(f"{pre}/L{nxt}", nxt)  # after this block's ops
 
     # ---- passes ---------------------------------------------------------------------------
     def _block_kernels(self, layer: int | None) -> None:
@@ -296,12 +295,10 @@ class _StageBuilder:
         windowed = layer is not None and self.m.is_windowed(layer)
         self.tk = self.tk_window if windowed else self.tk_full
 
-    def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, gather: bool = True) -> None:
-        """`gather=False`: ZeRO-3's weights already gathered (`zero3_blocks`, or the backward's for its
+    def block_forward(self, pre: str, layer: int, lf: LayerFlops, moe: bool) -> None:
+        """One block's forward, its ZeRO-3 weights already gathered (`zero3_blocks`, or the backward's for its
         recomputation)."""
         p = self.p
-        if p.zero >= 3 and gather:
-            self.zero3_gather(f"{pre}/L{layer}", layer)
         self.tp_exchange(f"{pre}/L{layer}/attn-in", True, gemm_input=True)
         if p.cp > 1:  # K and V of the other chunks arrive while the attention core runs
             qkv = self.column_gemm_flops("attn")
@@ -321,14 +318,11 @@ class _StageBuilder:
             self.moe_exchange(f"{pre}/L{layer}/combine")
         self.tp_exchange(f"{pre}/L{layer}/mlp-out", False)
 
-    def block_backward(
-        self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: _Buckets | None, gather: bool = True
-    ) -> None:
+    def block_backward(self, pre: str, layer: int, lf: LayerFlops, moe: bool, buckets: _Buckets | None) -> None:
+        """One block's backward, its ZeRO-3 weights already gathered (`zero3_blocks`)."""
         p = self.p
-        if p.zero >= 3 and gather:
-            self.zero3_gather(f"{pre}/L{layer}", layer)
         if p.recompute == "full":
-            self.block_forward(f"{pre}/recompute", layer, lf, moe, gather=False)  # weights just gathered
+            self.block_forward(f"{pre}/recompute", layer, lf, moe)  # on the weights gathered for the backward
         elif p.recompute == "selective":
             self.compute("recompute/attn-core", lf.attention_core)
         # mirrored: the forward's "out" exchange becomes the backward's "in" and vice versa
@@ -500,7 +494,7 @@ class _StageBuilder:
             for layer in self.zero3_blocks(f"{pre}/fwd", layers):
                 moe = is_moe_layer(m, layer)
                 self._block_kernels(layer)
-                self.block_forward(f"{pre}/fwd", layer, self.flops[(moe, m.is_windowed(layer))], moe, gather=False)
+                self.block_forward(f"{pre}/fwd", layer, self.flops[(moe, m.is_windowed(layer))], moe)
             self._block_kernels(None)
             if vs == last_vs:
                 self.tp_exchange(f"{pre}/fwd/head-in", True, "LM head input")
@@ -524,7 +518,7 @@ class _StageBuilder:
             moe = is_moe_layer(m, layer)
             self._block_kernels(layer)
             lf = self.flops[(moe, m.is_windowed(layer))]
-            self.block_backward(f"{pre}/bwd", layer, lf, moe, buckets, gather=False)
+            self.block_backward(f"{pre}/bwd", layer, lf, moe, buckets)
         self._block_kernels(None)
         if vs == 0:
             self.tp_exchange(f"{pre}/bwd/embedding", True, "embedding output gradient")
