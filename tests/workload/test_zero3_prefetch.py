@@ -66,3 +66,17 @@ def test_gathers_across_the_network_hide_behind_the_compute_with_backward_pre():
     assert pre.exposed_communication_s < post.exposed_communication_s
     assert pre.iteration_time_s < post.iteration_time_s
     assert pre.compute_by_kind_s == post.compute_by_kind_s
+
+
+def test_a_prefetch_without_zero_3_is_refused_by_field():
+    import pytest
+
+    from aifabric.errors import InputError
+
+    d = _with("post")
+    d["workload"]["parallelism"]["zero"] = 1
+    with pytest.raises(InputError) as e:
+        parse_scenario(d)
+    assert "zero: 3" in {p.path: p.message for p in e.value.problems}["workload.parallelism.backward_prefetch"]
+    d["workload"]["parallelism"].update(zero=0, fsdp=True)
+    parse_scenario(d)  # FSDP is ZeRO-3

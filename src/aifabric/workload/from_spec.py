@@ -172,6 +172,13 @@ def resolve_plan(s) -> tuple[Transformer, Plan, list[Problem]]:
         )
     if (par.zero or par.fsdp) and dp * par.cp == 1:
         out.append(Problem(f"{P}.zero", "ZeRO / FSDP shard over data-parallel ranks: dp is 1"))
+    if par.backward_prefetch != "pre" and par.zero < 3 and not par.fsdp:
+        out.append(
+            Problem(
+                f"{P}.backward_prefetch",
+                f"when ZeRO-3 / FSDP gathers the next block's weights: set zero: 3 or fsdp: true (zero is {par.zero})",
+            )
+        )
     plan = Plan(
         tp=par.tp,
         pp=par.pp,
