@@ -57,6 +57,30 @@ def _llama(
     return Transformer(name, layers, hidden, heads, **{**fields, **more})
 
 
+def _gpt_oss(name: str, layers: int, experts: int, published: float, card: str) -> Transformer:
+    """OpenAI's gpt-oss: Llama's layers with biases in the attention and the experts, 64 heads of 64 on a hidden of
+    2,880, 8 key/value heads, top-4 SwiGLU experts 2,880 wide, every other block (the first, third, ...) through a
+    128-token sliding window; its attention sinks (a logit per head) and the router's bias, some thousand
+    parameters, not counted."""
+    return _llama(
+        name,
+        layers,
+        2880,
+        64,
+        8,
+        2880,
+        201088,
+        published,
+        f"OpenAI 2025 (gpt-oss model card: {card})",
+        131072,
+        kv_channels=64,
+        bias=True,
+        sliding_window=128,
+        global_every=2,
+        moe=MoE(experts, 4, 2880),
+    )
+
+
 MODELS: dict[str, Model] = {
     # --- the seeds ---
     # Ch. 3: MNIST 784-128-10; the book counts weights only (101,632).
@@ -162,48 +186,12 @@ MODELS: dict[str, Model] = {
         published_params=16.4e9,
         source="Dai et al. 2024 (DeepSeekMoE 16B)",
     ),
+    # OpenAI gpt-oss (the model card's counts; its active ones without the input embedding)
+    "gpt-oss-120b": _gpt_oss("gpt-oss-120b", 36, 128, 116.83e9, "116.83 B total, 5.13 B active"),
+    "gpt-oss-20b": _gpt_oss("gpt-oss-20b", 24, 32, 20.91e9, "20.91 B total, 3.61 B active"),
     # Qwen3 MoE (Qwen Team 2025, Qwen3 technical report, Table 2; the models' published configurations): every
     # block an MoE of 128 experts, 8 per token, no shared expert; 4 key/value heads; heads of 128 wider than
     # hidden / heads; an RMSNorm over each head's Q and K
-    # OpenAI gpt-oss (2025 model card: 116.83 B total, 5.13 B active for 120B, 20.91 B and 3.61 B for 20B, the
-    # active counts without the input embedding): 64 heads
-    # of 64 on a hidden of 2,880, 8 key/value heads, biases in the attention and the experts, SwiGLU experts 2,880
-    # wide, every other block (the first, third, ...) through a 128-token sliding window; its attention sinks (a
-    # logit per head) and the router's bias, some thousand parameters, not counted
-    "gpt-oss-120b": _llama(
-        "gpt-oss-120b",
-        36,
-        2880,
-        64,
-        8,
-        2880,
-        201088,
-        116.83e9,
-        "OpenAI 2025 (gpt-oss model card: 116.83 B total, 5.13 B active)",
-        131072,
-        kv_channels=64,
-        bias=True,
-        sliding_window=128,
-        global_every=2,
-        moe=MoE(128, 4, 2880),
-    ),
-    "gpt-oss-20b": _llama(
-        "gpt-oss-20b",
-        24,
-        2880,
-        64,
-        8,
-        2880,
-        201088,
-        20.91e9,
-        "OpenAI 2025 (gpt-oss model card: 20.91 B total, 3.61 B active)",
-        131072,
-        kv_channels=64,
-        bias=True,
-        sliding_window=128,
-        global_every=2,
-        moe=MoE(32, 4, 2880),
-    ),
     "qwen3-30b-a3b": _llama(
         "qwen3-30b-a3b",
         48,
