@@ -145,3 +145,36 @@ def test_what_a_window_is_not_modelled_with_is_refused_by_field():
     unwindowed["workload"]["model"] = MISTRAL_SHAPE
     built = build_workload(parse_scenario(d))
     assert built.compute_by_kind_s == build_workload(parse_scenario(unwindowed)).compute_by_kind_s
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sliding_window", 0),
+        ("sliding_window", -128),
+        ("sliding_window", 1 << 40),
+        ("sliding_window", float("nan")),
+        ("global_every", -1),
+        ("global_every", float("inf")),
+        ("max_seq_len", 0),
+        ("max_seq_len", 1 << 40),
+        ("norm", "batchnorm"),
+        ("positions", "alibi"),
+        ("tied_embeddings", "sometimes"),
+    ],
+)
+def test_a_bad_value_of_a_new_model_field_exits_2_naming_it(field, value):
+    d = copy.deepcopy(LLM)
+    d["workload"]["model"] = {**MISTRAL_SHAPE, "sliding_window": 4096, field: value}
+    with pytest.raises(InputError) as e:
+        parse_scenario(d)
+    assert any(p.path == f"workload.model.{field}" for p in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize("value", ["sometimes", 0, float("nan")])
+def test_a_bad_backward_prefetch_exits_2_naming_it(value):
+    d = copy.deepcopy(LLM)
+    d["workload"]["parallelism"].update(zero=3, backward_prefetch=value)
+    with pytest.raises(InputError) as e:
+        parse_scenario(d)
+    assert any(p.path == "workload.parallelism.backward_prefetch" for p in e.value.problems), e.value.problems

@@ -127,4 +127,4 @@ def _dense(scenario) -> list[str]:
 def _fsdp(workload) -> bool:
     """Weights sharded over data parallelism: ZeRO-3 or PyTorch FSDP's full shard."""
     par = getattr(workload, "parallelism", None)
-    return par is not None and (par.zero >= 3 or bool(getattr(par, "fsdp", False)))
+    return par is not None and (par.zero >= 3 or par.fsdp)
